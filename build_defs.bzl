@@ -1,0 +1,48 @@
+"""Build macros shared by every native target of reverb_tf."""
+
+# Linker flags for any shared object that may be loaded into a Python process
+# that imported TensorFlow first (../shared/DESIGN.md §3, docs/native_linking.md):
+#   --exclude-libs,ALL  nothing from a static archive (gRPC, protobuf, zlib,
+#                       zstd) is exported, so TF's global copies cannot bind to
+#                       ours or ours to theirs;
+#   -z,defs             every reference is resolved at link time, so an
+#                       unresolved symbol is a build error, not a runtime bind
+#                       into whatever the process happens to have loaded.
+NATIVE_LIBRARY_LINKOPTS = [
+    "-Wl,--exclude-libs,ALL",
+    "-Wl,-z,defs",
+    "-Wl,--as-needed",
+]
+
+def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False, **kwargs):
+    """A hermetically linked shared object (pybind module, TF ops library).
+
+    Our own code is compiled with hidden visibility (.bazelrc); gRPC, protobuf,
+    zlib and zstd come in as static archives whose symbols stay hidden. When
+    `uses_tensorflow`, libtensorflow_framework.so.2 goes LAST on the link
+    line: placed earlier, ld would silently bind references meant for our
+    static archives to TF's copies.
+
+    Args:
+      name: output file name, e.g. "libreverb_tf.so".
+      srcs: extra sources compiled into the shared object.
+      deps: cc_library targets linked statically into it.
+      uses_tensorflow: link against the venv's libtensorflow_framework.so.2.
+      **kwargs: passed to cc_binary.
+    """
+    linkopts = list(NATIVE_LIBRARY_LINKOPTS)
+    additional_linker_inputs = []
+    if uses_tensorflow:
+        tf = "@local_tensorflow//:tf_framework"
+        additional_linker_inputs.append(tf)
+        linkopts += ["$(location {})".format(tf), "-Wl,-rpath,$$ORIGIN"]
+    native.cc_binary(
+        name = name,
+        srcs = srcs,
+        deps = deps,
+        linkshared = True,
+        linkstatic = True,
+        linkopts = linkopts + kwargs.pop("linkopts", []),
+        additional_linker_inputs = additional_linker_inputs,
+        **kwargs
+    )

@@ -1,0 +1,127 @@
+#include "reverb_tf/cc/chunk_store.h"
+
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/item.h"
+#include "reverb_tf/cc/testing/test_util.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::reverb_tf::testing::MakeFloatChunk;
+
+TEST(ChunkStoreTest, RejectsInvalidPayloads) {
+  ChunkStore store;
+  auto scalar = MakePayload(DType::kFloat, {}, std::string(4, '\0'));
+  ASSERT_TRUE(scalar.ok());
+  EXPECT_EQ(store.Insert(1, 1, 0, *scalar).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto empty = MakePayload(DType::kFloat, {0, 4}, "");
+  EXPECT_EQ(store.Insert(2, 1, 0, *empty).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TensorPayload broken;
+  broken.dtype = DType::kFloat;
+  broken.shape = {2};
+  broken.data = "abc";
+  broken.uncompressed_size = 3;
+  EXPECT_EQ(store.Insert(3, 1, 0, broken).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.num_live_chunks(), 0);
+}
+
+TEST(ChunkStoreTest, ChunkLivesExactlyAsLongAsItsLastReference) {
+  ChunkStore store;
+  auto chunk = MakeFloatChunk(store, 7, 10);
+  EXPECT_EQ(chunk->key(), 7u);
+  EXPECT_EQ(chunk->num_steps(), 10);
+  EXPECT_EQ(store.num_live_chunks(), 1);
+  std::weak_ptr<const Chunk> watch = chunk;
+  {
+    // Two items share the chunk.
+    Item a = testing::MakeItem(1, 1.0, {chunk});
+    Item b = testing::MakeItem(2, 1.0, {chunk});
+    chunk.reset();
+    EXPECT_FALSE(watch.expired());
+    a = Item();
+    EXPECT_FALSE(watch.expired());
+    EXPECT_EQ(store.num_live_chunks(), 1);
+  }
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(store.num_live_chunks(), 0);
+  EXPECT_EQ(store.num_live_bytes(), 0);
+}
+
+TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
+  ChunkStore store;
+  const size_t before = testing::HeapBytesInUse();
+  std::vector<std::shared_ptr<const Chunk>> chunks;
+  for (int i = 0; i < 64; ++i) {
+    chunks.push_back(MakeFloatChunk(store, i, /*steps=*/256, /*width=*/256));
+  }
+  const size_t held = testing::HeapBytesInUse() - before;
+  EXPECT_GE(held, 64u * 256 * 256 * sizeof(float));
+  EXPECT_GE(store.num_live_bytes(), int64_t{64} * 256 * 256 * 4);
+  chunks.clear();
+  const size_t after = testing::HeapBytesInUse();
+  // Allow for allocator bookkeeping, never for the 16 MiB of payload.
+  EXPECT_LT(after - std::min(after, before), 64u * 1024);
+  EXPECT_EQ(store.num_live_chunks(), 0);
+}
+
+TEST(ChunkStoreTest, ChunksOutliveTheirStoreSafely) {
+  std::shared_ptr<const Chunk> chunk;
+  {
+    ChunkStore store;
+    chunk = MakeFloatChunk(store, 1, 1);
+  }
+  EXPECT_EQ(chunk->num_steps(), 1);
+  chunk.reset();  // must not touch freed accounting
+}
+
+TEST(ItemTest, ValidateTrajectoryCatchesBadSlices) {
+  ChunkStore store;
+  auto chunk = MakeFloatChunk(store, 1, 3);
+  Item item = testing::MakeItem(1, 1.0, {chunk});
+  EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
+  item.trajectory[0].slices[0].length = 4;
+  EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
+            absl::StatusCode::kInvalidArgument);
+  item.trajectory[0].slices[0] = ChunkSlice{chunk, 2, 1};
+  item.trajectory[0].squeeze = true;
+  EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
+  item.trajectory[0].slices[0] = ChunkSlice{chunk, 1, 2};
+  EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateTrajectory({}).code(), absl::StatusCode::kInvalidArgument);
+  item.trajectory[0].slices[0].chunk = nullptr;
+  EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ItemTest, SignatureMismatchNamesColumnDtypeAndShape) {
+  ChunkStore store;
+  auto obs = MakeFloatChunk(store, 1, 3, /*width=*/4);
+  Item item = testing::MakeItem(1, 1.0, {obs});
+  TableSignature signature;
+  signature.columns.push_back(ColumnSpec{"observation", DType::kFloat, {-1, 4}});
+  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  signature.columns[0].shape = {3, 4};
+  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  signature.columns[0].shape = {2, 4};
+  absl::Status status = ValidateAgainstSignature(item.trajectory, signature);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("'observation'"), std::string::npos);
+  EXPECT_NE(status.message().find("float32[2, 4]"), std::string::npos);
+  EXPECT_NE(status.message().find("float32[3, 4]"), std::string::npos);
+  signature.columns[0] = ColumnSpec{"observation", DType::kInt32, {-1, 4}};
+  EXPECT_FALSE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  // A squeezed single step drops the time dimension.
+  item.trajectory[0].slices[0] = ChunkSlice{obs, 2, 1};
+  item.trajectory[0].squeeze = true;
+  signature.columns[0] = ColumnSpec{"observation", DType::kFloat, {4}};
+  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  signature.columns.push_back(signature.columns[0]);
+  EXPECT_FALSE(ValidateAgainstSignature(item.trajectory, signature).ok());
+}
+
+}  // namespace
+}  // namespace reverb_tf

@@ -1,0 +1,98 @@
+#include "reverb_tf/cc/item.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace reverb_tf {
+namespace {
+
+// The shape a column of `trajectory` has once materialized.
+Shape ColumnShape(const TrajectoryColumn& column) {
+  const Shape& chunk_shape = column.slices.front().chunk->payload().shape;
+  Shape shape;
+  if (!column.squeeze) shape.push_back(column.num_steps());
+  shape.insert(shape.end(), chunk_shape.begin() + 1, chunk_shape.end());
+  return shape;
+}
+
+bool ShapeCompatible(absl::Span<const int64_t> spec,
+                     absl::Span<const int64_t> actual) {
+  if (spec.size() != actual.size()) return false;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i] != -1 && spec[i] != actual[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t TrajectoryColumn::num_steps() const {
+  int64_t n = 0;
+  for (const ChunkSlice& slice : slices) n += slice.length;
+  return n;
+}
+
+absl::Status ValidateTrajectory(const Trajectory& trajectory) {
+  if (trajectory.empty()) {
+    return absl::InvalidArgumentError("trajectory has no columns");
+  }
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    const TrajectoryColumn& column = trajectory[c];
+    if (column.slices.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("column ", c, " of the trajectory is empty"));
+    }
+    const Chunk* first = column.slices.front().chunk.get();
+    for (const ChunkSlice& slice : column.slices) {
+      if (slice.chunk == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("column ", c, " references a missing chunk"));
+      }
+      if (slice.length < 1 || slice.offset < 0 ||
+          slice.offset + int64_t{slice.length} > slice.chunk->num_steps()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "column ", c, ": slice [", slice.offset, ", ",
+            slice.offset + int64_t{slice.length}, ") is outside chunk ",
+            slice.chunk->key(), " of ", slice.chunk->num_steps(), " steps"));
+      }
+      const TensorPayload& a = slice.chunk->payload();
+      const TensorPayload& b = first->payload();
+      if (a.dtype != b.dtype ||
+          !std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1,
+                      b.shape.end())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "column ", c, " mixes chunks of ", DTypeName(b.dtype),
+            ShapeDebugString(b.shape), " and ", DTypeName(a.dtype),
+            ShapeDebugString(a.shape)));
+      }
+    }
+    if (column.squeeze && column.num_steps() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", c, " is squeezed but has ", column.num_steps(), " steps"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
+                                      const TableSignature& signature) {
+  if (trajectory.size() != signature.columns.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the table signature has ", signature.columns.size(),
+                     " columns but the item has ", trajectory.size()));
+  }
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    const ColumnSpec& spec = signature.columns[c];
+    const DType dtype = trajectory[c].slices.front().chunk->payload().dtype;
+    const Shape shape = ColumnShape(trajectory[c]);
+    if (dtype != spec.dtype || !ShapeCompatible(spec.shape, shape)) {
+      const std::string name = spec.name.empty() ? absl::StrCat(c) : spec.name;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column '", name, "' must be ", DTypeName(spec.dtype),
+          ShapeDebugString(spec.shape), " (-1: any size) but the item has ",
+          DTypeName(dtype), ShapeDebugString(shape)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,79 @@
+// Items, trajectories and table signatures.
+//
+// An Item is what a table stores and samples: a key, a priority and a
+// trajectory. The trajectory is a list of columns; each column is a list of
+// slices of chunks (chunk_store.h) that, concatenated along dimension 0, give
+// the column's steps. Items hold shared references to chunks, so many items
+// in many tables can reference the same data without copying it.
+//
+// Thread safety: value types; the Table guards the items it stores.
+#ifndef REVERB_TF_CC_ITEM_H_
+#define REVERB_TF_CC_ITEM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/selectors/item_selector.h"
+
+namespace reverb_tf {
+
+// Steps [offset, offset + length) of one chunk.
+struct ChunkSlice {
+  std::shared_ptr<const Chunk> chunk;
+  int32_t offset = 0;
+  int32_t length = 0;
+};
+
+struct TrajectoryColumn {
+  // Almost every column is a single slice; keep that case allocation-free.
+  absl::InlinedVector<ChunkSlice, 1> slices;
+  // A squeezed column must have exactly one step and is returned without its
+  // time dimension (what `history[col][-1]` produces in the Python writer).
+  bool squeeze = false;
+
+  int64_t num_steps() const;
+};
+
+using Trajectory = std::vector<TrajectoryColumn>;
+
+// Checks that every slice is non-empty and inside its chunk and that squeezed
+// columns have exactly one step.
+REVERB_TF_EXPORT absl::Status ValidateTrajectory(const Trajectory& trajectory);
+
+struct Item {
+  Key key = 0;
+  double priority = 0;
+  Trajectory trajectory;
+  int32_t times_sampled = 0;
+};
+
+// What a table promises about the trajectory of every item it accepts.
+struct ColumnSpec {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  // Dimensions; -1 means any size. For unsqueezed columns dimension 0 is the
+  // number of steps.
+  std::vector<int64_t> shape;
+};
+
+struct TableSignature {
+  std::vector<ColumnSpec> columns;
+  // Opaque to the core: the client's encoding of the nested structure the
+  // flat columns come from, returned verbatim by server_info.
+  std::string nested_structure;
+};
+
+// Checks `trajectory` against `signature`; the error names the column and the
+// expected and actual dtype/shape.
+REVERB_TF_EXPORT absl::Status ValidateAgainstSignature(
+    const Trajectory& trajectory, const TableSignature& signature);
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_ITEM_H_

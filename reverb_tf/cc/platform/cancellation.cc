@@ -1,0 +1,31 @@
+#include "reverb_tf/cc/platform/cancellation.h"
+
+#include <utility>
+
+namespace reverb_tf {
+
+void Cancellation::Cancel() {
+  std::vector<std::function<void()>> to_run;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
+    for (auto& [id, wakeup] : wakeups_) to_run.push_back(std::move(wakeup));
+    wakeups_.clear();
+  }
+  for (auto& wakeup : to_run) wakeup();
+}
+
+bool Cancellation::Register(std::function<void()> wakeup, Id* id) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_.load(std::memory_order_acquire)) return false;
+  *id = next_id_++;
+  wakeups_.emplace(*id, std::move(wakeup));
+  return true;
+}
+
+void Cancellation::Unregister(Id id) {
+  absl::MutexLock lock(&mu_);
+  wakeups_.erase(id);
+}
+
+}  // namespace reverb_tf

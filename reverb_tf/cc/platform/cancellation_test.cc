@@ -1,0 +1,42 @@
+#include "reverb_tf/cc/platform/cancellation.h"
+
+#include <atomic>
+
+#include "gtest/gtest.h"
+
+namespace reverb_tf {
+namespace {
+
+TEST(CancellationTest, CancelRunsRegisteredWakeupsOnce) {
+  Cancellation cancel;
+  std::atomic<int> calls{0};
+  Cancellation::Id id;
+  ASSERT_TRUE(cancel.Register([&] { ++calls; }, &id));
+  EXPECT_FALSE(cancel.IsCancelled());
+  cancel.Cancel();
+  cancel.Cancel();
+  EXPECT_TRUE(cancel.IsCancelled());
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(CancellationTest, UnregisteredWakeupDoesNotRun) {
+  Cancellation cancel;
+  bool ran = false;
+  Cancellation::Id id;
+  ASSERT_TRUE(cancel.Register([&] { ran = true; }, &id));
+  cancel.Unregister(id);
+  cancel.Cancel();
+  EXPECT_FALSE(ran);
+}
+
+TEST(CancellationTest, RegisterAfterCancelRefusesAndDoesNotRun) {
+  Cancellation cancel;
+  cancel.Cancel();
+  bool ran = false;
+  Cancellation::Id id;
+  EXPECT_FALSE(cancel.Register([&] { ran = true; }, &id));
+  EXPECT_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace reverb_tf

@@ -1,0 +1,243 @@
+// Ordering rules specific to FifoSelector, LifoSelector and HeapSelector.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/selectors/fifo_selector.h"
+#include "reverb_tf/cc/selectors/heap_selector.h"
+#include "reverb_tf/cc/selectors/item_selector.h"
+#include "reverb_tf/cc/selectors/lifo_selector.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+// Samples and returns the key, failing the test (and returning a sentinel)
+// if sampling fails or reports a probability other than 1.
+Key SampleKey(ItemSelector& selector) {
+  absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
+  EXPECT_TRUE(sample.ok()) << sample.status();
+  if (!sample.ok()) return ~Key{0};
+  EXPECT_EQ(sample->probability, 1.0);
+  return sample->key;
+}
+
+// Repeatedly samples and deletes until empty, returning the keys in the
+// order they came out.
+std::vector<Key> Drain(ItemSelector& selector) {
+  std::vector<Key> order;
+  while (selector.size() > 0) {
+    const Key key = SampleKey(selector);
+    order.push_back(key);
+    if (!selector.Delete(key).ok()) {
+      ADD_FAILURE() << "could not delete sampled key " << key;
+      break;
+    }
+  }
+  return order;
+}
+
+TEST(FifoSelectorTest, SamplesOldestAndIgnoresUpdates) {
+  FifoSelector selector;
+  EXPECT_EQ(selector.options().kind, SelectorOptions::Kind::kFifo);
+  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  ASSERT_TRUE(selector.Insert(20, 1.0).ok());
+  ASSERT_TRUE(selector.Insert(30, 9.0).ok());
+  EXPECT_EQ(SampleKey(selector), 10u);
+  EXPECT_EQ(SampleKey(selector), 10u) << "Sample must not consume the key";
+  // Priorities play no part in the order.
+  ASSERT_TRUE(selector.Update(30, 1000.0).ok());
+  ASSERT_TRUE(selector.Update(10, 0.0).ok());
+  EXPECT_EQ(SampleKey(selector), 10u);
+  // Deleting from the middle keeps the rest in order.
+  ASSERT_TRUE(selector.Delete(20).ok());
+  // Re-inserting makes the key the newest.
+  ASSERT_TRUE(selector.Delete(10).ok());
+  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  EXPECT_THAT(Drain(selector), ElementsAre(30, 10));
+}
+
+TEST(LifoSelectorTest, SamplesNewestAndIgnoresUpdates) {
+  LifoSelector selector;
+  EXPECT_EQ(selector.options().kind, SelectorOptions::Kind::kLifo);
+  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  ASSERT_TRUE(selector.Insert(20, 1.0).ok());
+  ASSERT_TRUE(selector.Insert(30, 9.0).ok());
+  EXPECT_EQ(SampleKey(selector), 30u);
+  ASSERT_TRUE(selector.Update(10, 1000.0).ok());
+  ASSERT_TRUE(selector.Update(30, 0.0).ok());
+  EXPECT_EQ(SampleKey(selector), 30u);
+  ASSERT_TRUE(selector.Delete(20).ok());
+  // Re-inserting the oldest key makes it the newest.
+  ASSERT_TRUE(selector.Delete(10).ok());
+  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  EXPECT_EQ(SampleKey(selector), 10u);
+  EXPECT_THAT(Drain(selector), ElementsAre(10, 30));
+}
+
+TEST(FifoLifoSelectorTest, LongSequencesDrainInInsertionOrder) {
+  FifoSelector fifo;
+  LifoSelector lifo;
+  std::vector<Key> expected;
+  // Insert 0..999 in a scrambled order, deleting every third one again.
+  std::vector<Key> keys(1000);
+  for (Key i = 0; i < keys.size(); ++i) keys[i] = i;
+  std::shuffle(keys.begin(), keys.end(), std::mt19937_64(5));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(fifo.Insert(keys[i], 1.0).ok());
+    ASSERT_TRUE(lifo.Insert(keys[i], 1.0).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(fifo.Delete(keys[i]).ok());
+      ASSERT_TRUE(lifo.Delete(keys[i]).ok());
+    } else {
+      expected.push_back(keys[i]);
+    }
+  }
+  EXPECT_THAT(Drain(fifo), ElementsAreArray(expected));
+  std::reverse(expected.begin(), expected.end());
+  EXPECT_THAT(Drain(lifo), ElementsAreArray(expected));
+}
+
+TEST(HeapSelectorTest, OptionsReportHeapDirection) {
+  EXPECT_EQ(HeapSelector(/*min_heap=*/true).options().kind,
+            SelectorOptions::Kind::kMinHeap);
+  EXPECT_EQ(HeapSelector(/*min_heap=*/false).options().kind,
+            SelectorOptions::Kind::kMaxHeap);
+}
+
+TEST(HeapSelectorTest, MinHeapSamplesLowestPriority) {
+  HeapSelector selector(/*min_heap=*/true);
+  ASSERT_TRUE(selector.Insert(1, 5.0).ok());
+  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
+  ASSERT_TRUE(selector.Insert(3, 4.0).ok());
+  EXPECT_EQ(SampleKey(selector), 2u);
+  EXPECT_THAT(Drain(selector), ElementsAre(2, 3, 1));
+}
+
+TEST(HeapSelectorTest, MaxHeapSamplesHighestPriority) {
+  HeapSelector selector(/*min_heap=*/false);
+  ASSERT_TRUE(selector.Insert(1, 5.0).ok());
+  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
+  ASSERT_TRUE(selector.Insert(3, 4.0).ok());
+  EXPECT_EQ(SampleKey(selector), 1u);
+  EXPECT_THAT(Drain(selector), ElementsAre(1, 3, 2));
+}
+
+TEST(HeapSelectorTest, TiesGoToEarliestInsertedKey) {
+  for (bool min_heap : {true, false}) {
+    SCOPED_TRACE(min_heap ? "min" : "max");
+    HeapSelector selector(min_heap);
+    // Key values run against insertion order so that ordering by key would
+    // give a different answer.
+    ASSERT_TRUE(selector.Insert(30, 1.0).ok());
+    ASSERT_TRUE(selector.Insert(20, 1.0).ok());
+    ASSERT_TRUE(selector.Insert(10, 1.0).ok());
+    // -0.0 == 0.0, so these tie as well.
+    ASSERT_TRUE(selector.Insert(5, -0.0).ok());
+    ASSERT_TRUE(selector.Insert(4, 0.0).ok());
+    if (min_heap) {
+      EXPECT_THAT(Drain(selector), ElementsAre(5, 4, 30, 20, 10));
+    } else {
+      EXPECT_THAT(Drain(selector), ElementsAre(30, 20, 10, 5, 4));
+    }
+  }
+}
+
+TEST(HeapSelectorTest, UpdateMovesKeyBothWays) {
+  HeapSelector selector(/*min_heap=*/true);
+  for (Key key = 0; key < 8; ++key) {
+    ASSERT_TRUE(selector.Insert(key, 10.0 + key).ok());
+  }
+  EXPECT_EQ(SampleKey(selector), 0u);
+  // Up: a deep key becomes the minimum.
+  ASSERT_TRUE(selector.Update(7, 1.0).ok());
+  EXPECT_EQ(SampleKey(selector), 7u);
+  // Down: the current minimum becomes the maximum.
+  ASSERT_TRUE(selector.Update(7, 100.0).ok());
+  EXPECT_EQ(SampleKey(selector), 0u);
+  ASSERT_TRUE(selector.Update(0, 50.0).ok());
+  EXPECT_EQ(SampleKey(selector), 1u);
+  EXPECT_THAT(Drain(selector), ElementsAre(1, 2, 3, 4, 5, 6, 0, 7));
+}
+
+TEST(HeapSelectorTest, UpdateKeepsInsertionRankButReinsertDoesNot) {
+  for (bool min_heap : {true, false}) {
+    SCOPED_TRACE(min_heap ? "min" : "max");
+    HeapSelector selector(min_heap);
+    ASSERT_TRUE(selector.Insert(1, 2.0).ok());
+    ASSERT_TRUE(selector.Insert(2, 2.0).ok());
+    ASSERT_TRUE(selector.Insert(3, 2.0).ok());
+    EXPECT_EQ(SampleKey(selector), 1u);
+    // Moving key 1 away and back must not make it younger than 2 and 3.
+    ASSERT_TRUE(selector.Update(1, min_heap ? 9.0 : 0.0).ok());
+    EXPECT_EQ(SampleKey(selector), 2u);
+    ASSERT_TRUE(selector.Update(1, 2.0).ok());
+    EXPECT_EQ(SampleKey(selector), 1u);
+    // Delete + Insert is a new item, so it now loses ties to 2 and 3.
+    ASSERT_TRUE(selector.Delete(1).ok());
+    ASSERT_TRUE(selector.Insert(1, 2.0).ok());
+    EXPECT_THAT(Drain(selector), ElementsAre(2, 3, 1));
+  }
+}
+
+// Heap draining must equal a stable sort by priority of the insertion
+// order, after arbitrary updates and deletes from the middle.
+TEST(HeapSelectorTest, DrainMatchesStableSortAfterRandomChurn) {
+  for (bool min_heap : {true, false}) {
+    SCOPED_TRACE(min_heap ? "min" : "max");
+    HeapSelector selector(min_heap);
+    std::mt19937_64 rng(11);
+    // Few distinct priorities, so ties are everywhere.
+    std::uniform_int_distribution<int> priority_dist(0, 20);
+    struct Item {
+      Key key;
+      double priority;
+    };
+    std::vector<Item> items;  // In insertion order.
+    for (Key key = 0; key < 2000; ++key) {
+      const double priority = priority_dist(rng);
+      ASSERT_TRUE(selector.Insert(key, priority).ok());
+      items.push_back({key, priority});
+    }
+    for (int i = 0; i < 3000; ++i) {
+      Item& item = items[rng() % items.size()];
+      item.priority = priority_dist(rng);
+      ASSERT_TRUE(selector.Update(item.key, item.priority).ok());
+    }
+    for (int i = 0; i < 500; ++i) {
+      const size_t index = rng() % items.size();
+      ASSERT_TRUE(selector.Delete(items[index].key).ok());
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(index));
+    }
+    std::stable_sort(items.begin(), items.end(),
+                     [min_heap](const Item& a, const Item& b) {
+                       return min_heap ? a.priority < b.priority
+                                       : a.priority > b.priority;
+                     });
+    std::vector<Key> expected;
+    for (const Item& item : items) expected.push_back(item.key);
+    EXPECT_THAT(Drain(selector), ElementsAreArray(expected));
+  }
+}
+
+TEST(HeapSelectorTest, FailedOperationsLeaveHeapIntact) {
+  HeapSelector selector(/*min_heap=*/true);
+  ASSERT_TRUE(selector.Insert(1, 3.0).ok());
+  ASSERT_TRUE(selector.Insert(2, 1.0).ok());
+  EXPECT_FALSE(selector.Insert(1, 0.0).ok());
+  EXPECT_FALSE(selector.Update(2, -1.0).ok());
+  EXPECT_FALSE(selector.Delete(7).ok());
+  EXPECT_THAT(Drain(selector), ElementsAre(2, 1));
+}
+
+}  // namespace
+}  // namespace reverb_tf

@@ -1,0 +1,102 @@
+// The narrow interface every item selector implements.
+//
+// A selector decides which item a table hands out on Sample() (the table's
+// "sampler") and which item it evicts when it is full (the table's
+// "remover"). A table owns two independent selectors and tells both about
+// every insert, priority update and delete; the selector stores only keys and
+// whatever ordering data it needs (priorities, insertion order), never item
+// data.
+//
+// Thread safety: implementations are NOT thread-safe. The owning Table calls
+// them only while holding its own mutex.
+//
+// Error contract, shared by all implementations and enforced by
+// selector_conformance_test.cc:
+//   * Insert of a key already present      -> InvalidArgument
+//   * Update / Delete of an unknown key     -> NotFound
+//   * a priority that is NaN, negative or infinite
+//                                          -> InvalidArgument (Insert, Update)
+//   * Sample on an empty selector           -> FailedPrecondition
+// When a call breaks several rules at once, the priority error is reported
+// (it is checked before the key is looked up), so every implementation
+// answers a given bad call with the same code.
+#ifndef REVERB_TF_CC_SELECTORS_ITEM_SELECTOR_H_
+#define REVERB_TF_CC_SELECTORS_ITEM_SELECTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace reverb_tf {
+
+using Key = uint64_t;
+
+// Serializable description of a selector; enough to rebuild it (the server
+// config, server_info and checkpoints all use it).
+struct SelectorOptions {
+  enum class Kind { kUniform, kPrioritized, kFifo, kLifo, kMinHeap, kMaxHeap };
+  Kind kind = Kind::kUniform;
+  // Only meaningful for kPrioritized: sampling probability is proportional to
+  // priority^priority_exponent.
+  double priority_exponent = 1.0;
+
+  std::string DebugString() const;
+  bool operator==(const SelectorOptions& other) const {
+    return kind == other.kind &&
+           (kind != Kind::kPrioritized ||
+            priority_exponent == other.priority_exponent);
+  }
+};
+
+class ItemSelector {
+ public:
+  struct KeyWithProbability {
+    Key key;
+    // Probability with which this key was chosen. Deterministic selectors
+    // (Fifo, Lifo, heaps) report 1.
+    double probability;
+  };
+
+  virtual ~ItemSelector() = default;
+
+  // Adds `key` with `priority`. Priorities are ignored by selectors that do
+  // not order by them, but are still validated.
+  virtual absl::Status Insert(Key key, double priority) = 0;
+
+  // Changes the priority of a present `key`.
+  virtual absl::Status Update(Key key, double priority) = 0;
+
+  // Removes a present `key`.
+  virtual absl::Status Delete(Key key) = 0;
+
+  // Chooses a key without removing it.
+  virtual absl::StatusOr<KeyWithProbability> Sample() = 0;
+
+  // Removes every key.
+  virtual void Clear() = 0;
+
+  virtual int64_t size() const = 0;
+
+  virtual SelectorOptions options() const = 0;
+
+  virtual std::string DebugString() const = 0;
+};
+
+// Validates a priority for Insert/Update: it must be finite and >= 0 (-0.0
+// is accepted). Infinity is rejected: in a prioritized selector it would make
+// the weight total infinite, leaving every finite key with probability 0 and
+// the weighted walk undefined, and one rule for every selector keeps a
+// table's sampler and remover accepting the same calls.
+absl::Status ValidatePriority(double priority);
+
+// Builds the selector described by `options`. `seed` seeds the random
+// selectors (Uniform, Prioritized); deterministic selectors ignore it.
+absl::StatusOr<std::unique_ptr<ItemSelector>> MakeSelector(
+    const SelectorOptions& options, uint64_t seed);
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_SELECTORS_ITEM_SELECTOR_H_

@@ -1,0 +1,107 @@
+#ifndef REVERB_TF_CC_SELECTORS_PRIORITIZED_SELECTOR_H_
+#define REVERB_TF_CC_SELECTORS_PRIORITIZED_SELECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "reverb_tf/cc/selectors/item_selector.h"
+
+namespace reverb_tf {
+
+// Returns InvalidArgument unless `priority_exponent` is finite and >= 0.
+// MakeSelector calls it; code constructing PrioritizedSelector directly must
+// call it first.
+absl::Status ValidatePriorityExponent(double priority_exponent);
+
+// Samples key i with probability w_i / sum_j w_j, where the weight w_i is
+// priority_i ^ priority_exponent (exponent 0 gives uniform sampling, since
+// 0^0 is taken to be 1). When every weight is 0, sampling falls back to
+// uniform and reports probability 1/size.
+//
+// Keys occupy a dense array of slots (a deleted slot is refilled with the
+// last one) and the weights sit in the leaves of a complete binary sum tree,
+// so Insert, Update, Delete and Sample are O(log n). The tree's capacity
+// doubles when full and halves when a quarter full, so memory tracks size.
+//
+// Numerical stability: whenever a leaf changes, each ancestor is recomputed
+// as left + right from its two children rather than adjusted by the change.
+// Every node is therefore a fixed function of the current leaves, whatever
+// history led there, so no rounding error can accumulate over long runs.
+// Weights and the total are kept finite: a priority whose weight, or whose
+// addition to the total, would overflow is rejected with InvalidArgument
+// and leaves the selector unchanged.
+//
+// Thread safety: not thread-safe. It is owned by a Table and only called
+// while the Table's mutex is held.
+class PrioritizedSelector : public ItemSelector {
+ public:
+  // `priority_exponent` must pass ValidatePriorityExponent.
+  PrioritizedSelector(double priority_exponent, uint64_t seed);
+
+  PrioritizedSelector(const PrioritizedSelector&) = delete;
+  PrioritizedSelector& operator=(const PrioritizedSelector&) = delete;
+
+  absl::Status Insert(Key key, double priority) override;
+  absl::Status Update(Key key, double priority) override;
+  absl::Status Delete(Key key) override;
+  absl::StatusOr<KeyWithProbability> Sample() override;
+  void Clear() override;
+  int64_t size() const override;
+  SelectorOptions options() const override;
+  std::string DebugString() const override;
+
+  // Sum of all weights, as held at the root of the tree.
+  double total_weight() const { return tree_[1]; }
+
+  // Sums the leaves afresh in slot order, O(n). Lets tests check that the
+  // root has not drifted away from the leaves.
+  double SumOfLeavesForTesting() const;
+
+  // Runs Sample's tree walk with a chosen `target` in [0, total_weight()]
+  // instead of a random one, so tests can hit rounding edge cases (such as
+  // target == total_weight()) deterministically. FailedPrecondition unless
+  // total_weight() > 0.
+  absl::StatusOr<KeyWithProbability> SampleAtForTesting(double target) const;
+
+ private:
+  // Maps a validated priority to its sampling weight, or InvalidArgument if
+  // the weight overflows.
+  absl::StatusOr<double> WeightOf(double priority) const;
+
+  // Walks from the root to the leaf where the running sum of weights, in
+  // slot order, passes `target`; never ends on a zero-weight leaf.
+  // Requires total_weight() > 0.
+  KeyWithProbability SampleAt(double target) const;
+
+  // Stores `weight` in the leaf of `slot` and recomputes its ancestors.
+  void SetLeaf(size_t slot, double weight);
+
+  // Rebuilds the tree with `capacity` leaves (a power of two that is at
+  // least the number of keys). Internal nodes get exactly the values
+  // incremental updates would have given them, so resizing never perturbs
+  // the total.
+  void Resize(size_t capacity);
+
+  double priority_exponent_;
+  // Number of leaves; a power of two >= 1.
+  size_t capacity_;
+  // Implicit binary tree: tree_[1] is the root, node i has children 2i and
+  // 2i+1, and the leaf of slot s is tree_[capacity_ + s]. tree_[0] is unused.
+  // Leaves of unused slots hold 0.
+  std::vector<double> tree_;
+  // keys_[s] is the key in slot s; slots [0, keys_.size()) are in use.
+  std::vector<Key> keys_;
+  // Inverse of `keys_`.
+  absl::flat_hash_map<Key, size_t> slot_of_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_SELECTORS_PRIORITIZED_SELECTOR_H_

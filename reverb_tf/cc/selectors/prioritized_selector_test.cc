@@ -1,0 +1,419 @@
+#include "reverb_tf/cc/selectors/prioritized_selector.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/selectors/item_selector.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Chi-square critical values at p = 0.001, by degrees of freedom (from the
+// standard table). Seeds are fixed, so the tests are deterministic; the
+// threshold only says how unlucky a correct implementation may be before a
+// seed would need changing (1 in 1000 per test).
+constexpr double kChiSquareCritical3Dof = 16.266;
+constexpr double kChiSquareCritical4Dof = 18.467;
+constexpr double kChiSquareCritical9Dof = 27.877;
+
+struct KeyPriority {
+  Key key;
+  double priority;
+};
+
+// Draws `num_samples` samples and returns how often each key came up,
+// checking on the way that every reported probability is the expected one.
+absl::flat_hash_map<Key, int> CountSamples(
+    PrioritizedSelector& selector, int num_samples,
+    const absl::flat_hash_map<Key, double>& expected_probability) {
+  absl::flat_hash_map<Key, int> counts;
+  for (int i = 0; i < num_samples; ++i) {
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+        selector.Sample();
+    EXPECT_TRUE(sample.ok()) << sample.status();
+    if (!sample.ok()) break;
+    auto it = expected_probability.find(sample->key);
+    if (it == expected_probability.end()) {
+      ADD_FAILURE() << "sampled unexpected key " << sample->key;
+      break;
+    }
+    EXPECT_NEAR(sample->probability, it->second, 1e-12 * it->second);
+    ++counts[sample->key];
+  }
+  return counts;
+}
+
+double ChiSquare(const absl::flat_hash_map<Key, int>& counts,
+                 const absl::flat_hash_map<Key, double>& probability,
+                 int num_samples) {
+  double chi_square = 0.0;
+  for (const auto& [key, p] : probability) {
+    const double expected = p * num_samples;
+    auto it = counts.find(key);
+    const double observed = it == counts.end() ? 0.0 : it->second;
+    chi_square += (observed - expected) * (observed - expected) / expected;
+  }
+  return chi_square;
+}
+
+// Exact probabilities p_i = w_i / sum_j w_j with w = priority^exponent.
+absl::flat_hash_map<Key, double> ExpectedProbabilities(
+    const std::vector<KeyPriority>& items, double exponent) {
+  double total = 0.0;
+  for (const KeyPriority& item : items) {
+    total += std::pow(item.priority, exponent);
+  }
+  absl::flat_hash_map<Key, double> probability;
+  for (const KeyPriority& item : items) {
+    probability[item.key] = std::pow(item.priority, exponent) / total;
+  }
+  return probability;
+}
+
+TEST(PrioritizedSelectorTest, FrequenciesFollowPriorityToTheExponent) {
+  constexpr double kExponent = 0.7;
+  constexpr int kSamples = 200000;
+  const std::vector<KeyPriority> items = {
+      {1, 0.1}, {2, 0.5}, {3, 1.0},  {4, 2.0},  {5, 3.0},
+      {6, 5.0}, {7, 8.0}, {8, 13.0}, {9, 21.0}, {10, 34.0}};
+  PrioritizedSelector selector(kExponent, /*seed=*/42);
+  for (const KeyPriority& item : items) {
+    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+  }
+  const absl::flat_hash_map<Key, double> expected =
+      ExpectedProbabilities(items, kExponent);
+  const absl::flat_hash_map<Key, int> counts =
+      CountSamples(selector, kSamples, expected);
+  EXPECT_LT(ChiSquare(counts, expected, kSamples), kChiSquareCritical9Dof);
+
+  // Negative control: the same counts must clearly reject a nearby wrong
+  // distribution (exponent 1 instead of 0.7), or the check above proves
+  // nothing.
+  EXPECT_GT(ChiSquare(counts, ExpectedProbabilities(items, 1.0), kSamples),
+            10 * kChiSquareCritical9Dof);
+}
+
+TEST(PrioritizedSelectorTest, FrequenciesStayCorrectAfterDeletesAndUpdates) {
+  constexpr double kExponent = 0.7;
+  constexpr int kSamples = 100000;
+  std::vector<KeyPriority> items;
+  for (Key key = 0; key < 12; ++key) items.push_back({key, 1.0 + key});
+  PrioritizedSelector selector(kExponent, /*seed=*/43);
+  for (const KeyPriority& item : items) {
+    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+  }
+  // Deleting the first and a middle key moves the last keys into their
+  // slots; the updates then have to find the moved keys.
+  ASSERT_TRUE(selector.Delete(0).ok());
+  ASSERT_TRUE(selector.Delete(5).ok());
+  items.erase(items.begin() + 5);
+  items.erase(items.begin());
+  for (KeyPriority& item : items) {
+    if (item.key == 11 || item.key == 10 || item.key == 2) {
+      item.priority = item.key == 2 ? 40.0 : 0.25;
+      ASSERT_TRUE(selector.Update(item.key, item.priority).ok());
+    }
+  }
+  ASSERT_EQ(selector.size(), 10);
+  const absl::flat_hash_map<Key, double> expected =
+      ExpectedProbabilities(items, kExponent);
+  const absl::flat_hash_map<Key, int> counts =
+      CountSamples(selector, kSamples, expected);
+  EXPECT_LT(ChiSquare(counts, expected, kSamples), kChiSquareCritical9Dof);
+}
+
+TEST(PrioritizedSelectorTest, ReportsExactProbability) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  ASSERT_TRUE(selector.Insert(1, 1.0).ok());
+  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
+  EXPECT_EQ(selector.total_weight(), 4.0);
+  bool seen[3] = {false, false, false};
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+        selector.Sample();
+    ASSERT_TRUE(sample.ok());
+    EXPECT_EQ(sample->probability, sample->key == 1 ? 0.25 : 0.75);
+    seen[sample->key] = true;
+  }
+  EXPECT_TRUE(seen[1] && seen[2]);
+}
+
+TEST(PrioritizedSelectorTest, RootDoesNotDriftOverLongRuns) {
+  constexpr int kKeys = 1000;
+  constexpr int kUpdates = 1000000;
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/3);
+  std::vector<double> priorities(kKeys, 1.0);
+  for (Key key = 0; key < kKeys; ++key) {
+    ASSERT_TRUE(selector.Insert(key, 1.0).ok());
+  }
+  // Priorities spanning 16 orders of magnitude: an implementation that
+  // adjusted ancestors by (new - old) would leave rounding errors of the
+  // size of the largest priorities behind in the root, which dwarf the
+  // small final total below.
+  std::mt19937_64 rng(8);
+  std::uniform_int_distribution<Key> key_dist(0, kKeys - 1);
+  std::uniform_real_distribution<double> log10_dist(-6.0, 10.0);
+  for (int i = 0; i < kUpdates; ++i) {
+    const Key key = key_dist(rng);
+    priorities[key] = std::pow(10.0, log10_dist(rng));
+    ASSERT_TRUE(selector.Update(key, priorities[key]).ok());
+  }
+  // Bring every key back to [0, 1), in random order, as a trained agent's
+  // priorities would settle.
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (Key key = 0; key < kKeys; ++key) {
+    priorities[key] = unit(rng);
+    ASSERT_TRUE(selector.Update(key, priorities[key]).ok());
+  }
+  long double fresh_sum = 0.0L;
+  for (double p : priorities) fresh_sum += p;
+  const double expected = static_cast<double>(fresh_sum);
+  EXPECT_NEAR(selector.total_weight(), expected, 1e-9 * expected);
+  EXPECT_NEAR(selector.SumOfLeavesForTesting(), expected, 1e-12 * expected);
+
+  absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
+  ASSERT_TRUE(sample.ok());
+  const double p = priorities[sample->key] / expected;
+  EXPECT_NEAR(sample->probability, p, 1e-9 * p);
+}
+
+TEST(PrioritizedSelectorTest, AllZeroPrioritiesSampleUniformly) {
+  constexpr int kSamples = 20000;
+  PrioritizedSelector selector(/*priority_exponent=*/0.7, /*seed=*/5);
+  absl::flat_hash_map<Key, double> expected;
+  for (Key key = 0; key < 5; ++key) {
+    ASSERT_TRUE(selector.Insert(key, 1.0).ok());
+    expected[key] = 0.2;
+  }
+  // Reaching zero through Update must behave like inserting zeros.
+  for (Key key = 0; key < 5; ++key) {
+    ASSERT_TRUE(selector.Update(key, 0.0).ok());
+  }
+  EXPECT_EQ(selector.total_weight(), 0.0);
+  const absl::flat_hash_map<Key, int> counts =
+      CountSamples(selector, kSamples, expected);
+  EXPECT_LT(ChiSquare(counts, expected, kSamples), kChiSquareCritical4Dof);
+}
+
+TEST(PrioritizedSelectorTest, UnderflowedWeightsCountAsZero) {
+  // 1e-200 squared underflows to 0.
+  PrioritizedSelector selector(/*priority_exponent=*/2.0, /*seed=*/6);
+  for (Key key = 0; key < 4; ++key) {
+    ASSERT_TRUE(selector.Insert(key, 1e-200).ok());
+  }
+  absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ(sample->probability, 0.25);
+  ASSERT_TRUE(selector.Update(2, 1e-100).ok());
+  for (int i = 0; i < 100; ++i) {
+    sample = selector.Sample();
+    ASSERT_TRUE(sample.ok());
+    EXPECT_EQ(sample->key, 2u);
+    EXPECT_EQ(sample->probability, 1.0);
+  }
+}
+
+TEST(PrioritizedSelectorTest, ZeroPriorityKeysAreNeverSampledBesidePositive) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/9);
+  // One tiny positive weight among many zeros and nothing else: it must
+  // win every time, however small it is.
+  for (Key key = 0; key < 100; ++key) {
+    ASSERT_TRUE(selector.Insert(key, key == 37 ? 1e-300 : 0.0).ok());
+  }
+  for (int i = 0; i < 2000; ++i) {
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+        selector.Sample();
+    ASSERT_TRUE(sample.ok());
+    ASSERT_EQ(sample->key, 37u);
+    ASSERT_EQ(sample->probability, 1.0);
+  }
+}
+
+TEST(PrioritizedSelectorTest, WalkNeverEndsOnZeroWeightLeafAtEdgeTargets) {
+  // Layouts with zeros at the ends and in between; the targets include
+  // total_weight() itself, which a plain "target < left" walk would carry
+  // past the last positive leaf.
+  const std::vector<std::vector<double>> layouts = {
+      {1.0, 0.0},
+      {0.0, 1.0},
+      {5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+      {0.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0},
+      {1e-300, 0.0, 0.0},
+      {1e16, 0.0, 1.0, 0.0, 0.0},
+      {0.1, 0.2, 0.0, 0.3, 0.0, 0.0},
+  };
+  for (const std::vector<double>& layout : layouts) {
+    PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      ASSERT_TRUE(selector.Insert(i, layout[i]).ok());
+    }
+    const double total = selector.total_weight();
+    for (double target :
+         {0.0, total / 2, std::nextafter(total, 0.0), total}) {
+      SCOPED_TRACE(testing::Message() << "layout size " << layout.size()
+                                      << " target " << target);
+      absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+          selector.SampleAtForTesting(target);
+      ASSERT_TRUE(sample.ok());
+      EXPECT_GT(layout[sample->key], 0.0);
+      EXPECT_GT(sample->probability, 0.0);
+    }
+  }
+}
+
+TEST(PrioritizedSelectorTest, WalkFindsTheLeafCoveringTheTarget) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  // Cumulative sums 1, 3, 6, 10.
+  for (Key key = 0; key < 4; ++key) {
+    ASSERT_TRUE(selector.Insert(key, key + 1.0).ok());
+  }
+  const std::vector<std::pair<double, Key>> cases = {
+      {0.0, 0}, {0.999, 0}, {1.0, 1}, {2.999, 1},
+      {3.0, 2}, {5.999, 2}, {6.0, 3}, {10.0, 3}};
+  for (const auto& [target, key] : cases) {
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+        selector.SampleAtForTesting(target);
+    ASSERT_TRUE(sample.ok());
+    EXPECT_EQ(sample->key, key) << "target " << target;
+    EXPECT_EQ(sample->probability, (key + 1.0) / 10.0);
+  }
+}
+
+TEST(PrioritizedSelectorTest, RandomLayoutsNeverYieldZeroWeightKeys) {
+  std::mt19937_64 rng(21);
+  std::uniform_real_distribution<double> log10_dist(-300.0, 300.0);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    PrioritizedSelector selector(/*priority_exponent=*/1.0, trial);
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<double> priorities(n);
+    for (int i = 0; i < n; ++i) {
+      priorities[i] = unit(rng) < 0.6 ? 0.0 : std::pow(10.0, log10_dist(rng));
+      ASSERT_TRUE(selector.Insert(i, priorities[i]).ok());
+    }
+    if (!(selector.total_weight() > 0.0)) continue;
+    const double total = selector.total_weight();
+    for (double target : {total, std::nextafter(total, 0.0),
+                          unit(rng) * total}) {
+      absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+          selector.SampleAtForTesting(target);
+      ASSERT_TRUE(sample.ok());
+      ASSERT_GT(priorities[sample->key], 0.0)
+          << "trial " << trial << " target " << target;
+    }
+    for (int i = 0; i < 20; ++i) {
+      absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+          selector.Sample();
+      ASSERT_TRUE(sample.ok());
+      ASSERT_GT(priorities[sample->key], 0.0) << "trial " << trial;
+    }
+  }
+}
+
+TEST(PrioritizedSelectorTest, SampleAtForTestingNeedsPositiveTotal) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  EXPECT_EQ(selector.SampleAtForTesting(0.0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(selector.Insert(1, 0.0).ok());
+  EXPECT_EQ(selector.SampleAtForTesting(0.0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PrioritizedSelectorTest, ExponentZeroIsUniform) {
+  constexpr int kSamples = 40000;
+  PrioritizedSelector selector(/*priority_exponent=*/0.0, /*seed=*/10);
+  // Includes 0, since 0^0 is taken as 1 here.
+  const std::vector<KeyPriority> items = {
+      {1, 0.0}, {2, 1.0}, {3, 1e300}, {4, 5.0}};
+  absl::flat_hash_map<Key, double> expected;
+  for (const KeyPriority& item : items) {
+    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+    expected[item.key] = 0.25;
+  }
+  EXPECT_EQ(selector.total_weight(), 4.0);
+  const absl::flat_hash_map<Key, int> counts =
+      CountSamples(selector, kSamples, expected);
+  EXPECT_LT(ChiSquare(counts, expected, kSamples), kChiSquareCritical3Dof);
+}
+
+TEST(PrioritizedSelectorTest, OverflowingWeightIsRejected) {
+  PrioritizedSelector selector(/*priority_exponent=*/2.0, /*seed=*/1);
+  absl::Status status = selector.Insert(1, 1e200);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("overflow"));
+  EXPECT_EQ(selector.size(), 0);
+  EXPECT_EQ(selector.total_weight(), 0.0);
+  ASSERT_TRUE(selector.Insert(1, 1e100).ok());
+  EXPECT_EQ(selector.Update(1, 1e200).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selector.total_weight(), 1e200);
+}
+
+TEST(PrioritizedSelectorTest, OverflowingTotalIsRejectedAndRolledBack) {
+  constexpr double kMax = std::numeric_limits<double>::max();
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  ASSERT_TRUE(selector.Insert(1, kMax).ok());
+  EXPECT_EQ(selector.Insert(2, kMax).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selector.size(), 1);
+  EXPECT_EQ(selector.total_weight(), kMax);
+  ASSERT_TRUE(selector.Insert(2, 1.0).ok());
+  ASSERT_TRUE(selector.Insert(3, 0.0).ok());
+  const double total_before = selector.total_weight();
+  EXPECT_EQ(selector.Update(2, kMax).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selector.total_weight(), total_before);
+  // Key 2 kept its old weight of 1, so key 3 (weight 0) is still never
+  // chosen and the walk to the end lands on key 2.
+  absl::StatusOr<ItemSelector::KeyWithProbability> sample =
+      selector.SampleAtForTesting(total_before);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ(sample->key, 2u);
+  EXPECT_EQ(sample->probability, 1.0 / kMax);
+}
+
+TEST(PrioritizedSelectorTest, GrowingAndShrinkingKeepsTotalsExact) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  for (Key key = 0; key < 1000; ++key) {
+    ASSERT_TRUE(selector.Insert(key, 0.5).ok());
+  }
+  EXPECT_EQ(selector.total_weight(), 500.0);
+  for (Key key = 3; key < 1000; ++key) {
+    ASSERT_TRUE(selector.Delete(key).ok());
+  }
+  EXPECT_EQ(selector.total_weight(), 1.5);
+  EXPECT_EQ(selector.SumOfLeavesForTesting(), 1.5);
+  EXPECT_THAT(selector.DebugString(), HasSubstr("size=3"));
+  ASSERT_TRUE(selector.Update(1, 2.0).ok());
+  EXPECT_EQ(selector.total_weight(), 3.0);
+  selector.Clear();
+  EXPECT_EQ(selector.total_weight(), 0.0);
+  ASSERT_TRUE(selector.Insert(1, 7.0).ok());
+  EXPECT_EQ(selector.total_weight(), 7.0);
+}
+
+TEST(PrioritizedSelectorTest, ValidatePriorityExponent) {
+  EXPECT_TRUE(ValidatePriorityExponent(0.0).ok());
+  EXPECT_TRUE(ValidatePriorityExponent(0.7).ok());
+  EXPECT_TRUE(ValidatePriorityExponent(3.0).ok());
+  for (double bad : {-0.1, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    absl::Status status = ValidatePriorityExponent(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("exponent"));
+  }
+}
+
+}  // namespace
+}  // namespace reverb_tf

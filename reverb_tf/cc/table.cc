@@ -1,0 +1,344 @@
+#include "reverb_tf/cc/table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+
+namespace reverb_tf {
+namespace {
+
+absl::Time DeadlineFor(absl::Duration timeout) {
+  if (timeout == absl::InfiniteDuration()) return absl::InfiniteFuture();
+  return absl::Now() + std::max(timeout, absl::ZeroDuration());
+}
+
+}  // namespace
+
+absl::Status TableOptions::Validate() const {
+  if (name.empty()) return absl::InvalidArgumentError("table name is empty");
+  if (max_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", name, "': max_size must be >= 1, got ", max_size));
+  }
+  if (max_times_sampled < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", name, "': max_times_sampled must be >= 0, got ",
+        max_times_sampled));
+  }
+  if (absl::Status status = rate_limiter.Validate(); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", name, "': ", status.message()));
+  }
+  if (signature.has_value()) {
+    for (const ColumnSpec& column : signature->columns) {
+      if (!IsValidDType(static_cast<int32_t>(column.dtype))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "table '", name, "': signature column '", column.name,
+            "' has an invalid dtype"));
+      }
+      for (int64_t d : column.shape) {
+        if (d < -1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "table '", name, "': signature column '", column.name,
+              "' has dimension ", d, " (use -1 for any size)"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Table>> Table::Create(TableOptions options,
+                                                     uint64_t seed) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(auto sampler, MakeSelector(options.sampler, seed));
+  ASSIGN_OR_RETURN(auto remover, MakeSelector(options.remover, seed + 1));
+  return std::shared_ptr<Table>(
+      new Table(std::move(options), std::move(sampler), std::move(remover)));
+}
+
+Table::Table(TableOptions options, std::unique_ptr<ItemSelector> sampler,
+             std::unique_ptr<ItemSelector> remover)
+    : options_(std::move(options)),
+      sampler_(std::move(sampler)),
+      remover_(std::move(remover)),
+      rate_limiter_(options_.rate_limiter) {}
+
+Table::~Table() { Close(); }
+
+absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
+                                absl::Time deadline, Cancellation* cancel,
+                                RateLimiterCallStats* stats, const char* what,
+                                bool* waited) {
+  *waited = false;
+  if (closed_) {
+    return absl::CancelledError(absl::StrCat("table '", name(), "' is closed"));
+  }
+  if (ready()) {
+    ++stats->completed;
+    return absl::OkStatus();
+  }
+  *waited = true;
+  const absl::Time start = absl::Now();
+  Cancellation::Id wakeup_id = 0;
+  bool registered = false;
+  if (cancel != nullptr) {
+    std::weak_ptr<Table> weak = weak_from_this();
+    registered = cancel->Register(
+        [weak] {
+          if (auto table = weak.lock()) {
+            absl::MutexLock lock(&table->mu_);
+            table->cv_.SignalAll();
+          }
+        },
+        &wakeup_id);
+  }
+  ++stats->pending;
+  absl::Status status;
+  while (true) {
+    if (closed_) {
+      status = absl::CancelledError(
+          absl::StrCat("table '", name(), "' was closed while waiting to ", what));
+      break;
+    }
+    if (cancel != nullptr && cancel->IsCancelled()) {
+      status = absl::CancelledError(
+          absl::StrCat("cancelled while waiting to ", what, " in table '",
+                       name(), "'"));
+      break;
+    }
+    if (ready()) break;
+    if (absl::Now() >= deadline) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "rate limiter timeout: table '", name(), "' did not allow to ", what,
+          " within ", absl::FormatDuration(deadline - start)));
+      break;
+    }
+    cv_.WaitWithDeadline(&mu_, deadline);
+  }
+  --stats->pending;
+  if (registered) cancel->Unregister(wakeup_id);
+  if (status.ok()) {
+    ++stats->completed;
+    ++stats->limited;
+    stats->completed_wait_time += absl::Now() - start;
+  }
+  return status;
+}
+
+absl::Status Table::AssignLocked(Item* item) {
+  RETURN_IF_ERROR(sampler_->Update(item->key, item->priority));
+  RETURN_IF_ERROR(remover_->Update(item->key, item->priority));
+  Item& stored = items_.at(item->key);
+  stored.priority = item->priority;
+  std::swap(stored.trajectory, item->trajectory);  // old one dies with *item
+  return absl::OkStatus();
+}
+
+absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
+  auto it = items_.find(key);
+  if (it == items_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("key ", key, " not in table '", name(), "'"));
+  }
+  RETURN_IF_ERROR(sampler_->Delete(key));
+  RETURN_IF_ERROR(remover_->Delete(key));
+  graveyard->push_back(std::move(it->second));
+  items_.erase(it);
+  rate_limiter_.RecordDelete();
+  return absl::OkStatus();
+}
+
+absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
+                                   Cancellation* cancel) {
+  RETURN_IF_ERROR(ValidatePriority(item.priority));
+  RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
+  if (options_.signature.has_value()) {
+    if (absl::Status status =
+            ValidateAgainstSignature(item.trajectory, *options_.signature);
+        !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", item.key, " does not match the signature of table '",
+          name(), "': ", status.message()));
+    }
+  }
+  item.times_sampled = 0;
+  const absl::Time deadline = DeadlineFor(timeout);
+  std::vector<Item> graveyard;  // destroyed after the lock is released
+  absl::MutexLock lock(&mu_);
+  if (items_.contains(item.key)) return AssignLocked(&item);
+
+  bool waited;
+  RETURN_IF_ERROR(AwaitLocked(
+      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return rate_limiter_.CanInsert(static_cast<int64_t>(items_.size()));
+      },
+      deadline, cancel, &rate_limiter_.insert_stats(), "insert", &waited));
+  // Another writer may have inserted the same key while we waited.
+  if (items_.contains(item.key)) return AssignLocked(&item);
+
+  if (static_cast<int64_t>(items_.size()) >= options_.max_size) {
+    ASSIGN_OR_RETURN(auto victim, remover_->Sample());
+    RETURN_IF_ERROR(DeleteLocked(victim.key, &graveyard));
+  }
+  RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
+  if (absl::Status status = remover_->Insert(item.key, item.priority);
+      !status.ok()) {
+    sampler_->Delete(item.key).IgnoreError();
+    return status;
+  }
+  const Key key = item.key;
+  items_.emplace(key, std::move(item));
+  rate_limiter_.RecordInsert();
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
+                                                       absl::Duration timeout,
+                                                       Cancellation* cancel) {
+  if (max_samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_samples must be >= 1, got ", max_samples));
+  }
+  const absl::Time deadline = DeadlineFor(timeout);
+  std::vector<SampledItem> samples;
+  std::vector<Item> graveyard;
+  absl::MutexLock lock(&mu_);
+  auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return rate_limiter_.CanSample(static_cast<int64_t>(items_.size()));
+  };
+  bool waited;
+  RETURN_IF_ERROR(AwaitLocked(can_sample, deadline, cancel,
+                              &rate_limiter_.sample_stats(), "sample", &waited));
+  samples.reserve(std::min<int64_t>(max_samples, items_.size()));
+  do {
+    if (!samples.empty()) ++rate_limiter_.sample_stats().completed;
+    ASSIGN_OR_RETURN(auto choice, sampler_->Sample());
+    Item& item = items_.at(choice.key);
+    if (item.times_sampled++ == 0) ++num_unique_samples_;
+    rate_limiter_.RecordSample();
+    SampledItem& sample = samples.emplace_back();
+    sample.key = item.key;
+    sample.priority = item.priority;
+    sample.times_sampled = item.times_sampled;
+    sample.probability = choice.probability;
+    sample.table_size = static_cast<int64_t>(items_.size());
+    sample.rate_limited = waited && samples.size() == 1;
+    sample.trajectory = item.trajectory;
+    if (options_.max_times_sampled > 0 &&
+        item.times_sampled >= options_.max_times_sampled) {
+      sample.removed = true;
+      RETURN_IF_ERROR(DeleteLocked(item.key, &graveyard));
+    }
+  } while (static_cast<int32_t>(samples.size()) < max_samples && can_sample());
+  cv_.SignalAll();
+  return samples;
+}
+
+absl::StatusOr<MutationResult> Table::MutatePriorities(
+    absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes) {
+  for (const auto& [key, priority] : updates) {
+    if (absl::Status status = ValidatePriority(priority); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "priority update for key ", key, " in table '", name(),
+          "': ", status.message()));
+    }
+  }
+  MutationResult result;
+  std::vector<Item> graveyard;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, priority] : updates) {
+    auto it = items_.find(key);
+    if (it == items_.end()) {
+      ++result.missing;
+      continue;
+    }
+    RETURN_IF_ERROR(sampler_->Update(key, priority));
+    RETURN_IF_ERROR(remover_->Update(key, priority));
+    it->second.priority = priority;
+    ++result.updated;
+  }
+  for (Key key : deletes) {
+    if (!items_.contains(key)) {
+      ++result.missing;
+      continue;
+    }
+    RETURN_IF_ERROR(DeleteLocked(key, &graveyard));
+    ++result.deleted;
+  }
+  if (result.deleted > 0) cv_.SignalAll();
+  return result;
+}
+
+void Table::Reset() {
+  absl::flat_hash_map<Key, Item> graveyard;
+  absl::MutexLock lock(&mu_);
+  graveyard.swap(items_);
+  sampler_->Clear();
+  remover_->Clear();
+  rate_limiter_.Reset();
+  num_unique_samples_ = 0;
+  cv_.SignalAll();
+}
+
+void Table::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  cv_.SignalAll();
+}
+
+int64_t Table::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(items_.size());
+}
+
+TableInfo Table::info() const {
+  TableInfo info;
+  info.options = options_;
+  absl::MutexLock lock(&mu_);
+  info.current_size = static_cast<int64_t>(items_.size());
+  info.num_unique_samples = num_unique_samples_;
+  info.rate_limiter_info = rate_limiter_.info();
+  return info;
+}
+
+absl::Status Table::CheckInvariants() const {
+  absl::MutexLock lock(&mu_);
+  const int64_t size = static_cast<int64_t>(items_.size());
+  if (sampler_->size() != size || remover_->size() != size) {
+    return absl::InternalError(absl::StrCat(
+        "table '", name(), "' holds ", size, " items but its sampler has ",
+        sampler_->size(), " keys and its remover ", remover_->size()));
+  }
+  if (size > options_.max_size) {
+    return absl::InternalError(absl::StrCat("table '", name(), "' holds ", size,
+                                            " items, max_size ",
+                                            options_.max_size));
+  }
+  const RateLimiterInfo limiter = rate_limiter_.info();
+  if (limiter.inserts - limiter.deletes != size) {
+    return absl::InternalError(absl::StrCat(
+        "table '", name(), "': ", limiter.inserts, " inserts - ",
+        limiter.deletes, " deletes != size ", size));
+  }
+  for (const auto& [key, item] : items_) {
+    if (key != item.key) {
+      return absl::InternalError(absl::StrCat("item ", item.key, " stored under ", key));
+    }
+    if (options_.max_times_sampled > 0 &&
+        item.times_sampled >= options_.max_times_sampled) {
+      return absl::InternalError(absl::StrCat(
+          "item ", key, " sampled ", item.times_sampled, " times but kept"));
+    }
+    if (absl::Status status = ValidateTrajectory(item.trajectory); !status.ok()) {
+      return absl::InternalError(status.message());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace reverb_tf

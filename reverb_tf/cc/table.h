@@ -1,0 +1,176 @@
+// Table: the replay buffer itself.
+//
+// A table stores Items (item.h) under unique keys. Two selectors decide
+// which item Sample() returns (the sampler) and which item is evicted when an
+// insert finds the table at max_size (the remover). A RateLimiter decides
+// when inserts and samples may proceed; callers that it does not admit block
+// until it does, until their timeout expires (DEADLINE_EXCEEDED), until their
+// Cancellation fires (CANCELLED) or until the table is closed (CANCELLED).
+// An item sampled max_times_sampled times is removed.
+//
+// Invariants (checked by table_stress_test.cc):
+//   * size() == number of keys in the sampler == number in the remover
+//     <= max_size;
+//   * every stored item's times_sampled < max_times_sampled (when > 0);
+//   * chunks are referenced only by items (and by SampledItems callers
+//     hold), so removing an item releases whatever chunks only it used.
+//
+// Thread safety: thread-safe. One mutex guards all state; blocked callers
+// wait on a condition variable, not while holding the lock. Items removed by
+// eviction or by max_times_sampled are destroyed after the lock is released,
+// so freeing large chunks never stalls other callers.
+#ifndef REVERB_TF_CC_TABLE_H_
+#define REVERB_TF_CC_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "reverb_tf/cc/item.h"
+#include "reverb_tf/cc/platform/cancellation.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/rate_limiters/rate_limiter.h"
+#include "reverb_tf/cc/selectors/item_selector.h"
+
+namespace reverb_tf {
+
+struct REVERB_TF_EXPORT TableOptions {
+  std::string name;
+  SelectorOptions sampler;
+  SelectorOptions remover;
+  int64_t max_size = 0;
+  // 0 means unlimited.
+  int32_t max_times_sampled = 0;
+  RateLimiterOptions rate_limiter;
+  std::optional<TableSignature> signature;
+
+  // InvalidArgument naming the offending option.
+  absl::Status Validate() const;
+};
+
+struct SampledItem {
+  Key key = 0;
+  double priority = 0;
+  // Including this sample.
+  int32_t times_sampled = 0;
+  // Probability with which the sampler chose the item.
+  double probability = 0;
+  // Table size when the item was chosen.
+  int64_t table_size = 0;
+  // True if the call had to wait for the rate limiter.
+  bool rate_limited = false;
+  // True if this sample reached max_times_sampled and removed the item.
+  bool removed = false;
+  Trajectory trajectory;
+};
+
+struct MutationResult {
+  int64_t updated = 0;
+  int64_t deleted = 0;
+  // Keys named by the call that the table did not hold (already evicted or
+  // never inserted); they are skipped, which is what a learner updating
+  // priorities of possibly-evicted items needs.
+  int64_t missing = 0;
+};
+
+struct TableInfo {
+  TableOptions options;
+  int64_t current_size = 0;
+  // Items that have been sampled at least once.
+  int64_t num_unique_samples = 0;
+  RateLimiterInfo rate_limiter_info;
+};
+
+class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
+ public:
+  // Fails with InvalidArgument if `options` are invalid. `seed` seeds the
+  // random selectors.
+  static absl::StatusOr<std::shared_ptr<Table>> Create(TableOptions options,
+                                                       uint64_t seed);
+
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+  ~Table();
+
+  const std::string& name() const { return options_.name; }
+
+  // Inserts `item`, or, if its key is present, replaces its priority and
+  // trajectory (a replacement is not rate limited and keeps times_sampled).
+  // A new key blocks until the rate limiter admits it; if the table is full,
+  // the remover's choice is evicted first.
+  // Errors: InvalidArgument (bad priority, trajectory or signature mismatch),
+  // DeadlineExceeded (limiter timeout), Cancelled (cancel or Close()).
+  absl::Status InsertOrAssign(Item item,
+                              absl::Duration timeout = absl::InfiniteDuration(),
+                              Cancellation* cancel = nullptr);
+
+  // Samples between 1 and `max_samples` items: blocks only until the first
+  // sample is allowed, then takes as many more as the limiter allows without
+  // waiting. Errors as InsertOrAssign; InvalidArgument if max_samples < 1.
+  absl::StatusOr<std::vector<SampledItem>> Sample(
+      int32_t max_samples, absl::Duration timeout = absl::InfiniteDuration(),
+      Cancellation* cancel = nullptr);
+
+  // Applies priority updates and deletes; keys the table does not hold are
+  // counted in `missing`. All priorities are validated before anything is
+  // applied (InvalidArgument, nothing changed).
+  absl::StatusOr<MutationResult> MutatePriorities(
+      absl::Span<const std::pair<Key, double>> updates,
+      absl::Span<const Key> deletes);
+
+  // Removes every item and zeroes the rate limiter's counters.
+  void Reset();
+
+  // Fails every blocked and future InsertOrAssign/Sample with Cancelled.
+  void Close();
+
+  int64_t size() const;
+  TableInfo info() const;
+
+  // Verifies the invariants listed at the top of this file; Internal error
+  // describing the first violation. O(size); for tests and after restores.
+  absl::Status CheckInvariants() const;
+  const TableOptions& options() const { return options_; }
+
+ private:
+  Table(TableOptions options, std::unique_ptr<ItemSelector> sampler,
+        std::unique_ptr<ItemSelector> remover);
+
+  // Blocks until `ready()` holds (then counts a completed call in `stats`),
+  // or fails with DeadlineExceeded / Cancelled.
+  absl::Status AwaitLocked(absl::FunctionRef<bool()> ready, absl::Time deadline,
+                           Cancellation* cancel, RateLimiterCallStats* stats,
+                           const char* what, bool* waited)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Removes `key` and moves its item into `graveyard` for destruction
+  // outside the lock.
+  absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Status AssignLocked(Item* item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TableOptions options_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<Key, Item> items_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
+  const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);
+  RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
+  int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_TABLE_H_

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds a position-independent static libprotobuf from Debian's own source
+# package, so that it matches /usr/bin/protoc (3.21) exactly.
+#
+# Why: Debian ships libprotobuf.a without -fPIC, and every .so we load into a
+# Python process must carry protobuf statically with hidden symbols, because
+# TensorFlow exports its own protobuf globally (../shared/DESIGN.md §3).
+#
+# Usage: build_protobuf_pic.sh <install-prefix>
+# Idempotent: does nothing when <install-prefix>/lib/libprotobuf.a exists.
+set -euo pipefail
+
+prefix="$1"
+if [[ -f "${prefix}/lib/libprotobuf.a" && -f "${prefix}/.complete" ]]; then
+  exit 0
+fi
+
+# Debian lists binary packages only; add the matching source entries once.
+src_list=/etc/apt/sources.list.d/reverb-tf-deb-src.sources
+if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "${src_list}"
+  else
+    grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' > /etc/apt/sources.list.d/reverb-tf-deb-src.list
+  fi
+  apt-get update -qq
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+cd "${work}"
+apt-get source -qq --download-only protobuf >/dev/null
+dpkg-source -x protobuf_*.dsc src >/dev/null
+version="$(protoc --version | awk '{print $2}')"
+echo "building PIC libprotobuf ${version} from Debian source into ${prefix}"
+cmake -S src/cmake -B build -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -Dprotobuf_BUILD_TESTS=OFF \
+  -Dprotobuf_BUILD_SHARED_LIBS=OFF -Dprotobuf_BUILD_PROTOC_BINARIES=OFF \
+  -Dprotobuf_WITH_ZLIB=OFF -DCMAKE_INSTALL_PREFIX="${prefix}" \
+  -DCMAKE_CXX_FLAGS="-fvisibility=hidden -fvisibility-inlines-hidden" >/dev/null
+cmake --build build -j"$(nproc)" --target libprotobuf >/dev/null
+mkdir -p "${prefix}/lib"
+cp build/libprotobuf.a "${prefix}/lib/"
+echo "${version}" > "${prefix}/.complete"

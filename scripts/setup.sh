@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Sets up everything reverb_tf needs on a Debian 12 machine, idempotently:
+#   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/protobuf/absl/zstd/gtest);
+#   2. a PIC static protobuf built from Debian's source (build_protobuf_pic.sh);
+#   3. the venv .venv with the pinned packages of requirements.txt;
+#   4. .bazelrc.local pointing Bazel at them, and the Bazel build.
+# A second run only checks, then lets Bazel find nothing to rebuild.
+#
+# Environment: REVERB_TF_CACHE (default ~/.cache/reverb_tf) holds the PIC
+# protobuf and Bazel's disk cache, shared by every clone on the machine.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
+PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+APT_PACKAGES=(
+  bazel-bootstrap bazel-bootstrap-source
+  g++ pkg-config cmake dpkg-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libre2-dev libc-ares-dev zlib1g-dev libzstd-dev
+  libgtest-dev libgmock-dev
+  python3-venv python3-dev
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  if [[ "$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null)" != "installed" ]]; then
+    missing+=("${pkg}")
+  fi
+done
+if (( ${#missing[@]} )); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ "$(id -u)" != 0 ]] && SUDO="sudo"
+  ${SUDO} apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive ${SUDO} apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PROTOBUF_PIC="${CACHE}/protobuf-pic"
+if [[ ! -f "${PROTOBUF_PIC}/.complete" ]]; then
+  log "building a PIC libprotobuf (about 2 minutes on 2 cores)"
+  bash "${ROOT}/scripts/build_protobuf_pic.sh" "${PROTOBUF_PIC}"
+fi
+
+VENV="${ROOT}/.venv"
+if [[ ! -x "${VENV}/bin/python" ]]; then
+  log "creating ${VENV}"
+  "${PYTHON}" -m venv "${VENV}"
+fi
+want="$(sha256sum "${ROOT}/requirements.txt" | cut -d' ' -f1)"
+if [[ "$(cat "${VENV}/.requirements.sha256" 2>/dev/null)" != "${want}" ]]; then
+  log "installing pinned Python packages (requirements.txt)"
+  "${VENV}/bin/pip" install -q --disable-pip-version-check -r "${ROOT}/requirements.txt"
+  echo "${want}" > "${VENV}/.requirements.sha256"
+fi
+
+mkdir -p "${CACHE}/bazel-disk"
+rc_local="$(cat <<RC
+# Written by scripts/setup.sh; machine-specific, not committed.
+build --repo_env=REVERB_TF_PYTHON=${VENV}/bin/python
+build --repo_env=REVERB_TF_PROTOBUF_PIC=${PROTOBUF_PIC}
+build --disk_cache=${CACHE}/bazel-disk
+RC
+)"
+if [[ "$(cat "${ROOT}/.bazelrc.local" 2>/dev/null)" != "${rc_local}" ]]; then
+  printf '%s\n' "${rc_local}" > "${ROOT}/.bazelrc.local"
+fi
+
+log "bazel build //..."
+cd "${ROOT}"
+bazel build --noshow_progress --ui_event_filters=-info,-debug //...
+log "ready"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: sets up (idempotently), builds everything with
+# Bazel offline, runs every C++ test, then the Python tests.
+# Prints one "N passed, N failed" line per runner; exits non-zero on failure.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "${ROOT}/scripts/setup.sh"
+cd "${ROOT}"
+
+status=0
+bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
+"${ROOT}/.venv/bin/python" "${ROOT}/scripts/summarize_test_xml.py" "$(bazel info bazel-testlogs 2>/dev/null)"
+
+if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
+  "${ROOT}/.venv/bin/python" -m pytest -q "${ROOT}/tests" || status=$?
+fi
+exit "${status}"

@@ -1,0 +1,50 @@
+"""Repository rule exposing the TensorFlow installed in the project's venv.
+
+The headers and libtensorflow_framework.so.2 are located through
+tf.sysconfig, so the ops library is always built against the TensorFlow the
+user has (see pip_package/ and docs/native_linking.md).
+"""
+
+_QUERY = """
+import tensorflow as tf
+print(tf.__version__)
+print(tf.sysconfig.get_include())
+print(tf.sysconfig.get_lib())
+print(' '.join(f for f in tf.sysconfig.get_compile_flags() if not f.startswith('-I')))
+"""
+
+def _local_tensorflow_impl(rctx):
+    python = rctx.os.environ.get("REVERB_TF_PYTHON", "")
+    if not python:
+        python = str(rctx.path(Label("//:WORKSPACE")).dirname) + "/.venv/bin/python"
+    result = rctx.execute([python, "-c", _QUERY], environment = {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    if result.return_code != 0:
+        fail("cannot import tensorflow with {}: {}\nrun scripts/setup.sh".format(python, result.stderr))
+    version, include, lib, cflags = result.stdout.strip().split("\n")
+    rctx.symlink(include, "include")
+    rctx.symlink(lib + "/libtensorflow_framework.so.2", "lib/libtensorflow_framework.so.2")
+    rctx.file("version.bzl", "TF_VERSION = {}\nTF_LIB_DIR = {}\n".format(repr(version), repr(lib)))
+    rctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+exports_files(["version.bzl"])
+
+cc_library(
+    name = "tf_headers",
+    hdrs = glob(["include/**/*.h", "include/**/*.inc", "include/Eigen/**", "include/unsupported/**", "include/third_party/eigen3/**"]),
+    includes = ["include"],
+    copts = {cflags},
+)
+
+# Only for the ops library macro, which puts it LAST on the link line.
+filegroup(
+    name = "tf_framework",
+    srcs = ["lib/libtensorflow_framework.so.2"],
+)
+""".format(cflags = repr(cflags.split(" "))))
+
+local_tensorflow = repository_rule(
+    implementation = _local_tensorflow_impl,
+    environ = ["REVERB_TF_PYTHON"],
+    local = True,
+)

@@ -21,12 +21,12 @@ constexpr int kEpisodes = 200;
 constexpr int kEpisodeLength = 50;
 constexpr int kTrajectoryLength = 3;
 
-std::shared_ptr<const Chunk> ObservationChunk(ChunkStore& store, ChunkKey key,
+ChunkRef ObservationChunk(ChunkStore& store, ChunkKey key,
                                               uint64_t episode, int step) {
   float observation[4] = {static_cast<float>(episode), static_cast<float>(step), 0, 1};
   std::string bytes(reinterpret_cast<const char*>(observation), sizeof(observation));
   auto payload = MakePayload(DType::kFloat, {1, 4}, std::move(bytes));
-  return *store.Insert(key, episode, step, *std::move(payload));
+  return *store.Insert(key, episode, step, *payload);
 }
 
 }  // namespace
@@ -50,7 +50,7 @@ int main() {
     actors.emplace_back([&, actor] {
       for (int e = 0; e < kEpisodes / 2; ++e) {
         const uint64_t episode = actor * kEpisodes + e;
-        std::vector<std::shared_ptr<const Chunk>> steps;
+        std::vector<ChunkRef> steps;
         for (int t = 0; t < kEpisodeLength; ++t) {
           steps.push_back(ObservationChunk(store, next_key++, episode, t));
           if (t + 1 < kTrajectoryLength) continue;

@@ -7,7 +7,7 @@
 # TensorFlow exports its own protobuf globally (../shared/DESIGN.md §3).
 #
 # Usage: build_protobuf_pic.sh <install-prefix>
-# Idempotent: does nothing when <install-prefix>/lib/libprotobuf.a exists.
+# Idempotent: does nothing once <install-prefix>/.complete exists.
 set -euo pipefail
 
 prefix="$1"
@@ -29,16 +29,23 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 cd "${work}"
-apt-get source -qq --download-only protobuf >/dev/null
-dpkg-source -x protobuf_*.dsc src >/dev/null
+# The exact version of the installed headers, so library and headers agree.
+deb_version="$(dpkg-query -W -f='${Version}' libprotobuf-dev)"
+apt-get source -qq --download-only "protobuf=${deb_version}" >/dev/null 2>&1
+dpkg-source -x protobuf_*.dsc src >/dev/null 2>&1
 version="$(protoc --version | awk '{print $2}')"
 echo "building PIC libprotobuf ${version} from Debian source into ${prefix}"
-cmake -S src/cmake -B build -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -Dprotobuf_BUILD_TESTS=OFF \
-  -Dprotobuf_BUILD_SHARED_LIBS=OFF -Dprotobuf_BUILD_PROTOC_BINARIES=OFF \
-  -Dprotobuf_WITH_ZLIB=OFF -DCMAKE_INSTALL_PREFIX="${prefix}" \
-  -DCMAKE_CXX_FLAGS="-fvisibility=hidden -fvisibility-inlines-hidden" >/dev/null
-cmake --build build -j"$(nproc)" --target libprotobuf >/dev/null
+# Compiler warnings from protobuf's own sources go to a log, shown on failure.
+if ! { cmake -S src/cmake -B build -DCMAKE_BUILD_TYPE=Release \
+         -DCMAKE_POSITION_INDEPENDENT_CODE=ON -Dprotobuf_BUILD_TESTS=OFF \
+         -Dprotobuf_BUILD_SHARED_LIBS=OFF -Dprotobuf_BUILD_PROTOC_BINARIES=OFF \
+         -Dprotobuf_WITH_ZLIB=OFF -DCMAKE_INSTALL_PREFIX="${prefix}" \
+         -DCMAKE_CXX_FLAGS="-fvisibility=hidden -fvisibility-inlines-hidden" &&
+       cmake --build build -j"$(nproc)" --target libprotobuf; } >build.log 2>&1; then
+  tail -n 40 build.log >&2
+  echo "PIC protobuf build failed (log above)" >&2
+  exit 1
+fi
 mkdir -p "${prefix}/lib"
 cp build/libprotobuf.a "${prefix}/lib/"
 echo "${version}" > "${prefix}/.complete"

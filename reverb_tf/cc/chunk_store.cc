@@ -1,51 +1,99 @@
 #include "reverb_tf/cc/chunk_store.h"
 
-#include <utility>
+#include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
 
-Chunk::Chunk(ChunkKey key, uint64_t episode_id, int32_t episode_step,
-             TensorPayload payload, std::shared_ptr<Accounting> accounting)
-    : key_(key),
-      episode_id_(episode_id),
-      episode_step_(episode_step),
-      payload_(std::move(payload)),
-      accounting_(std::move(accounting)) {
-  accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
-  accounting_->num_bytes.fetch_add(ByteSize(), std::memory_order_relaxed);
+struct Chunk::Accounting {
+  std::atomic<int64_t> num_chunks{0};
+  std::atomic<int64_t> num_bytes{0};
+  // One reference for the store plus one per live chunk.
+  std::atomic<int64_t> refs{1};
+
+  void Unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+namespace {
+
+size_t AllocationSize(size_t rank, size_t data_size) {
+  return sizeof(Chunk) + rank * sizeof(int64_t) + data_size;
 }
 
-Chunk::~Chunk() {
-  accounting_->num_chunks.fetch_sub(1, std::memory_order_relaxed);
-  accounting_->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
+}  // namespace
+
+TensorPayload Chunk::ToPayload() const {
+  TensorPayload payload;
+  payload.dtype = dtype();
+  payload.shape.assign(dims(), dims() + rank_);
+  payload.compression = compression();
+  payload.uncompressed_size = uncompressed_size_;
+  payload.data.assign(bytes(), data_size_);
+  return payload;
 }
 
 int64_t Chunk::ByteSize() const {
-  // Strings of up to 15 bytes live inside std::string (SSO).
-  const int64_t heap_data = payload_.data.capacity() > 15 ? payload_.data.capacity() : 0;
-  return static_cast<int64_t>(sizeof(Chunk)) + heap_data;
+  return static_cast<int64_t>(AllocationSize(rank_, data_size_));
 }
 
-ChunkStore::ChunkStore() : accounting_(std::make_shared<Chunk::Accounting>()) {}
+void Chunk::Unref() const {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Accounting* accounting = accounting_;
+  accounting->num_chunks.fetch_sub(1, std::memory_order_relaxed);
+  accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
+  this->~Chunk();
+  ::operator delete(const_cast<Chunk*>(this));
+  accounting->Unref();
+}
 
-absl::StatusOr<std::shared_ptr<const Chunk>> ChunkStore::Insert(
-    ChunkKey key, uint64_t episode_id, int32_t episode_step,
-    TensorPayload payload) {
+ChunkStore::ChunkStore() : accounting_(new Chunk::Accounting) {}
+
+ChunkStore::~ChunkStore() { accounting_->Unref(); }
+
+absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
+                                            int32_t episode_step,
+                                            const TensorPayload& payload) {
   RETURN_IF_ERROR(payload.Validate());
-  if (payload.shape.empty() || payload.shape[0] < 1) {
+  if (payload.shape.empty() || payload.shape[0] < 1 ||
+      payload.shape[0] > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "chunk ", key, " must have at least one step along dimension 0, shape ",
+        "chunk ", key, " must have between 1 and 2^31-1 steps along dimension 0, shape ",
         ShapeDebugString(payload.shape)));
   }
-  if (payload.shape[0] > INT32_MAX || episode_step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk ", key, " has an out-of-range step range"));
+  if (payload.shape.size() > UINT8_MAX || payload.data.size() > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", key, " is too large: rank ", payload.shape.size(), ", ",
+        payload.data.size(), " bytes (limits: rank 255, 4 GiB)"));
   }
-  return std::shared_ptr<const Chunk>(std::make_shared<Chunk>(
-      key, episode_id, episode_step, std::move(payload), accounting_));
+  if (episode_step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", key, " has negative episode step ", episode_step));
+  }
+  const size_t rank = payload.shape.size();
+  void* memory = ::operator new(AllocationSize(rank, payload.data.size()));
+  Chunk* chunk = new (memory) Chunk();
+  chunk->episode_step_ = episode_step;
+  chunk->key_ = key;
+  chunk->episode_id_ = episode_id;
+  chunk->accounting_ = accounting_;
+  chunk->uncompressed_size_ = payload.uncompressed_size;
+  chunk->data_size_ = static_cast<uint32_t>(payload.data.size());
+  chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
+  chunk->compression_ = static_cast<uint8_t>(payload.compression);
+  chunk->rank_ = static_cast<uint8_t>(rank);
+  std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
+              rank * sizeof(int64_t));
+  std::memcpy(const_cast<char*>(chunk->bytes()), payload.data.data(),
+              payload.data.size());
+  accounting_->refs.fetch_add(1, std::memory_order_relaxed);
+  accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
+  accounting_->num_bytes.fetch_add(chunk->ByteSize(), std::memory_order_relaxed);
+  return ChunkRef(chunk);
 }
 
 int64_t ChunkStore::num_live_chunks() const {

@@ -34,18 +34,22 @@ TEST(ChunkStoreTest, ChunkLivesExactlyAsLongAsItsLastReference) {
   EXPECT_EQ(chunk->key(), 7u);
   EXPECT_EQ(chunk->num_steps(), 10);
   EXPECT_EQ(store.num_live_chunks(), 1);
-  std::weak_ptr<const Chunk> watch = chunk;
+  EXPECT_EQ(chunk->ref_count(), 1);
   {
     // Two items share the chunk.
     Item a = testing::MakeItem(1, 1.0, {chunk});
     Item b = testing::MakeItem(2, 1.0, {chunk});
+    EXPECT_EQ(chunk->ref_count(), 3);
+    ChunkRef copy = chunk;
+    ChunkRef moved = std::move(copy);
+    EXPECT_EQ(copy, nullptr);
+    EXPECT_EQ(chunk->ref_count(), 4);
+    moved.reset();
     chunk.reset();
-    EXPECT_FALSE(watch.expired());
     a = Item();
-    EXPECT_FALSE(watch.expired());
     EXPECT_EQ(store.num_live_chunks(), 1);
+    EXPECT_EQ(b.trajectory[0].slices[0].chunk->ref_count(), 1);
   }
-  EXPECT_TRUE(watch.expired());
   EXPECT_EQ(store.num_live_chunks(), 0);
   EXPECT_EQ(store.num_live_bytes(), 0);
 }
@@ -53,7 +57,7 @@ TEST(ChunkStoreTest, ChunkLivesExactlyAsLongAsItsLastReference) {
 TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
   ChunkStore store;
   const size_t before = testing::HeapBytesInUse();
-  std::vector<std::shared_ptr<const Chunk>> chunks;
+  std::vector<ChunkRef> chunks;
   for (int i = 0; i < 64; ++i) {
     chunks.push_back(MakeFloatChunk(store, i, /*steps=*/256, /*width=*/256));
   }
@@ -68,12 +72,13 @@ TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
 }
 
 TEST(ChunkStoreTest, ChunksOutliveTheirStoreSafely) {
-  std::shared_ptr<const Chunk> chunk;
+  ChunkRef chunk;
   {
     ChunkStore store;
     chunk = MakeFloatChunk(store, 1, 1);
   }
   EXPECT_EQ(chunk->num_steps(), 1);
+  EXPECT_EQ(chunk->shape(), (std::vector<int64_t>{1, 4}));
   chunk.reset();  // must not touch freed accounting
 }
 

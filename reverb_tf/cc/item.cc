@@ -7,7 +7,7 @@ namespace {
 
 // The shape a column of `trajectory` has once materialized.
 Shape ColumnShape(const TrajectoryColumn& column) {
-  const Shape& chunk_shape = column.slices.front().chunk->payload().shape;
+  const absl::Span<const int64_t> chunk_shape = column.slices.front().chunk->shape();
   Shape shape;
   if (!column.squeeze) shape.push_back(column.num_steps());
   shape.insert(shape.end(), chunk_shape.begin() + 1, chunk_shape.end());
@@ -54,15 +54,15 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
             slice.offset + int64_t{slice.length}, ") is outside chunk ",
             slice.chunk->key(), " of ", slice.chunk->num_steps(), " steps"));
       }
-      const TensorPayload& a = slice.chunk->payload();
-      const TensorPayload& b = first->payload();
-      if (a.dtype != b.dtype ||
-          !std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1,
-                      b.shape.end())) {
+      const Chunk& a = *slice.chunk;
+      const Chunk& b = *first;
+      if (a.dtype() != b.dtype() ||
+          !std::equal(a.shape().begin() + 1, a.shape().end(),
+                      b.shape().begin() + 1, b.shape().end())) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "column ", c, " mixes chunks of ", DTypeName(b.dtype),
-            ShapeDebugString(b.shape), " and ", DTypeName(a.dtype),
-            ShapeDebugString(a.shape)));
+            "column ", c, " mixes chunks of ", DTypeName(b.dtype()),
+            ShapeDebugString(b.shape()), " and ", DTypeName(a.dtype()),
+            ShapeDebugString(a.shape())));
       }
     }
     if (column.squeeze && column.num_steps() != 1) {
@@ -82,7 +82,7 @@ absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const ColumnSpec& spec = signature.columns[c];
-    const DType dtype = trajectory[c].slices.front().chunk->payload().dtype;
+    const DType dtype = trajectory[c].slices.front().chunk->dtype();
     const Shape shape = ColumnShape(trajectory[c]);
     if (dtype != spec.dtype || !ShapeCompatible(spec.shape, shape)) {
       const std::string name = spec.name.empty() ? absl::StrCat(c) : spec.name;

@@ -25,7 +25,7 @@ namespace reverb_tf {
 
 // Steps [offset, offset + length) of one chunk.
 struct ChunkSlice {
-  std::shared_ptr<const Chunk> chunk;
+  ChunkRef chunk;
   int32_t offset = 0;
   int32_t length = 0;
 };

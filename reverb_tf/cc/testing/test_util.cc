@@ -21,7 +21,7 @@ T ValueOrDie(absl::StatusOr<T> value) {
 
 }  // namespace
 
-std::shared_ptr<const Chunk> MakeFloatChunk(ChunkStore& store, ChunkKey key,
+ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key,
                                             int steps, int width, float value) {
   std::string data(sizeof(float) * steps * width, '\0');
   for (int i = 0; i < steps * width; ++i) {
@@ -29,11 +29,11 @@ std::shared_ptr<const Chunk> MakeFloatChunk(ChunkStore& store, ChunkKey key,
   }
   TensorPayload payload = ValueOrDie(
       MakePayload(DType::kFloat, Shape{steps, width}, std::move(data)));
-  return ValueOrDie(store.Insert(key, /*episode_id=*/key, 0, std::move(payload)));
+  return ValueOrDie(store.Insert(key, /*episode_id=*/key, 0, payload));
 }
 
 Item MakeItem(Key key, double priority,
-              const std::vector<std::shared_ptr<const Chunk>>& columns) {
+              const std::vector<ChunkRef>& columns) {
   Item item;
   item.key = key;
   item.priority = priority;

@@ -13,13 +13,13 @@
 namespace reverb_tf::testing {
 
 // A float32 chunk of shape [steps, width], every value `value`. Dies on error.
-std::shared_ptr<const Chunk> MakeFloatChunk(ChunkStore& store, ChunkKey key,
+ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key,
                                             int steps, int width = 4,
                                             float value = 0);
 
 // An item with one column per chunk, each column the whole chunk.
 Item MakeItem(Key key, double priority,
-              const std::vector<std::shared_ptr<const Chunk>>& columns);
+              const std::vector<ChunkRef>& columns);
 
 TableOptions MakeTableOptions(const std::string& name, SelectorOptions sampler,
                               SelectorOptions remover, int64_t max_size,

@@ -18,32 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "reverb_tf/cc/dtype.h"
 #include "reverb_tf/cc/platform/export.h"
 
 namespace reverb_tf {
-
-// Element types. The numbering equals TensorFlow's DataType enum so that the
-// TF kernels convert with a range check instead of a table; the core itself
-// never includes TF.
-enum class DType : int32_t {
-  kInvalid = 0,
-  kFloat = 1,
-  kDouble = 2,
-  kInt32 = 3,
-  kUint8 = 4,
-  kInt16 = 5,
-  kInt8 = 6,
-  kString = 7,
-  kComplex64 = 8,
-  kInt64 = 9,
-  kBool = 10,
-  kBfloat16 = 14,
-  kUint16 = 17,
-  kComplex128 = 18,
-  kHalf = 19,
-  kUint32 = 22,
-  kUint64 = 23,
-};
 
 // Bytes per element for fixed-size dtypes; 0 for kString and kInvalid.
 REVERB_TF_EXPORT int64_t DTypeSize(DType dtype);

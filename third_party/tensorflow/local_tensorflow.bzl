@@ -31,7 +31,8 @@ exports_files(["version.bzl"])
 
 cc_library(
     name = "tf_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.inc", "include/Eigen/**", "include/unsupported/**", "include/third_party/eigen3/**"]),
+    # Eigen's headers have no extension: take the whole include tree.
+    hdrs = glob(["include/**"]),
     includes = ["include"],
     copts = {cflags},
 )

@@ -5,6 +5,7 @@ shared objects must neither depend on shared copies of those nor export any
 of their symbols, and must load into a process that imported TF first.
 """
 import ctypes
+import pathlib
 import re
 import subprocess
 
@@ -21,10 +22,34 @@ def _needed(path):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out)
 
 
-def _exported(path):
-    out = subprocess.run(["nm", "-D", "--defined-only", "-C", str(path)],
+def _dynamic_symbols(path):
+    """(binding, defined, demangled name) of each .dynsym entry."""
+    out = subprocess.run(["readelf", "-W", "--dyn-syms", "-C", str(path)],
                          check=True, capture_output=True, text=True).stdout
-    return [line.split(" ", 2)[2] for line in out.splitlines() if line.count(" ") >= 2]
+    symbols = []
+    for line in out.splitlines():
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[0].endswith(":"):
+            symbols.append((fields[4], fields[6] != "UND", fields[7]))
+    return symbols
+
+
+def _exported(path):
+    # Local entries (TLS variables keep .dynsym slots) are not visible outside.
+    return [name for binding, defined, name in _dynamic_symbols(path)
+            if defined and binding in ("GLOBAL", "WEAK", "UNIQUE")]
+
+
+def _tensorflow_exports():
+    import tensorflow as tf
+    lib_dir = pathlib.Path(tf.sysconfig.get_lib())
+    names = set()
+    for lib in [lib_dir / "libtensorflow_framework.so.2", lib_dir / "libtensorflow_cc.so.2",
+                lib_dir / "python" / "_pywrap_tensorflow_internal.so"]:
+        if lib.exists():
+            names.update(name for binding, defined, name in _dynamic_symbols(lib)
+                         if defined and binding != "LOCAL")
+    return names
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
@@ -39,6 +64,16 @@ def test_exports_nothing_from_static_dependencies(bazel_bin, library):
     exported = _exported(bazel_bin / library)
     assert any(name.startswith("reverb_tf::") for name in exported)
     assert [name for name in exported if FORBIDDEN_EXPORTS.match(name)] == []
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_no_undefined_symbol_binds_into_tensorflow(bazel_bin, library):
+    # Weak undefined references (e.g. gRPC's thread_local init hooks) would
+    # resolve against TF's copies if TF exported the same names.
+    undefined = {name for binding, defined, name in _dynamic_symbols(bazel_bin / library)
+                 if not defined and FORBIDDEN_EXPORTS.match(name.replace("TLS init function for ", ""))}
+    assert undefined, "expected gRPC/zstd weak references to check"
+    assert undefined & _tensorflow_exports() == set()
 
 
 @pytest.mark.parametrize("library", LIBRARIES)

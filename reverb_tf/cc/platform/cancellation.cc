@@ -11,8 +11,18 @@ void Cancellation::Cancel() {
     if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
     for (auto& [id, wakeup] : wakeups_) to_run.push_back(std::move(wakeup));
     wakeups_.clear();
+    running_wakeups_ = true;
   }
   for (auto& wakeup : to_run) wakeup();
+  absl::MutexLock lock(&mu_);
+  running_wakeups_ = false;
+}
+
+void Cancellation::UnregisterAndWait(Id id) {
+  absl::MutexLock lock(&mu_);
+  wakeups_.erase(id);
+  mu_.Await(absl::Condition(
+      +[](bool* running) { return !*running; }, &running_wakeups_));
 }
 
 bool Cancellation::Register(std::function<void()> wakeup, Id* id) {

@@ -41,10 +41,16 @@ class REVERB_TF_EXPORT Cancellation {
   // running on the cancelling thread if Cancel() raced with this call).
   void Unregister(Id id);
 
+  // Unregisters and, if Cancel() is running wakeups right now, waits until
+  // they have finished: use it when the wakeup touches an object about to be
+  // destroyed. Must not be called while holding a lock a wakeup takes.
+  void UnregisterAndWait(Id id);
+
  private:
   std::atomic<bool> cancelled_{false};
   absl::Mutex mu_;
   Id next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_wakeups_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<Id, std::function<void()>> wakeups_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,6 +1,10 @@
 #include "reverb_tf/cc/platform/cancellation.h"
 
 #include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 #include "gtest/gtest.h"
 
@@ -36,6 +40,30 @@ TEST(CancellationTest, RegisterAfterCancelRefusesAndDoesNotRun) {
   Cancellation::Id id;
   EXPECT_FALSE(cancel.Register([&] { ran = true; }, &id));
   EXPECT_FALSE(ran);
+}
+
+TEST(CancellationTest, UnregisterAndWaitWaitsForARunningWakeup) {
+  Cancellation cancel;
+  absl::Notification wakeup_started, release_wakeup;
+  std::atomic<bool> wakeup_done{false};
+  Cancellation::Id id;
+  ASSERT_TRUE(cancel.Register(
+      [&] {
+        wakeup_started.Notify();
+        release_wakeup.WaitForNotification();
+        wakeup_done = true;
+      },
+      &id));
+  std::thread canceller([&] { cancel.Cancel(); });
+  wakeup_started.WaitForNotification();
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    release_wakeup.Notify();
+  });
+  cancel.UnregisterAndWait(id);
+  EXPECT_TRUE(wakeup_done.load());
+  canceller.join();
+  releaser.join();
 }
 
 }  // namespace

@@ -1,0 +1,214 @@
+#include "reverb_tf/cc/client/client.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/conversions.h"
+
+namespace reverb_tf {
+namespace {
+
+// Materializes one column of a sampled item from the response's chunks.
+// `decompressed` caches chunks already decompressed for this response.
+absl::StatusOr<TensorPayload> AssembleColumn(
+    const proto::Column& column,
+    const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
+    absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
+  std::vector<TensorPayload> parts;
+  parts.reserve(column.slices_size());
+  for (const proto::Slice& slice : column.slices()) {
+    auto cached = decompressed->find(slice.chunk_key());
+    if (cached == decompressed->end()) {
+      auto it = chunks.find(slice.chunk_key());
+      if (it == chunks.end()) {
+        return absl::InternalError(absl::StrCat(
+            "the server sent a slice of chunk ", slice.chunk_key(),
+            " without the chunk"));
+      }
+      // Chunks in a response are used once per response: take the bytes.
+      ASSIGN_OR_RETURN(TensorPayload payload,
+                       PayloadFromProto(it->second->mutable_tensor()));
+      ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
+      cached = decompressed->emplace(slice.chunk_key(), std::move(payload)).first;
+    }
+    const TensorPayload& chunk = cached->second;
+    if (slice.offset() == 0 && slice.length() == chunk.shape[0] &&
+        column.slices_size() == 1) {
+      parts.push_back(chunk);
+    } else {
+      ASSIGN_OR_RETURN(TensorPayload part,
+                       SliceRows(chunk, slice.offset(), slice.length()));
+      parts.push_back(std::move(part));
+    }
+  }
+  TensorPayload result;
+  if (parts.size() == 1) {
+    result = std::move(parts[0]);
+  } else {
+    ASSIGN_OR_RETURN(result, ConcatRows(parts));
+  }
+  if (column.squeeze()) result.shape.erase(result.shape.begin());
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(
+    const std::string& server_address, const ClientOptions& options) {
+  if (server_address.empty()) {
+    return absl::InvalidArgumentError("server_address is empty");
+  }
+  if (options.max_message_bytes < 1024 || options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  // Each Client gets its own connection, so several clients in one process
+  // (actors in threads) do not share one TCP stream.
+  arguments.SetInt("grpc.use_local_subchannel_pool", 1);
+  auto channel = grpc::CreateCustomChannel(
+      server_address, grpc::InsecureChannelCredentials(), arguments);
+  return std::unique_ptr<Client>(new Client(
+      server_address,
+      std::make_shared<ClientStub>(std::move(channel), options.max_message_bytes)));
+}
+
+Client::Client(std::string address, std::shared_ptr<ClientStub> stub)
+    : address_(std::move(address)), stub_(std::move(stub)) {}
+
+Client::~Client() = default;
+
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
+                                                          Cancellation* cancel) {
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  ScopedRpcCancellation scoped(cancel, &context);
+  proto::ServerInfoResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(
+      stub_->stub()->ServerInfo(&context, proto::ServerInfoRequest(), &response)));
+  std::vector<TableInfo> tables;
+  for (const proto::TableInfo& table : response.tables()) {
+    ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(table));
+    tables.push_back(std::move(info));
+  }
+  return tables;
+}
+
+absl::StatusOr<MutationResult> Client::MutatePriorities(
+    const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes, absl::Duration timeout, Cancellation* cancel) {
+  proto::MutatePrioritiesRequest request;
+  request.set_table(table);
+  request.mutable_keys()->Reserve(updates.size());
+  request.mutable_priorities()->Reserve(updates.size());
+  for (const auto& [key, priority] : updates) {
+    request.add_keys(key);
+    request.add_priorities(priority);
+  }
+  request.mutable_deletes()->Add(deletes.begin(), deletes.end());
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  ScopedRpcCancellation scoped(cancel, &context);
+  proto::MutatePrioritiesResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(
+      stub_->stub()->MutatePriorities(&context, request, &response)));
+  return MutationResult{response.updated(), response.deleted(), response.missing()};
+}
+
+absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
+                           Cancellation* cancel) {
+  proto::ResetRequest request;
+  request.set_table(table);
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  ScopedRpcCancellation scoped(cancel, &context);
+  proto::ResetResponse response;
+  return FromGrpcStatus(stub_->stub()->Reset(&context, request, &response));
+}
+
+absl::StatusOr<std::string> Client::Checkpoint(absl::Duration timeout,
+                                               Cancellation* cancel) {
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  ScopedRpcCancellation scoped(cancel, &context);
+  proto::CheckpointResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(
+      stub_->stub()->Checkpoint(&context, proto::CheckpointRequest(), &response)));
+  return response.path();
+}
+
+absl::StatusOr<std::vector<Sample>> Client::SampleItems(
+    const std::string& table, int64_t num_samples, const SampleOptions& options,
+    Cancellation* cancel) {
+  if (num_samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_samples must be >= 1, got ", num_samples));
+  }
+  grpc::ClientContext context;
+  ScopedRpcCancellation scoped(cancel, &context);
+  auto stream = stub_->stub()->SampleStream(&context);
+  proto::SampleRequest request;
+  request.set_table(table);
+  request.set_num_samples(num_samples);
+  request.set_flexible_batch_size(options.flexible_batch_size);
+  request.set_rate_limiter_timeout_ms(
+      options.rate_limiter_timeout == absl::InfiniteDuration()
+          ? -1
+          : absl::ToInt64Milliseconds(options.rate_limiter_timeout));
+  std::vector<Sample> samples;
+  samples.reserve(num_samples);
+  absl::Status assembly = absl::OkStatus();
+  if (stream->Write(request)) {
+    proto::SampleResponse response;
+    while (assembly.ok() && static_cast<int64_t>(samples.size()) < num_samples &&
+           stream->Read(&response)) {
+      absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
+      for (proto::Chunk& chunk : *response.mutable_chunks()) chunks[chunk.key()] = &chunk;
+      absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
+      for (const proto::SampledItem& item : response.items()) {
+        Sample& sample = samples.emplace_back();
+        sample.info.key = item.info().key();
+        sample.info.probability = item.info().probability();
+        sample.info.table_size = item.info().table_size();
+        sample.info.priority = item.info().priority();
+        sample.info.times_sampled = item.info().times_sampled();
+        sample.info.rate_limited = item.info().rate_limited();
+        sample.columns.reserve(item.columns_size());
+        for (const proto::Column& column : item.columns()) {
+          auto payload = AssembleColumn(column, chunks, &decompressed);
+          if (!payload.ok()) {
+            assembly = payload.status();
+            break;
+          }
+          sample.columns.push_back(*std::move(payload));
+        }
+        if (!assembly.ok()) break;
+      }
+    }
+  }
+  if (!assembly.ok()) context.TryCancel();
+  stream->WritesDone();
+  const absl::Status status = FromGrpcStatus(stream->Finish());
+  RETURN_IF_ERROR(assembly);
+  if (static_cast<int64_t>(samples.size()) >= num_samples) return samples;
+  if (!status.ok()) return status;
+  return absl::UnavailableError(absl::StrCat(
+      "the sample stream ended after ", samples.size(), " of ", num_samples,
+      " samples"));
+}
+
+absl::StatusOr<std::unique_ptr<TrajectoryWriter>> Client::NewTrajectoryWriter(
+    const TrajectoryWriterOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  return std::unique_ptr<TrajectoryWriter>(new TrajectoryWriter(stub_, options));
+}
+
+}  // namespace reverb_tf

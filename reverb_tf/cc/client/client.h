@@ -1,0 +1,100 @@
+// Client: the C++ side of reverb_tf.Client, TFClient and the datasets.
+//
+// Unary calls (server info, priorities, reset, checkpoint), sampling through
+// a SampleStream with flow-control credits, and TrajectoryWriters
+// (trajectory_writer.h) for inserting. Every call takes a timeout and an
+// optional Cancellation that aborts the RPC at once (ClientContext::TryCancel).
+// The API uses core types only (no gRPC or protobuf), so the pybind module
+// can use it through libreverb_tf.so.
+//
+// Thread safety: thread-safe; calls may run concurrently from many threads.
+#ifndef REVERB_TF_CC_CLIENT_CLIENT_H_
+#define REVERB_TF_CC_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "reverb_tf/cc/client/trajectory_writer.h"
+#include "reverb_tf/cc/platform/cancellation.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/tensor_payload.h"
+
+namespace reverb_tf {
+
+class ClientStub;
+
+struct REVERB_TF_EXPORT SampleInfo {
+  Key key = 0;
+  double probability = 0;
+  int64_t table_size = 0;
+  double priority = 0;
+  int32_t times_sampled = 0;
+  bool rate_limited = false;
+};
+
+// One sampled item with its columns materialized (uncompressed).
+struct REVERB_TF_EXPORT Sample {
+  SampleInfo info;
+  std::vector<TensorPayload> columns;
+};
+
+struct REVERB_TF_EXPORT ClientOptions {
+  int64_t max_message_bytes = int64_t{256} << 20;
+};
+
+struct REVERB_TF_EXPORT SampleOptions {
+  // Samples per response message.
+  int32_t flexible_batch_size = 256;
+  // How long the server may wait for the rate limiter; infinite by default.
+  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+};
+
+class REVERB_TF_EXPORT Client {
+ public:
+  // Connects lazily: creation never fails on an unreachable server.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(
+      const std::string& server_address, const ClientOptions& options = {});
+  ~Client();
+
+  const std::string& server_address() const { return address_; }
+
+  absl::StatusOr<std::vector<TableInfo>> ServerInfo(
+      absl::Duration timeout, Cancellation* cancel = nullptr);
+
+  absl::StatusOr<MutationResult> MutatePriorities(
+      const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+      absl::Span<const Key> deletes, absl::Duration timeout,
+      Cancellation* cancel = nullptr);
+
+  absl::Status Reset(const std::string& table, absl::Duration timeout,
+                     Cancellation* cancel = nullptr);
+
+  // Path of the checkpoint the server wrote.
+  absl::StatusOr<std::string> Checkpoint(absl::Duration timeout,
+                                         Cancellation* cancel = nullptr);
+
+  // Samples exactly `num_samples` items (unless an error ends the stream).
+  absl::StatusOr<std::vector<Sample>> SampleItems(
+      const std::string& table, int64_t num_samples, const SampleOptions& options,
+      Cancellation* cancel = nullptr);
+
+  absl::StatusOr<std::unique_ptr<TrajectoryWriter>> NewTrajectoryWriter(
+      const TrajectoryWriterOptions& options);
+
+ private:
+  Client(std::string address, std::shared_ptr<ClientStub> stub);
+
+  const std::string address_;
+  const std::shared_ptr<ClientStub> stub_;
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_CLIENT_CLIENT_H_

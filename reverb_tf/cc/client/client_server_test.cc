@@ -1,0 +1,314 @@
+// End to end over loopback gRPC: a ReplayServer on a free port and the C++
+// Client and TrajectoryWriter talking to it.
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/test_util.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::reverb_tf::testing::Fifo;
+using ::reverb_tf::testing::MakeTableOptions;
+using ::reverb_tf::testing::Prioritized;
+using ::reverb_tf::testing::Uniform;
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+TensorPayload FloatStep(float value, int width = 2) {
+  std::string bytes(width * sizeof(float), '\0');
+  for (int i = 0; i < width; ++i) std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
+  return *MakePayload(DType::kFloat, {width}, bytes);
+}
+
+float FirstFloat(const TensorPayload& payload, int64_t index = 0) {
+  float value;
+  std::memcpy(&value, payload.data.data() + index * sizeof(float), sizeof(float));
+  return value;
+}
+
+class ClientServerTest : public ::testing::Test {
+ protected:
+  void StartServer(std::vector<TableOptions> tables, int64_t max_message_bytes = 1 << 20) {
+    ServerOptions options;
+    options.max_message_bytes = max_message_bytes;
+    auto server = ReplayServer::StartFromOptions(tables, options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ClientOptions client_options;
+    client_options.max_message_bytes = max_message_bytes;
+    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()), client_options);
+  }
+
+  std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive = 1) {
+    TrajectoryWriterOptions options;
+    options.num_keep_alive_refs = keep_alive;
+    return *client_->NewTrajectoryWriter(options);
+  }
+
+  int64_t TableSize(const std::string& name) {
+    auto tables = client_->ServerInfo(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    if (!tables.ok()) return -1;
+    for (const TableInfo& info : *tables) {
+      if (info.options.name == name) return info.current_size;
+    }
+    return -1;
+  }
+
+  std::unique_ptr<ReplayServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ClientServerTest, WriteAndSampleRoundTrip) {
+  StartServer({MakeTableOptions("t", Fifo(), Fifo(), 100, RateLimiterOptions::MinSize(1),
+                                /*max_times_sampled=*/1)});
+  auto writer = NewWriter(/*keep_alive=*/3);
+  std::vector<int64_t> steps;
+  for (int t = 0; t < 5; ++t) {
+    auto step = writer->Append({FloatStep(t)});
+    ASSERT_TRUE(step.ok()) << step.status();
+    steps.push_back(*step);
+    if (t >= 2) {
+      // Overlapping 3-step trajectories reuse the chunks already sent.
+      ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[t - 2], steps[t - 1], steps[t]}, false}}).ok());
+    }
+  }
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[4]}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("t"), 4);
+
+  SampleOptions options;
+  auto samples = client_->SampleItems("t", 4, options);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 4u);
+  for (int i = 0; i < 3; ++i) {  // Fifo: oldest first
+    const TensorPayload& column = (*samples)[i].columns[0];
+    EXPECT_EQ(column.shape, (Shape{3, 2}));
+    for (int t = 0; t < 3; ++t) EXPECT_EQ(FirstFloat(column, 2 * t), i + t);
+  }
+  const TensorPayload& squeezed = (*samples)[3].columns[0];
+  EXPECT_EQ(squeezed.shape, (Shape{2}));
+  EXPECT_EQ(FirstFloat(squeezed), 4);
+  EXPECT_EQ((*samples)[0].info.times_sampled, 1);
+  EXPECT_EQ((*samples)[0].info.table_size, 4);
+}
+
+TEST_F(ClientServerTest, MultiColumnItemsAndMissingColumns) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter(2);
+  auto s0 = writer->Append({FloatStep(1), *MakeStringPayload({}, std::vector<std::string>{"hello"})});
+  auto s1 = writer->Append({FloatStep(2), std::nullopt});
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  EXPECT_EQ(writer->num_columns(), 2);
+  auto missing = writer->CreateItem("t", 1.0, {ItemColumn{1, {*s1}, true}});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  auto samples = client_->SampleItems("t", 1, SampleOptions());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ((*samples)[0].columns[0].shape, (Shape{2, 2}));
+  EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]), std::vector<std::string>{"hello"});
+}
+
+TEST_F(ClientServerTest, KeepAliveWindowIsEnforced) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter(2);
+  auto s0 = writer->Append({FloatStep(0)});
+  writer->Append({FloatStep(1)}).IgnoreError();
+  writer->Append({FloatStep(2)}).IgnoreError();
+  absl::Status status = writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0}, true}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("num_keep_alive_refs"), std::string::npos) << status;
+}
+
+TEST_F(ClientServerTest, ChunksCrossTheWireOnce) {
+  StartServer({MakeTableOptions("a", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1)),
+               MakeTableOptions("b", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter(4);
+  std::vector<int64_t> steps;
+  for (int t = 0; t < 40; ++t) {
+    steps.push_back(*writer->Append({FloatStep(t)}));
+    if (t >= 3) {
+      std::vector<int64_t> window(steps.end() - 4, steps.end());
+      ASSERT_TRUE(writer->CreateItem("a", 1.0, {ItemColumn{0, window, false}}).ok());
+      ASSERT_TRUE(writer->CreateItem("b", 1.0, {ItemColumn{0, {steps.back()}, true}}).ok());
+    }
+  }
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("a"), 37);
+  EXPECT_EQ(TableSize("b"), 37);
+  // Every step's data lives on the server exactly once, shared by the items
+  // of both tables that cover it.
+  auto samples = client_->SampleItems("a", 37, SampleOptions());
+  ASSERT_TRUE(samples.ok());
+  for (const Sample& sample : *samples) {
+    const float first = FirstFloat(sample.columns[0]);
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(FirstFloat(sample.columns[0], 2 * t), first + t);
+  }
+}
+
+TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
+  auto options = MakeTableOptions("sig", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(2));
+  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested"};
+  StartServer({options});
+  // Unknown table on sampling: NOT_FOUND.
+  EXPECT_EQ(client_->SampleItems("nope", 1, SampleOptions()).status().code(),
+            absl::StatusCode::kNotFound);
+  // Rate limiter timeout: DEADLINE_EXCEEDED.
+  SampleOptions short_timeout;
+  short_timeout.rate_limiter_timeout = absl::Milliseconds(100);
+  EXPECT_EQ(client_->SampleItems("sig", 1, short_timeout).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // Signature mismatch: INVALID_ARGUMENT naming the column; the writer then
+  // reports the same status from every call.
+  auto writer = NewWriter();
+  auto step = writer->Append({*MakePayload(DType::kInt32, {2}, std::string(8, '\0'))});
+  ASSERT_TRUE(writer->CreateItem("sig", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  absl::Status status = writer->Flush(0, kTimeout);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("'obs'"), std::string::npos) << status;
+  EXPECT_EQ(writer->Append({FloatStep(1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Unknown table on insert: NOT_FOUND.
+  auto other = NewWriter();
+  auto s = other->Append({FloatStep(1)});
+  ASSERT_TRUE(other->CreateItem("nope", 1.0, {ItemColumn{0, {*s}, true}}).ok());
+  EXPECT_EQ(other->Flush(0, kTimeout).code(), absl::StatusCode::kNotFound);
+  // Bad priority: INVALID_ARGUMENT.
+  EXPECT_EQ(client_->MutatePriorities("sig", {{1, -1.0}}, {}, kTimeout).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Reset("nope", kTimeout).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Checkpoint(kTimeout).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(ClientServerTest, MutateResetAndServerInfo) {
+  auto options = MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                                  RateLimiterOptions::SampleToInsertRatio(2.0, 1, 10));
+  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested-blob"};
+  StartServer({options});
+  auto writer = NewWriter();
+  for (int i = 0; i < 3; ++i) {
+    auto step = writer->Append({FloatStep(i)});
+    ASSERT_TRUE(writer->CreateItem("p", 1.0 + i, {ItemColumn{0, {*step}, true}}).ok());
+  }
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  auto samples = client_->SampleItems("p", 2, SampleOptions());
+  ASSERT_TRUE(samples.ok());
+  auto info = client_->ServerInfo(kTimeout);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->size(), 1u);
+  const TableInfo& table = (*info)[0];
+  EXPECT_EQ(table.options.name, "p");
+  EXPECT_EQ(table.options.sampler, Prioritized(1.0));
+  EXPECT_EQ(table.current_size, 3);
+  EXPECT_EQ(table.rate_limiter_info.inserts, 3);
+  EXPECT_EQ(table.rate_limiter_info.samples, 2);
+  EXPECT_EQ(table.rate_limiter_info.insert_stats.completed, 3);
+  EXPECT_EQ(table.rate_limiter_info.options.samples_per_insert, 2.0);
+  ASSERT_TRUE(table.options.signature.has_value());
+  EXPECT_EQ(table.options.signature->nested_structure, "nested-blob");
+  EXPECT_EQ(table.options.signature->columns[0].name, "obs");
+
+  const Key key = (*samples)[0].info.key;
+  auto result = client_->MutatePriorities("p", {{key, 50.0}, {12345, 1.0}}, {}, kTimeout);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->updated, 1);
+  EXPECT_EQ(result->missing, 1);
+  auto after = client_->SampleItems("p", 1, SampleOptions());
+  EXPECT_NEAR((*after)[0].info.probability, 50.0 / (50.0 + 6.0 - (*samples)[0].info.priority), 0.5);
+  auto deleted = client_->MutatePriorities("p", {}, {key}, kTimeout);
+  EXPECT_EQ(deleted->deleted, 1);
+  EXPECT_EQ(TableSize("p"), 2);
+  ASSERT_TRUE(client_->Reset("p", kTimeout).ok());
+  EXPECT_EQ(TableSize("p"), 0);
+}
+
+TEST_F(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+              /*max_message_bytes=*/64 << 10);
+  const std::string big_bytes(200 << 10, 'x');
+  // The writer refuses what cannot fit one message, and stays usable.
+  auto writer = NewWriter();
+  auto big = writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(writer->CreateItem("t", 1.0, {ItemColumn{0, {*big}, true}}).code(),
+            absl::StatusCode::kResourceExhausted);
+  auto step = writer->Append({std::nullopt, FloatStep(1)});
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{1, {*step}, true}}).ok());
+  EXPECT_TRUE(writer->Flush(0, kTimeout).ok());
+
+  // A client allowing bigger messages than the server gets the server's
+  // RESOURCE_EXHAUSTED; other clients are unaffected.
+  ClientOptions generous;
+  generous.max_message_bytes = 1 << 20;
+  auto client = *Client::Create(absl::StrCat("localhost:", server_->port()), generous);
+  auto big_writer = *client->NewTrajectoryWriter(TrajectoryWriterOptions());
+  auto too_big = big_writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
+  ASSERT_TRUE(big_writer->CreateItem("t", 1.0, {ItemColumn{0, {*too_big}, true}}).ok());
+  EXPECT_EQ(big_writer->Flush(0, kTimeout).code(), absl::StatusCode::kResourceExhausted);
+  auto small = NewWriter();
+  auto s = small->Append({FloatStep(2)});
+  ASSERT_TRUE(small->CreateItem("t", 1.0, {ItemColumn{0, {*s}, true}}).ok());
+  EXPECT_TRUE(small->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("t"), 2);
+}
+
+TEST_F(ClientServerTest, CancellationAbortsABlockedSample) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  Cancellation cancel;
+  absl::Status status;
+  std::thread sampler([&] { status = client_->SampleItems("t", 1, SampleOptions(), &cancel).status(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  const absl::Time start = absl::Now();
+  cancel.Cancel();
+  sampler.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
+TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
+  StartServer({MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1))});
+  // A writer blocked on a full queue and a sampler on an empty table... the
+  // queue holds one item, so sample it empty first.
+  auto writer = NewWriter();
+  for (int i = 0; i < 2; ++i) {
+    auto step = writer->Append({FloatStep(i)});
+    ASSERT_TRUE(writer->CreateItem("q", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  }
+  absl::Status flush_status, sample_status;
+  std::thread flusher([&] { flush_status = writer->Flush(0, kTimeout); });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(TableSize("q"), 1);  // the second item waits for the limiter
+  const absl::Time start = absl::Now();
+  server_->Stop();
+  flusher.join();
+  EXPECT_FALSE(flush_status.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // A new call to the stopped server fails fast instead of hanging.
+  EXPECT_EQ(client_->ServerInfo(absl::Seconds(5)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(ServerTest, BadOptionsAreRejected) {
+  EXPECT_EQ(ReplayServer::StartFromOptions(
+                {MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1)),
+                 MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+                ServerOptions())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ServerOptions bad_port;
+  bad_port.port = 70000;
+  EXPECT_EQ(ReplayServer::StartFromOptions({}, bad_port).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Client::Create("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reverb_tf

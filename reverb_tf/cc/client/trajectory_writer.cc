@@ -1,0 +1,533 @@
+#include "reverb_tf/cc/client/trajectory_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/service/conversions.h"
+
+namespace reverb_tf {
+
+// A closed chunk of one column. Its payload is kept only until a queued item
+// first needs it; then the sender moves it into a message.
+struct WriterChunk {
+  uint64_t key = 0;
+  uint64_t episode_id = 0;
+  int32_t episode_step = 0;
+  int32_t num_steps = 0;
+  std::optional<TensorPayload> payload;
+  // Attached to a queued item, so on (or on its way to) the server.
+  bool scheduled = false;
+};
+
+struct TrajectoryWriter::ColumnState {
+  bool initialized = false;
+  DType dtype = DType::kInvalid;
+  Shape step_shape;
+  int32_t keep_alive = 1;
+  int32_t max_chunk_length = 1;
+  // Payloads of the open chunk's steps, and the first one's episode step.
+  std::vector<TensorPayload> open;
+  int32_t open_episode_step = 0;
+  // Referenceable cells in step order; the last open.size() are open.
+  std::deque<Cell> cells;
+};
+
+struct TrajectoryWriter::QueuedItem {
+  proto::Item item;
+  std::vector<std::shared_ptr<WriterChunk>> chunks;
+};
+
+struct WriterStream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::InsertRequest, proto::InsertResponse>> rw;
+  bool sender_done = false;
+  // Read() has returned false: nothing more will be acknowledged.
+  bool reads_done = false;
+  bool receiver_done = false;
+  // Error set from a broken write, to be replaced by Finish()'s status.
+  bool provisional_error = false;
+};
+
+namespace {
+
+constexpr size_t kReleaseBatch = 64;
+
+absl::Status CheckStepValue(int32_t column, const TensorPayload& value) {
+  if (value.compression != Compression::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("column ", column, ": step values must be uncompressed"));
+  }
+  if (absl::Status status = value.Validate(); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("column ", column, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status TrajectoryWriterOptions::Validate() const {
+  if (num_keep_alive_refs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_keep_alive_refs must be >= 1, got ", num_keep_alive_refs));
+  }
+  if (max_chunk_length < 0 || max_chunk_length > num_keep_alive_refs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_chunk_length must be in [1, num_keep_alive_refs=", num_keep_alive_refs,
+        "] (0: num_keep_alive_refs), got ", max_chunk_length));
+  }
+  if (max_in_flight_items < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_in_flight_items must be >= 1, got ", max_in_flight_items));
+  }
+  if (zstd_level < 0 || zstd_level > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zstd_level must be in [0, 19], got ", zstd_level));
+  }
+  return absl::OkStatus();
+}
+
+TrajectoryWriter::TrajectoryWriter(std::shared_ptr<ClientStub> stub,
+                                   const TrajectoryWriterOptions& options)
+    : stub_(std::move(stub)), options_(options) {
+  std::random_device seed;
+  rng_.seed((uint64_t{seed()} << 32) | seed());
+  episode_id_ = rng_();
+}
+
+TrajectoryWriter::~TrajectoryWriter() { Close(absl::Seconds(5)).IgnoreError(); }
+
+int32_t TrajectoryWriter::num_columns() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(columns_.size());
+}
+
+int32_t TrajectoryWriter::episode_steps() const {
+  absl::MutexLock lock(&mu_);
+  return episode_step_;
+}
+
+int64_t TrajectoryWriter::num_in_flight_items() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+void TrajectoryWriter::FailLocked(absl::Status status) {
+  if (error_.ok()) error_ = std::move(status);
+  cv_.SignalAll();
+}
+
+absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
+                                           absl::Duration timeout,
+                                           Cancellation* cancel,
+                                           const char* what) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  Cancellation::Id id = 0;
+  const bool registered =
+      cancel != nullptr && cancel->Register(
+                               [this] {
+                                 absl::MutexLock lock(&mu_);
+                                 cv_.SignalAll();
+                               },
+                               &id);
+  absl::Status status;
+  while (!done()) {
+    if (!error_.ok()) {
+      status = error_;
+      break;
+    }
+    if (cancel != nullptr && cancel->IsCancelled()) {
+      status = absl::CancelledError(absl::StrCat("cancelled while waiting to ", what));
+      break;
+    }
+    if (cv_.WaitWithDeadline(&mu_, deadline) && !done()) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", absl::FormatDuration(timeout), " waiting to ", what,
+          " (", in_flight_, " items unacknowledged)"));
+      break;
+    }
+  }
+  if (registered) cancel->Unregister(id);
+  return status;
+}
+
+absl::StatusOr<int64_t> TrajectoryWriter::Append(
+    std::vector<std::optional<TensorPayload>> step) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(error_);
+  if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  if (step.size() < columns_.size()) step.resize(columns_.size());
+  // Validate everything before changing anything.
+  for (size_t c = 0; c < step.size(); ++c) {
+    if (!step[c].has_value()) continue;
+    RETURN_IF_ERROR(CheckStepValue(static_cast<int32_t>(c), *step[c]));
+    if (c < columns_.size() && columns_[c]->initialized &&
+        (step[c]->dtype != columns_[c]->dtype ||
+         step[c]->shape != columns_[c]->step_shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", c, " holds ", DTypeName(columns_[c]->dtype),
+          ShapeDebugString(columns_[c]->step_shape), " but the step has ",
+          DTypeName(step[c]->dtype), ShapeDebugString(step[c]->shape)));
+    }
+  }
+  while (columns_.size() < step.size()) {
+    auto column = std::make_unique<ColumnState>();
+    column->keep_alive = options_.num_keep_alive_refs;
+    column->max_chunk_length = options_.max_chunk_length > 0
+                                   ? options_.max_chunk_length
+                                   : options_.num_keep_alive_refs;
+    columns_.push_back(std::move(column));
+  }
+  const int64_t global_step = step_counter_++;
+  for (size_t c = 0; c < step.size(); ++c) {
+    ColumnState& column = *columns_[c];
+    if (!step[c].has_value()) {
+      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+      continue;
+    }
+    if (!column.initialized) {
+      column.initialized = true;
+      column.dtype = step[c]->dtype;
+      column.step_shape = step[c]->shape;
+    }
+    if (column.open.empty()) column.open_episode_step = episode_step_;
+    column.open.push_back(*std::move(step[c]));
+    column.cells.push_back(Cell{global_step, nullptr, 0});
+    if (static_cast<int32_t>(column.open.size()) >= column.max_chunk_length) {
+      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+    }
+  }
+  ++episode_step_;
+  ReleaseOldChunksLocked();
+  return global_step;
+}
+
+absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
+  ColumnState& column = *columns_[c];
+  if (column.open.empty()) return absl::OkStatus();
+  TensorPayload payload;
+  payload.dtype = column.dtype;
+  payload.shape.push_back(static_cast<int64_t>(column.open.size()));
+  payload.shape.insert(payload.shape.end(), column.step_shape.begin(),
+                       column.step_shape.end());
+  size_t bytes = 0;
+  for (const TensorPayload& value : column.open) bytes += value.data.size();
+  payload.data.reserve(bytes);
+  // Row-major concatenation; string encodings concatenate just as well.
+  for (const TensorPayload& value : column.open) payload.data.append(value.data);
+  payload.uncompressed_size = static_cast<int64_t>(payload.data.size());
+  if (options_.zstd_level > 0) {
+    ASSIGN_OR_RETURN(payload, Compress(std::move(payload), options_.zstd_level));
+  }
+  auto chunk = std::make_shared<WriterChunk>();
+  chunk->key = rng_();
+  chunk->episode_id = episode_id_;
+  chunk->episode_step = column.open_episode_step;
+  chunk->num_steps = static_cast<int32_t>(column.open.size());
+  chunk->payload = std::move(payload);
+  const size_t first = column.cells.size() - column.open.size();
+  for (size_t i = first; i < column.cells.size(); ++i) {
+    column.cells[i].chunk = chunk;
+    column.cells[i].offset_in_chunk = static_cast<int32_t>(i - first);
+  }
+  column.open.clear();
+  return absl::OkStatus();
+}
+
+void TrajectoryWriter::ReleaseOldChunksLocked() {
+  for (auto& column : columns_) {
+    const int64_t oldest_allowed = step_counter_ - column->keep_alive;
+    while (!column->cells.empty() && column->cells.front().step < oldest_allowed) {
+      std::shared_ptr<WriterChunk> chunk = std::move(column->cells.front().chunk);
+      column->cells.pop_front();
+      const bool last_cell_of_chunk =
+          chunk != nullptr &&
+          (column->cells.empty() || column->cells.front().chunk != chunk);
+      if (last_cell_of_chunk && chunk->scheduled) release_queue_.push_back(chunk->key);
+    }
+  }
+  if (release_queue_.size() >= kReleaseBatch) cv_.SignalAll();
+}
+
+absl::Status TrajectoryWriter::CreateItem(const std::string& table,
+                                          double priority,
+                                          const std::vector<ItemColumn>& columns,
+                                          absl::Duration timeout,
+                                          Cancellation* cancel) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(error_);
+  if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  if (columns.empty()) {
+    return absl::InvalidArgumentError("an item needs at least one column");
+  }
+  auto queued = std::make_unique<QueuedItem>();
+  queued->item.set_key(rng_());
+  queued->item.set_table(table);
+  queued->item.set_priority(priority);
+  for (const ItemColumn& ref : columns) {
+    if (ref.column < 0 || ref.column >= static_cast<int32_t>(columns_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item references column ", ref.column, " but the writer has ",
+                       columns_.size()));
+    }
+    if (ref.steps.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item references no steps of column ", ref.column));
+    }
+    if (ref.squeeze && ref.steps.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a squeezed column must reference exactly one step, column ", ref.column,
+          " references ", ref.steps.size()));
+    }
+    ColumnState& column = *columns_[ref.column];
+    proto::Column* out = queued->item.add_columns();
+    out->set_squeeze(ref.squeeze);
+    for (int64_t step : ref.steps) {
+      auto it = std::lower_bound(
+          column.cells.begin(), column.cells.end(), step,
+          [](const Cell& cell, int64_t s) { return cell.step < s; });
+      if (it == column.cells.end() || it->step != step) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "column ", ref.column, " has no value at step ", step,
+            ": it is missing there, not appended yet, or older than the last ",
+            column.keep_alive, " steps (num_keep_alive_refs)"));
+      }
+      if (it->chunk == nullptr) {
+        const size_t index = it - column.cells.begin();
+        RETURN_IF_ERROR(CloseOpenChunkLocked(ref.column));
+        it = column.cells.begin() + index;
+      }
+      const std::shared_ptr<WriterChunk>& chunk = it->chunk;
+      const int slices = out->slices_size();
+      proto::Slice* last = slices > 0 ? out->mutable_slices(slices - 1) : nullptr;
+      if (last != nullptr && last->chunk_key() == chunk->key &&
+          last->offset() + last->length() == it->offset_in_chunk) {
+        last->set_length(last->length() + 1);  // extends the previous slice
+      } else {
+        proto::Slice* slice = out->add_slices();
+        slice->set_chunk_key(chunk->key);
+        slice->set_offset(it->offset_in_chunk);
+        slice->set_length(1);
+      }
+      if (!chunk->scheduled &&
+          std::find(queued->chunks.begin(), queued->chunks.end(), chunk) ==
+              queued->chunks.end()) {
+        queued->chunks.push_back(chunk);
+      }
+    }
+  }
+  // An item whose new chunks cannot fit one message would break the stream
+  // for everyone on it; refuse it here, leaving the writer usable.
+  int64_t bytes = 0;
+  for (const auto& chunk : queued->chunks) bytes += chunk->payload->data.size();
+  if (bytes > stub_->max_message_bytes() * 3 / 4) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the item needs ", bytes, " bytes of new chunk data, more than fits one message (",
+        "max_message_bytes=", stub_->max_message_bytes(), ")"));
+  }
+  for (const auto& chunk : queued->chunks) chunk->scheduled = true;
+  RETURN_IF_ERROR(AwaitLocked(
+      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return in_flight_ < options_.max_in_flight_items;
+      },
+      timeout, cancel, "queue an item"));
+  RETURN_IF_ERROR(EnsureStreamLocked());
+  queue_.push_back(std::move(queued));
+  ++in_flight_;
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::EnsureStreamLocked() {
+  if (stream_ != nullptr) return absl::OkStatus();
+  stream_ = std::make_unique<WriterStream>();
+  stream_->rw = stub_->stub()->InsertStream(&stream_->context);
+  sender_ = std::thread([this] { SendLoop(); });
+  receiver_ = std::thread([this] { ReceiveLoop(); });
+  return absl::OkStatus();
+}
+
+void TrajectoryWriter::SendLoop() {
+  const int64_t byte_budget = stub_->max_message_bytes() / 2;
+  const int64_t timeout_ms =
+      options_.rate_limiter_timeout == absl::InfiniteDuration()
+          ? -1
+          : absl::ToInt64Milliseconds(options_.rate_limiter_timeout);
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return !w->queue_.empty() || w->release_queue_.size() >= kReleaseBatch ||
+                 w->closing_ || !w->error_.ok() || w->stream_->reads_done;
+        },
+        this));
+    if (!error_.ok() || stream_->reads_done) break;
+    if (closing_ && queue_.empty()) break;
+    proto::InsertRequest request;
+    request.set_rate_limiter_timeout_ms(timeout_ms);
+    int64_t bytes = 0;
+    while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
+      QueuedItem& queued = *queue_.front();
+      for (const auto& chunk : queued.chunks) {
+        proto::Chunk* out = request.add_chunks();
+        out->set_key(chunk->key);
+        out->set_episode_id(chunk->episode_id);
+        out->set_episode_step(chunk->episode_step);
+        bytes += static_cast<int64_t>(chunk->payload->data.size());
+        PayloadToProto(*std::move(chunk->payload), out->mutable_tensor());
+        chunk->payload.reset();
+      }
+      *request.add_items() = std::move(queued.item);
+      queue_.pop_front();
+    }
+    // Releases only once every queued item is in a message: a release applies
+    // after the items of its message, and queued items may use the chunk.
+    if (queue_.empty()) {
+      request.mutable_release_chunk_keys()->Add(release_queue_.begin(),
+                                                release_queue_.end());
+      release_queue_.clear();
+    }
+    mu_.Unlock();
+    const bool written = stream_->rw->Write(request);
+    mu_.Lock();
+    if (!written) {
+      // Finish() (in the receiver) will tell why; until then, a placeholder.
+      if (error_.ok()) stream_->provisional_error = true;
+      FailLocked(absl::UnavailableError("the insert stream to the server broke"));
+      break;
+    }
+  }
+  if (error_.ok() && !stream_->reads_done) {
+    mu_.Unlock();
+    stream_->rw->WritesDone();
+    mu_.Lock();
+  }
+  stream_->sender_done = true;
+  cv_.SignalAll();
+}
+
+void TrajectoryWriter::ReceiveLoop() {
+  proto::InsertResponse response;
+  while (stream_->rw->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    in_flight_ -= response.keys_size();
+    cv_.SignalAll();
+  }
+  absl::MutexLock lock(&mu_);
+  stream_->reads_done = true;
+  cv_.SignalAll();
+  // Finish() must not race the sender's Write()/WritesDone().
+  mu_.Await(absl::Condition(&stream_->sender_done));
+  mu_.Unlock();
+  const absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+  mu_.Lock();
+  if (!status.ok()) {
+    if (error_.ok() || stream_->provisional_error) error_ = status;
+  } else if (!closing_ || in_flight_ > 0) {
+    FailLocked(absl::UnavailableError("the server ended the insert stream"));
+  }
+  stream_->provisional_error = false;
+  stream_->receiver_done = true;
+  cv_.SignalAll();
+}
+
+absl::Status TrajectoryWriter::Flush(int32_t block_until_num_items,
+                                     absl::Duration timeout,
+                                     Cancellation* cancel) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(error_);
+  if (block_until_num_items < 0) {
+    return absl::InvalidArgumentError("block_until_num_items must be >= 0");
+  }
+  return AwaitLocked(
+      [this, block_until_num_items]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return in_flight_ <= block_until_num_items;
+      },
+      timeout, cancel, "flush");
+}
+
+absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
+                                          absl::Duration timeout,
+                                          Cancellation* cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(error_);
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+    }
+    if (clear_buffers) {
+      for (auto& column : columns_) {
+        std::shared_ptr<WriterChunk> previous;
+        for (Cell& cell : column->cells) {
+          if (cell.chunk != previous && cell.chunk->scheduled) {
+            release_queue_.push_back(cell.chunk->key);
+          }
+          previous = cell.chunk;
+        }
+        column->cells.clear();
+      }
+      cv_.SignalAll();
+    }
+    episode_step_ = 0;
+    episode_id_ = rng_();
+  }
+  return Flush(0, timeout, cancel);
+}
+
+absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_refs,
+                                         int32_t max_chunk_length) {
+  absl::MutexLock lock(&mu_);
+  if (column < 0 || column >= static_cast<int32_t>(columns_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot configure column ", column, ": the writer has ", columns_.size()));
+  }
+  ColumnState& state = *columns_[column];
+  const int32_t keep_alive = num_keep_alive_refs > 0 ? num_keep_alive_refs : state.keep_alive;
+  const int32_t chunk_length = max_chunk_length > 0 ? max_chunk_length : state.max_chunk_length;
+  if (num_keep_alive_refs < 0 || max_chunk_length < 0 || chunk_length > keep_alive) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "column ", column, ": need 1 <= max_chunk_length (", chunk_length,
+        ") <= num_keep_alive_refs (", keep_alive, ")"));
+  }
+  state.keep_alive = keep_alive;
+  state.max_chunk_length = chunk_length;
+  if (static_cast<int32_t>(state.open.size()) >= chunk_length) {
+    RETURN_IF_ERROR(CloseOpenChunkLocked(column));
+  }
+  ReleaseOldChunksLocked();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::Close(absl::Duration timeout) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return error_;
+    if (stream_ != nullptr) {
+      status = AwaitLocked(
+          [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; },
+          timeout, nullptr, "close the writer");
+    }
+    closing_ = true;
+    cv_.SignalAll();
+    if (stream_ != nullptr) {
+      const absl::Time deadline = absl::Now() + absl::Seconds(2);
+      if (!mu_.AwaitWithDeadline(absl::Condition(&stream_->receiver_done), deadline)) {
+        stream_->context.TryCancel();  // an unresponsive server must not hang us
+      }
+    }
+  }
+  if (sender_.joinable()) sender_.join();
+  if (receiver_.joinable()) receiver_.join();
+  absl::MutexLock lock(&mu_);
+  return status.ok() ? error_ : status;
+}
+
+}  // namespace reverb_tf

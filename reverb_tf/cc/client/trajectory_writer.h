@@ -1,0 +1,165 @@
+// TrajectoryWriter: streams steps and items to the server.
+//
+// The caller appends steps (one payload per flat column, or none when a
+// column is missing in that step) and creates items that reference cells
+// (column, episode step) of the last `num_keep_alive_refs` steps. The writer
+// groups each column's consecutive steps into chunks and sends a chunk only
+// when an item first references it, once per stream; every later item that
+// references it reuses it. When a chunk can no longer be referenced (its steps
+// left the keep-alive window) the server is told to release it.
+//
+// Chunking: a column's open chunk is closed when an item references one of
+// its steps, when it reaches max_chunk_length steps (default:
+// num_keep_alive_refs), when the column is missing in a step, and at the end
+// of an episode.
+//
+// Sending happens on a background thread that packs whatever items are
+// queued into one message, so many small items share a message; a second
+// thread reads the acknowledgements. Flush() waits for them. At most
+// max_in_flight_items may be unacknowledged: CreateItem() blocks beyond that.
+//
+// Errors: a failed stream (server gone, item rejected) puts the writer in a
+// permanent error state; every later call returns that status. Items the
+// server acknowledged stay in their tables.
+//
+// Thread safety: thread-compatible for the caller (one thread at a time, as
+// the Python TrajectoryWriter is used); the internal threads synchronize
+// with it.
+#ifndef REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_H_
+#define REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "reverb_tf/cc/item.h"
+#include "reverb_tf/cc/platform/cancellation.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/tensor_payload.h"
+
+namespace reverb_tf {
+
+class ClientStub;
+struct WriterStream;
+
+struct REVERB_TF_EXPORT TrajectoryWriterOptions {
+  int32_t num_keep_alive_refs = 1;
+  // 0: num_keep_alive_refs.
+  int32_t max_chunk_length = 0;
+  int32_t max_in_flight_items = 128;
+  // 0: no compression; otherwise the zstd level of every chunk.
+  int32_t zstd_level = 0;
+  // How long an item may wait for its table's rate limiter on the server.
+  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+
+  absl::Status Validate() const;
+};
+
+// A reference from an item to some steps of one column.
+struct REVERB_TF_EXPORT ItemColumn {
+  int32_t column = 0;
+  // Step indices as Append() returned them, in the order the item lists them.
+  std::vector<int64_t> steps;
+  bool squeeze = false;
+};
+
+class REVERB_TF_EXPORT TrajectoryWriter {
+ public:
+  ~TrajectoryWriter();
+  TrajectoryWriter(const TrajectoryWriter&) = delete;
+  TrajectoryWriter& operator=(const TrajectoryWriter&) = delete;
+
+  // Adds one step; returns its index, counted over the writer's lifetime
+  // (items reference steps by it, across episodes). `step[i]` empty:
+  // column i is missing in this step. Columns may be added (the vector grows),
+  // never removed. A column's dtype and step shape are fixed by its first
+  // value; a mismatch is INVALID_ARGUMENT naming the column.
+  absl::StatusOr<int64_t> Append(std::vector<std::optional<TensorPayload>> step);
+
+  // Queues an item for `table`. Every referenced cell must exist and be
+  // within the keep-alive window. Blocks while max_in_flight_items are
+  // unacknowledged (bounded by `timeout`).
+  absl::Status CreateItem(const std::string& table, double priority,
+                          const std::vector<ItemColumn>& columns,
+                          absl::Duration timeout = absl::InfiniteDuration(),
+                          Cancellation* cancel = nullptr);
+
+  // Waits until at most `block_until_num_items` items are unacknowledged.
+  absl::Status Flush(int32_t block_until_num_items, absl::Duration timeout,
+                     Cancellation* cancel = nullptr);
+
+  // Closes every open chunk, starts a new episode (step 0) and flushes. With
+  // clear_buffers the old episode's cells can no longer be referenced.
+  absl::Status EndEpisode(bool clear_buffers, absl::Duration timeout,
+                          Cancellation* cancel = nullptr);
+
+  // Per-column overrides; 0 keeps the current value.
+  absl::Status Configure(int32_t column, int32_t num_keep_alive_refs,
+                         int32_t max_chunk_length);
+
+  // Flushes what is queued (bounded by `timeout`) and ends the stream.
+  absl::Status Close(absl::Duration timeout = absl::Seconds(30));
+
+  int32_t num_columns() const;
+  int32_t episode_steps() const;
+  // Items created and not yet acknowledged.
+  int64_t num_in_flight_items() const;
+
+ private:
+  friend class Client;
+
+  struct Cell {
+    int64_t step;
+    // Chunk holding the cell once its column's open chunk was closed.
+    std::shared_ptr<struct WriterChunk> chunk;
+    int32_t offset_in_chunk = 0;
+  };
+  struct ColumnState;
+  struct QueuedItem;
+
+  TrajectoryWriter(std::shared_ptr<ClientStub> stub,
+                   const TrajectoryWriterOptions& options);
+
+  absl::Status CloseOpenChunkLocked(int32_t column) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseOldChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
+                           Cancellation* cancel, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendLoop();
+  void ReceiveLoop();
+  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<ClientStub> stub_;
+  const TrajectoryWriterOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
+  int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t step_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<ColumnState>> columns_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<QueuedItem>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> release_queue_ ABSL_GUARDED_BY(mu_);
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<WriterStream> stream_ ABSL_GUARDED_BY(mu_);
+  std::thread sender_;
+  std::thread receiver_;
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_H_

@@ -1,0 +1,39 @@
+// Conversions between the wire/config protos and the core's types, and the
+// one mapping between absl and gRPC status codes.
+//
+// absl::StatusCode and grpc::StatusCode share the canonical numbering, so a
+// status crosses the wire with its code intact: a rate-limiter timeout stays
+// DEADLINE_EXCEEDED, an unknown table NOT_FOUND, a bad signature
+// INVALID_ARGUMENT, and the Python layer maps the number to an exception
+// class (reverb_tf/errors.py).
+#ifndef REVERB_TF_CC_SERVICE_CONVERSIONS_H_
+#define REVERB_TF_CC_SERVICE_CONVERSIONS_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/status.h"
+#include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/tensor_payload.h"
+
+namespace reverb_tf {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+REVERB_TF_EXPORT absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Moves the tensor's bytes out of `tensor` (no copy of the data).
+absl::StatusOr<TensorPayload> PayloadFromProto(proto::Tensor* tensor);
+void PayloadToProto(TensorPayload payload, proto::Tensor* tensor);
+void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
+
+REVERB_TF_EXPORT absl::StatusOr<TableOptions> TableOptionsFromConfig(
+    const proto::TableConfig& config);
+REVERB_TF_EXPORT proto::TableConfig TableOptionsToConfig(
+    const TableOptions& options);
+void TableInfoToProto(const TableInfo& info, proto::TableInfo* out);
+absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& info);
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_SERVICE_CONVERSIONS_H_

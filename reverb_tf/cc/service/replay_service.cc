@@ -1,0 +1,255 @@
+#include "reverb_tf/cc/service/replay_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/conversions.h"
+
+namespace reverb_tf {
+namespace {
+
+absl::Duration TimeoutFromMs(int64_t ms) {
+  return ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(ms);
+}
+
+// absl::Status has no .status(); give both shapes one accessor.
+absl::Status StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& value) { return value.status(); }
+
+// Runs `call(slice)` (a blocking table call taking a timeout) in slices, so a
+// cancelled RPC is noticed within kCancellationPoll. Gives up with
+// DEADLINE_EXCEEDED once `timeout` has passed.
+template <typename Call>
+auto CallInSlices(grpc::ServerContext* context, absl::Duration timeout,
+                  const std::string& what, Call call) -> decltype(call(timeout)) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  while (true) {
+    const absl::Duration slice =
+        std::min(ReplayService::kCancellationPoll,
+                 std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    auto result = call(slice);
+    if (result.ok() || StatusOf(result).code() != absl::StatusCode::kDeadlineExceeded) {
+      return result;
+    }
+    if (context->IsCancelled()) {
+      return absl::CancelledError(absl::StrCat("call cancelled while waiting to ", what));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rate limiter timeout: could not ", what, " within ",
+          absl::FormatDuration(timeout)));
+    }
+  }
+}
+
+absl::StatusOr<Item> ItemFromProto(
+    const proto::Item& proto_item,
+    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks) {
+  Item item;
+  item.key = proto_item.key();
+  item.priority = proto_item.priority();
+  item.trajectory.reserve(proto_item.columns_size());
+  for (const proto::Column& proto_column : proto_item.columns()) {
+    TrajectoryColumn& column = item.trajectory.emplace_back();
+    column.squeeze = proto_column.squeeze();
+    for (const proto::Slice& slice : proto_column.slices()) {
+      auto it = chunks.find(slice.chunk_key());
+      if (it == chunks.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", item.key, " references chunk ", slice.chunk_key(),
+            " which this stream has not sent or has released"));
+      }
+      column.slices.push_back(ChunkSlice{it->second, slice.offset(), slice.length()});
+    }
+  }
+  return item;
+}
+
+}  // namespace
+
+ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
+                             int64_t max_response_bytes)
+    : max_response_bytes_(max_response_bytes) {
+  for (auto& table : tables) {
+    const std::string name = table->name();
+    tables_.emplace(name, std::move(table));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
+    const std::string& name) const {
+  auto it = tables_.find(name);
+  if (it == tables_.end()) {
+    return absl::NotFoundError(absl::StrCat("no table named '", name, "'"));
+  }
+  return it->second;
+}
+
+grpc::Status ReplayService::InsertStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::InsertResponse, proto::InsertRequest>* stream) {
+  absl::flat_hash_map<ChunkKey, ChunkRef> chunks;
+  proto::InsertRequest request;
+  while (stream->Read(&request)) {
+    for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
+      auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
+      if (!payload.ok()) {
+        return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+            "chunk ", proto_chunk.key(), ": ", payload.status().message())));
+      }
+      auto chunk = chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
+                                       proto_chunk.episode_step(), *payload);
+      if (!chunk.ok()) return ToGrpcStatus(chunk.status());
+      chunks[proto_chunk.key()] = *std::move(chunk);
+    }
+    proto::InsertResponse response;
+    const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+    for (const proto::Item& proto_item : request.items()) {
+      auto table = FindTable(proto_item.table());
+      if (!table.ok()) return ToGrpcStatus(table.status());
+      auto item = ItemFromProto(proto_item, chunks);
+      if (!item.ok()) return ToGrpcStatus(item.status());
+      absl::Status status = CallInSlices(
+          context, timeout, absl::StrCat("insert into table '", proto_item.table(), "'"),
+          [&](absl::Duration slice) { return (*table)->InsertOrAssign(*item, slice); });
+      if (!status.ok()) return ToGrpcStatus(status);
+      response.add_keys(proto_item.key());
+    }
+    for (ChunkKey key : request.release_chunk_keys()) chunks.erase(key);
+    if (!stream->Write(response)) break;  // client gone
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ReplayService::SampleStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::SampleResponse, proto::SampleRequest>* stream) {
+  proto::SampleRequest request;
+  if (!stream->Read(&request)) return grpc::Status::OK;
+  auto table_or = FindTable(request.table());
+  if (!table_or.ok()) return ToGrpcStatus(table_or.status());
+  const std::shared_ptr<Table> table = *table_or;
+  const int32_t batch = request.flexible_batch_size() > 0 ? request.flexible_batch_size() : 64;
+  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+  if (request.num_samples() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
+  }
+  int64_t credits = request.num_samples();
+  const std::string what = absl::StrCat("sample from table '", table->name(), "'");
+  while (true) {
+    while (credits == 0) {
+      if (!stream->Read(&request)) return grpc::Status::OK;  // client done
+      if (request.num_samples() < 0) {
+        return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
+      }
+      credits += request.num_samples();
+    }
+    auto samples = CallInSlices(context, timeout, what, [&](absl::Duration slice) {
+      return table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), slice);
+    });
+    if (!samples.ok()) return ToGrpcStatus(samples.status());
+    credits -= static_cast<int64_t>(samples->size());
+
+    // Pack samples into as few responses as the byte budget allows.
+    proto::SampleResponse response;
+    absl::flat_hash_set<ChunkKey> sent;
+    int64_t bytes = 0;
+    for (const SampledItem& sample : *samples) {
+      if (response.items_size() > 0 && bytes >= max_response_bytes_) {
+        if (!stream->Write(response)) return grpc::Status::OK;
+        response.Clear();
+        sent.clear();
+        bytes = 0;
+      }
+      proto::SampledItem* out = response.add_items();
+      proto::SampleInfo* info = out->mutable_info();
+      info->set_key(sample.key);
+      info->set_probability(sample.probability);
+      info->set_table_size(sample.table_size);
+      info->set_priority(sample.priority);
+      info->set_times_sampled(sample.times_sampled);
+      info->set_rate_limited(sample.rate_limited);
+      for (const TrajectoryColumn& column : sample.trajectory) {
+        proto::Column* out_column = out->add_columns();
+        out_column->set_squeeze(column.squeeze);
+        for (const ChunkSlice& slice : column.slices) {
+          proto::Slice* out_slice = out_column->add_slices();
+          out_slice->set_chunk_key(slice.chunk->key());
+          out_slice->set_offset(slice.offset);
+          out_slice->set_length(slice.length);
+          if (sent.insert(slice.chunk->key()).second) {
+            ChunkToProto(*slice.chunk, response.add_chunks());
+            bytes += static_cast<int64_t>(slice.chunk->data().size());
+          }
+        }
+      }
+    }
+    if (!stream->Write(response)) return grpc::Status::OK;
+  }
+}
+
+grpc::Status ReplayService::MutatePriorities(
+    grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
+    proto::MutatePrioritiesResponse* response) {
+  auto table = FindTable(request->table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  if (request->keys_size() != request->priorities_size()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        request->keys_size(), " keys but ", request->priorities_size(),
+        " priorities")));
+  }
+  std::vector<std::pair<Key, double>> updates;
+  updates.reserve(request->keys_size());
+  for (int i = 0; i < request->keys_size(); ++i) {
+    updates.emplace_back(request->keys(i), request->priorities(i));
+  }
+  auto result = (*table)->MutatePriorities(
+      updates, absl::MakeConstSpan(request->deletes().data(), request->deletes_size()));
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  response->set_updated(result->updated);
+  response->set_deleted(result->deleted);
+  response->set_missing(result->missing);
+  return grpc::Status::OK;
+}
+
+grpc::Status ReplayService::Reset(grpc::ServerContext*,
+                                  const proto::ResetRequest* request,
+                                  proto::ResetResponse*) {
+  auto table = FindTable(request->table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  (*table)->Reset();
+  return grpc::Status::OK;
+}
+
+grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
+                                       const proto::ServerInfoRequest*,
+                                       proto::ServerInfoResponse* response) {
+  std::vector<std::string> names;
+  for (const auto& [name, table] : tables_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    TableInfoToProto(tables_.at(name)->info(), response->add_tables());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ReplayService::Checkpoint(grpc::ServerContext*,
+                                       const proto::CheckpointRequest*,
+                                       proto::CheckpointResponse* response) {
+  if (!checkpoint_fn_) {
+    return ToGrpcStatus(absl::UnimplementedError(
+        "this server was started without a checkpointer"));
+  }
+  auto path = checkpoint_fn_();
+  if (!path.ok()) return ToGrpcStatus(path.status());
+  response->set_path(*path);
+  return grpc::Status::OK;
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,86 @@
+#include "reverb_tf/cc/service/server.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/security/server_credentials.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/replay_service.h"
+
+namespace reverb_tf {
+
+absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
+    std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid port ", options.port));
+  }
+  if (options.max_message_bytes < 1024 || options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
+  }
+  absl::flat_hash_set<std::string> names;
+  for (const auto& table : tables) {
+    if (!names.insert(table->name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two tables are named '", table->name(), "'"));
+    }
+  }
+  std::unique_ptr<ReplayServer> server(new ReplayServer());
+  server->tables_ = tables;
+  // Half the message budget for chunk bytes leaves room for the framing.
+  server->service_ = std::make_unique<ReplayService>(
+      std::move(tables), options.max_message_bytes / 2);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("[::]:", options.port),
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("could not start a gRPC server on port ", options.port));
+  }
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
+    const std::vector<TableOptions>& tables, const ServerOptions& options) {
+  std::vector<std::shared_ptr<Table>> built;
+  std::random_device seed_source;
+  for (const TableOptions& table_options : tables) {
+    const uint64_t seed = (uint64_t{seed_source()} << 32) | seed_source();
+    ASSIGN_OR_RETURN(auto table, Table::Create(table_options, seed));
+    built.push_back(std::move(table));
+  }
+  return Start(std::move(built), options);
+}
+
+ReplayServer::~ReplayServer() { Stop(); }
+
+void ReplayServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  for (const auto& table : tables_) table->Close();
+  // Handlers wake from their tables within ReplayService::kCancellationPoll;
+  // the deadline cancels whatever is still running after that.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+}
+
+void ReplayServer::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&shut_down_));
+}
+
+}  // namespace reverb_tf

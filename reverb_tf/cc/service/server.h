@@ -1,0 +1,72 @@
+// ReplayServer: a set of tables served over gRPC on one port.
+//
+// Used by the Python `reverb_tf.Server` (in-process) and by the
+// `reverb_tf_server` binary. Stop() closes every table first, so RPCs blocked
+// on a rate limiter return CANCELLED at once, then shuts gRPC down.
+//
+// Thread safety: thread-safe; Stop() is idempotent and may race Wait().
+#ifndef REVERB_TF_CC_SERVICE_SERVER_H_
+#define REVERB_TF_CC_SERVICE_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/table.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace reverb_tf {
+
+class ReplayService;
+
+struct REVERB_TF_EXPORT ServerOptions {
+  // 0 picks a free port.
+  int port = 0;
+  // Largest message accepted or sent.
+  int64_t max_message_bytes = int64_t{256} << 20;
+};
+
+class REVERB_TF_EXPORT ReplayServer {
+ public:
+  // Starts serving `tables` (names must be unique). Fails with
+  // INVALID_ARGUMENT on bad options and UNAVAILABLE if the port cannot be
+  // bound.
+  static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(
+      std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options);
+
+  // Builds the tables from their options, then Start()s.
+  static absl::StatusOr<std::unique_ptr<ReplayServer>> StartFromOptions(
+      const std::vector<TableOptions>& tables, const ServerOptions& options);
+
+  ~ReplayServer();
+
+  int port() const { return port_; }
+  void Stop();
+  // Blocks until Stop() has completed.
+  void Wait();
+
+  // The tables, for in-process use (checkpointing, tests).
+  const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
+
+ private:
+  ReplayServer() = default;
+
+  std::vector<std::shared_ptr<Table>> tables_;
+  std::unique_ptr<ReplayService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_SERVICE_SERVER_H_

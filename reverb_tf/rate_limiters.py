@@ -1,0 +1,256 @@
+"""Rate limiters: when a table lets inserts and samples proceed.
+
+Every limiter is the same mechanism with four parameters. With
+
+    diff = inserts * samples_per_insert - samples
+
+an insert may proceed while the table holds fewer than `min_size_to_sample`
+items or while `diff + samples_per_insert <= max_diff`; a sample may proceed
+once the table holds at least `min_size_to_sample` items and while
+`diff - 1 >= min_diff`. Calls that may not proceed block (with a timeout where
+the API offers one) rather than fail. The native core enforces this; these
+classes validate and carry the parameters (`_core_options`).
+"""
+
+import math
+import sys
+from typing import Tuple, Union
+
+from absl import logging
+
+
+def _check_number(name: str, value: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if math.isnan(number):
+        raise ValueError(f"{name} must not be NaN")
+    return number
+
+
+def _check_positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not isinstance(value, int):
+        try:
+            as_int = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an integer, got {value!r}") from None
+        if as_int != value:
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        value = as_int
+    if value < 1:
+        raise ValueError(f"{name} ({value}) must be a positive integer")
+    return value
+
+
+class RateLimiter:
+    """Base class of the rate limiters: the four raw parameters.
+
+    Prefer the subclasses; they choose consistent parameters.
+    """
+
+    def __init__(self, samples_per_insert: float, min_size_to_sample: int,
+                 min_diff: float, max_diff: float) -> None:
+        """Creates a limiter from raw parameters.
+
+        Args:
+          samples_per_insert: Target number of samples per inserted item.
+          min_size_to_sample: Samples block until the table holds this many
+            items.
+          min_diff: Samples block while `diff - 1 < min_diff`.
+          max_diff: Inserts block while `diff + samples_per_insert > max_diff`.
+
+        Raises:
+          ValueError: If `samples_per_insert` is not finite and > 0, if
+            `min_size_to_sample` is not a positive integer, if a diff is NaN or
+            if `min_diff > max_diff`.
+        """
+        samples_per_insert = _check_number("samples_per_insert", samples_per_insert)
+        if not math.isfinite(samples_per_insert) or samples_per_insert <= 0:
+            raise ValueError(
+                f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
+        min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
+        min_diff = _check_number("min_diff", min_diff)
+        max_diff = _check_number("max_diff", max_diff)
+        if min_diff > max_diff:
+            raise ValueError(f"min_diff ({min_diff}) must be <= max_diff ({max_diff})")
+        self._core_options: Tuple[float, int, float, float] = (
+            samples_per_insert, min_size_to_sample, min_diff, max_diff)
+
+    @property
+    def samples_per_insert(self) -> float:
+        """Target number of samples per inserted item."""
+        return self._core_options[0]
+
+    @property
+    def min_size_to_sample(self) -> int:
+        """Samples block until the table holds this many items."""
+        return self._core_options[1]
+
+    @property
+    def min_diff(self) -> float:
+        """Lower bound of `inserts * samples_per_insert - samples` for sampling."""
+        return self._core_options[2]
+
+    @property
+    def max_diff(self) -> float:
+        """Upper bound of `inserts * samples_per_insert - samples` for inserting."""
+        return self._core_options[3]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RateLimiter):
+            return NotImplemented
+        return self._core_options == other._core_options
+
+    def __hash__(self) -> int:
+        return hash(self._core_options)
+
+    def __repr__(self) -> str:
+        spi, min_size, min_diff, max_diff = self._core_options
+        return (f"{type(self).__name__}(samples_per_insert={spi}, "
+                f"min_size_to_sample={min_size}, min_diff={min_diff}, "
+                f"max_diff={max_diff})")
+
+
+class MinSize(RateLimiter):
+    """Blocks samples until the table holds `min_size_to_sample` items.
+
+    Once the table is that large, samples and inserts are never limited.
+    """
+
+    def __init__(self, min_size_to_sample: int) -> None:
+        """Creates the limiter.
+
+        Args:
+          min_size_to_sample: Number of items the table must hold before
+            samples may proceed.
+
+        Raises:
+          ValueError: If `min_size_to_sample` is not a positive integer.
+        """
+        super().__init__(samples_per_insert=1.0,
+                         min_size_to_sample=min_size_to_sample,
+                         min_diff=-sys.float_info.max,
+                         max_diff=sys.float_info.max)
+
+
+class SampleToInsertRatio(RateLimiter):
+    """Keeps the ratio of samples to inserts near `samples_per_insert`.
+
+    Until the table holds `min_size_to_sample` items it behaves like
+    `MinSize`. After that, inserts block when they run ahead of samples and
+    samples block when they run ahead of inserts, by more than `error_buffer`
+    samples' worth of slack.
+    """
+
+    def __init__(self, samples_per_insert: float, min_size_to_sample: int,
+                 error_buffer: Union[float, Tuple[float, float]]) -> None:
+        """Creates the limiter.
+
+        Args:
+          samples_per_insert: Average number of times each item should be
+            sampled over its lifetime.
+          min_size_to_sample: Items the table must hold before sampling starts.
+          error_buffer: Either a number, the slack on both sides of
+            `offset = max(1, min_size_to_sample * samples_per_insert)` (so
+            `min_diff = offset - error_buffer`, `max_diff = offset +
+            error_buffer`), or a `(min_diff, max_diff)` pair used as is.
+
+        Raises:
+          ValueError: If `samples_per_insert` is not finite and > 0, if
+            `min_size_to_sample` is not a positive integer, if the window
+            `max_diff - min_diff` is smaller than `2 * max(1,
+            samples_per_insert)` (it could block inserts or samples for good),
+            or if `min_diff` is above `min_size_to_sample * samples_per_insert`
+            (sampling could never start).
+        """
+        spi = _check_number("samples_per_insert", samples_per_insert)
+        if not math.isfinite(spi) or spi <= 0:
+            raise ValueError(f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
+        min_size = _check_positive_int("min_size_to_sample", min_size_to_sample)
+
+        if isinstance(error_buffer, (tuple, list)):
+            if len(error_buffer) != 2:
+                raise ValueError(
+                    f"error_buffer must be a number or a (min_diff, max_diff) pair, "
+                    f"got {error_buffer!r}")
+            min_diff = _check_number("error_buffer[0]", error_buffer[0])
+            max_diff = _check_number("error_buffer[1]", error_buffer[1])
+        else:
+            buffer = _check_number("error_buffer", error_buffer)
+            if buffer < 0:
+                raise ValueError(f"error_buffer ({buffer}) must be >= 0")
+            offset = max(1.0, min_size * spi)
+            min_diff = offset - buffer
+            max_diff = offset + buffer
+
+        # One insert moves diff up by spi and one sample down by 1: a narrower
+        # window can leave no state from which both are possible.
+        if max_diff - min_diff < 2 * max(1.0, spi):
+            raise ValueError(
+                f"error_buffer leaves a window of {max_diff - min_diff} between "
+                f"min_diff ({min_diff}) and max_diff ({max_diff}); it must be at "
+                f"least 2 * max(1.0, samples_per_insert) = {2 * max(1.0, spi)} so "
+                "that neither inserts nor samples can block for good")
+        # When sampling starts, diff is min_size * spi: sampling needs
+        # diff - 1 >= min_diff, and samples only lower diff.
+        start = min_size * spi
+        if min_diff > start:
+            raise ValueError(
+                f"min_diff ({min_diff}) is above min_size_to_sample * "
+                f"samples_per_insert ({start}): sampling would be blocked for good "
+                "once min_size_to_sample items have been inserted")
+        if max_diff < start:
+            logging.warning(
+                "SampleToInsertRatio: max_diff (%s) is below min_size_to_sample * "
+                "samples_per_insert (%s); inserts will block once the table is "
+                "full enough to sample until samples catch up, which deadlocks a "
+                "single thread that inserts and then samples.", max_diff, start)
+        super().__init__(samples_per_insert=spi, min_size_to_sample=min_size,
+                         min_diff=min_diff, max_diff=max_diff)
+
+
+class Queue(RateLimiter):
+    """Makes a table a queue: every item is sampled exactly once, in order.
+
+    Use `Table.queue` rather than this class directly; it pairs the limiter
+    with Fifo selectors and `max_times_sampled=1`.
+    """
+
+    def __init__(self, size: int) -> None:
+        """Creates the limiter.
+
+        Args:
+          size: Maximum number of items waiting to be sampled; inserts block
+            beyond it, samples block when nothing is waiting.
+
+        Raises:
+          ValueError: If `size` is not a positive integer.
+        """
+        size = _check_positive_int("size", size)
+        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
+                         min_diff=0.0, max_diff=float(size))
+
+
+class Stack(RateLimiter):
+    """Makes a table a stack: every item is sampled exactly once, newest first.
+
+    Use `Table.stack` rather than this class directly; it pairs the limiter
+    with Lifo selectors and `max_times_sampled=1`.
+    """
+
+    def __init__(self, size: int) -> None:
+        """Creates the limiter.
+
+        Args:
+          size: Maximum number of items waiting to be sampled; inserts block
+            beyond it, samples block when nothing is waiting.
+
+        Raises:
+          ValueError: If `size` is not a positive integer.
+        """
+        size = _check_positive_int("size", size)
+        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
+                         min_diff=0.0, max_diff=float(size))

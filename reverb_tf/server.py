@@ -1,0 +1,346 @@
+"""The replay server and the tables it hosts.
+
+`Table` describes one table (selectors, rate limiter, size, signature);
+`Server` starts the native gRPC server (`_core.Server`) hosting a set of
+tables. Clients (`reverb_tf.Client`, datasets) connect to `localhost:<port>`
+or any address that reaches it.
+"""
+
+import collections
+import weakref
+from typing import Any, List, Optional, Sequence
+
+from absl import logging
+
+from reverb_tf import _native
+from reverb_tf import client as client_lib
+from reverb_tf import errors
+from reverb_tf import item_selectors
+from reverb_tf import rate_limiters
+from reverb_tf import signatures
+
+
+class Table:
+    """A table of items: what a server stores and clients sample.
+
+    An item references data (steps of trajectories) that may be shared with
+    other items and tables; the data stays on the server until no item
+    references it. The `sampler` picks what a sample returns, the `remover`
+    what an insert into a full table evicts, and the `rate_limiter` when
+    inserts and samples may proceed.
+
+    A `Table` is a description until a `Server` hosts it; `info` then reports
+    the live table.
+    """
+
+    def __init__(self,
+                 name: str,
+                 sampler: item_selectors.ItemSelector,
+                 remover: item_selectors.ItemSelector,
+                 max_size: int,
+                 rate_limiter: rate_limiters.RateLimiter,
+                 max_times_sampled: int = 0,
+                 extensions: Sequence[Any] = (),
+                 signature: Optional[Any] = None) -> None:
+        """Describes a table.
+
+        Args:
+          name: The table's name, unique within a server.
+          sampler: Selector that picks the item a sample returns.
+          remover: Selector that picks the item evicted when an insert finds
+            the table full.
+          max_size: Maximum number of items.
+          rate_limiter: Decides when inserts and samples may proceed.
+          max_times_sampled: An item is removed after this many samples;
+            values < 1 mean no limit.
+          extensions: Table extensions. reverb_tf has none; must be empty.
+          signature: Optional nested structure of `tf.TensorSpec` that every
+            item's data must match (checked by writers and by the server).
+
+        Raises:
+          ValueError: If `name` is empty, `max_size` is not a positive
+            integer, or the signature is not a structure of `tf.TensorSpec`
+            with known ranks.
+          TypeError: If `sampler`/`remover` are not selectors or
+            `rate_limiter` is not a rate limiter.
+          NotImplementedError: If `extensions` is not empty.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if isinstance(max_size, bool) or int(max_size) != max_size or max_size <= 0:
+            raise ValueError(f"max_size ({max_size}) must be a positive integer")
+        for arg, value in (("sampler", sampler), ("remover", remover)):
+            if not isinstance(value, item_selectors.ItemSelector):
+                raise TypeError(
+                    f"{arg} must be a selector from reverb_tf.selectors, got {value!r}")
+        if not isinstance(rate_limiter, rate_limiters.RateLimiter):
+            raise TypeError(
+                "rate_limiter must be a reverb_tf.rate_limiters.RateLimiter, got "
+                f"{rate_limiter!r}")
+        if extensions:
+            raise errors.UnimplementedError(
+                "reverb_tf does not support table extensions; pass extensions=()")
+        if int(max_times_sampled) != max_times_sampled:
+            raise ValueError(f"max_times_sampled ({max_times_sampled}) must be an integer")
+
+        self._name = name
+        self._sampler = sampler
+        self._remover = remover
+        self._max_size = int(max_size)
+        self._rate_limiter = rate_limiter
+        self._max_times_sampled = max(0, int(max_times_sampled))
+        self._signature = signature
+        flat = signatures.flatten_signature(signature)
+        self._columns: Optional[List[signatures.Column]] = None if flat is None else flat[0]
+        self._nested_structure = b"" if flat is None else flat[1]
+        # Set by the Server hosting this table; `info` asks it.
+        self._server_ref: Optional["weakref.ReferenceType[Server]"] = None
+
+    @classmethod
+    def queue(cls,
+              name: str,
+              max_size: int,
+              extensions: Sequence[Any] = (),
+              signature: Optional[Any] = None) -> "Table":
+        """Describes a table that behaves as a FIFO queue.
+
+        Every item is sampled exactly once, oldest first; inserts block while
+        `max_size` items wait, samples block while none does.
+
+        Args:
+          name: The table's name.
+          max_size: Maximum number of waiting items.
+          extensions: As in the constructor (must be empty).
+          signature: As in the constructor.
+
+        Returns:
+          A `Table` with Fifo sampler and remover, `max_times_sampled=1` and a
+          `rate_limiters.Queue(max_size)` limiter.
+
+        Raises:
+          ValueError: As the constructor.
+        """
+        return cls(name=name,
+                   sampler=item_selectors.Fifo(),
+                   remover=item_selectors.Fifo(),
+                   max_size=max_size,
+                   max_times_sampled=1,
+                   rate_limiter=rate_limiters.Queue(max_size),
+                   extensions=extensions,
+                   signature=signature)
+
+    @classmethod
+    def stack(cls,
+              name: str,
+              max_size: int,
+              extensions: Sequence[Any] = (),
+              signature: Optional[Any] = None) -> "Table":
+        """Describes a table that behaves as a LIFO stack.
+
+        Every item is sampled exactly once, newest first; inserts block while
+        `max_size` items wait, samples block while none does.
+
+        Args:
+          name: The table's name.
+          max_size: Maximum number of waiting items.
+          extensions: As in the constructor (must be empty).
+          signature: As in the constructor.
+
+        Returns:
+          A `Table` with Lifo sampler and remover, `max_times_sampled=1` and a
+          `rate_limiters.Stack(max_size)` limiter.
+
+        Raises:
+          ValueError: As the constructor.
+        """
+        return cls(name=name,
+                   sampler=item_selectors.Lifo(),
+                   remover=item_selectors.Lifo(),
+                   max_size=max_size,
+                   max_times_sampled=1,
+                   rate_limiter=rate_limiters.Stack(max_size),
+                   extensions=extensions,
+                   signature=signature)
+
+    @property
+    def name(self) -> str:
+        """The table's name."""
+        return self._name
+
+    @property
+    def sampler(self) -> item_selectors.ItemSelector:
+        """The selector that picks sampled items."""
+        return self._sampler
+
+    @property
+    def remover(self) -> item_selectors.ItemSelector:
+        """The selector that picks evicted items."""
+        return self._remover
+
+    @property
+    def max_size(self) -> int:
+        """Maximum number of items."""
+        return self._max_size
+
+    @property
+    def max_times_sampled(self) -> int:
+        """Samples after which an item is removed (0: no limit)."""
+        return self._max_times_sampled
+
+    @property
+    def rate_limiter(self) -> rate_limiters.RateLimiter:
+        """The table's rate limiter."""
+        return self._rate_limiter
+
+    @property
+    def signature(self) -> Optional[Any]:
+        """The nested `tf.TensorSpec` signature given at construction, or None."""
+        return self._signature
+
+    @property
+    def info(self) -> Any:
+        """The live table's `client.TableInfo`, from the server hosting it.
+
+        Raises:
+          RuntimeError: If no running `Server` hosts this table.
+        """
+        server = self._server_ref() if self._server_ref is not None else None
+        if server is None:
+            raise RuntimeError(
+                f"table {self._name!r} is not hosted by a running Server, so it has "
+                "no live info")
+        return server._info_client().server_info()[self._name]
+
+    def _core_config(self) -> Any:
+        """Builds the `_core.TableConfig` this table describes."""
+        core_signature = None
+        if self._columns is not None:
+            core_signature = [(c.name, c.dtype, list(c.shape)) for c in self._columns]
+        return _native.core().TableConfig(
+            self._name,
+            self._sampler._core_options,
+            self._remover._core_options,
+            self._max_size,
+            self._max_times_sampled,
+            self._rate_limiter._core_options,
+            core_signature,
+            self._nested_structure)
+
+    def __repr__(self) -> str:
+        return (f"Table(name={self._name!r}, sampler={self._sampler!r}, "
+                f"remover={self._remover!r}, max_size={self._max_size}, "
+                f"max_times_sampled={self._max_times_sampled}, "
+                f"rate_limiter={self._rate_limiter!r}, "
+                f"signature={self._signature!r})")
+
+
+class Server:
+    """A replay server: hosts tables and serves clients over gRPC.
+
+    The server runs in native threads of this process; it serves until `stop`
+    is called (also by `__exit__` and when the object is garbage collected).
+    """
+
+    def __init__(self,
+                 tables: Optional[Sequence[Table]] = None,
+                 port: Optional[int] = None,
+                 checkpointer: Optional[Any] = None) -> None:
+        """Starts a server.
+
+        Args:
+          tables: The tables to host; at least one, with distinct names.
+          port: Port to listen on (all interfaces). None picks a free port;
+            read it back from `port`.
+          checkpointer: Checkpointer to save and restore the tables with. Not
+            yet wired into the native server: it is stored (as
+            `_checkpointer`) but nothing is saved or loaded.
+
+        Raises:
+          ValueError: If `tables` is empty or has duplicate names.
+          TypeError: If an element of `tables` is not a `Table`.
+          ImportError: If the native module is not built.
+          ReverbError: If the native server rejects the configuration or
+            cannot bind the port (e.g. `InvalidArgumentError`,
+            `UnavailableError`).
+        """
+        if not tables:
+            raise ValueError("at least one table must be provided")
+        for table in tables:
+            if not isinstance(table, Table):
+                raise TypeError(f"tables must be reverb_tf.Table objects, got {table!r}")
+        counts = collections.Counter(table.name for table in tables)
+        duplicates = sorted(name for name, count in counts.items() if count > 1)
+        if duplicates:
+            raise ValueError(
+                f"table names must be unique; repeated: {', '.join(duplicates)}")
+        if port is None:
+            port = 0
+        # Hook for the checkpointing work: the checkpointer will be handed to
+        # the native server here once it supports one.
+        self._checkpointer = checkpointer
+        if checkpointer is not None:
+            logging.warning(
+                "reverb_tf.Server: checkpointer=%r is accepted but not used yet; "
+                "no checkpoint is loaded or saved.", checkpointer)
+        self._tables = list(tables)
+        self._client = None
+        core = _native.core()
+        configs = [table._core_config() for table in self._tables]
+        self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES)
+        for table in self._tables:
+            table._server_ref = weakref.ref(self)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        return self._server.port
+
+    def stop(self) -> None:
+        """Stops the server; blocked calls on its tables fail with CancelledError.
+
+        Idempotent.
+        """
+        server = getattr(self, "_server", None)
+        if server is not None:
+            server.stop()
+
+    def wait(self) -> None:
+        """Blocks until the server is stopped (by `stop` from another thread).
+
+        Raises:
+          KeyboardInterrupt: If interrupted by Ctrl-C (SIGINT).
+        """
+        self._server.wait()
+
+    def localhost_client(self) -> Any:
+        """Creates a client connected to this server through localhost.
+
+        Returns:
+          A `reverb_tf.Client` for `localhost:<port>`.
+        """
+        return client_lib.Client(f"localhost:{self.port}")
+
+    def _info_client(self) -> Any:
+        if self._client is None:
+            self._client = self.localhost_client()
+        return self._client
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *unused_exc_info: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:  # pylint: disable=broad-except
+            # Nothing sensible can be done with an error during garbage
+            # collection or interpreter shutdown.
+            pass
+
+    def __repr__(self) -> str:
+        server = getattr(self, "_server", None)
+        port = server.port if server is not None else None
+        names = [t.name for t in getattr(self, "_tables", [])]
+        return f"Server(port={port}, tables={names})"

@@ -1,0 +1,217 @@
+"""Table signatures: from nested `tf.TensorSpec`s to flat columns and back.
+
+A table's `signature` is a nested structure of `tf.TensorSpec`. The native
+core only knows flat columns, one per leaf, in `tree.flatten` order:
+
+    Column(name='/'-joined path, dtype=numpy dtype, shape=(-1 for None, ...))
+
+and an opaque `nested_structure` blob that it stores and hands back verbatim
+(`server_info`), from which any process rebuilds the nested `TensorSpec`s.
+
+The blob is TensorFlow's own `StructuredValue` proto (what
+`tf.__internal__.saved_model.encode_structure` produces, the same encoding
+dm-reverb stores) behind a short format tag, so that another encoding could
+be introduced later without ambiguity. TensorFlow is imported only by the
+functions that need `tf.TensorSpec`: `import reverb_tf` stays TF-free.
+"""
+
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import tree
+
+from reverb_tf import errors
+
+_FORMAT_TAG = b"reverb_tf.tf_structured_value.v1\n"
+
+
+class Column(NamedTuple):
+    """One flat column of a signature.
+
+    Fields:
+      name: The '/'-joined path of the leaf in the nested signature ("" for a
+        signature that is a single spec).
+      dtype: The column's `numpy.dtype` (`object` for strings).
+      shape: The column's shape; -1 stands for any size.
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: Tuple[int, ...]
+
+
+def column_name(path: Sequence[Any]) -> str:
+    """Returns the column name of a `tree.flatten_with_path` path.
+
+    Args:
+      path: The path of a leaf, e.g. `('observation', 'pixels')` or `(0, 2)`.
+
+    Returns:
+      The elements joined by '/', e.g. "observation/pixels".
+    """
+    return "/".join(str(part) for part in path)
+
+
+def describe(dtype: Any, shape: Sequence[int]) -> str:
+    """Formats a dtype and shape the way error messages show them.
+
+    Args:
+      dtype: A numpy dtype (or anything `np.dtype` accepts).
+      shape: A shape; -1 or None stand for any size.
+
+    Returns:
+      E.g. "float32[?,4]"; "string" for object dtypes.
+    """
+    dt = np.dtype(dtype)
+    name = "string" if dt.kind in "OSU" else dt.name
+    dims = ",".join("?" if d is None or d < 0 else str(d) for d in shape)
+    return f"{name}[{dims}]"
+
+
+def shape_compatible(expected: Sequence[int], actual: Sequence[int]) -> bool:
+    """Tells whether `actual` fits `expected`, where -1 matches any size.
+
+    Args:
+      expected: Signature shape, -1 for any size.
+      actual: A concrete shape.
+
+    Returns:
+      True if both have the same rank and every fixed dimension matches.
+    """
+    if len(expected) != len(actual):
+        return False
+    for e, a in zip(expected, actual):
+        if e >= 0 and e != a:
+            return False
+    return True
+
+
+def _tf():
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf
+
+
+def flatten_signature(signature: Any) -> Optional[Tuple[List[Column], bytes]]:
+    """Turns a table's nested signature into flat columns and its encoding.
+
+    Args:
+      signature: A nested structure (dicts, lists, tuples, namedtuples) of
+        `tf.TensorSpec`, or None / an empty structure for no signature.
+
+    Returns:
+      None when there is no signature, otherwise `(columns, nested_structure)`
+      with one `Column` per leaf in `tree.flatten` order and the encoded
+      structure (see `decode_structure`).
+
+    Raises:
+      ValueError: If a leaf is not a `tf.TensorSpec`, has an unknown rank or a
+        dtype without a numpy equivalent.
+    """
+    if signature is None:
+        return None
+    flat = tree.flatten_with_path(signature)
+    if not flat:
+        return None
+    tf = _tf()
+    columns = []
+    for path, spec in flat:
+        name = column_name(path)
+        if not isinstance(spec, tf.TensorSpec):
+            raise ValueError(
+                f"signature leaf {name!r} must be a tf.TensorSpec, got {spec!r}")
+        if spec.shape.rank is None:
+            raise ValueError(
+                f"signature leaf {name!r} has an unknown rank ({spec!r}); reverb_tf "
+                "columns need a known rank (use None for dimensions of any size)")
+        try:
+            dtype = np.dtype(spec.dtype.as_numpy_dtype)
+        except TypeError:
+            raise ValueError(
+                f"signature leaf {name!r} has dtype {spec.dtype.name}, which has no "
+                "numpy equivalent and cannot be stored") from None
+        shape = tuple(-1 if d is None else int(d) for d in spec.shape.as_list())
+        columns.append(Column(name, dtype, shape))
+    return columns, encode_structure(signature)
+
+
+def encode_structure(signature: Any) -> bytes:
+    """Encodes a nested structure of `tf.TensorSpec` as bytes.
+
+    Args:
+      signature: The nested structure.
+
+    Returns:
+      Bytes that `decode_structure` turns back into an equal structure, in
+      this or any other process.
+
+    Raises:
+      ValueError: If TensorFlow cannot encode the structure.
+    """
+    tf = _tf()
+    try:
+        proto = tf.__internal__.saved_model.encode_structure(signature)
+    except Exception as e:  # TF raises its own NotEncodableError.
+        raise ValueError(f"cannot encode signature {signature!r}: {e}") from e
+    return _FORMAT_TAG + proto.SerializeToString()
+
+
+def decode_structure(blob: bytes) -> Any:
+    """Rebuilds the nested `tf.TensorSpec` structure `encode_structure` encoded.
+
+    Namedtuples come back as namedtuples with the same name and fields (but a
+    class created on the fly), as with TensorFlow's own structure coder.
+
+    Args:
+      blob: Bytes produced by `encode_structure`.
+
+    Returns:
+      The nested structure of `tf.TensorSpec`.
+
+    Raises:
+      ValueError: If `blob` is not in a known encoding.
+    """
+    blob = bytes(blob)
+    if not blob.startswith(_FORMAT_TAG):
+        raise ValueError(
+            "the table's nested_structure is not in an encoding this version of "
+            "reverb_tf knows")
+    tf = _tf()
+    # pylint: disable=g-import-not-at-top
+    from tensorflow.core.protobuf import struct_pb2
+    proto = struct_pb2.StructuredValue.FromString(blob[len(_FORMAT_TAG):])
+    return tf.__internal__.saved_model.decode_proto(proto)
+
+
+def check_columns(actual: Sequence[Tuple[np.dtype, Sequence[int]]],
+                  expected: Sequence[Column],
+                  *,
+                  context: str,
+                  paths: Optional[Sequence[str]] = None) -> None:
+    """Checks flat data against flat signature columns.
+
+    Args:
+      actual: `(dtype, shape)` of each flat column of the data.
+      expected: The signature's columns.
+      context: What is being checked, for the message, e.g. "item for table
+        'replay'".
+      paths: Optional names of the data's columns (as the caller's structure
+        names them) to show next to the signature's names.
+
+    Raises:
+      InvalidArgumentError: (a ValueError) naming the first column that does
+        not match, with the expected and actual dtype and shape, or saying how
+        many columns each side has.
+    """
+    if len(actual) != len(expected):
+        raise errors.InvalidArgumentError(
+            f"{context}: the signature has {len(expected)} columns "
+            f"({', '.join(c.name for c in expected)}) but the data has {len(actual)}")
+    for i, ((dtype, shape), column) in enumerate(zip(actual, expected)):
+        if dtype != column.dtype or not shape_compatible(column.shape, shape):
+            name = column.name or str(i)
+            where = f"column '{name}'"
+            if paths is not None and paths[i] != column.name:
+                where += f" (data path '{paths[i]}')"
+            raise errors.InvalidArgumentError(
+                f"{context}: {where} must be {describe(column.dtype, column.shape)} "
+                f"but is {describe(dtype, shape)}")

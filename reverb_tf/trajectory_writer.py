@@ -1,0 +1,702 @@
+"""TrajectoryWriter: append steps, then create items that reference them.
+
+Data flows in two stages:
+
+* `append(step)` flattens a (possibly nested) step into columns, one per
+  leaf, and hands the row to the native writer (`_core.Writer`), which builds,
+  compresses and sends chunks. The caller gets nothing back; instead
+  `history` exposes, structured like the steps, the most recent cells of every
+  column (the last `num_keep_alive_refs` of them).
+* `create_item(table, priority, trajectory)` takes a structure of
+  `TrajectoryColumn`s cut from `history` (`history['obs'][-3:]`,
+  `history['action'][-1]`, ...) and inserts an item referencing exactly those
+  cells. Many items can reference the same cells; the data is sent once.
+
+The structure of the steps may grow: a step may add new fields (their
+columns read as missing in earlier steps) and may omit known ones (missing in
+that step). A step can be assembled by several `append(..., partial_step=True)`
+calls closed by one with `partial_step=False`.
+
+This class is on the hot path of every actor, so it caches what it can: the
+flattening plan of the step structure, the `history` structure, and the dict
+key order of trajectories.
+
+Thread safety: a TrajectoryWriter must be used by one thread at a time.
+"""
+
+import collections
+import itertools
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, Union)
+
+import numpy as np
+import tree
+
+from reverb_tf import errors
+from reverb_tf import signatures
+
+Path = Tuple[Any, ...]
+
+# Types that are certainly leaves for dm-tree; anything else is asked.
+_LEAF_TYPES = frozenset(
+    [np.ndarray, int, float, bool, complex, str, bytes]
+    + [t for t in np.sctypeDict.values() if isinstance(t, type)])
+
+
+class _Mismatch(Exception):
+    """The step does not have the cached structure: take the general path."""
+
+
+def _is_leaf(value: Any) -> bool:
+    return type(value) in _LEAF_TYPES or value is None or not tree.is_nested(value)
+
+
+def _fill(structure: Any, data: Any, out: List[Any]) -> None:
+    """Places the leaves of `data` at the column indices `structure` holds.
+
+    Raises _Mismatch if `data` is not exactly shaped like `structure` (a
+    missing field given as None is fine); the caller then takes the general
+    path, which handles new fields.
+    """
+    kind = type(structure)
+    if kind is int:
+        if not (type(data) in _LEAF_TYPES or data is None or _is_leaf(data)):
+            raise _Mismatch()
+        out[structure] = data
+    elif data is None:
+        # A whole sub-structure omitted in this step: all its columns missing.
+        pass
+    elif kind is dict or kind is collections.OrderedDict:
+        if type(data) is not kind or len(data) != len(structure):
+            raise _Mismatch()
+        try:
+            for key, sub in structure.items():
+                _fill(sub, data[key], out)
+        except KeyError:
+            raise _Mismatch() from None
+    elif isinstance(structure, (list, tuple)):
+        if type(data) is not kind or len(data) != len(structure):
+            raise _Mismatch()
+        for sub, item in zip(structure, data):
+            _fill(sub, item, out)
+    else:
+        raise _Mismatch()
+
+
+def _union(old: Any, new: Any, path: Path = ()) -> Any:
+    """Merges two structures whose leaves are column indices.
+
+    Raises:
+      InvalidArgumentError: If a field is a leaf in one and a nest in the other.
+    """
+    if old is None:
+        return new
+    if new is None:
+        return old
+    old_leaf, new_leaf = type(old) is int, type(new) is int
+    if old_leaf or new_leaf:
+        if old_leaf and new_leaf:
+            return old
+        raise errors.InvalidArgumentError(
+            f"append: field '{signatures.column_name(path)}' changed between a single "
+            "value and a nested structure; a field's structure cannot change")
+    if isinstance(old, dict):
+        if not isinstance(new, dict):
+            raise errors.InvalidArgumentError(
+                f"append: field '{signatures.column_name(path)}' changed container type")
+        merged = type(old)((k, _union(v, new.get(k), path + (k,))) for k, v in old.items())
+        for k, v in new.items():
+            if k not in merged:
+                merged[k] = v
+        return merged
+    if isinstance(old, tuple) and hasattr(old, "_fields"):
+        return type(old)(*[_union(a, b, path + (i,))
+                           for i, (a, b) in enumerate(zip(old, new))])
+    if isinstance(old, (list, tuple)):
+        return type(old)(_union(a, b, path + (i,))
+                         for i, (a, b) in enumerate(itertools.zip_longest(old, new)))
+    raise errors.InvalidArgumentError(
+        f"append: field '{signatures.column_name(path)}' has unsupported container "
+        f"type {type(old).__name__}")
+
+
+class _ColumnHistory:
+    """The most recent cells of one column, indexable like a list.
+
+    Index i counts steps since the episode began (or since the history was
+    last cleared), across all columns alike; negative indices count from the
+    newest step. Cells older than the column's keep-alive window, or steps in
+    which the column had no value, cannot be referenced.
+
+    Each cell is `(step, array)`: the step id the native writer returned and
+    the step's value, kept so that `TrajectoryColumn.numpy()` can return it.
+    """
+
+    __slots__ = ("_path", "_column", "_cells", "_box", "dtype", "shape")
+
+    def __init__(self, path: Path, column: int, keep_alive: int, box: List[int]) -> None:
+        self._path = path
+        self._column = column
+        # Steps before the column existed read as missing; only the part that
+        # fits in the window needs storing.
+        self._cells: collections.deque = collections.deque(
+            itertools.repeat(None, min(box[0], keep_alive)), maxlen=keep_alive)
+        # Shared by all columns of one writer: [number of steps]. Replaced by a
+        # new list when the history is cleared, which is how references made
+        # before the clear are told apart.
+        self._box = box
+        self.dtype: Optional[np.dtype] = None
+        self.shape: Optional[Tuple[int, ...]] = None
+
+    @property
+    def path(self) -> Path:
+        """The column's path in the step structure."""
+        return self._path
+
+    def __len__(self) -> int:
+        return self._box[0]
+
+    def _admit(self, array: np.ndarray) -> np.ndarray:
+        """Slow path of `append`: first value, strings, or a mismatch."""
+        if array.dtype.kind in "SU":
+            array = array.astype(object)
+        if self.dtype is None:
+            self.dtype, self.shape = array.dtype, array.shape
+            return array
+        if array.dtype == self.dtype and array.shape == self.shape:
+            return array
+        raise errors.InvalidArgumentError(
+            f"append: column '{signatures.column_name(self._path)}' was "
+            f"{signatures.describe(self.dtype, self.shape)} in earlier steps but is "
+            f"{signatures.describe(array.dtype, array.shape)} now; every value of a "
+            "column must have the same dtype and shape")
+
+    def _cell(self, index: int) -> Tuple[int, np.ndarray]:
+        length = self._box[0]
+        cells = self._cells
+        if index < 0:
+            if index < -length:
+                raise IndexError(
+                    f"history index {index} out of range for {length} steps")
+            position = len(cells) + index
+        else:
+            if index >= length:
+                raise IndexError(
+                    f"history index {index} out of range for {length} steps")
+            position = index - (length - len(cells))
+        cell = cells[position] if position >= 0 else None
+        if cell is None:
+            what = ("is older than the keep-alive window (num_keep_alive_refs="
+                    f"{cells.maxlen})" if position < 0 else "has no value in that step")
+            raise ValueError(
+                f"history['{signatures.column_name(self._path)}'][{index}] cannot be "
+                f"referenced: the cell {what}")
+        return cell
+
+    def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
+        if type(index) is int:
+            cell = self._cell(index)
+            return TrajectoryColumn._make(self, (cell,), True)
+        if isinstance(index, slice):
+            indices = range(self._box[0])[index]
+        elif isinstance(index, (list, tuple, np.ndarray)):
+            indices = [int(i) for i in index]
+        elif isinstance(index, (int, np.integer)):
+            return TrajectoryColumn._make(self, (self._cell(int(index)),), True)
+        else:
+            raise TypeError(
+                f"history indices must be integers, slices or lists of integers, not "
+                f"{type(index).__name__}")
+        return TrajectoryColumn._make(self, tuple(self._cell(i) for i in indices), False)
+
+    def __repr__(self) -> str:
+        return (f"_ColumnHistory(path={self._path!r}, steps={self._box[0]}, "
+                f"keep_alive={self._cells.maxlen})")
+
+
+class TrajectoryColumn:
+    """Cells of one column, cut from `TrajectoryWriter.history`.
+
+    A leaf of the `trajectory` passed to `create_item`. An integer index gives
+    a squeezed column (one step, sampled without a time dimension); slices
+    and lists give a column with a leading time dimension.
+
+    Attributes:
+      is_squeezed: True if the column holds one step without a time dimension.
+    """
+
+    __slots__ = ("_hist", "_box", "_cells", "_entry", "is_squeezed")
+
+    def __init__(self) -> None:
+        """Not for direct use: index `TrajectoryWriter.history` instead.
+
+        Raises:
+          TypeError: Always.
+        """
+        raise TypeError("TrajectoryColumns are made by indexing TrajectoryWriter.history")
+
+    @classmethod
+    def _make(cls, hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...],
+              squeeze: bool) -> "TrajectoryColumn":
+        column = object.__new__(cls)
+        column._hist = hist
+        column._box = hist._box
+        column._cells = cells
+        column.is_squeezed = squeeze
+        # Exactly what _core.Writer.create_item takes for this column.
+        column._entry = (hist._column, [cell[0] for cell in cells], squeeze)
+        return column
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
+        """Selects some of the column's cells.
+
+        Args:
+          index: An int (gives a squeezed column), a slice or a list of ints.
+
+        Returns:
+          A new `TrajectoryColumn`.
+
+        Raises:
+          TypeError: For other index types.
+          IndexError: For indices out of range.
+        """
+        if isinstance(index, (int, np.integer)):
+            return TrajectoryColumn._make(self._hist, (self._cells[int(index)],), True)
+        if isinstance(index, slice):
+            return TrajectoryColumn._make(self._hist, self._cells[index], False)
+        if isinstance(index, (list, tuple, np.ndarray)):
+            return TrajectoryColumn._make(
+                self._hist, tuple(self._cells[int(i)] for i in index), False)
+        raise TypeError(
+            f"TrajectoryColumn indices must be integers, slices or lists of integers, "
+            f"not {type(index).__name__}")
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape of the column as an item holds it (time dimension first)."""
+        shape = self._hist.shape
+        return shape if self.is_squeezed else (len(self._cells),) + shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The column's numpy dtype (`object` for strings)."""
+        return self._hist.dtype
+
+    def numpy(self) -> np.ndarray:
+        """Returns the referenced values.
+
+        The writer keeps its own copy of every value it appended, so this is
+        what was appended even if the caller has since changed its arrays.
+
+        Returns:
+          The value itself for a squeezed column, otherwise the values stacked
+          along a new leading time dimension.
+        """
+        if self.is_squeezed:
+            return self._cells[0][1].copy()
+        if not self._cells:
+            return np.zeros((0,) + self._hist.shape, self._hist.dtype)
+        return np.stack([cell[1] for cell in self._cells])
+
+    def __repr__(self) -> str:
+        return (f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
+                f"steps={self._entry[1]}, squeezed={self.is_squeezed})")
+
+
+class TrajectoryWriter:
+    """Writes steps to a server and inserts items that reference them.
+
+    Use `Client.trajectory_writer` to create one. Example:
+
+        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+          for step in episode:
+            writer.append({'obs': step.obs, 'action': step.action})
+            if writer.episode_steps >= 3:
+              writer.create_item('replay', priority=1.0, trajectory={
+                  'obs': writer.history['obs'][-3:],
+                  'action': writer.history['action'][-1],
+              })
+          writer.end_episode()
+    """
+
+    def __init__(self,
+                 core_writer: Any,
+                 num_keep_alive_refs: int,
+                 get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None
+                 ) -> None:
+        """Wraps a native writer. Use `Client.trajectory_writer` instead.
+
+        Args:
+          core_writer: A `_core.Writer`.
+          num_keep_alive_refs: Default keep-alive window of every column.
+          get_signature: Returns a table's flat signature columns (None if the
+            table has none); used to check items before they are sent. None
+            skips the check (the server still checks).
+        """
+        self._writer = core_writer
+        self._keep_alive = num_keep_alive_refs
+        self._get_signature = get_signature
+        self._table_columns: Dict[str, Optional[List[signatures.Column]]] = {}
+        # Union of the structures of all steps, leaves = column indices.
+        self._structure: Any = None
+        self._path_to_column: Dict[Path, int] = {}
+        self._columns: List[_ColumnHistory] = []
+        self._pending_configs: Dict[Path, Tuple[int, Optional[int]]] = {}
+        self._box = [0]
+        self._history: Any = None
+        self._step_open = False
+        self._episode_steps = 0
+        self._trajectory_key_order: Dict[Tuple[Any, ...], List[Any]] = {}
+        self._closed = False
+
+    # -- properties ----------------------------------------------------------
+
+    @property
+    def history(self) -> Any:
+        """The recent cells of every column, structured like the steps.
+
+        Leaves support list indexing: `history['obs'][-1]` (one step,
+        squeezed), `history['obs'][-3:]`, `history['obs'][[0, 2]]`; the result
+        is a `TrajectoryColumn` to use in `create_item`.
+
+        Raises:
+          RuntimeError: If `append` has not been called yet.
+        """
+        if self._history is None:
+            if not self._columns:
+                raise RuntimeError(
+                    "history cannot be accessed before append is called at least once")
+            columns = self._columns
+            self._history = tree.map_structure(lambda c: columns[c], self._structure)
+        return self._history
+
+    @property
+    def episode_steps(self) -> int:
+        """Steps appended since the last `end_episode` (open partial steps excluded)."""
+        return self._episode_steps
+
+    # -- appending -----------------------------------------------------------
+
+    def _new_column(self, path: Path) -> int:
+        column = len(self._columns)
+        keep_alive = self._keep_alive
+        config = self._pending_configs.get(path)
+        if config is not None:
+            keep_alive = config[0]
+        self._columns.append(_ColumnHistory(path, column, keep_alive, self._box))
+        self._path_to_column[path] = column
+        return column
+
+    def _flatten_general(self, data: Any) -> List[Any]:
+        """Flattens a step whose structure is new (or unusual); adds columns."""
+        flat = tree.flatten_with_path(data)
+        known = self._path_to_column
+        added = []
+        for path, value in flat:
+            if path in known:
+                continue
+            if value is None and any(p[:len(path)] == path for p in known):
+                continue  # A known sub-structure omitted as a whole.
+            for other in itertools.chain(known, added):
+                if other[:len(path)] == path or path[:len(other)] == other:
+                    raise errors.InvalidArgumentError(
+                        f"append: field '{signatures.column_name(min(path, other, key=len))}'"
+                        " changed between a single value and a nested structure; a "
+                        "field's structure cannot change")
+            added.append(path)
+        if added:
+            for path in added:
+                self._new_column(path)
+            columns = self._path_to_column
+            structure = tree.map_structure_with_path(
+                lambda p, _: columns.get(p), data)
+            self._structure = _union(self._structure, structure)
+            self._history = None
+        out = [None] * len(self._columns)
+        for path, value in flat:
+            column = self._path_to_column.get(path)
+            if column is not None:
+                out[column] = value
+        return out
+
+    def append(self, data: Any, partial_step: bool = False) -> None:
+        """Appends one step (or part of one), column by column.
+
+        New fields create new columns (missing in earlier steps); fields
+        absent from `data` (or None) are missing in this step. Each column's
+        dtype and shape are fixed by its first value.
+
+        Args:
+          data: The step: a leaf or a nested structure of array-likes.
+          partial_step: If True, the step stays open and the next `append`
+            adds to the same step (its cells are referenceable at once); the
+            last `append` of the step passes False. A column may be given only
+            once per step.
+
+        Raises:
+          InvalidArgumentError: (a ValueError) If a value's dtype or shape
+            differs from the column's earlier values, if a column is given
+            twice in one step, or if a field switches between value and
+            structure.
+          ReverbError: If the native writer fails (e.g. the connection broke).
+        """
+        columns = self._columns
+        out = [None] * len(columns)
+        try:
+            if self._structure is None:
+                raise _Mismatch()
+            _fill(self._structure, data, out)
+        except _Mismatch:
+            out = self._flatten_general(data)
+            columns = self._columns
+
+        for i, value in enumerate(out):
+            if value is None:
+                continue
+            array = value.copy() if type(value) is np.ndarray else np.array(value)
+            column = columns[i]
+            if array.dtype is not column.dtype or array.shape != column.shape:
+                array = column._admit(array)
+            out[i] = array
+
+        if self._step_open:
+            for i, value in enumerate(out):
+                if value is not None and columns[i]._cells and columns[i]._cells[-1] is not None:
+                    raise errors.InvalidArgumentError(
+                        f"append: column '{signatures.column_name(columns[i].path)}' was "
+                        "already given in the open (partial) step; omit it or set it to None")
+
+        num_columns_before = getattr(self._writer, "num_columns", None)
+        if partial_step or self._step_open:
+            # Needs the native writer's partial-step support (see
+            # docs/core_module_api.md): the cells of an open step must be
+            # referenceable before the step is complete.
+            step = self._writer.append(out, bool(partial_step))
+        else:
+            step = self._writer.append(out)
+
+        if self._step_open:
+            for column, array in zip(columns, out):
+                if array is not None:
+                    column._cells[-1] = (step, array)
+        else:
+            self._box[0] += 1
+            for column, array in zip(columns, out):
+                column._cells.append(None if array is None else (step, array))
+        self._step_open = bool(partial_step)
+        if not partial_step:
+            self._episode_steps += 1
+
+        if self._pending_configs and num_columns_before != len(columns):
+            self._apply_pending_configs()
+
+    def _apply_pending_configs(self) -> None:
+        for path in [p for p in self._pending_configs if p in self._path_to_column]:
+            keep_alive, max_chunk_length = self._pending_configs.pop(path)
+            self._writer.configure(self._path_to_column[path], keep_alive, max_chunk_length)
+
+    # -- items ---------------------------------------------------------------
+
+    def _flatten_trajectory(self, trajectory: Any) -> List[Any]:
+        if type(trajectory) is dict:
+            keys = tuple(trajectory)
+            order = self._trajectory_key_order.get(keys)
+            if order is None:
+                order = sorted(keys)
+                self._trajectory_key_order[keys] = order
+            flat = [trajectory[k] for k in order]
+            for value in flat:
+                if type(value) is not TrajectoryColumn:
+                    return tree.flatten(trajectory)
+            return flat
+        if type(trajectory) is TrajectoryColumn:
+            return [trajectory]
+        return tree.flatten(trajectory)
+
+    def _signature_of(self, table: str) -> Optional[List[signatures.Column]]:
+        try:
+            return self._table_columns[table]
+        except KeyError:
+            pass
+        columns = self._get_signature(table)
+        self._table_columns[table] = columns
+        return columns
+
+    def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+        """Inserts an item into `table` that references `trajectory`'s cells.
+
+        Does not block: the native writer sends the item (and any data it
+        needs) in the background, and the table's rate limiter applies on the
+        server. Use `flush` to bound how far the writer runs ahead.
+
+        Args:
+          table: Name of the table.
+          priority: The item's priority.
+          trajectory: A structure of `TrajectoryColumn`s (from `history`);
+            flattened (`tree.flatten` order) into the item's columns.
+
+        Raises:
+          TypeError: If a leaf of `trajectory` is not a `TrajectoryColumn`.
+          ValueError: If a column comes from another writer or from before
+            `end_episode(clear_buffers=True)`.
+          InvalidArgumentError: (a ValueError) If the table has a signature
+            and the trajectory does not match it (the message names the
+            column).
+          NotFoundError: If the table does not exist (when signatures are
+            checked).
+          ReverbError: If the native writer fails.
+        """
+        flat = self._flatten_trajectory(trajectory)
+        box = self._box
+        for column in flat:
+            if type(column) is not TrajectoryColumn:
+                raise TypeError(
+                    "every leaf of trajectory must be a TrajectoryColumn (cut from "
+                    f"writer.history), got {type(column).__name__}: {column!r}")
+            if column._box is not box:
+                raise ValueError(
+                    "trajectory references cells of another writer or from before "
+                    "end_episode(clear_buffers=True); cut columns from this writer's "
+                    "current history")
+        if self._get_signature is not None:
+            expected = self._signature_of(table)
+            if expected is not None:
+                self._check_signature(table, flat, trajectory, expected)
+        self._writer.create_item(table, float(priority), [c._entry for c in flat])
+
+    def _check_signature(self, table: str, flat: List[TrajectoryColumn], trajectory: Any,
+                         expected: List[signatures.Column]) -> None:
+        if len(flat) == len(expected):
+            for column, spec in zip(flat, expected):
+                hist = column._hist
+                shape = hist.shape if column.is_squeezed else (len(column._cells),) + hist.shape
+                if hist.dtype != spec.dtype or not signatures.shape_compatible(spec.shape, shape):
+                    break
+            else:
+                return
+        paths = [signatures.column_name(p) for p, _ in tree.flatten_with_path(trajectory)]
+        signatures.check_columns([(c.dtype, c.shape) for c in flat], expected,
+                                 context=f"create_item for table '{table}'", paths=paths)
+
+    # -- flow control --------------------------------------------------------
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
+        """Blocks until at most `block_until_num_items` items are unconfirmed.
+
+        Items whose data is still in open chunks are sent first, then the call
+        waits for the server to confirm them (which the table's rate limiter
+        may delay).
+
+        Args:
+          block_until_num_items: How many created items may remain
+            unconfirmed when the call returns.
+          timeout_ms: Maximum time to wait, in milliseconds; None waits
+            forever. The items are still sent after a timeout.
+
+        Raises:
+          ValueError: If `block_until_num_items` < 0.
+          DeadlineExceededError: If the timeout expires first.
+          ReverbError: If the native writer fails (e.g. an item was rejected).
+        """
+        if block_until_num_items < 0:
+            raise ValueError(
+                f"block_until_num_items must be >= 0, got {block_until_num_items}")
+        self._writer.flush(int(block_until_num_items),
+                           None if timeout_ms is None else timeout_ms / 1000.0)
+
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
+        """Flushes all items and starts a new episode.
+
+        Args:
+          clear_buffers: Whether `history` is emptied. Keep it (False) only for
+            trajectories that span episodes.
+          timeout_ms: Maximum time to wait for the flush, in milliseconds; None
+            waits forever. On a timeout the new episode has begun all the same
+            and the items are still sent.
+
+        Raises:
+          FailedPreconditionError: If a partial step is still open.
+          DeadlineExceededError: If the timeout expires first.
+          ReverbError: If the native writer fails.
+        """
+        if self._step_open:
+            raise errors.FailedPreconditionError(
+                "end_episode called while a partial step is open; complete it with "
+                "append(..., partial_step=False) first")
+        try:
+            self._writer.end_episode(bool(clear_buffers),
+                                     None if timeout_ms is None else timeout_ms / 1000.0)
+        except errors.DeadlineExceededError:
+            self._start_episode(clear_buffers)
+            raise
+        self._start_episode(clear_buffers)
+
+    def _start_episode(self, clear_buffers: bool) -> None:
+        self._episode_steps = 0
+        if clear_buffers:
+            self._box = [0]
+            for column in self._columns:
+                column._box = self._box
+                column._cells.clear()
+            self._history = None
+
+    def configure(self, path: Path, *, num_keep_alive_refs: int,
+                  max_chunk_length: Optional[int]) -> None:
+        """Overrides the chunking and keep-alive window of one column.
+
+        Args:
+          path: The column's path in the step structure, as
+            `tree.flatten_with_path` gives it, e.g. `('observation',)`. The
+            column may not exist yet; the settings then apply when it appears.
+          num_keep_alive_refs: How many of the column's most recent cells stay
+            referenceable.
+          max_chunk_length: Maximum steps per chunk; None lets the writer
+            decide.
+
+        Raises:
+          ValueError: If `num_keep_alive_refs` < 1 or `max_chunk_length` is
+            not None and not in [1, num_keep_alive_refs].
+        """
+        if num_keep_alive_refs < 1:
+            raise ValueError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+        if max_chunk_length is not None and not 1 <= max_chunk_length <= num_keep_alive_refs:
+            raise ValueError(
+                f"max_chunk_length ({max_chunk_length}) must be None or a positive "
+                f"integer <= num_keep_alive_refs ({num_keep_alive_refs})")
+        path = tuple(path)
+        column = self._path_to_column.get(path)
+        if column is None:
+            self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
+            return
+        self._writer.configure(column, num_keep_alive_refs, max_chunk_length)
+        hist = self._columns[column]
+        hist._cells = collections.deque(hist._cells, maxlen=num_keep_alive_refs)
+
+    def close(self) -> None:
+        """Closes the writer; items not yet flushed may be dropped.
+
+        Idempotent. Call `flush` or `end_episode` first to make sure every
+        item has reached the server.
+        """
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+
+    def __enter__(self) -> "TrajectoryWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        # A ReverbError means the writer (or server) is broken; flushing
+        # would only raise again and hide the original error.
+        if exc_type is None or not issubclass(exc_type, errors.ReverbError):
+            self.flush()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            # Errors cannot propagate out of garbage collection.
+            pass

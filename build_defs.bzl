@@ -30,12 +30,17 @@ def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False
       uses_tensorflow: link against the venv's libtensorflow_framework.so.2.
       **kwargs: passed to cc_binary.
     """
-    linkopts = list(NATIVE_LIBRARY_LINKOPTS)
+    # The soname is the file name, so dependents record "libreverb_tf.so"
+    # rather than Bazel's internal path, and find it next to themselves.
+    linkopts = list(NATIVE_LIBRARY_LINKOPTS) + [
+        "-Wl,-soname," + name,
+        "-Wl,-rpath,$$ORIGIN",
+    ]
     additional_linker_inputs = []
     if uses_tensorflow:
         tf = "@local_tensorflow//:tf_framework"
         additional_linker_inputs.append(tf)
-        linkopts += ["$(location {})".format(tf), "-Wl,-rpath,$$ORIGIN"]
+        linkopts.append("$(location {})".format(tf))
     native.cc_binary(
         name = name,
         srcs = srcs,

@@ -1,0 +1,522 @@
+// reverb_tf._core: the Python binding of libreverb_tf.so (docs/core_module_api.md).
+//
+// Conventions:
+//   * every failure is raised as reverb_tf.errors.from_status(code, message),
+//     the one status-code mapping of the Python layer;
+//   * the GIL is released around every call that may block, through
+//     WaitInSlices() or RunCancellable(), which also turn Ctrl-C into
+//     KeyboardInterrupt within 100 ms by cancelling the call.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/service/server.h"
+
+namespace reverb_tf {
+namespace {
+
+namespace py = ::pybind11;
+
+constexpr absl::Duration kSignalPoll = absl::Milliseconds(100);
+
+[[noreturn]] void RaiseStatus(const absl::Status& status) {
+  py::object error = py::module_::import("reverb_tf.errors")
+                         .attr("from_status")(static_cast<int>(status.code()),
+                                              std::string(status.message()));
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  throw py::error_already_set();
+}
+
+void CheckOk(const absl::Status& status) {
+  if (!status.ok()) RaiseStatus(status);
+}
+
+template <typename T>
+T ValueOrRaise(absl::StatusOr<T> value) {
+  if (!value.ok()) RaiseStatus(value.status());
+  return *std::move(value);
+}
+
+absl::Duration TimeoutFromSeconds(std::optional<double> seconds) {
+  if (!seconds.has_value() || *seconds < 0) return absl::InfiniteDuration();
+  return absl::Seconds(*seconds);
+}
+
+// Runs `call(slice)` (returning absl::Status, DEADLINE_EXCEEDED when a slice
+// expires) without the GIL until it succeeds, fails otherwise, `timeout`
+// passes or Ctrl-C is pressed. Used for waits on our own condition
+// variables, where slicing costs nothing.
+template <typename Call>
+void WaitInSlices(absl::Duration timeout, Call call) {
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  while (true) {
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      const absl::Duration slice =
+          std::min(kSignalPoll, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+      status = call(slice);
+    }
+    if (status.ok()) return;
+    if (status.code() != absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
+      RaiseStatus(status);
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+// Runs `call(cancel)` on a worker thread without the GIL; on Ctrl-C cancels
+// it (aborting its RPC) and raises KeyboardInterrupt. For calls that block in
+// gRPC, which cannot be sliced.
+template <typename Call>
+auto RunCancellable(Call call) -> decltype(call(nullptr)) {
+  using Result = decltype(call(nullptr));
+  Cancellation cancel;
+  std::optional<Result> result;
+  absl::Notification done;
+  bool interrupted = false;
+  {
+    py::gil_scoped_release release;
+    std::thread worker([&] {
+      result.emplace(call(&cancel));
+      done.Notify();
+    });
+    while (!done.WaitForNotificationWithTimeout(kSignalPoll)) {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) {
+        interrupted = true;
+        cancel.Cancel();
+        break;
+      }
+    }
+    worker.join();
+  }
+  if (interrupted) throw py::error_already_set();
+  return *std::move(result);
+}
+
+// ------------------------------------------------------------ dtypes
+
+DType DTypeFromNumpy(const py::dtype& dtype) {
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  switch (kind) {
+    case 'f':
+      if (size == 4) return DType::kFloat;
+      if (size == 8) return DType::kDouble;
+      if (size == 2) return DType::kHalf;
+      break;
+    case 'i':
+      if (size == 1) return DType::kInt8;
+      if (size == 2) return DType::kInt16;
+      if (size == 4) return DType::kInt32;
+      if (size == 8) return DType::kInt64;
+      break;
+    case 'u':
+      if (size == 1) return DType::kUint8;
+      if (size == 2) return DType::kUint16;
+      if (size == 4) return DType::kUint32;
+      if (size == 8) return DType::kUint64;
+      break;
+    case 'b':
+      return DType::kBool;
+    case 'c':
+      if (size == 8) return DType::kComplex64;
+      if (size == 16) return DType::kComplex128;
+      break;
+    case 'O':
+    case 'S':
+    case 'U':
+      return DType::kString;
+    default:
+      break;
+  }
+  if (py::str(dtype.attr("name")).cast<std::string>() == "bfloat16") return DType::kBfloat16;
+  RaiseStatus(absl::InvalidArgumentError(absl::StrCat(
+      "unsupported numpy dtype ", py::str(dtype).cast<std::string>())));
+}
+
+py::dtype NumpyDType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat: return py::dtype("float32");
+    case DType::kDouble: return py::dtype("float64");
+    case DType::kHalf: return py::dtype("float16");
+    case DType::kInt8: return py::dtype("int8");
+    case DType::kInt16: return py::dtype("int16");
+    case DType::kInt32: return py::dtype("int32");
+    case DType::kInt64: return py::dtype("int64");
+    case DType::kUint8: return py::dtype("uint8");
+    case DType::kUint16: return py::dtype("uint16");
+    case DType::kUint32: return py::dtype("uint32");
+    case DType::kUint64: return py::dtype("uint64");
+    case DType::kBool: return py::dtype("bool");
+    case DType::kComplex64: return py::dtype("complex64");
+    case DType::kComplex128: return py::dtype("complex128");
+    case DType::kString: return py::dtype("O");
+    case DType::kBfloat16:
+      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+    case DType::kInvalid: break;
+  }
+  RaiseStatus(absl::InternalError("invalid dtype"));
+}
+
+// ------------------------------------------------- numpy <-> payloads
+
+TensorPayload PayloadFromArray(py::handle value) {
+  py::array array = py::array::ensure(value, py::array::c_style);
+  if (!array) throw py::error_already_set();
+  const DType dtype = DTypeFromNumpy(array.dtype());
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  if (dtype == DType::kString) {
+    std::vector<std::string> elements;
+    elements.reserve(array.size());
+    py::object flat = array.attr("ravel")();
+    for (py::handle element : flat) {
+      if (PyBytes_Check(element.ptr())) {
+        elements.emplace_back(element.cast<std::string>());
+      } else if (PyUnicode_Check(element.ptr())) {
+        elements.emplace_back(py::str(element).cast<std::string>());  // UTF-8
+      } else {
+        RaiseStatus(absl::InvalidArgumentError(
+            "string tensors must hold bytes or str elements"));
+      }
+    }
+    return ValueOrRaise(MakeStringPayload(std::move(shape), elements));
+  }
+  std::string bytes(static_cast<const char*>(array.data()), array.nbytes());
+  return ValueOrRaise(MakePayload(dtype, std::move(shape), std::move(bytes)));
+}
+
+py::array ArrayFromPayload(TensorPayload payload) {
+  std::vector<py::ssize_t> shape(payload.shape.begin(), payload.shape.end());
+  if (payload.dtype == DType::kString) {
+    std::vector<std::string> elements = ValueOrRaise(DecodeStrings(payload));
+    py::array out(py::dtype("O"), shape);
+    PyObject** cells = static_cast<PyObject**>(out.mutable_data());
+    for (size_t i = 0; i < elements.size(); ++i) {
+      cells[i] = PyBytes_FromStringAndSize(elements[i].data(), elements[i].size());
+    }
+    return out;
+  }
+  // Zero-copy: the array views the payload's bytes, which a capsule owns.
+  auto* owner = new std::string(std::move(payload.data));
+  py::capsule capsule(owner, [](void* p) { delete static_cast<std::string*>(p); });
+  return py::array(NumpyDType(payload.dtype), shape, owner->data(), capsule);
+}
+
+// ---------------------------------------------------------- options
+
+SelectorOptions SelectorFromTuple(const std::tuple<std::string, double>& spec) {
+  static const auto* kinds = new std::map<std::string, SelectorOptions::Kind>{
+      {"uniform", SelectorOptions::Kind::kUniform},
+      {"prioritized", SelectorOptions::Kind::kPrioritized},
+      {"fifo", SelectorOptions::Kind::kFifo},
+      {"lifo", SelectorOptions::Kind::kLifo},
+      {"min_heap", SelectorOptions::Kind::kMinHeap},
+      {"max_heap", SelectorOptions::Kind::kMaxHeap}};
+  auto it = kinds->find(std::get<0>(spec));
+  if (it == kinds->end()) {
+    RaiseStatus(absl::InvalidArgumentError(
+        absl::StrCat("unknown selector kind '", std::get<0>(spec), "'")));
+  }
+  return SelectorOptions{it->second, std::get<1>(spec)};
+}
+
+std::tuple<std::string, double> SelectorToTuple(const SelectorOptions& options) {
+  switch (options.kind) {
+    case SelectorOptions::Kind::kUniform: return {"uniform", options.priority_exponent};
+    case SelectorOptions::Kind::kPrioritized: return {"prioritized", options.priority_exponent};
+    case SelectorOptions::Kind::kFifo: return {"fifo", options.priority_exponent};
+    case SelectorOptions::Kind::kLifo: return {"lifo", options.priority_exponent};
+    case SelectorOptions::Kind::kMinHeap: return {"min_heap", options.priority_exponent};
+    case SelectorOptions::Kind::kMaxHeap: return {"max_heap", options.priority_exponent};
+  }
+  return {"uniform", 1.0};
+}
+
+using SignatureList = std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
+
+TableOptions MakeTableOptions(const std::string& name,
+                              const std::tuple<std::string, double>& sampler,
+                              const std::tuple<std::string, double>& remover,
+                              int64_t max_size, int32_t max_times_sampled,
+                              const std::tuple<double, int64_t, double, double>& limiter,
+                              std::optional<SignatureList> signature,
+                              const py::bytes& nested_structure) {
+  TableOptions options;
+  options.name = name;
+  options.sampler = SelectorFromTuple(sampler);
+  options.remover = SelectorFromTuple(remover);
+  options.max_size = max_size;
+  options.max_times_sampled = max_times_sampled;
+  options.rate_limiter.samples_per_insert = std::get<0>(limiter);
+  options.rate_limiter.min_size_to_sample = std::get<1>(limiter);
+  options.rate_limiter.min_diff = std::get<2>(limiter);
+  options.rate_limiter.max_diff = std::get<3>(limiter);
+  if (signature.has_value()) {
+    TableSignature table_signature;
+    for (const auto& [column, dtype, shape] : *signature) {
+      table_signature.columns.push_back(
+          ColumnSpec{column, DTypeFromNumpy(py::dtype::from_args(dtype)), shape});
+    }
+    table_signature.nested_structure = nested_structure;
+    options.signature = std::move(table_signature);
+  }
+  CheckOk(options.Validate());
+  return options;
+}
+
+// ----------------------------------------------------------- objects
+
+py::tuple SampleInfoTuple(const SampleInfo& info) {
+  return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
+                        info.times_sampled, info.rate_limited);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Native core of reverb_tf (see docs/core_module_api.md).";
+
+  py::class_<TableOptions>(m, "TableConfig")
+      .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
+           py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
+           py::arg("rate_limiter"), py::arg("signature"),
+           py::arg("nested_structure") = py::bytes(""))
+      .def_property_readonly("name", [](const TableOptions& o) { return o.name; });
+
+  py::class_<RateLimiterCallStats>(m, "CallStats")
+      .def_readonly("completed", &RateLimiterCallStats::completed)
+      .def_readonly("limited", &RateLimiterCallStats::limited)
+      .def_readonly("pending", &RateLimiterCallStats::pending)
+      .def_property_readonly("completed_wait_time_s", [](const RateLimiterCallStats& s) {
+        return absl::ToDoubleSeconds(s.completed_wait_time);
+      });
+
+  py::class_<RateLimiterInfo>(m, "RateLimiterInfo")
+      .def_property_readonly("samples_per_insert", [](const RateLimiterInfo& i) { return i.options.samples_per_insert; })
+      .def_property_readonly("min_size_to_sample", [](const RateLimiterInfo& i) { return i.options.min_size_to_sample; })
+      .def_property_readonly("min_diff", [](const RateLimiterInfo& i) { return i.options.min_diff; })
+      .def_property_readonly("max_diff", [](const RateLimiterInfo& i) { return i.options.max_diff; })
+      .def_readonly("inserts", &RateLimiterInfo::inserts)
+      .def_readonly("samples", &RateLimiterInfo::samples)
+      .def_readonly("deletes", &RateLimiterInfo::deletes)
+      .def_readonly("insert_stats", &RateLimiterInfo::insert_stats)
+      .def_readonly("sample_stats", &RateLimiterInfo::sample_stats);
+
+  py::class_<TableInfo>(m, "TableInfo")
+      .def_property_readonly("name", [](const TableInfo& i) { return i.options.name; })
+      .def_property_readonly("sampler_options", [](const TableInfo& i) { return SelectorToTuple(i.options.sampler); })
+      .def_property_readonly("remover_options", [](const TableInfo& i) { return SelectorToTuple(i.options.remover); })
+      .def_property_readonly("max_size", [](const TableInfo& i) { return i.options.max_size; })
+      .def_property_readonly("max_times_sampled", [](const TableInfo& i) { return i.options.max_times_sampled; })
+      .def_readonly("current_size", &TableInfo::current_size)
+      .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
+      .def_readonly("rate_limiter_info", &TableInfo::rate_limiter_info)
+      .def_property_readonly("signature", [](const TableInfo& i) -> py::object {
+        if (!i.options.signature.has_value()) return py::none();
+        py::list columns;
+        for (const ColumnSpec& c : i.options.signature->columns) {
+          columns.append(py::make_tuple(c.name, NumpyDType(c.dtype), c.shape));
+        }
+        return columns;
+      })
+      .def_property_readonly("nested_structure", [](const TableInfo& i) {
+        return py::bytes(i.options.signature.has_value() ? i.options.signature->nested_structure : "");
+      });
+
+  py::class_<ReplayServer>(m, "Server")
+      .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes) {
+             ServerOptions options;
+             options.port = port;
+             options.max_message_bytes = max_message_bytes;
+             py::gil_scoped_release release;
+             auto server = ReplayServer::StartFromOptions(tables, options);
+             py::gil_scoped_acquire acquire;
+             return ValueOrRaise(std::move(server));
+           }),
+           py::arg("tables"), py::arg("port") = 0,
+           py::arg("max_message_bytes") = int64_t{256} << 20)
+      .def_property_readonly("port", &ReplayServer::port)
+      .def("stop", &ReplayServer::Stop, py::call_guard<py::gil_scoped_release>())
+      .def("wait", [](ReplayServer& server) {
+        // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.
+        struct Waiter {
+          absl::Notification done;
+          std::thread thread;
+        };
+        auto waiter = std::make_shared<Waiter>();
+        waiter->thread = std::thread([&server, waiter] {
+          server.Wait();
+          waiter->done.Notify();
+        });
+        waiter->thread.detach();
+        WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+          return waiter->done.WaitForNotificationWithTimeout(slice)
+                     ? absl::OkStatus()
+                     : absl::DeadlineExceededError("waiting");
+        });
+      });
+
+  py::class_<TrajectoryWriter>(m, "Writer")
+      .def("append", [](TrajectoryWriter& writer, const py::list& columns) {
+        std::vector<std::optional<TensorPayload>> step(columns.size());
+        for (size_t i = 0; i < columns.size(); ++i) {
+          if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
+        }
+        return ValueOrRaise(writer.Append(std::move(step)));
+      })
+      .def("create_item",
+           [](TrajectoryWriter& writer, const std::string& table, double priority,
+              const std::vector<std::tuple<int32_t, std::vector<int64_t>, bool>>& refs) {
+             std::vector<ItemColumn> columns;
+             columns.reserve(refs.size());
+             for (const auto& [column, steps, squeeze] : refs) {
+               columns.push_back(ItemColumn{column, steps, squeeze});
+             }
+             // Fast path: room in the in-flight window, nothing to wait for.
+             absl::Status status = writer.CreateItem(table, priority, columns, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreateItem(table, priority, columns, slice);
+             });
+           })
+      .def("flush",
+           [](TrajectoryWriter& writer, int32_t block_until_num_items,
+              std::optional<double> timeout_s) {
+             absl::Status status = writer.Flush(block_until_num_items, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return writer.Flush(block_until_num_items, slice);
+             });
+           },
+           py::arg("block_until_num_items") = 0, py::arg("timeout_s") = py::none())
+      .def("end_episode",
+           [](TrajectoryWriter& writer, bool clear_buffers, std::optional<double> timeout_s) {
+             absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return writer.Flush(0, slice);
+             });
+           },
+           py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+      .def("configure",
+           [](TrajectoryWriter& writer, int32_t column, std::optional<int32_t> keep_alive,
+              std::optional<int32_t> max_chunk_length) {
+             CheckOk(writer.Configure(column, keep_alive.value_or(0),
+                                      max_chunk_length.value_or(0)));
+           },
+           py::arg("column"), py::arg("num_keep_alive_refs") = py::none(),
+           py::arg("max_chunk_length") = py::none())
+      .def("close", [](TrajectoryWriter& writer) {
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = writer.Close();
+        }
+        CheckOk(status);
+      })
+      .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
+      .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
+      .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items);
+
+  py::class_<Client>(m, "Client")
+      .def(py::init([](const std::string& address, int64_t max_message_bytes) {
+             ClientOptions options;
+             options.max_message_bytes = max_message_bytes;
+             return ValueOrRaise(Client::Create(address, options));
+           }),
+           py::arg("server_address"), py::arg("max_message_bytes") = int64_t{256} << 20)
+      .def_property_readonly("server_address", &Client::server_address)
+      .def("server_info",
+           [](Client& client, std::optional<double> timeout_s) {
+             auto tables = RunCancellable([&](Cancellation* cancel) {
+               return client.ServerInfo(TimeoutFromSeconds(timeout_s), cancel);
+             });
+             py::dict out;
+             for (TableInfo& info : ValueOrRaise(std::move(tables))) {
+               const std::string name = info.options.name;
+               out[py::str(name)] = py::cast(std::move(info));
+             }
+             return out;
+           },
+           py::arg("timeout_s") = py::none())
+      .def("mutate_priorities",
+           [](Client& client, const std::string& table, const std::vector<Key>& keys,
+              const std::vector<double>& priorities, const std::vector<Key>& deletes,
+              std::optional<double> timeout_s) {
+             if (keys.size() != priorities.size()) {
+               RaiseStatus(absl::InvalidArgumentError(absl::StrCat(
+                   keys.size(), " keys but ", priorities.size(), " priorities")));
+             }
+             std::vector<std::pair<Key, double>> updates(keys.size());
+             for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
+             auto result = RunCancellable([&](Cancellation* cancel) {
+               return client.MutatePriorities(table, updates, deletes,
+                                              TimeoutFromSeconds(timeout_s), cancel);
+             });
+             const MutationResult r = ValueOrRaise(std::move(result));
+             return py::make_tuple(r.updated, r.deleted, r.missing);
+           },
+           py::arg("table"), py::arg("keys"), py::arg("priorities"),
+           py::arg("deletes"), py::arg("timeout_s") = py::none())
+      .def("reset",
+           [](Client& client, const std::string& table, std::optional<double> timeout_s) {
+             CheckOk(RunCancellable([&](Cancellation* cancel) {
+               return client.Reset(table, TimeoutFromSeconds(timeout_s), cancel);
+             }));
+           },
+           py::arg("table"), py::arg("timeout_s") = py::none())
+      .def("checkpoint",
+           [](Client& client, std::optional<double> timeout_s) {
+             return ValueOrRaise(RunCancellable([&](Cancellation* cancel) {
+               return client.Checkpoint(TimeoutFromSeconds(timeout_s), cancel);
+             }));
+           },
+           py::arg("timeout_s") = py::none())
+      .def("sample",
+           [](Client& client, const std::string& table, int64_t num_samples,
+              std::optional<double> timeout_s) {
+             SampleOptions options;
+             options.rate_limiter_timeout = TimeoutFromSeconds(timeout_s);
+             auto samples = ValueOrRaise(RunCancellable([&](Cancellation* cancel) {
+               return client.SampleItems(table, num_samples, options, cancel);
+             }));
+             py::list out;
+             for (Sample& sample : samples) {
+               py::list columns;
+               for (TensorPayload& column : sample.columns) {
+                 columns.append(ArrayFromPayload(std::move(column)));
+               }
+               out.append(py::make_tuple(SampleInfoTuple(sample.info), columns));
+             }
+             return out;
+           },
+           py::arg("table"), py::arg("num_samples"), py::arg("timeout_s") = py::none())
+      .def("new_writer",
+           [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
+              int32_t max_in_flight_items) {
+             TrajectoryWriterOptions options;
+             options.num_keep_alive_refs = num_keep_alive_refs;
+             options.max_chunk_length = max_chunk_length.value_or(0);
+             options.max_in_flight_items = max_in_flight_items;
+             return ValueOrRaise(client.NewTrajectoryWriter(options));
+           },
+           py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
+           py::arg("max_in_flight_items") = 128);
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,123 @@
+// reverb_tf_server: serves replay tables described by a textproto config,
+// in the shape Reverb's reverb_server reads:
+//
+//   reverb_tf_server --config='port: 8000 tables { table_name: "replay"
+//       sampler { uniform: true } remover { fifo: true } max_size: 100000
+//       rate_limiter { samples_per_insert: 1 min_size_to_sample: 1
+//                      min_diff: -1e300 max_diff: 1e300 } }'
+//   reverb_tf_server --config_file=server.textproto
+//
+// Prints one line when ready, stops cleanly on SIGTERM/SIGINT, and exits
+// with status 2 and a message naming the problem on a bad config.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/service/server.h"
+
+ABSL_FLAG(std::string, config, "", "ServerConfig as a textproto string.");
+ABSL_FLAG(std::string, config_file, "", "Path of a file holding the ServerConfig textproto.");
+
+namespace reverb_tf {
+namespace {
+
+// Collects protobuf's parse errors instead of letting it log them.
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (errors_.empty()) errors_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  const std::string& errors() const { return errors_; }
+
+ private:
+  std::string errors_;
+};
+
+absl::StatusOr<proto::ServerConfig> LoadConfig() {
+  std::string text = absl::GetFlag(FLAGS_config);
+  const std::string path = absl::GetFlag(FLAGS_config_file);
+  if (text.empty() == path.empty()) {
+    return absl::InvalidArgumentError("pass exactly one of --config and --config_file");
+  }
+  if (!path.empty()) {
+    std::ifstream file(path);
+    if (!file) return absl::NotFoundError(absl::StrCat("cannot read --config_file ", path));
+    std::stringstream buffer;
+    buffer << file.rdbuf();
+    text = buffer.str();
+  }
+  proto::ServerConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad config: ", errors.errors()));
+  }
+  return config;
+}
+
+int Run() {
+  auto config = LoadConfig();
+  if (!config.ok()) {
+    std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  std::vector<TableOptions> tables;
+  for (const proto::TableConfig& table : config->tables()) {
+    auto options = TableOptionsFromConfig(table);
+    if (!options.ok()) {
+      std::fprintf(stderr, "reverb_tf_server: bad config: %s\n",
+                   std::string(options.status().message()).c_str());
+      return 2;
+    }
+    tables.push_back(*std::move(options));
+  }
+  if (tables.empty()) {
+    std::fprintf(stderr, "reverb_tf_server: bad config: no tables\n");
+    return 2;
+  }
+  ServerOptions options;
+  options.port = config->port();
+  if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
+
+  // Block the stop signals in every thread (gRPC's included) and wait for
+  // them here, so shutdown runs on this thread, not in a signal handler.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto server = ReplayServer::StartFromOptions(tables, options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "reverb_tf_server: %s\n", server.status().ToString().c_str());
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", tables.size(),
+              (*server)->port());
+  std::fflush(stdout);
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::printf("reverb_tf_server: received signal %d, stopping\n", signal_number);
+  std::fflush(stdout);
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace reverb_tf
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return reverb_tf::Run();
+}

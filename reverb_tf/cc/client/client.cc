@@ -68,6 +68,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
+  DisableMutexDeadlockDetection();
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));

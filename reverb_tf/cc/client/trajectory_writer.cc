@@ -38,6 +38,7 @@ struct TrajectoryWriter::ColumnState {
 };
 
 struct TrajectoryWriter::QueuedItem {
+  absl::Time enqueued;
   proto::Item item;
   std::vector<std::shared_ptr<WriterChunk>> chunks;
 };
@@ -56,6 +57,11 @@ struct WriterStream {
 namespace {
 
 constexpr size_t kReleaseBatch = 64;
+// The sender waits until this many items are queued, a flush asks, or the
+// oldest queued item has waited kLinger: many small items then share one
+// message (and one wake-up of every thread on the path) instead of one each.
+constexpr size_t kSendBatch = 64;
+constexpr absl::Duration kLinger = absl::Milliseconds(1);
 
 absl::Status CheckStepValue(int32_t column, const TensorPayload& value) {
   if (value.compression != Compression::kNone) {
@@ -339,6 +345,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
       },
       timeout, cancel, "queue an item"));
   RETURN_IF_ERROR(EnsureStreamLocked());
+  queued->enqueued = absl::Now();
   queue_.push_back(std::move(queued));
   ++in_flight_;
   cv_.SignalAll();
@@ -361,6 +368,11 @@ void TrajectoryWriter::SendLoop() {
           ? -1
           : absl::ToInt64Milliseconds(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
+  auto must_send = +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+    return w->queue_.size() >= kSendBatch || w->flush_requested_ ||
+           w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
+           !w->error_.ok() || w->stream_->reads_done;
+  };
   while (true) {
     mu_.Await(absl::Condition(
         +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
@@ -368,6 +380,11 @@ void TrajectoryWriter::SendLoop() {
                  w->closing_ || !w->error_.ok() || w->stream_->reads_done;
         },
         this));
+    if (!queue_.empty()) {
+      mu_.AwaitWithDeadline(absl::Condition(must_send, this),
+                            queue_.front()->enqueued + kLinger);
+    }
+    flush_requested_ = false;
     if (!error_.ok() || stream_->reads_done) break;
     if (closing_ && queue_.empty()) break;
     proto::InsertRequest request;
@@ -446,6 +463,7 @@ absl::Status TrajectoryWriter::Flush(int32_t block_until_num_items,
   if (block_until_num_items < 0) {
     return absl::InvalidArgumentError("block_until_num_items must be >= 0");
   }
+  if (in_flight_ > block_until_num_items) flush_requested_ = true;
   return AwaitLocked(
       [this, block_until_num_items]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return in_flight_ <= block_until_num_items;
@@ -511,6 +529,7 @@ absl::Status TrajectoryWriter::Close(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     if (closing_) return error_;
     if (stream_ != nullptr) {
+      flush_requested_ = true;
       status = AwaitLocked(
           [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; },
           timeout, nullptr, "close the writer");

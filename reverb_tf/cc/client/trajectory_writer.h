@@ -13,9 +13,10 @@
 // num_keep_alive_refs), when the column is missing in a step, and at the end
 // of an episode.
 //
-// Sending happens on a background thread that packs whatever items are
-// queued into one message, so many small items share a message; a second
-// thread reads the acknowledgements. Flush() waits for them. At most
+// Sending happens on a background thread that packs queued items into one
+// message, lingering up to 1 ms (or until 64 items are queued, or a flush
+// asks) so that many small items share a message; a second thread reads the
+// acknowledgements. Flush() waits for them. At most
 // max_in_flight_items may be unacknowledged: CreateItem() blocks beyond that.
 //
 // Errors: a failed stream (server gone, item rejected) puts the writer in a
@@ -155,6 +156,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by Flush(): send what is queued now instead of lingering.
+  bool flush_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<WriterStream> stream_ ABSL_GUARDED_BY(mu_);
   std::thread sender_;
   std::thread receiver_;

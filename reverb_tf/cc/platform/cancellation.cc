@@ -4,6 +4,10 @@
 
 namespace reverb_tf {
 
+void DisableMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
 void Cancellation::Cancel() {
   std::vector<std::function<void()>> to_run;
   {

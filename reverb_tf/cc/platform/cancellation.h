@@ -23,6 +23,12 @@
 
 namespace reverb_tf {
 
+// Turns off absl's mutex deadlock detection, which Debian's absl build leaves
+// on and which costs a graph update per lock acquisition on our hot paths.
+// The absl copy is ours alone (TF has its own), so this affects only us.
+// Idempotent; called when servers and clients are created.
+REVERB_TF_EXPORT void DisableMutexDeadlockDetection();
+
 class REVERB_TF_EXPORT Cancellation {
  public:
   using Id = uint64_t;

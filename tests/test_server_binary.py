@@ -1,0 +1,103 @@
+"""The reverb_tf_server binary: textproto configs, readiness, clean shutdown."""
+import re
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+
+import reverb_tf
+
+GOOD_CONFIG = """
+port: 0
+tables {
+  table_name: "replay"
+  sampler { prioritized { priority_exponent: 0.8 } }
+  remover { fifo: true }
+  max_size: 1000
+  max_times_sampled: 2
+  rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }
+}
+tables {
+  table_name: "queue"
+  sampler { fifo: true }
+  remover { fifo: true }
+  max_size: 10
+  max_times_sampled: 1
+  rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: 0 max_diff: 10 }
+}
+"""
+
+
+@pytest.fixture
+def server_binary(bazel_bin):
+    path = bazel_bin / "reverb_tf/cc/service/reverb_tf_server"
+    assert path.exists(), f"{path} missing: run scripts/setup.sh"
+    return str(path)
+
+
+def _start(server_binary, *args):
+    process = subprocess.Popen([server_binary, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    line = process.stdout.readline()  # the one readiness line
+    match = re.search(r"on port (\d+)", line)
+    if match is None:
+        process.kill()
+        pytest.fail(f"no readiness line, got {line!r} / {process.stderr.read()!r}")
+    return process, int(match.group(1))
+
+
+def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, tmp_path):
+    config_file = tmp_path / "server.textproto"
+    config_file.write_text(GOOD_CONFIG)
+    process, port = _start(server_binary, f"--config_file={config_file}")
+    try:
+        client = reverb_tf.Client(f"localhost:{port}")
+        info = client.server_info(timeout=10)
+        assert sorted(info) == ["queue", "replay"]
+        assert info["replay"].max_size == 1000
+        assert info["replay"].max_times_sampled == 2
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for step in range(5):
+                writer.append({"obs": np.full(3, step, np.float32)})
+                writer.create_item("replay", priority=1.0, trajectory={"obs": writer.history["obs"][-1]})
+            writer.flush()
+        assert client.server_info(timeout=10)["replay"].current_size == 5
+        sample = next(client.sample("replay", num_samples=1, emit_timesteps=False))
+        assert sample.data[0].shape == (3,)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    assert "stopping" in process.stdout.read()
+
+
+def test_config_flag_takes_the_textproto_inline(server_binary):
+    process, port = _start(server_binary, "--config=" + GOOD_CONFIG)
+    try:
+        assert "queue" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("config, message", [
+    ("port: 0 tables { table_nam: \"t\" }", "no field named \"table_nam\""),
+    ("port: 0 tables { table_name: \"t\" max_size: 10 }", "sampler must be one of"),
+    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 }",
+     "rate_limiter is required"),
+    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 0 "
+     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }", "max_size must be >= 1"),
+    ("port: 0", "no tables"),
+])
+def test_bad_configs_exit_2_naming_the_problem(server_binary, config, message):
+    result = subprocess.run([server_binary, "--config=" + config], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_missing_config_file_is_a_clear_error(server_binary, tmp_path):
+    result = subprocess.run([server_binary, f"--config_file={tmp_path / 'nope'}"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "cannot read --config_file" in result.stderr

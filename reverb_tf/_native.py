@@ -12,9 +12,9 @@ from typing import Optional
 
 _CORE: Optional[ModuleType] = None
 
-# Large enough for any single step or sample the API can build; gRPC's own
-# limit is 2 GiB - 1.
-MAX_MESSAGE_BYTES = 2**31 - 1
+# Largest gRPC message a Server or Client accepts; the native default, big
+# enough for a batch of hundreds of Atari-sized items.
+MAX_MESSAGE_BYTES = 256 << 20
 
 
 def core() -> ModuleType:

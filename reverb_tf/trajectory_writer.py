@@ -46,35 +46,33 @@ class _Mismatch(Exception):
     """The step does not have the cached structure: take the general path."""
 
 
-def _is_leaf(value: Any) -> bool:
-    return type(value) in _LEAF_TYPES or value is None or not tree.is_nested(value)
-
-
 def _fill(structure: Any, data: Any, out: List[Any]) -> None:
     """Places the leaves of `data` at the column indices `structure` holds.
 
-    Raises _Mismatch if `data` is not exactly shaped like `structure` (a
-    missing field given as None is fine); the caller then takes the general
-    path, which handles new fields.
+    `data` may omit fields of `structure` (they stay None: missing in this
+    step). Raises _Mismatch if `data` has a field `structure` lacks or a
+    different container type; the caller then takes the general path, which
+    adds columns.
     """
     kind = type(structure)
     if kind is int:
-        if not (type(data) in _LEAF_TYPES or data is None or _is_leaf(data)):
+        if type(data) not in _LEAF_TYPES and data is not None and tree.is_nested(data):
             raise _Mismatch()
         out[structure] = data
     elif data is None:
         # A whole sub-structure omitted in this step: all its columns missing.
         pass
-    elif kind is dict or kind is collections.OrderedDict:
-        if type(data) is not kind or len(data) != len(structure):
+    elif isinstance(structure, dict):
+        if type(data) is not kind:
             raise _Mismatch()
-        try:
-            for key, sub in structure.items():
-                _fill(sub, data[key], out)
-        except KeyError:
-            raise _Mismatch() from None
+        for key, value in data.items():
+            try:
+                sub = structure[key]
+            except KeyError:
+                raise _Mismatch() from None
+            _fill(sub, value, out)
     elif isinstance(structure, (list, tuple)):
-        if type(data) is not kind or len(data) != len(structure):
+        if type(data) is not kind or len(data) > len(structure):
             raise _Mismatch()
         for sub, item in zip(structure, data):
             _fill(sub, item, out)
@@ -117,6 +115,9 @@ def _union(old: Any, new: Any, path: Path = ()) -> Any:
     raise errors.InvalidArgumentError(
         f"append: field '{signatures.column_name(path)}' has unsupported container "
         f"type {type(old).__name__}")
+
+
+_new_object = object.__new__
 
 
 class _ColumnHistory:
@@ -194,19 +195,29 @@ class _ColumnHistory:
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         if type(index) is int:
-            cell = self._cell(index)
-            return TrajectoryColumn._make(self, (cell,), True)
+            cells = self._cells
+            # Fast path for the common `history[k][-1]`.
+            if 0 < -index <= len(cells):
+                cell = cells[index]
+                if cell is not None:
+                    column = _new_object(TrajectoryColumn)
+                    column._hist = self
+                    column._box = self._box
+                    column._cells = (cell,)
+                    column._entry = (self._column, [cell[0]], True)
+                    return column
+            return _make_column(self, (self._cell(index),), True)
         if isinstance(index, slice):
             indices = range(self._box[0])[index]
         elif isinstance(index, (list, tuple, np.ndarray)):
             indices = [int(i) for i in index]
         elif isinstance(index, (int, np.integer)):
-            return TrajectoryColumn._make(self, (self._cell(int(index)),), True)
+            return _make_column(self, (self._cell(int(index)),), True)
         else:
             raise TypeError(
                 f"history indices must be integers, slices or lists of integers, not "
                 f"{type(index).__name__}")
-        return TrajectoryColumn._make(self, tuple(self._cell(i) for i in indices), False)
+        return _make_column(self, tuple(self._cell(i) for i in indices), False)
 
     def __repr__(self) -> str:
         return (f"_ColumnHistory(path={self._path!r}, steps={self._box[0]}, "
@@ -219,12 +230,9 @@ class TrajectoryColumn:
     A leaf of the `trajectory` passed to `create_item`. An integer index gives
     a squeezed column (one step, sampled without a time dimension); slices
     and lists give a column with a leading time dimension.
-
-    Attributes:
-      is_squeezed: True if the column holds one step without a time dimension.
     """
 
-    __slots__ = ("_hist", "_box", "_cells", "_entry", "is_squeezed")
+    __slots__ = ("_hist", "_box", "_cells", "_entry")
 
     def __init__(self) -> None:
         """Not for direct use: index `TrajectoryWriter.history` instead.
@@ -234,17 +242,10 @@ class TrajectoryColumn:
         """
         raise TypeError("TrajectoryColumns are made by indexing TrajectoryWriter.history")
 
-    @classmethod
-    def _make(cls, hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...],
-              squeeze: bool) -> "TrajectoryColumn":
-        column = object.__new__(cls)
-        column._hist = hist
-        column._box = hist._box
-        column._cells = cells
-        column.is_squeezed = squeeze
-        # Exactly what _core.Writer.create_item takes for this column.
-        column._entry = (hist._column, [cell[0] for cell in cells], squeeze)
-        return column
+    @property
+    def is_squeezed(self) -> bool:
+        """True if the column holds one step without a time dimension."""
+        return self._entry[2]
 
     def __len__(self) -> int:
         return len(self._cells)
@@ -263,15 +264,21 @@ class TrajectoryColumn:
           IndexError: For indices out of range.
         """
         if isinstance(index, (int, np.integer)):
-            return TrajectoryColumn._make(self._hist, (self._cells[int(index)],), True)
+            return self._sub((self._cells[int(index)],), True)
         if isinstance(index, slice):
-            return TrajectoryColumn._make(self._hist, self._cells[index], False)
+            return self._sub(self._cells[index], False)
         if isinstance(index, (list, tuple, np.ndarray)):
-            return TrajectoryColumn._make(
-                self._hist, tuple(self._cells[int(i)] for i in index), False)
+            return self._sub(tuple(self._cells[int(i)] for i in index), False)
         raise TypeError(
             f"TrajectoryColumn indices must be integers, slices or lists of integers, "
             f"not {type(index).__name__}")
+
+    def _sub(self, cells: Tuple[Tuple[int, np.ndarray], ...], squeeze: bool
+             ) -> "TrajectoryColumn":
+        column = _make_column(self._hist, cells, squeeze)
+        # Cut from this column, so valid exactly as long as this column is.
+        column._box = self._box
+        return column
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -303,6 +310,17 @@ class TrajectoryColumn:
     def __repr__(self) -> str:
         return (f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
                 f"steps={self._entry[1]}, squeezed={self.is_squeezed})")
+
+
+def _make_column(hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...],
+                 squeeze: bool) -> TrajectoryColumn:
+    column = _new_object(TrajectoryColumn)
+    column._hist = hist
+    column._box = hist._box
+    column._cells = cells
+    # Exactly what _core.Writer.create_item takes for this column.
+    column._entry = (hist._column, [cell[0] for cell in cells], squeeze)
+    return column
 
 
 class TrajectoryWriter:
@@ -338,9 +356,12 @@ class TrajectoryWriter:
         self._writer = core_writer
         self._keep_alive = num_keep_alive_refs
         self._get_signature = get_signature
-        self._table_columns: Dict[str, Optional[List[signatures.Column]]] = {}
+        # table -> (per-position sets of column keys known to fit, signature).
+        self._checks: Dict[str, Tuple[Optional[List[set]], Any]] = {}
         # Union of the structures of all steps, leaves = column indices.
         self._structure: Any = None
+        # True when _structure is a plain dict of leaves (the fast path).
+        self._flat = False
         self._path_to_column: Dict[Path, int] = {}
         self._columns: List[_ColumnHistory] = []
         self._pending_configs: Dict[Path, Tuple[int, Optional[int]]] = {}
@@ -413,6 +434,8 @@ class TrajectoryWriter:
             structure = tree.map_structure_with_path(
                 lambda p, _: columns.get(p), data)
             self._structure = _union(self._structure, structure)
+            self._flat = type(self._structure) is dict and all(
+                type(v) is int for v in self._structure.values())
             self._history = None
         out = [None] * len(self._columns)
         for path, value in flat:
@@ -426,7 +449,8 @@ class TrajectoryWriter:
 
         New fields create new columns (missing in earlier steps); fields
         absent from `data` (or None) are missing in this step. Each column's
-        dtype and shape are fixed by its first value.
+        dtype and shape are fixed by its first value. The writer keeps its own
+        copy of every value, so the caller may reuse its arrays.
 
         Args:
           data: The step: a leaf or a nested structure of array-likes.
@@ -443,40 +467,63 @@ class TrajectoryWriter:
           ReverbError: If the native writer fails (e.g. the connection broke).
         """
         columns = self._columns
-        out = [None] * len(columns)
+        num_columns = len(columns)
+        out = [None] * num_columns
+        structure = self._structure
         try:
-            if self._structure is None:
+            if type(structure) is dict and type(data) is dict and self._flat:
+                for key, value in data.items():
+                    out[structure[key]] = value
+            elif structure is None:
                 raise _Mismatch()
-            _fill(self._structure, data, out)
-        except _Mismatch:
+            else:
+                _fill(structure, data, out)
+        except (KeyError, _Mismatch):
             out = self._flatten_general(data)
             columns = self._columns
 
         for i, value in enumerate(out):
             if value is None:
                 continue
-            array = value.copy() if type(value) is np.ndarray else np.array(value)
+            kind = type(value)
+            if kind is np.ndarray:
+                array = value.copy()
+            elif kind in _LEAF_TYPES or not tree.is_nested(value):
+                array = np.array(value)
+            else:
+                # Only the flat-dict fast path lets a nested value get here;
+                # the general path reports the structure change.
+                self._flatten_general(data)
+                raise AssertionError("unreachable: nested value for a leaf column")
             column = columns[i]
             if array.dtype is not column.dtype or array.shape != column.shape:
                 array = column._admit(array)
             out[i] = array
 
-        if self._step_open:
-            for i, value in enumerate(out):
-                if value is not None and columns[i]._cells and columns[i]._cells[-1] is not None:
-                    raise errors.InvalidArgumentError(
-                        f"append: column '{signatures.column_name(columns[i].path)}' was "
-                        "already given in the open (partial) step; omit it or set it to None")
-
-        num_columns_before = getattr(self._writer, "num_columns", None)
-        if partial_step or self._step_open:
-            # Needs the native writer's partial-step support (see
-            # docs/core_module_api.md): the cells of an open step must be
-            # referenceable before the step is complete.
-            step = self._writer.append(out, bool(partial_step))
-        else:
+        if not (partial_step or self._step_open):
             step = self._writer.append(out)
+            self._box[0] += 1
+            for column, array in zip(columns, out):
+                column._cells.append(None if array is None else (step, array))
+            self._episode_steps += 1
+        else:
+            self._append_partial(columns, out, bool(partial_step))
 
+        if self._pending_configs and num_columns != len(columns):
+            self._apply_pending_configs()
+
+    def _append_partial(self, columns: List[_ColumnHistory], out: List[Any],
+                        partial_step: bool) -> None:
+        if self._step_open:
+            for column, array in zip(columns, out):
+                if array is not None and column._cells and column._cells[-1] is not None:
+                    raise errors.InvalidArgumentError(
+                        f"append: column '{signatures.column_name(column.path)}' was "
+                        "already given in the open (partial) step; omit it or set it to None")
+        # Needs the native writer's partial-step support (see
+        # docs/core_module_api.md): the cells of an open step must be
+        # referenceable before the step is complete.
+        step = self._writer.append(out, partial_step)
         if self._step_open:
             for column, array in zip(columns, out):
                 if array is not None:
@@ -485,12 +532,9 @@ class TrajectoryWriter:
             self._box[0] += 1
             for column, array in zip(columns, out):
                 column._cells.append(None if array is None else (step, array))
-        self._step_open = bool(partial_step)
+        self._step_open = partial_step
         if not partial_step:
             self._episode_steps += 1
-
-        if self._pending_configs and num_columns_before != len(columns):
-            self._apply_pending_configs()
 
     def _apply_pending_configs(self) -> None:
         for path in [p for p in self._pending_configs if p in self._path_to_column]:
@@ -515,14 +559,19 @@ class TrajectoryWriter:
             return [trajectory]
         return tree.flatten(trajectory)
 
-    def _signature_of(self, table: str) -> Optional[List[signatures.Column]]:
-        try:
-            return self._table_columns[table]
-        except KeyError:
-            pass
-        columns = self._get_signature(table)
-        self._table_columns[table] = columns
-        return columns
+    def _checks_for(self, table: str) -> Optional[List[set]]:
+        """Per trajectory position, the column keys known to fit `table`.
+
+        None when items for `table` are not checked (no signature, or the
+        writer was created without signature checks).
+        """
+        if self._get_signature is None:
+            checks = None
+        else:
+            expected = self._get_signature(table)
+            checks = None if expected is None else [set() for _ in expected]
+        self._checks[table] = (checks, None if checks is None else expected)
+        return checks
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Inserts an item into `table` that references `trajectory`'s cells.
@@ -550,34 +599,49 @@ class TrajectoryWriter:
         """
         flat = self._flatten_trajectory(trajectory)
         box = self._box
+        cached = self._checks.get(table)
+        checks = cached[0] if cached is not None else self._checks_for(table)
+        entries = []
+        if checks is None:
+            for column in flat:
+                if type(column) is not TrajectoryColumn or column._box is not box:
+                    self._reject(column)
+                entries.append(column._entry)
+        else:
+            if len(flat) != len(checks):
+                self._check_signature(table, flat, trajectory)
+            for column, known in zip(flat, checks):
+                if type(column) is not TrajectoryColumn or column._box is not box:
+                    self._reject(column)
+                entry = column._entry
+                # Squeezed: the column index; else the column and its length.
+                key = entry[0] if entry[2] else (entry[0], len(entry[1]))
+                if key not in known:
+                    self._check_signature(table, flat, trajectory)
+                    known.add(key)
+                entries.append(entry)
+        self._writer.create_item(table, float(priority), entries)
+
+    def _reject(self, column: Any) -> None:
+        if type(column) is not TrajectoryColumn:
+            raise TypeError(
+                "every leaf of trajectory must be a TrajectoryColumn (cut from "
+                f"writer.history), got {type(column).__name__}: {column!r}")
+        raise ValueError(
+            "trajectory references cells of another writer or from before "
+            "end_episode(clear_buffers=True); cut columns from this writer's "
+            "current history")
+
+    def _check_signature(self, table: str, flat: List[Any], trajectory: Any) -> None:
+        """Raises unless every column of `flat` fits the table's signature."""
+        expected = self._checks[table][1]
+        actual = []
         for column in flat:
             if type(column) is not TrajectoryColumn:
-                raise TypeError(
-                    "every leaf of trajectory must be a TrajectoryColumn (cut from "
-                    f"writer.history), got {type(column).__name__}: {column!r}")
-            if column._box is not box:
-                raise ValueError(
-                    "trajectory references cells of another writer or from before "
-                    "end_episode(clear_buffers=True); cut columns from this writer's "
-                    "current history")
-        if self._get_signature is not None:
-            expected = self._signature_of(table)
-            if expected is not None:
-                self._check_signature(table, flat, trajectory, expected)
-        self._writer.create_item(table, float(priority), [c._entry for c in flat])
-
-    def _check_signature(self, table: str, flat: List[TrajectoryColumn], trajectory: Any,
-                         expected: List[signatures.Column]) -> None:
-        if len(flat) == len(expected):
-            for column, spec in zip(flat, expected):
-                hist = column._hist
-                shape = hist.shape if column.is_squeezed else (len(column._cells),) + hist.shape
-                if hist.dtype != spec.dtype or not signatures.shape_compatible(spec.shape, shape):
-                    break
-            else:
-                return
+                self._reject(column)
+            actual.append((column.dtype, column.shape))
         paths = [signatures.column_name(p) for p, _ in tree.flatten_with_path(trajectory)]
-        signatures.check_columns([(c.dtype, c.shape) for c in flat], expected,
+        signatures.check_columns(actual, expected,
                                  context=f"create_item for table '{table}'", paths=paths)
 
     # -- flow control --------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job: sets up (idempotently), builds, and runs the replay demo.
+# The main job: sets up (idempotently), builds, and runs the replay demo:
+# a server, actors writing trajectories, a learner sampling them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "${ROOT}/scripts/setup.sh"
 cd "${ROOT}"
-bazel run --noshow_progress --ui_event_filters=-info,-debug //examples:core_demo
+TF_CPP_MIN_LOG_LEVEL=2 exec "${ROOT}/.venv/bin/python" examples/demo.py

@@ -55,6 +55,13 @@ if [[ "$(cat "${VENV}/.requirements.sha256" 2>/dev/null)" != "${want}" ]]; then
   echo "${want}" > "${VENV}/.requirements.sha256"
 fi
 
+# The checkout itself is the package during development: a .pth file puts it
+# on the venv's path (the wheel in pip_package/ installs it for real).
+site_packages="$("${VENV}/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [[ "$(cat "${site_packages}/reverb_tf_checkout.pth" 2>/dev/null)" != "${ROOT}" ]]; then
+  echo "${ROOT}" > "${site_packages}/reverb_tf_checkout.pth"
+fi
+
 mkdir -p "${CACHE}/bazel-disk"
 rc_local="$(cat <<RC
 # Written by scripts/setup.sh; machine-specific, not committed.

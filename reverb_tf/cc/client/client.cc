@@ -190,6 +190,7 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
             break;
           }
           sample.columns.push_back(*std::move(payload));
+          sample.squeezed.push_back(column.squeeze());
         }
         if (!assembly.ok()) break;
       }

@@ -43,6 +43,8 @@ struct REVERB_TF_EXPORT SampleInfo {
 struct REVERB_TF_EXPORT Sample {
   SampleInfo info;
   std::vector<TensorPayload> columns;
+  // squeezed[i]: column i is one step returned without its time dimension.
+  std::vector<bool> squeezed;
 };
 
 struct REVERB_TF_EXPORT ClientOptions {

@@ -106,7 +106,7 @@ TrajectoryWriter::TrajectoryWriter(std::shared_ptr<ClientStub> stub,
   episode_id_ = rng_();
 }
 
-TrajectoryWriter::~TrajectoryWriter() { Close(absl::Seconds(5)).IgnoreError(); }
+TrajectoryWriter::~TrajectoryWriter() { Close().IgnoreError(); }
 
 int32_t TrajectoryWriter::num_columns() const {
   absl::MutexLock lock(&mu_);
@@ -155,8 +155,7 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
     }
     if (cv_.WaitWithDeadline(&mu_, deadline) && !done()) {
       status = absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", absl::FormatDuration(timeout), " waiting to ", what,
-          " (", in_flight_, " items unacknowledged)"));
+          "timed out waiting to ", what, " (", in_flight_, " items unacknowledged)"));
       break;
     }
   }
@@ -165,7 +164,7 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
 }
 
 absl::StatusOr<int64_t> TrajectoryWriter::Append(
-    std::vector<std::optional<TensorPayload>> step) {
+    std::vector<std::optional<TensorPayload>> step, bool partial_step) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(error_);
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
@@ -174,6 +173,10 @@ absl::StatusOr<int64_t> TrajectoryWriter::Append(
   for (size_t c = 0; c < step.size(); ++c) {
     if (!step[c].has_value()) continue;
     RETURN_IF_ERROR(CheckStepValue(static_cast<int32_t>(c), *step[c]));
+    if (step_open_ && c < filled_.size() && filled_[c]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", c, " was already given in the open (partial) step"));
+    }
     if (c < columns_.size() && columns_[c]->initialized &&
         (step[c]->dtype != columns_[c]->dtype ||
          step[c]->shape != columns_[c]->step_shape)) {
@@ -191,13 +194,15 @@ absl::StatusOr<int64_t> TrajectoryWriter::Append(
                                    : options_.num_keep_alive_refs;
     columns_.push_back(std::move(column));
   }
-  const int64_t global_step = step_counter_++;
+  if (!step_open_) {
+    ++step_counter_;
+    filled_.assign(columns_.size(), false);
+  }
+  filled_.resize(columns_.size(), false);
+  const int64_t global_step = step_counter_ - 1;
   for (size_t c = 0; c < step.size(); ++c) {
+    if (!step[c].has_value()) continue;
     ColumnState& column = *columns_[c];
-    if (!step[c].has_value()) {
-      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
-      continue;
-    }
     if (!column.initialized) {
       column.initialized = true;
       column.dtype = step[c]->dtype;
@@ -206,13 +211,27 @@ absl::StatusOr<int64_t> TrajectoryWriter::Append(
     if (column.open.empty()) column.open_episode_step = episode_step_;
     column.open.push_back(*std::move(step[c]));
     column.cells.push_back(Cell{global_step, nullptr, 0});
+    filled_[c] = true;
     if (static_cast<int32_t>(column.open.size()) >= column.max_chunk_length) {
       RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
     }
   }
+  step_open_ = partial_step;
+  if (!partial_step) RETURN_IF_ERROR(FinishStepLocked());
+  return global_step;
+}
+
+absl::Status TrajectoryWriter::FinishStepLocked() {
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    // A chunk holds consecutive steps: a gap ends it.
+    if (c >= filled_.size() || !filled_[c]) {
+      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+    }
+  }
+  step_open_ = false;
   ++episode_step_;
   ReleaseOldChunksLocked();
-  return global_step;
+  return absl::OkStatus();
 }
 
 absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
@@ -445,9 +464,11 @@ void TrajectoryWriter::ReceiveLoop() {
   mu_.Unlock();
   const absl::Status status = FromGrpcStatus(stream_->rw->Finish());
   mu_.Lock();
-  if (!status.ok()) {
+  if (closing_) {
+    // Close() ended the stream; nothing is waiting for the outcome.
+  } else if (!status.ok()) {
     if (error_.ok() || stream_->provisional_error) error_ = status;
-  } else if (!closing_ || in_flight_ > 0) {
+  } else {
     FailLocked(absl::UnavailableError("the server ended the insert stream"));
   }
   stream_->provisional_error = false;
@@ -477,6 +498,7 @@ absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(error_);
+    if (step_open_) RETURN_IF_ERROR(FinishStepLocked());
     for (size_t c = 0; c < columns_.size(); ++c) {
       RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
     }
@@ -523,30 +545,22 @@ absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_
   return absl::OkStatus();
 }
 
-absl::Status TrajectoryWriter::Close(absl::Duration timeout) {
-  absl::Status status;
+absl::Status TrajectoryWriter::Close(absl::Duration grace) {
   {
     absl::MutexLock lock(&mu_);
-    if (closing_) return error_;
-    if (stream_ != nullptr) {
-      flush_requested_ = true;
-      status = AwaitLocked(
-          [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; },
-          timeout, nullptr, "close the writer");
-    }
+    if (closing_) return absl::OkStatus();
     closing_ = true;
     cv_.SignalAll();
-    if (stream_ != nullptr) {
-      const absl::Time deadline = absl::Now() + absl::Seconds(2);
-      if (!mu_.AwaitWithDeadline(absl::Condition(&stream_->receiver_done), deadline)) {
-        stream_->context.TryCancel();  // an unresponsive server must not hang us
-      }
+    if (stream_ != nullptr &&
+        !mu_.AwaitWithDeadline(absl::Condition(&stream_->receiver_done),
+                               absl::Now() + grace)) {
+      // Items still wait for a rate limiter: give them up rather than hang.
+      stream_->context.TryCancel();
     }
   }
   if (sender_.joinable()) sender_.join();
   if (receiver_.joinable()) receiver_.join();
-  absl::MutexLock lock(&mu_);
-  return status.ok() ? error_ : status;
+  return absl::OkStatus();
 }
 
 }  // namespace reverb_tf

@@ -85,7 +85,13 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // column i is missing in this step. Columns may be added (the vector grows),
   // never removed. A column's dtype and step shape are fixed by its first
   // value; a mismatch is INVALID_ARGUMENT naming the column.
-  absl::StatusOr<int64_t> Append(std::vector<std::optional<TensorPayload>> step);
+  //
+  // With `partial_step`, the step stays open: the next Append() adds more
+  // columns to the same step (and returns the same index) until one is made
+  // without it. A column may be given once per step. Cells of an open step
+  // can be referenced by items at once.
+  absl::StatusOr<int64_t> Append(std::vector<std::optional<TensorPayload>> step,
+                                 bool partial_step = false);
 
   // Queues an item for `table`. Every referenced cell must exist and be
   // within the keep-alive window. Blocks while max_in_flight_items are
@@ -108,8 +114,12 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::Status Configure(int32_t column, int32_t num_keep_alive_refs,
                          int32_t max_chunk_length);
 
-  // Flushes what is queued (bounded by `timeout`) and ends the stream.
-  absl::Status Close(absl::Duration timeout = absl::Seconds(30));
+  // Ends the stream without waiting for acknowledgements (as dm-reverb's
+  // close(): call Flush() first to make sure items are stored). Queued items
+  // are still sent; the server gets up to `grace` to store them, after which
+  // the stream is cancelled and items still waiting for a rate limiter are
+  // dropped.
+  absl::Status Close(absl::Duration grace = absl::Seconds(1));
 
   int32_t num_columns() const;
   int32_t episode_steps() const;
@@ -132,6 +142,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
                    const TrajectoryWriterOptions& options);
 
   absl::Status CloseOpenChunkLocked(int32_t column) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the current step: columns without a value close their open chunk.
+  absl::Status FinishStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseOldChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
@@ -150,6 +162,9 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
   int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  // A partial step is open; `filled_[c]`: column c has a value in it.
+  bool step_open_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<bool> filled_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ColumnState>> columns_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<QueuedItem>> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> release_queue_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
@@ -71,8 +72,11 @@ void WaitInSlices(absl::Duration timeout, Call call) {
       status = call(slice);
     }
     if (status.ok()) return;
-    if (status.code() != absl::StatusCode::kDeadlineExceeded || absl::Now() >= deadline) {
-      RaiseStatus(status);
+    if (status.code() != absl::StatusCode::kDeadlineExceeded) RaiseStatus(status);
+    if (absl::Now() >= deadline) {
+      // The status speaks of the last slice; report the caller's timeout.
+      RaiseStatus(absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", absl::FormatDuration(timeout), ": ", status.message())));
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
@@ -372,13 +376,15 @@ PYBIND11_MODULE(_core, m) {
       });
 
   py::class_<TrajectoryWriter>(m, "Writer")
-      .def("append", [](TrajectoryWriter& writer, const py::list& columns) {
-        std::vector<std::optional<TensorPayload>> step(columns.size());
-        for (size_t i = 0; i < columns.size(); ++i) {
-          if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
-        }
-        return ValueOrRaise(writer.Append(std::move(step)));
-      })
+      .def("append",
+           [](TrajectoryWriter& writer, const py::list& columns, bool partial_step) {
+             std::vector<std::optional<TensorPayload>> step(columns.size());
+             for (size_t i = 0; i < columns.size(); ++i) {
+               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
+             }
+             return ValueOrRaise(writer.Append(std::move(step), partial_step));
+           },
+           py::arg("columns"), py::arg("partial_step") = false)
       .def("create_item",
            [](TrajectoryWriter& writer, const std::string& table, double priority,
               const std::vector<std::tuple<int32_t, std::vector<int64_t>, bool>>& refs) {
@@ -501,7 +507,9 @@ PYBIND11_MODULE(_core, m) {
                for (TensorPayload& column : sample.columns) {
                  columns.append(ArrayFromPayload(std::move(column)));
                }
-               out.append(py::make_tuple(SampleInfoTuple(sample.info), columns));
+               py::list squeezed;
+               for (bool flag : sample.squeezed) squeezed.append(py::bool_(flag));
+               out.append(py::make_tuple(SampleInfoTuple(sample.info), columns, squeezed));
              }
              return out;
            },

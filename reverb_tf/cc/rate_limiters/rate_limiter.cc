@@ -21,8 +21,7 @@ RateLimiterOptions RateLimiterOptions::SampleToInsertRatio(
   options.min_size_to_sample = min_size_to_sample;
   // Center the window on the diff the table has when it first allows
   // sampling, so neither side starts out blocked.
-  const double offset =
-      std::max(1.0, static_cast<double>(min_size_to_sample) * samples_per_insert);
+  const double offset = static_cast<double>(min_size_to_sample) * samples_per_insert;
   options.min_diff = offset - error_buffer;
   options.max_diff = offset + error_buffer;
   return options;

@@ -41,7 +41,8 @@ struct REVERB_TF_EXPORT RateLimiterOptions {
   // otherwise unlimited.
   static RateLimiterOptions MinSize(int64_t min_size_to_sample);
   // Keeps samples/inserts near `samples_per_insert`, within `error_buffer`
-  // samples of slack around the point reached at min_size_to_sample.
+  // samples of slack around the point reached at min_size_to_sample
+  // (offset = samples_per_insert * min_size_to_sample, as in dm-reverb).
   static RateLimiterOptions SampleToInsertRatio(double samples_per_insert,
                                                 int64_t min_size_to_sample,
                                                 double error_buffer);

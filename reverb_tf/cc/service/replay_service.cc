@@ -115,7 +115,19 @@ grpc::Status ReplayService::InsertStream(
       if (!table.ok()) return ToGrpcStatus(table.status());
       auto item = ItemFromProto(proto_item, chunks);
       if (!item.ok()) return ToGrpcStatus(item.status());
-      absl::Status status = CallInSlices(
+      absl::Status status = (*table)->InsertOrAssign(*item, absl::ZeroDuration());
+      if (status.code() != absl::StatusCode::kDeadlineExceeded) {
+        if (!status.ok()) return ToGrpcStatus(status);
+        response.add_keys(proto_item.key());
+        continue;
+      }
+      // About to wait for the rate limiter: acknowledge what is already
+      // stored, so the client's flush(block_until_num_items) sees it.
+      if (response.keys_size() > 0) {
+        if (!stream->Write(response)) return grpc::Status::OK;
+        response.Clear();
+      }
+      status = CallInSlices(
           context, timeout, absl::StrCat("insert into table '", proto_item.table(), "'"),
           [&](absl::Duration slice) { return (*table)->InsertOrAssign(*item, slice); });
       if (!status.ok()) return ToGrpcStatus(status);

@@ -1,0 +1,53 @@
+"""reverb_tf: a TensorFlow-native experience replay system.
+
+The public API mirrors dm-reverb 0.14, name for name, so that
+
+    import reverb_tf as reverb
+
+runs existing Reverb code. Importing this package does not import TensorFlow
+or the native module: TensorFlow is imported by the features that need
+`tf.TensorSpec` (table signatures), the native module by the first Server,
+Client or writer.
+"""
+
+import sys as _sys
+
+from reverb_tf import errors
+from reverb_tf import item_selectors
+from reverb_tf import item_selectors as selectors
+from reverb_tf import rate_limiters
+from reverb_tf import replay_sample
+from reverb_tf.client import Client
+from reverb_tf.client import Writer
+from reverb_tf.errors import DeadlineExceededError
+from reverb_tf.errors import ReverbError
+from reverb_tf.replay_sample import ReplaySample
+from reverb_tf.replay_sample import SampleInfo
+from reverb_tf.server import Server
+from reverb_tf.server import Table
+from reverb_tf.trajectory_writer import TrajectoryColumn
+from reverb_tf.trajectory_writer import TrajectoryWriter
+
+# dm-reverb exposes the selectors only as an attribute; registering the
+# module name too lets `from reverb_tf.selectors import Uniform` work.
+_sys.modules[__name__ + ".selectors"] = item_selectors
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "DeadlineExceededError",
+    "ReplaySample",
+    "ReverbError",
+    "SampleInfo",
+    "Server",
+    "Table",
+    "TrajectoryColumn",
+    "TrajectoryWriter",
+    "Writer",
+    "errors",
+    "item_selectors",
+    "rate_limiters",
+    "replay_sample",
+    "selectors",
+]

@@ -1,0 +1,551 @@
+"""The Python client of a reverb_tf server.
+
+`Client` inserts, samples, updates priorities and reads table metadata. For
+writing, prefer `Client.trajectory_writer`; for training, prefer the datasets
+(they stream many samples per request). `Writer` is dm-reverb's legacy
+sequence writer, kept for code that still uses `Client.writer`.
+"""
+
+import collections
+import dataclasses
+import functools
+from typing import Any, Callable, Dict, Generator, List, Optional, Union
+
+from absl import logging
+import numpy as np
+import tree
+
+from reverb_tf import _native
+from reverb_tf import errors
+from reverb_tf import item_selectors
+from reverb_tf import replay_sample
+from reverb_tf import signatures
+from reverb_tf import trajectory_writer as trajectory_writer_lib
+
+# dm-reverb's TrajectoryWriter has no limit on unconfirmed items (flush is
+# the caller's brake); a large window keeps create_item from blocking.
+_UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
+
+
+@dataclasses.dataclass
+class TableInfo:
+    """Metadata and live counters of one table, as `Client.server_info` returns.
+
+    Attributes:
+      name: The table's name.
+      sampler_options: The sampler, as `item_selectors.SelectorOptions`.
+      remover_options: The remover, as `item_selectors.SelectorOptions`.
+      max_size: Maximum number of items.
+      max_times_sampled: Samples after which an item is removed (0: no limit).
+      rate_limiter_info: The limiter's parameters (`samples_per_insert`,
+        `min_size_to_sample`, `min_diff`, `max_diff`), counters (`inserts`,
+        `samples`, `deletes`) and call statistics (`insert_stats`,
+        `sample_stats`, each with `completed`, `limited`, `pending`,
+        `completed_wait_time_s`).
+      signature: The table's signature as nested `tf.TensorSpec`, or None.
+      current_size: Number of items in the table.
+      num_unique_samples: Number of items sampled at least once.
+    """
+
+    name: str
+    sampler_options: item_selectors.SelectorOptions
+    remover_options: item_selectors.SelectorOptions
+    max_size: int
+    max_times_sampled: int
+    rate_limiter_info: Any
+    signature: Optional[Any]
+    current_size: int
+    num_unique_samples: int
+
+
+def _timeout_s(timeout_ms: Optional[float]) -> Optional[float]:
+    return None if timeout_ms is None else timeout_ms / 1000.0
+
+
+def _to_array(value: Any) -> np.ndarray:
+    array = value.copy() if type(value) is np.ndarray else np.array(value)
+    if array.dtype.kind in "SU":
+        array = array.astype(object)
+    return array
+
+
+class Writer:
+    """dm-reverb's legacy writer: items are the last N appended steps.
+
+    Created by `Client.writer`. Every step must have the same structure, and
+    every item references all columns of its last `num_timesteps` steps, so
+    samples have a leading time dimension. Prefer `TrajectoryWriter`.
+    """
+
+    def __init__(self, core_writer: Any, max_sequence_length: int) -> None:
+        """Wraps a native writer. Use `Client.writer` instead.
+
+        Args:
+          core_writer: A `_core.Writer`.
+          max_sequence_length: The longest item that can be created.
+        """
+        self._writer = core_writer
+        self._steps: collections.deque = collections.deque(maxlen=max_sequence_length)
+        self._specs: Optional[List[Any]] = None
+        self._closed = False
+
+    def __enter__(self) -> "Writer":
+        if self._closed:
+            raise ValueError("cannot reuse a closed Writer")
+        return self
+
+    def __exit__(self, *unused_exc_info: Any) -> None:
+        if not self._closed:
+            self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        logging.warning("reverb_tf.Writer deleted without calling close(); closing it")
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            # Errors cannot propagate out of garbage collection.
+            pass
+
+    def append(self, data: Any) -> None:
+        """Appends one step; items reference the most recent steps.
+
+        Args:
+          data: The step (a nested structure of array-likes). Every step must
+            have the same structure, dtypes and shapes.
+
+        Raises:
+          InvalidArgumentError: (a ValueError) If the step's structure,
+            dtypes or shapes differ from the first step's, or it holds None.
+          ReverbError: If the native writer fails.
+        """
+        flat = tree.flatten(data)
+        arrays = []
+        for i, value in enumerate(flat):
+            if value is None:
+                raise errors.InvalidArgumentError(
+                    f"Writer.append: leaf {i} of the step is None; every step must be complete")
+            arrays.append(_to_array(value))
+        specs = [(a.dtype, a.shape) for a in arrays]
+        if self._specs is None:
+            self._specs = specs
+        elif specs != self._specs:
+            if len(specs) != len(self._specs):
+                raise errors.InvalidArgumentError(
+                    f"Writer.append: the step has {len(specs)} leaves but earlier steps "
+                    f"had {len(self._specs)}")
+            for i, (got, want) in enumerate(zip(specs, self._specs)):
+                if got != want:
+                    raise errors.InvalidArgumentError(
+                        f"Writer.append: leaf {i} is {signatures.describe(*got)} but was "
+                        f"{signatures.describe(*want)} in earlier steps")
+        self._steps.append(self._writer.append(arrays))
+
+    def append_sequence(self, sequence: Any) -> None:
+        """Appends several steps given with a shared leading time dimension.
+
+        Equivalent to calling `append` once per slice along dimension 0.
+
+        Args:
+          sequence: A nested structure of arrays that all have the same
+            leading dimension T.
+
+        Raises:
+          InvalidArgumentError: If the leading dimensions differ, or as
+            `append`.
+        """
+        flat = [np.asarray(leaf) for leaf in tree.flatten(sequence)]
+        lengths = {a.shape[0] if a.ndim else None for a in flat}
+        if len(lengths) != 1 or None in lengths:
+            raise errors.InvalidArgumentError(
+                "Writer.append_sequence: every leaf needs the same leading (time) "
+                f"dimension, got shapes {[a.shape for a in flat]}")
+        for t in range(lengths.pop()):
+            self.append(tree.unflatten_as(sequence, [a[t] for a in flat]))
+
+    def create_item(self, table: str, num_timesteps: int, priority: float) -> None:
+        """Inserts an item referencing the last `num_timesteps` steps.
+
+        The item is sent in the background; `flush` or `close` waits for it.
+
+        Args:
+          table: Name of the table.
+          num_timesteps: Number of most recent steps the item covers.
+          priority: The item's priority.
+
+        Raises:
+          ValueError: If `num_timesteps` < 1.
+          InvalidArgumentError: If fewer steps are available.
+          ReverbError: If the native writer fails.
+        """
+        if num_timesteps < 1:
+            raise ValueError(f"num_timesteps ({num_timesteps}) must be a positive integer")
+        if num_timesteps > len(self._steps):
+            raise errors.InvalidArgumentError(
+                f"Writer.create_item: num_timesteps ({num_timesteps}) is more than the "
+                f"{len(self._steps)} steps available (max_sequence_length="
+                f"{self._steps.maxlen})")
+        steps = list(self._steps)[-num_timesteps:]
+        columns = [(c, steps, False) for c in range(len(self._specs))]
+        self._writer.create_item(table, float(priority), columns)
+
+    def flush(self) -> None:
+        """Blocks until every created item has been confirmed by the server.
+
+        Raises:
+          ReverbError: If an item was rejected or the connection failed.
+        """
+        self._writer.flush(0, None)
+
+    def close(self, retry_on_unavailable: bool = True) -> None:
+        """Flushes and closes the writer; it cannot be used afterwards.
+
+        Args:
+          retry_on_unavailable: Accepted for dm-reverb compatibility; the native
+            writer applies its own bounded retries.
+
+        Raises:
+          ValueError: If the writer is already closed.
+          ReverbError: If flushing failed (the writer is closed regardless).
+        """
+        del retry_on_unavailable
+        if self._closed:
+            raise ValueError("close() has already been called on this Writer")
+        self._closed = True
+        try:
+            self._writer.flush(0, None)
+        finally:
+            self._writer.close()
+
+
+class Client:
+    """Client of a reverb_tf server.
+
+    Cheap to create and safe to share between threads; writers it creates
+    must each be used by one thread at a time.
+    """
+
+    def __init__(self, server_address: str) -> None:
+        """Creates a client. Connecting happens on the first call.
+
+        Args:
+          server_address: "host:port" of the server.
+
+        Raises:
+          ImportError: If the native module is not built.
+        """
+        self._server_address = server_address
+        self._client = _native.core().Client(server_address, _native.MAX_MESSAGE_BYTES)
+        # Per table: flat signature columns and encoded nested structure, from
+        # the first server_info; tables do not change while a server runs.
+        self._flat_signatures: Dict[str, Optional[List[signatures.Column]]] = {}
+        self._nested_structures: Dict[str, bytes] = {}
+        self._decoded: Dict[bytes, Any] = {}
+
+    def __reduce__(self) -> Any:
+        return self.__class__, (self._server_address,)
+
+    def __repr__(self) -> str:
+        return f"Client(server_address={self._server_address!r})"
+
+    @property
+    def server_address(self) -> str:
+        """The "host:port" this client talks to."""
+        return self._server_address
+
+    # -- metadata ------------------------------------------------------------
+
+    def _fetch_tables(self, timeout_s: Optional[float]) -> Dict[str, Any]:
+        infos = self._client.server_info(timeout_s)
+        for name, info in infos.items():
+            flat = info.signature
+            self._flat_signatures[name] = None if flat is None else [
+                signatures.Column(n, np.dtype(d), tuple(s)) for n, d, s in flat]
+            self._nested_structures[name] = bytes(info.nested_structure)
+        return infos
+
+    def _decode(self, blob: bytes) -> Optional[Any]:
+        if not blob:
+            return None
+        if blob not in self._decoded:
+            self._decoded[blob] = signatures.decode_structure(blob)
+        return self._decoded[blob]
+
+    def _ensure_table(self, table: str, timeout_s: Optional[float]) -> None:
+        if table not in self._flat_signatures:
+            self._fetch_tables(timeout_s)
+            if table not in self._flat_signatures:
+                raise errors.NotFoundError(
+                    f"table {table!r} not found on {self._server_address}; it has: "
+                    f"{', '.join(sorted(self._flat_signatures)) or 'no tables'}")
+
+    def _flat_signature(self, table: str, timeout_s: Optional[float] = None
+                        ) -> Optional[List[signatures.Column]]:
+        self._ensure_table(table, timeout_s)
+        return self._flat_signatures[table]
+
+    def server_info(self, timeout: Optional[float] = None) -> Dict[str, TableInfo]:
+        """Returns metadata and counters of every table on the server.
+
+        Args:
+          timeout: Seconds to wait for the answer; None (or 0) waits forever.
+
+        Returns:
+          A dict from table name to `TableInfo`.
+
+        Raises:
+          DeadlineExceededError: If the timeout expires.
+          UnavailableError: If the server cannot be reached.
+        """
+        infos = self._fetch_tables(timeout or None)
+        result = {}
+        for name, info in infos.items():
+            rate_limiter_info = info.rate_limiter_info
+            result[name] = TableInfo(
+                name=info.name,
+                sampler_options=item_selectors.SelectorOptions(*info.sampler_options),
+                remover_options=item_selectors.SelectorOptions(*info.remover_options),
+                max_size=info.max_size,
+                max_times_sampled=info.max_times_sampled,
+                rate_limiter_info=rate_limiter_info,
+                signature=self._decode(self._nested_structures[name]),
+                current_size=info.current_size,
+                num_unique_samples=info.num_unique_samples)
+        return result
+
+    # -- writing -------------------------------------------------------------
+
+    def insert(self, data: Any, priorities: Dict[str, float]) -> None:
+        """Inserts one step of data as an item into one or more tables.
+
+        The data is sent once however many tables reference it. Each item has
+        one step with a leading time dimension of 1 (`sample` with
+        `emit_timesteps=True` yields it as a list of one `ReplaySample`).
+
+        Args:
+          data: A nested structure of array-likes.
+          priorities: Table name -> priority of the item in that table.
+
+        Raises:
+          ValueError: If `priorities` is empty.
+          ReverbError: If an insert fails (e.g. `InvalidArgumentError` for a
+            signature mismatch, `NotFoundError` for an unknown table).
+        """
+        if not priorities:
+            raise ValueError("priorities must name at least one table")
+        with self.writer(max_sequence_length=1) as writer:
+            writer.append(data)
+            for table, priority in priorities.items():
+                writer.create_item(table=table, num_timesteps=1, priority=priority)
+
+    def writer(self,
+               max_sequence_length: int,
+               delta_encoded: bool = False,
+               chunk_length: Optional[int] = None,
+               max_in_flight_items: Optional[int] = 25) -> Writer:
+        """Creates a legacy `Writer` (prefer `trajectory_writer`).
+
+        Args:
+          max_sequence_length: The longest item (in steps) the writer can
+            create.
+          delta_encoded: Accepted for dm-reverb compatibility; reverb_tf picks
+            its own chunk encoding.
+          chunk_length: Steps per chunk; default `min(10, max_sequence_length)`.
+          max_in_flight_items: Items sent but not yet confirmed before
+            `create_item` blocks; None for no limit.
+
+        Returns:
+          A `Writer`; close it (or use it as a context manager).
+
+        Raises:
+          ValueError: If `max_sequence_length` < 1, `chunk_length` is not in
+            [1, max_sequence_length] or `max_in_flight_items` < 1.
+        """
+        del delta_encoded
+        if max_sequence_length < 1:
+            raise ValueError(
+                f"max_sequence_length ({max_sequence_length}) must be a positive integer")
+        if chunk_length is None:
+            chunk_length = min(10, max_sequence_length)
+        if not 1 <= chunk_length <= max_sequence_length:
+            raise ValueError(
+                f"chunk_length ({chunk_length}) must be a positive integer <= "
+                f"max_sequence_length ({max_sequence_length})")
+        if max_in_flight_items is None:
+            max_in_flight_items = _UNLIMITED_IN_FLIGHT_ITEMS
+        if max_in_flight_items < 1:
+            raise ValueError(
+                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
+        core_writer = self._client.new_writer(
+            int(max_sequence_length), int(chunk_length), int(max_in_flight_items))
+        return Writer(core_writer, max_sequence_length)
+
+    def trajectory_writer(self,
+                          num_keep_alive_refs: int,
+                          *,
+                          get_signature_timeout_ms: Optional[int] = 3000
+                          ) -> trajectory_writer_lib.TrajectoryWriter:
+        """Creates a `TrajectoryWriter`.
+
+        Args:
+          num_keep_alive_refs: How many of each column's most recent cells stay
+            referenceable: the longest trajectory an item can span.
+          get_signature_timeout_ms: Milliseconds to wait for table signatures,
+            fetched once per table on its first `create_item` and used to
+            check items before they are sent. None skips the client-side check
+            (the server still checks).
+
+        Returns:
+          A `TrajectoryWriter` (usable as a context manager).
+
+        Raises:
+          ValueError: If `num_keep_alive_refs` < 1.
+        """
+        if num_keep_alive_refs < 1:
+            raise ValueError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+        core_writer = self._client.new_writer(
+            int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
+        get_signature = None
+        if get_signature_timeout_ms is not None:
+            get_signature = functools.partial(
+                self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
+        return trajectory_writer_lib.TrajectoryWriter(
+            core_writer, int(num_keep_alive_refs), get_signature)
+
+    # -- sampling ------------------------------------------------------------
+
+    def _unflattener(self, table: str) -> Optional[Callable[[List[Any]], Any]]:
+        self._ensure_table(table, None)
+        structure = self._decode(self._nested_structures[table])
+        if structure is None:
+            return None
+        if type(structure) is dict and not any(tree.is_nested(v) for v in structure.values()):
+            keys = sorted(structure)  # tree.flatten's order for a dict
+            return lambda flat: dict(zip(keys, flat))
+        return functools.partial(tree.unflatten_as, structure)
+
+    def sample(self,
+               table: str,
+               num_samples: int = 1,
+               *,
+               emit_timesteps: bool = True,
+               unpack_as_table_signature: bool = False,
+               rate_limiter_timeout_ms: Optional[int] = None
+               ) -> Generator[Union[List[replay_sample.ReplaySample],
+                                    replay_sample.ReplaySample], None, None]:
+        """Samples `num_samples` items from `table`.
+
+        A generator: nothing happens until it is iterated, and iterating
+        blocks while the table's rate limiter holds samples back. Samples are
+        requested from the server in batches of up to the number still
+        wanted. For training, prefer the datasets.
+
+        Args:
+          table: Name of the table.
+          num_samples: Number of items to yield.
+          emit_timesteps: If True, each item is yielded as a list of
+            `ReplaySample`s, one per step (every column must then have the
+            same leading time dimension). If False, each item is one
+            `ReplaySample` holding whole columns.
+          unpack_as_table_signature: If True and the table has a signature,
+            `data` is structured like the signature; otherwise it is the flat
+            list of columns.
+          rate_limiter_timeout_ms: How long to wait for the table's rate
+            limiter (reverb_tf extension); None waits forever.
+
+        Yields:
+          Lists of per-step `ReplaySample`s (emit_timesteps=True) or
+          `ReplaySample`s.
+
+        Raises:
+          ValueError: If `num_samples` < 1, or `emit_timesteps` is True and
+            the item cannot be split into steps.
+          NotFoundError: If the table does not exist.
+          CancelledError: If the server stops while the call is blocked.
+          DeadlineExceededError: If `rate_limiter_timeout_ms` expires.
+        """
+        if num_samples < 1:
+            raise ValueError(f"num_samples ({num_samples}) must be a positive integer")
+        timeout_s = None if rate_limiter_timeout_ms is None else rate_limiter_timeout_ms / 1000
+        unflatten = self._unflattener(table) if unpack_as_table_signature else None
+        sample_info = replay_sample.SampleInfo._make
+        sample = replay_sample.ReplaySample
+        remaining = num_samples
+        while remaining > 0:
+            batch = self._client.sample(table, remaining, timeout_s)
+            remaining -= len(batch)
+            for info_tuple, data, squeezed in batch:
+                info = sample_info(info_tuple[:5])
+                if not emit_timesteps:
+                    yield sample(info, data if unflatten is None else unflatten(data))
+                    continue
+                if all(squeezed):  # one step stored without a time dimension
+                    yield [sample(info, data if unflatten is None else unflatten(data))]
+                    continue
+                lengths = {a.shape[0] if a.ndim and not s else None
+                           for a, s in zip(data, squeezed)}
+                if len(lengths) != 1 or None in lengths:
+                    raise ValueError(
+                        "cannot split the sampled item into timesteps: its columns do "
+                        f"not share a leading time dimension (shapes "
+                        f"{[a.shape for a in data]}); use emit_timesteps=False")
+                steps = []
+                for t in range(lengths.pop()):
+                    step = [np.asarray(a[t], a.dtype) for a in data]
+                    steps.append(sample(info, step if unflatten is None else unflatten(step)))
+                yield steps
+
+    # -- table maintenance ---------------------------------------------------
+
+    def mutate_priorities(self,
+                          table: str,
+                          updates: Optional[Dict[int, float]] = None,
+                          deletes: Optional[List[int]] = None) -> None:
+        """Updates priorities of and/or deletes items; unknown keys are skipped.
+
+        Updates are applied before deletes.
+
+        Args:
+          table: Name of the table.
+          updates: Item key -> new priority.
+          deletes: Keys of items to delete.
+
+        Raises:
+          InvalidArgumentError: If a priority is NaN, negative or infinite
+            (nothing is changed then).
+          NotFoundError: If the table does not exist.
+        """
+        keys = list(updates) if updates else []
+        priorities = list(updates.values()) if updates else []
+        self._client.mutate_priorities(table, keys, priorities,
+                                       list(deletes) if deletes else [], None)
+
+    def reset(self, table: str) -> None:
+        """Removes every item from `table` and resets its rate limiter.
+
+        Args:
+          table: Name of the table.
+
+        Raises:
+          NotFoundError: If the table does not exist.
+        """
+        self._client.reset(table, None)
+
+    def checkpoint(self) -> str:
+        """Asks the server to write a checkpoint of all its tables.
+
+        Returns:
+          The path of the checkpoint the server wrote.
+
+        Raises:
+          UnimplementedError: If the native module has no checkpoint support
+            yet, or the server has no checkpointer.
+        """
+        checkpoint = getattr(self._client, "checkpoint", None)
+        if checkpoint is None:
+            raise errors.UnimplementedError(
+                "this build of reverb_tf._core has no Client.checkpoint: checkpoints "
+                "are not implemented yet")
+        return checkpoint(None)

@@ -1,0 +1,154 @@
+"""reverb_tf next to TensorFlow, and behaviour when things go wrong.
+
+Each scenario runs in a fresh interpreter so that the import order is the
+one under test (TensorFlow first) and a crash shows up as a failed test, not
+a dead test runner.
+"""
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
+    result = _run_python("""
+        import tensorflow as tf  # first, with its own protobuf, gRPC and BoringSSL
+        import numpy as np
+        import reverb_tf as reverb
+
+        table = reverb.Table(name="t", sampler=reverb.selectors.Prioritized(0.8),
+                             remover=reverb.selectors.Fifo(), max_size=1000,
+                             rate_limiter=reverb.rate_limiters.MinSize(1))
+        with reverb.Server([table]) as server:
+            client = reverb.Client(f"localhost:{server.port}")
+            with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+                for step in range(30):
+                    writer.append({"obs": np.full(4, step, np.float32), "done": step == 29})
+                    if step >= 2:
+                        writer.create_item("t", priority=1.0,
+                                           trajectory={"obs": writer.history["obs"][-3:]})
+                writer.flush()
+            info = client.server_info()["t"]
+            assert info.current_size == 28, info.current_size
+            sample = next(client.sample("t", num_samples=1, emit_timesteps=False))
+            obs = sample.data[0]
+            assert obs.shape == (3, 4), obs.shape
+            assert np.all(obs[1] == obs[0] + 1)
+            client.mutate_priorities("t", updates={int(sample.info.key): 5.0})
+            # TF still works alongside.
+            assert float(tf.reduce_sum(tf.constant(obs))) == float(obs.sum())
+        print("OK")
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")
+
+
+def test_ctrl_c_interrupts_a_blocked_sample():
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, time
+            import reverb_tf as reverb
+            table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(),
+                                 remover=reverb.selectors.Fifo(), max_size=10,
+                                 rate_limiter=reverb.rate_limiters.MinSize(1))
+            server = reverb.Server([table])
+            client = reverb.Client(f"localhost:{server.port}")
+            print("blocking", flush=True)
+            try:
+                next(client.sample("t", num_samples=1))  # empty table: blocks
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+                server.stop()
+                sys.exit(0)
+            sys.exit(1)
+        """)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert process.stdout.readline().strip() == "blocking"
+    time.sleep(0.5)
+    start = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err[-3000:]
+    assert "interrupted" in out
+    assert time.monotonic() - start < 10
+
+
+def test_server_stopped_while_a_sampler_blocks_and_a_writer_flushes():
+    result = _run_python("""
+        import threading, time
+        import numpy as np
+        import reverb_tf as reverb
+        from reverb_tf import errors
+
+        sample_table = reverb.Table(name="empty", sampler=reverb.selectors.Uniform(),
+                                    remover=reverb.selectors.Fifo(), max_size=10,
+                                    rate_limiter=reverb.rate_limiters.MinSize(1))
+        queue = reverb.Table.queue(name="queue", max_size=1)
+        server = reverb.Server([sample_table, queue])
+        client = reverb.Client(f"localhost:{server.port}")
+        outcome = {}
+
+        def sampler():
+            try:
+                next(client.sample("empty", num_samples=1))
+                outcome["sample"] = "returned"
+            except errors.ReverbError as e:
+                outcome["sample"] = type(e).__name__
+
+        writer = client.trajectory_writer(num_keep_alive_refs=1)
+        for i in range(2):  # the queue holds one; the second waits
+            writer.append({"x": np.int32(i)})
+            writer.create_item("queue", 1.0, {"x": writer.history["x"][-1]})
+
+        def flusher():
+            try:
+                writer.flush(timeout_ms=20000)
+                outcome["flush"] = "returned"
+            except errors.ReverbError as e:
+                outcome["flush"] = type(e).__name__
+
+        threads = [threading.Thread(target=sampler), threading.Thread(target=flusher)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        server.stop()
+        for t in threads:
+            t.join(timeout=15)
+        assert not any(t.is_alive() for t in threads), "a call hung after stop()"
+        assert outcome["sample"] != "returned" and outcome["flush"] != "returned", outcome
+        print("OK", outcome, round(time.monotonic() - start, 2))
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("OK")
+
+
+def test_unreachable_server_fails_within_the_timeout():
+    result = _run_python("""
+        import time, portpicker
+        import reverb_tf as reverb
+        from reverb_tf import errors
+        client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
+        start = time.monotonic()
+        try:
+            client.server_info(timeout=2)
+        except errors.ReverbError as e:
+            print("raised", type(e).__name__, round(time.monotonic() - start, 2))
+    """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("raised")
+    assert float(result.stdout.split()[-1]) < 10

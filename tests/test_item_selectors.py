@@ -1,0 +1,75 @@
+"""Selector descriptions and their validation (no server needed)."""
+import math
+
+import pytest
+
+from reverb_tf import item_selectors as selectors
+
+
+@pytest.mark.parametrize("cls,kind", [
+    (selectors.Uniform, "uniform"), (selectors.Fifo, "fifo"), (selectors.Lifo, "lifo"),
+    (selectors.MinHeap, "min_heap"), (selectors.MaxHeap, "max_heap")])
+def test_parameterless_selectors_core_options(cls, kind):
+    assert cls()._core_options == (kind, 1.0)
+    assert cls().kind == kind
+    assert cls() == cls() and hash(cls()) == hash(cls())
+
+
+@pytest.mark.parametrize("exponent", [0, 0.6, 1, 2.5])
+def test_prioritized_core_options(exponent):
+    selector = selectors.Prioritized(exponent)
+    assert selector._core_options == ("prioritized", float(exponent))
+    assert selector.priority_exponent == exponent
+    assert selectors.Prioritized(priority_exponent=exponent) == selector
+    assert "Prioritized" in repr(selector)
+
+
+@pytest.mark.parametrize("bad", [-0.1, -1, math.nan, math.inf, -math.inf, "x", None])
+def test_prioritized_rejects_bad_exponents(bad):
+    with pytest.raises(ValueError, match="priority_exponent"):
+        selectors.Prioritized(bad)
+
+
+def test_prioritized_requires_exponent():
+    with pytest.raises(TypeError):
+        selectors.Prioritized()  # pylint: disable=no-value-for-parameter
+
+
+def test_different_selectors_differ():
+    assert selectors.Fifo() != selectors.Lifo()
+    assert selectors.Prioritized(0.5) != selectors.Prioritized(0.6)
+    assert selectors.MinHeap() != selectors.MaxHeap()
+
+
+def test_base_class_is_abstract():
+    with pytest.raises(TypeError):
+        selectors.ItemSelector()
+
+
+@pytest.mark.parametrize("selector", [
+    selectors.Uniform(), selectors.Prioritized(0.7), selectors.Fifo(), selectors.Lifo(),
+    selectors.MinHeap(), selectors.MaxHeap()])
+def test_selector_options_round_trip(selector):
+    options = selectors.SelectorOptions(*selector._core_options)
+    assert options.to_selector() == selector
+    assert options == selector and selector == options
+
+
+def test_selector_options_answer_like_dm_reverb_protos():
+    prioritized = selectors.SelectorOptions("prioritized", 0.8)
+    assert prioritized.prioritized.priority_exponent == 0.8
+    assert not prioritized.is_deterministic and not prioritized.fifo
+    min_heap = selectors.SelectorOptions("min_heap", 1.0)
+    assert min_heap.heap.min_heap and min_heap.is_deterministic
+    assert not selectors.SelectorOptions("max_heap", 1.0).heap.min_heap
+    assert selectors.SelectorOptions("fifo", 1.0).fifo
+    assert selectors.SelectorOptions("lifo", 1.0).lifo
+    assert selectors.SelectorOptions("uniform", 1.0).uniform
+    with pytest.raises(ValueError):
+        selectors.SelectorOptions("random", 1.0)
+
+
+def test_selectors_alias_module():
+    import reverb_tf
+    from reverb_tf.selectors import MaxHeap  # noqa: F401  (must import)
+    assert reverb_tf.selectors is selectors

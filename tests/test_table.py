@@ -1,0 +1,73 @@
+"""Table descriptions (validation, queue/stack presets); no server needed."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reverb_tf
+from reverb_tf import rate_limiters
+from reverb_tf import selectors
+
+
+def table(**overrides):
+    args = dict(name="t", sampler=selectors.Uniform(), remover=selectors.Fifo(),
+                max_size=10, rate_limiter=rate_limiters.MinSize(1))
+    args.update(overrides)
+    return reverb_tf.Table(**args)
+
+
+def test_defaults():
+    t = table()
+    assert (t.name, t.max_size, t.max_times_sampled, t.signature) == ("t", 10, 0, None)
+    assert t._columns is None and t._nested_structure == b""
+
+
+@pytest.mark.parametrize("overrides,error", [
+    (dict(name=""), ValueError),
+    (dict(max_size=0), ValueError),
+    (dict(max_size=-3), ValueError),
+    (dict(max_size=2.5), ValueError),
+    (dict(sampler="uniform"), TypeError),
+    (dict(remover=None), TypeError),
+    (dict(rate_limiter=3), TypeError),
+    (dict(extensions=[object()]), NotImplementedError),
+    (dict(signature={"a": np.zeros(3)}), ValueError),
+])
+def test_invalid_tables(overrides, error):
+    with pytest.raises(error):
+        table(**overrides)
+
+
+def test_max_times_sampled_below_one_means_unlimited():
+    assert table(max_times_sampled=-5).max_times_sampled == 0
+    assert table(max_times_sampled=3).max_times_sampled == 3
+
+
+def test_signature_is_flattened():
+    t = table(signature={"obs": tf.TensorSpec([None, 4], tf.float32),
+                         "a": tf.TensorSpec([], tf.int32)})
+    assert t._columns == [("a", np.dtype(np.int32), ()),
+                          ("obs", np.dtype(np.float32), (-1, 4))]
+    assert t._nested_structure
+
+
+@pytest.mark.parametrize("factory,selector", [
+    (reverb_tf.Table.queue, selectors.Fifo()), (reverb_tf.Table.stack, selectors.Lifo())])
+def test_queue_and_stack_presets(factory, selector):
+    t = factory("q", 5)
+    assert t.sampler == selector and t.remover == selector
+    assert t.max_times_sampled == 1 and t.max_size == 5
+    assert t.rate_limiter._core_options == (1.0, 1, 0.0, 5.0)
+
+
+def test_info_requires_a_server():
+    with pytest.raises(RuntimeError, match="not hosted"):
+        table().info
+
+
+def test_server_validates_tables_before_starting():
+    with pytest.raises(ValueError, match="at least one"):
+        reverb_tf.Server([])
+    with pytest.raises(ValueError, match="unique"):
+        reverb_tf.Server([table(), table()])
+    with pytest.raises(TypeError):
+        reverb_tf.Server(["t"])

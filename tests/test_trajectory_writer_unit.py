@@ -1,0 +1,294 @@
+"""TrajectoryWriter's Python logic, checked against what it hands `_core.Writer`.
+
+`RecordingCoreWriter` plays the documented `_core.Writer` contract
+(docs/core_module_api.md) and records every call, so these tests pin down
+how steps become column rows and how history references become
+`(column, steps, squeeze)` entries. End-to-end behaviour against a real server
+is in test_server_integration.py.
+"""
+import collections
+
+import numpy as np
+import pytest
+
+from reverb_tf import errors
+from reverb_tf import signatures
+from reverb_tf import trajectory_writer
+
+
+class RecordingCoreWriter:
+    """Records calls; numbers steps within the episode like _core.Writer."""
+
+    def __init__(self):
+        self.calls = []
+        self.rows = []
+        self.items = []
+        self._next_step = 0
+        self._open = False
+
+    def append(self, columns, partial_step=None):
+        self.calls.append(("append", partial_step))
+        if self._open:
+            step = self._next_step - 1
+            self.rows[-1].extend([None] * (len(columns) - len(self.rows[-1])))
+            for i, value in enumerate(columns):
+                if value is not None:
+                    self.rows[-1][i] = value
+        else:
+            step = self._next_step
+            self._next_step += 1
+            self.rows.append(list(columns))
+        self._open = bool(partial_step)
+        return step
+
+    def create_item(self, table, priority, columns):
+        self.items.append((table, priority, columns))
+
+    def flush(self, block_until_num_items, timeout_s):
+        self.calls.append(("flush", block_until_num_items, timeout_s))
+
+    def end_episode(self, clear_buffers, timeout_s):
+        self.calls.append(("end_episode", clear_buffers, timeout_s))
+        self._next_step = 0
+
+    def configure(self, column, num_keep_alive_refs, max_chunk_length):
+        self.calls.append(("configure", column, num_keep_alive_refs, max_chunk_length))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+def make_writer(keep_alive=5, signature=None):
+    core = RecordingCoreWriter()
+    get_signature = None if signature is None else (lambda table: signature.get(table))
+    return trajectory_writer.TrajectoryWriter(core, keep_alive, get_signature), core
+
+
+def test_steps_become_rows_of_flat_columns():
+    writer, core = make_writer()
+    writer.append({"obs": np.arange(3, dtype=np.float32), "a": 1})
+    writer.append({"obs": np.ones(3, np.float32), "a": 2})
+    # Columns are created in tree.flatten order of the first step.
+    assert [r[0].tolist() for r in core.rows] == [1, 2]
+    assert [r[1].tolist() for r in core.rows] == [[0, 1, 2], [1, 1, 1]]
+    assert all(type(v) is np.ndarray for row in core.rows for v in row)
+    assert writer.episode_steps == 2
+
+
+def test_history_indexing_to_entries():
+    writer, core = make_writer()
+    for i in range(4):
+        writer.append({"x": np.float32(i), "y": np.int32(i)})
+    h = writer.history
+    writer.create_item("t", 2.0, {
+        "last": h["x"][-1],
+        "first": h["y"][0],
+        "all": h["x"][:],
+        "pair": h["y"][[0, 3]],
+        "mid": h["x"][1:3],
+    })
+    table, priority, columns = core.items[0]
+    assert (table, priority) == ("t", 2.0)
+    # tree.flatten order of the trajectory: all, first, last, mid, pair.
+    assert columns == [(0, [0, 1, 2, 3], False), (1, [0], True), (0, [3], True),
+                       (0, [1, 2], False), (1, [0, 3], False)]
+
+
+def test_trajectory_column_shape_dtype_numpy_and_copying():
+    writer, _ = make_writer()
+    obs = np.zeros(2, np.float32)
+    for i in range(3):
+        obs[:] = i  # The caller reuses its buffer.
+        writer.append({"obs": obs})
+    column = writer.history["obs"][-2:]
+    assert column.shape == (2, 2) and column.dtype == np.float32
+    np.testing.assert_array_equal(column.numpy(), [[1, 1], [2, 2]])
+    last = writer.history["obs"][-1]
+    assert last.shape == (2,) and last.is_squeezed
+    np.testing.assert_array_equal(last.numpy(), [2, 2])
+    assert len(column) == 2 and column[0].is_squeezed and column[0].shape == (2,)
+    assert column[1:]._entry == (0, [2], False)
+
+
+def test_keep_alive_window():
+    writer, _ = make_writer(keep_alive=2)
+    for i in range(4):
+        writer.append({"x": i})
+    assert writer.history["x"][-2:]._entry == (0, [2, 3], False)
+    assert writer.history["x"][2]._entry == (0, [2], True)
+    with pytest.raises(ValueError, match="keep-alive"):
+        writer.history["x"][-3]
+    with pytest.raises(ValueError, match="keep-alive"):
+        writer.history["x"][0:2]
+    with pytest.raises(IndexError):
+        writer.history["x"][4]
+    with pytest.raises(IndexError):
+        writer.history["x"][-5]
+    assert len(writer.history["x"]) == 4
+
+
+def test_new_fields_and_missing_fields():
+    writer, core = make_writer()
+    writer.append({"obs": 1})
+    writer.append({"obs": 2, "action": 10})
+    writer.append({"action": 11})
+    assert [len(r) for r in core.rows] == [1, 2, 2]
+    assert core.rows[2][0] is None and core.rows[0][0].tolist() == 1
+    h = writer.history
+    assert set(h) == {"obs", "action"}
+    with pytest.raises(ValueError, match="no value"):
+        h["action"][0]  # Before the field existed.
+    with pytest.raises(ValueError, match="no value"):
+        h["obs"][-1]    # Omitted in the last step.
+    assert h["action"][1:]._entry == (1, [1, 2], False)
+
+
+def test_nested_steps_and_history_structure():
+    Step = collections.namedtuple("Step", ["o", "r"])
+    writer, core = make_writer()
+    writer.append({"s": Step(o=np.zeros(2), r=0.0), "l": [1, 2]})
+    writer.append({"s": Step(o=np.ones(2), r=1.0), "l": [3, 4]})
+    h = writer.history
+    assert isinstance(h["s"], Step) and len(h["l"]) == 2
+    writer.create_item("t", 1.0, [h["s"].o[-1], h["l"][1][:]])
+    # Columns in flatten order of the first step: l/0, l/1, s/o, s/r.
+    assert core.items[0][2] == [(2, [1], True), (1, [0, 1], False)]
+    # A whole sub-structure given as None is missing in that step.
+    writer.append({"s": None, "l": [5, 6]})
+    assert core.rows[-1][2] is None and core.rows[-1][3] is None
+
+
+def test_dtype_and_shape_fixed_by_first_value():
+    writer, _ = make_writer()
+    writer.append({"obs": np.zeros(3, np.float32)})
+    with pytest.raises(errors.InvalidArgumentError, match="'obs'.*float32\\[3\\].*float64\\[3\\]"):
+        writer.append({"obs": np.zeros(3, np.float64)})
+    with pytest.raises(ValueError, match="float32\\[4\\]"):
+        writer.append({"obs": np.zeros(4, np.float32)})
+
+
+def test_strings_are_object_columns():
+    writer, core = make_writer()
+    writer.append({"s": "ab"})
+    writer.append({"s": "longer"})
+    assert core.rows[1][0].dtype == object and writer.history["s"][-1].dtype == object
+
+
+def test_structure_change_between_leaf_and_nest_is_rejected():
+    writer, _ = make_writer()
+    writer.append({"a": 1})
+    with pytest.raises(errors.InvalidArgumentError, match="'a'"):
+        writer.append({"a": {"b": 1}})
+
+
+def test_partial_steps_fill_the_same_step():
+    writer, core = make_writer()
+    writer.append({"obs": 1}, partial_step=True)
+    assert writer.episode_steps == 0
+    # The open step's cells can be referenced at once.
+    writer.create_item("t", 1.0, writer.history["obs"][-1])
+    writer.append({"action": 7})
+    assert writer.episode_steps == 1
+    assert len(core.rows) == 1 and core.rows[0][0].tolist() == 1 and core.rows[0][1].tolist() == 7
+    assert core.calls[:2] == [("append", True), ("append", False)]
+    assert writer.history["action"][-1]._entry == (1, [0], True)
+    writer.append({"obs": 2}, partial_step=True)
+    with pytest.raises(errors.InvalidArgumentError, match="already given"):
+        writer.append({"obs": 3})
+    with pytest.raises(errors.FailedPreconditionError):
+        writer.end_episode()
+
+
+def test_end_episode_clears_history_and_invalidates_old_references():
+    writer, core = make_writer()
+    writer.append({"x": 1})
+    writer.append({"x": 2})
+    old = writer.history["x"][-1]
+    writer.end_episode(timeout_ms=1500)
+    assert core.calls[-1] == ("end_episode", True, 1.5)
+    assert writer.episode_steps == 0 and len(writer.history["x"]) == 0
+    with pytest.raises(IndexError):
+        writer.history["x"][-1]
+    writer.append({"x": 3})
+    with pytest.raises(ValueError, match="end_episode"):
+        writer.create_item("t", 1.0, old)
+    writer.create_item("t", 1.0, writer.history["x"][-1])
+    assert core.items[-1][2] == [(0, [0], True)]
+
+
+def test_end_episode_keeping_buffers():
+    writer, core = make_writer()
+    writer.append({"x": 1})
+    writer.end_episode(clear_buffers=False)
+    assert core.calls[-1] == ("end_episode", False, None)
+    assert writer.episode_steps == 0 and len(writer.history["x"]) == 1
+    writer.history["x"][-1]
+
+
+def test_create_item_rejects_non_columns():
+    writer, _ = make_writer()
+    writer.append({"x": 1})
+    with pytest.raises(TypeError, match="TrajectoryColumn"):
+        writer.create_item("t", 1.0, {"x": np.zeros(1)})
+    other, _ = make_writer()
+    other.append({"x": 1})
+    with pytest.raises(ValueError, match="another writer"):
+        writer.create_item("t", 1.0, other.history["x"][-1])
+
+
+def test_signature_check_names_the_column():
+    signature = {"t": [signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
+                       signatures.Column("r", np.dtype(np.float32), ())],
+                 "free": None}
+    writer, core = make_writer(signature=signature)
+    for _ in range(3):
+        writer.append({"obs": np.zeros(4, np.float32), "r": np.float32(0),
+                       "bad": np.zeros(5, np.float32)})
+    h = writer.history
+    writer.create_item("t", 1.0, {"obs": h["obs"][-3:], "r": h["r"][-1]})
+    writer.create_item("t", 1.0, {"obs": h["obs"][-2:], "r": h["r"][-1]})
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=r"column 'obs' must be float32\[\?,4\] but is float32\[4\]"):
+        writer.create_item("t", 1.0, {"obs": h["obs"][-1], "r": h["r"][-1]})
+    with pytest.raises(errors.InvalidArgumentError, match=r"'obs' .* float32\[2,5\]"):
+        writer.create_item("t", 1.0, {"obs": h["bad"][-2:], "r": h["r"][-1]})
+    with pytest.raises(errors.InvalidArgumentError, match="data path '0'"):
+        writer.create_item("t", 1.0, [h["bad"][-2:], h["r"][-1]])
+    with pytest.raises(errors.InvalidArgumentError, match="2 columns"):
+        writer.create_item("t", 1.0, {"obs": h["obs"][-2:]})
+    writer.create_item("free", 1.0, h["bad"][-1])
+    assert len(core.items) == 3
+
+
+def test_flush_configure_close():
+    writer, core = make_writer(keep_alive=4)
+    writer.configure(("x",), num_keep_alive_refs=2, max_chunk_length=1)
+    writer.append({"x": 1, "y": 2})
+    assert ("configure", 0, 2, 1) in core.calls
+    writer.configure(("y",), num_keep_alive_refs=3, max_chunk_length=None)
+    assert core.calls[-1] == ("configure", 1, 3, None)
+    for i in range(3):
+        writer.append({"x": i, "y": i})
+    with pytest.raises(ValueError, match="keep-alive"):
+        writer.history["x"][-3]
+    writer.history["y"][-3]
+    with pytest.raises(ValueError):
+        writer.configure(("x",), num_keep_alive_refs=0, max_chunk_length=None)
+    with pytest.raises(ValueError):
+        writer.configure(("x",), num_keep_alive_refs=2, max_chunk_length=3)
+    writer.flush(block_until_num_items=3, timeout_ms=250)
+    assert core.calls[-1] == ("flush", 3, 0.25)
+    with pytest.raises(ValueError):
+        writer.flush(-1)
+    with writer:
+        pass
+    assert core.calls[-1] == ("flush", 0, None)
+    writer.close()
+    writer.close()
+    assert core.calls.count(("close",)) == 1
+
+
+def test_history_before_append():
+    writer, _ = make_writer()
+    with pytest.raises(RuntimeError):
+        writer.history

@@ -21,8 +21,9 @@ struct Chunk::Accounting {
 
 namespace {
 
-size_t AllocationSize(size_t rank, size_t data_size) {
-  return sizeof(Chunk) + rank * sizeof(int64_t) + data_size;
+size_t AllocationSize(size_t rank, size_t data_size, bool external) {
+  return sizeof(Chunk) + rank * sizeof(int64_t) +
+         (external ? sizeof(std::string) : data_size);
 }
 
 }  // namespace
@@ -38,7 +39,8 @@ TensorPayload Chunk::ToPayload() const {
 }
 
 int64_t Chunk::ByteSize() const {
-  return static_cast<int64_t>(AllocationSize(rank_, data_size_));
+  return static_cast<int64_t>(AllocationSize(rank_, data_size_, external_) +
+                              (external_ ? external()->capacity() : 0));
 }
 
 void Chunk::Unref() const {
@@ -46,6 +48,10 @@ void Chunk::Unref() const {
   Accounting* accounting = accounting_;
   accounting->num_chunks.fetch_sub(1, std::memory_order_relaxed);
   accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
+  if (external_) {
+    using String = std::string;
+    external()->~String();
+  }
   this->~Chunk();
   ::operator delete(const_cast<Chunk*>(this));
   accounting->Unref();
@@ -57,7 +63,7 @@ ChunkStore::~ChunkStore() { accounting_->Unref(); }
 
 absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
                                             int32_t episode_step,
-                                            const TensorPayload& payload) {
+                                            TensorPayload payload) {
   RETURN_IF_ERROR(payload.Validate());
   if (payload.shape.empty() || payload.shape[0] < 1 ||
       payload.shape[0] > INT32_MAX) {
@@ -75,7 +81,8 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
         absl::StrCat("chunk ", key, " has negative episode step ", episode_step));
   }
   const size_t rank = payload.shape.size();
-  void* memory = ::operator new(AllocationSize(rank, payload.data.size()));
+  const bool external = payload.data.size() > Chunk::kInlineBytes;
+  void* memory = ::operator new(AllocationSize(rank, payload.data.size(), external));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
@@ -86,10 +93,14 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
   chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
   chunk->compression_ = static_cast<uint8_t>(payload.compression);
   chunk->rank_ = static_cast<uint8_t>(rank);
+  chunk->external_ = external;
   std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
               rank * sizeof(int64_t));
-  std::memcpy(const_cast<char*>(chunk->bytes()), payload.data.data(),
-              payload.data.size());
+  if (external) {
+    new (chunk->tail()) std::string(std::move(payload.data));
+  } else {
+    std::memcpy(chunk->tail(), payload.data.data(), payload.data.size());
+  }
   accounting_->refs.fetch_add(1, std::memory_order_relaxed);
   accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
   accounting_->num_bytes.fetch_add(chunk->ByteSize(), std::memory_order_relaxed);

@@ -9,11 +9,14 @@
 // its last item.
 //
 // Memory layout, chosen because small items are the common case and dm-reverb
-// spends ~3.5 KB of server memory on each: a chunk is ONE allocation holding
-// a 48-byte header, its dimensions and its bytes, and it is reference-counted
-// intrusively, so a reference (ChunkRef) is a single pointer. A one-step f32[4]
-// column costs 80 bytes of heap instead of ~190 with std::shared_ptr and a
-// separate buffer (docs/core_design.md has the measurements).
+// spends ~3.5 KB of server memory on each: a small chunk is ONE allocation
+// holding a 48-byte header, its dimensions and its bytes, and it is
+// reference-counted intrusively, so a reference (ChunkRef) is a single
+// pointer. A one-step f32[4] column costs 80 bytes of heap instead of ~190
+// with std::shared_ptr and a separate buffer (docs/core_design.md has the
+// measurements). Above kInlineBytes the chunk adopts the payload's buffer
+// instead of copying it: for large frames the copy costs more than the
+// second allocation.
 //
 // Thread safety: a Chunk is immutable after creation; ChunkRef copies and
 // destructions may race freely (atomic count). ChunkStore is thread-safe.
@@ -22,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -55,6 +59,9 @@ class REVERB_TF_EXPORT Chunk {
   absl::string_view data() const { return {bytes(), data_size_}; }
   int64_t uncompressed_size() const { return uncompressed_size_; }
 
+  // Payloads up to this size are copied into the chunk's own allocation.
+  static constexpr size_t kInlineBytes = 1024;
+
   // A copy of the chunk's tensor as a payload (still compressed if it is).
   TensorPayload ToPayload() const;
 
@@ -74,7 +81,12 @@ class REVERB_TF_EXPORT Chunk {
   ~Chunk() = default;
 
   const int64_t* dims() const { return reinterpret_cast<const int64_t*>(this + 1); }
-  const char* bytes() const { return reinterpret_cast<const char*>(dims() + rank_); }
+  // After the dims: the bytes, or (external_) a std::string holding them.
+  void* tail() const { return const_cast<int64_t*>(dims() + rank_); }
+  const std::string* external() const { return static_cast<const std::string*>(tail()); }
+  const char* bytes() const {
+    return external_ ? external()->data() : static_cast<const char*>(tail());
+  }
   void Unref() const;
 
   mutable std::atomic<int32_t> refs_{1};
@@ -87,7 +99,9 @@ class REVERB_TF_EXPORT Chunk {
   uint8_t dtype_ = 0;
   uint8_t compression_ = 0;
   uint8_t rank_ = 0;
-  // Followed in the same allocation by int64_t dims[rank_] and the bytes.
+  bool external_ = false;
+  // Followed in the same allocation by int64_t dims[rank_] and the bytes
+  // (or a std::string owning them).
 };
 
 // A counted reference to a Chunk: what std::shared_ptr<const Chunk> would be,
@@ -132,11 +146,11 @@ class REVERB_TF_EXPORT ChunkStore {
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
 
-  // Copies `payload` into a new chunk. The payload must be valid, have rank
-  // >= 1 with at least one step along dimension 0, and hold < 4 GiB.
+  // Makes a new chunk of `payload` (small payloads are copied, large ones
+  // moved in). The payload must be valid, have rank >= 1 with at least one
+  // step along dimension 0, and hold < 4 GiB.
   absl::StatusOr<ChunkRef> Insert(ChunkKey key, uint64_t episode_id,
-                                  int32_t episode_step,
-                                  const TensorPayload& payload);
+                                  int32_t episode_step, TensorPayload payload);
 
   // Chunks created by this store that are still referenced somewhere.
   int64_t num_live_chunks() const;

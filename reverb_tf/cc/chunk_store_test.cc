@@ -71,6 +71,26 @@ TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
   EXPECT_EQ(store.num_live_chunks(), 0);
 }
 
+TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
+  ChunkStore store;
+  for (size_t size : {size_t{16}, Chunk::kInlineBytes, Chunk::kInlineBytes + 1, size_t{1} << 20}) {
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7);
+    auto payload = MakePayload(DType::kUint8, {1, static_cast<int64_t>(size)}, bytes);
+    ASSERT_TRUE(payload.ok());
+    auto chunk = store.Insert(size, 1, 3, *payload);
+    ASSERT_TRUE(chunk.ok());
+    EXPECT_EQ((*chunk)->data(), bytes) << size;
+    EXPECT_EQ((*chunk)->episode_step(), 3);
+    const TensorPayload copy = (*chunk)->ToPayload();
+    EXPECT_EQ(copy.data, bytes);
+    EXPECT_EQ(copy.shape, payload->shape);
+    EXPECT_GE((*chunk)->ByteSize(), static_cast<int64_t>(size));
+    EXPECT_EQ(store.num_live_bytes(), (*chunk)->ByteSize());
+  }
+  EXPECT_EQ(store.num_live_chunks(), 0);
+}
+
 TEST(ChunkStoreTest, ChunksOutliveTheirStoreSafely) {
   ChunkRef chunk;
   {

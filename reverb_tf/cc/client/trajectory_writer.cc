@@ -242,11 +242,15 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
   payload.shape.push_back(static_cast<int64_t>(column.open.size()));
   payload.shape.insert(payload.shape.end(), column.step_shape.begin(),
                        column.step_shape.end());
-  size_t bytes = 0;
-  for (const TensorPayload& value : column.open) bytes += value.data.size();
-  payload.data.reserve(bytes);
-  // Row-major concatenation; string encodings concatenate just as well.
-  for (const TensorPayload& value : column.open) payload.data.append(value.data);
+  if (column.open.size() == 1) {
+    payload.data = std::move(column.open[0].data);  // the common 1-step chunk
+  } else {
+    size_t bytes = 0;
+    for (const TensorPayload& value : column.open) bytes += value.data.size();
+    payload.data.reserve(bytes);
+    // Row-major concatenation; string encodings concatenate just as well.
+    for (const TensorPayload& value : column.open) payload.data.append(value.data);
+  }
   payload.uncompressed_size = static_cast<int64_t>(payload.data.size());
   if (options_.zstd_level > 0) {
     ASSIGN_OR_RETURN(payload, Compress(std::move(payload), options_.zstd_level));

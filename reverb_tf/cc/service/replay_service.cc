@@ -104,7 +104,7 @@ grpc::Status ReplayService::InsertStream(
             "chunk ", proto_chunk.key(), ": ", payload.status().message())));
       }
       auto chunk = chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
-                                       proto_chunk.episode_step(), *payload);
+                                       proto_chunk.episode_step(), *std::move(payload));
       if (!chunk.ok()) return ToGrpcStatus(chunk.status());
       chunks[proto_chunk.key()] = *std::move(chunk);
     }

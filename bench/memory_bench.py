@@ -1,0 +1,81 @@
+"""Server memory per stored small item, measured on a reverb_tf_server process.
+
+The same shape as the shared harness's server_rss figure: the benchmark's
+small step ({observation: f32[4], action: i32, reward: f32}), one item per
+step, written by one TrajectoryWriter into a Uniform/Fifo table, and the
+server's resident set size read from /proc before and after each segment.
+
+    .venv/bin/python bench/memory_bench.py [--items 200000] [--segments 4]
+"""
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+
+import numpy as np
+
+import reverb_tf as reverb
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONFIG = """
+port: 0
+tables {{
+  table_name: "memory"
+  sampler {{ uniform: true }}
+  remover {{ fifo: true }}
+  max_size: {max_size}
+  rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }}
+}}
+"""
+
+
+def rss_bytes(pid: int) -> int:
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--items", type=int, default=200_000)
+    parser.add_argument("--segments", type=int, default=4)
+    args = parser.parse_args()
+
+    binary = ROOT / "bazel-bin/reverb_tf/cc/service/reverb_tf_server"
+    server = subprocess.Popen([str(binary), "--config=" + CONFIG.format(max_size=2 * args.items)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r"on port (\d+)", server.stdout.readline()).group(1))
+        client = reverb.Client(f"localhost:{port}")
+        step = {"observation": np.zeros(4, np.float32), "action": np.int32(1),
+                "reward": np.float32(0.5)}
+        empty = rss_bytes(server.pid)
+        per_segment = args.items // args.segments
+        runs = []
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for _ in range(args.segments):
+                before = rss_bytes(server.pid)
+                for i in range(per_segment):
+                    writer.append(step)
+                    writer.create_item("memory", 1.0, {k: writer.history[k][-1] for k in step})
+                    if i % 24 == 23:
+                        writer.flush(block_until_num_items=24)
+                writer.flush()
+                runs.append((rss_bytes(server.pid) - before) / per_segment)
+        size = client.server_info()["memory"].current_size
+        assert size == per_segment * args.segments, size
+        result = {
+            "bytes_per_item_runs": [round(r) for r in runs],
+            "bytes_per_item_median": round(float(np.median(runs))),
+            "server_rss_empty_mb": round(empty / 1e6, 1),
+            "server_rss_full_mb": round(rss_bytes(server.pid) / 1e6, 1),
+            "items": size,
+        }
+        print(json.dumps(result, indent=1))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

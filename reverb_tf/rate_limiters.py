@@ -212,45 +212,35 @@ class SampleToInsertRatio(RateLimiter):
                          min_diff=min_diff, max_diff=max_diff)
 
 
-class Queue(RateLimiter):
+class _SingleUse(RateLimiter):
+    """Shared limiter of Queue and Stack: each item sampled exactly once."""
+
+    def __init__(self, size: int) -> None:
+        """Creates the limiter.
+
+        Args:
+          size: Maximum number of items waiting to be sampled; inserts block
+            beyond it, samples block when nothing is waiting.
+
+        Raises:
+          ValueError: If `size` is not a positive integer.
+        """
+        size = _check_positive_int("size", size)
+        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
+                         min_diff=0.0, max_diff=float(size))
+
+
+class Queue(_SingleUse):
     """Makes a table a queue: every item is sampled exactly once, in order.
 
     Use `Table.queue` rather than this class directly; it pairs the limiter
     with Fifo selectors and `max_times_sampled=1`.
     """
 
-    def __init__(self, size: int) -> None:
-        """Creates the limiter.
 
-        Args:
-          size: Maximum number of items waiting to be sampled; inserts block
-            beyond it, samples block when nothing is waiting.
-
-        Raises:
-          ValueError: If `size` is not a positive integer.
-        """
-        size = _check_positive_int("size", size)
-        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
-                         min_diff=0.0, max_diff=float(size))
-
-
-class Stack(RateLimiter):
+class Stack(_SingleUse):
     """Makes a table a stack: every item is sampled exactly once, newest first.
 
     Use `Table.stack` rather than this class directly; it pairs the limiter
     with Lifo selectors and `max_times_sampled=1`.
     """
-
-    def __init__(self, size: int) -> None:
-        """Creates the limiter.
-
-        Args:
-          size: Maximum number of items waiting to be sampled; inserts block
-            beyond it, samples block when nothing is waiting.
-
-        Raises:
-          ValueError: If `size` is not a positive integer.
-        """
-        size = _check_positive_int("size", size)
-        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
-                         min_diff=0.0, max_diff=float(size))

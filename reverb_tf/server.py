@@ -120,14 +120,8 @@ class Table:
         Raises:
           ValueError: As the constructor.
         """
-        return cls(name=name,
-                   sampler=item_selectors.Fifo(),
-                   remover=item_selectors.Fifo(),
-                   max_size=max_size,
-                   max_times_sampled=1,
-                   rate_limiter=rate_limiters.Queue(max_size),
-                   extensions=extensions,
-                   signature=signature)
+        return cls._single_use(name, max_size, item_selectors.Fifo,
+                               rate_limiters.Queue, extensions, signature)
 
     @classmethod
     def stack(cls,
@@ -153,14 +147,15 @@ class Table:
         Raises:
           ValueError: As the constructor.
         """
-        return cls(name=name,
-                   sampler=item_selectors.Lifo(),
-                   remover=item_selectors.Lifo(),
-                   max_size=max_size,
-                   max_times_sampled=1,
-                   rate_limiter=rate_limiters.Stack(max_size),
-                   extensions=extensions,
-                   signature=signature)
+        return cls._single_use(name, max_size, item_selectors.Lifo,
+                               rate_limiters.Stack, extensions, signature)
+
+    @classmethod
+    def _single_use(cls, name, max_size, selector, limiter, extensions, signature) -> "Table":
+        # Queue and stack differ only in the order their items leave.
+        return cls(name=name, sampler=selector(), remover=selector(), max_size=max_size,
+                   max_times_sampled=1, rate_limiter=limiter(max_size),
+                   extensions=extensions, signature=signature)
 
     @property
     def name(self) -> str:

@@ -1,14 +1,17 @@
-"""The main job: a replay server, actors writing trajectories, a learner sampling.
+"""The main job: a replay server, actors writing trajectories, a TF learner.
 
 Runs a reverb_tf server in this process, two actor threads writing episodes
 of a toy environment as overlapping 3-step trajectories into a prioritized
-table (rate limited to 4 samples per insert), and a learner that samples
-batches and updates priorities, then prints what happened.
+table (rate limited to 4 samples per insert), and a learner that reads
+batches through the tf.data source `ReverbDataset` (a C++ kernel streaming
+from the server), computes a toy TD-error in a `tf.function` and writes it
+back as priorities, then prints what happened.
 """
 import threading
 import time
 
 import numpy as np
+import tensorflow as tf
 
 import reverb_tf as reverb
 
@@ -46,6 +49,11 @@ def main() -> None:
         max_size=10_000,
         rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
             samples_per_insert=4.0, min_size_to_sample=100, error_buffer=400.0),
+        signature={
+            "observation": tf.TensorSpec([TRAJECTORY, 4], tf.float32),
+            "action": tf.TensorSpec([TRAJECTORY], tf.int32),
+            "reward": tf.TensorSpec([TRAJECTORY], tf.float32),
+        },
     )
     with reverb.Server(tables=[table]) as server:
         address = f"localhost:{server.port}"
@@ -57,21 +65,27 @@ def main() -> None:
             thread.start()
 
         learner = reverb.Client(address)
+        # The dataset ends when the rate limiter has held it back for 2 s,
+        # i.e. once the actors are done and the ratio is reached.
+        dataset = reverb.ReverbDataset.from_table_signature(
+            address, "replay", max_in_flight_samples_per_worker=256,
+            rate_limiter_timeout_ms=2000).batch(64)
+
+        @tf.function
+        def td_error(batch):
+            values = tf.reduce_sum(batch.data["observation"], axis=-1)   # [B, T]
+            target = batch.data["reward"][:, 0] + 0.99 * values[:, 1]
+            return tf.abs(target - values[:, 0]) + 1e-3
+
         sampled = updates = 0
         expected_items = 2 * EPISODES_PER_ACTOR * (EPISODE_LENGTH - TRAJECTORY + 1)
-        rng = np.random.default_rng(7)
-        while any(thread.is_alive() for thread in actors):
-            try:
-                batch = list(learner.sample("replay", num_samples=64, emit_timesteps=False,
-                                            rate_limiter_timeout_ms=200))
-            except reverb.errors.DeadlineExceededError:
-                continue  # the actors are behind; the rate limiter holds us
-            sampled += len(batch)
-            # Flat columns in dm-tree order (sorted keys): action, observation, reward.
-            assert batch[0].data[1].shape == (TRAJECTORY, 4)
+        for batch in dataset:
+            priorities = td_error(batch).numpy()
+            keys = batch.info.key.numpy()
             learner.mutate_priorities(
-                "replay", updates={int(s.info.key): float(rng.uniform(0.1, 10)) for s in batch})
-            updates += len(batch)
+                "replay", updates={int(k): float(p) for k, p in zip(keys, priorities)})
+            sampled += len(keys)
+            updates += len(keys)
         for thread in actors:
             thread.join()
 
@@ -79,7 +93,7 @@ def main() -> None:
         seconds = time.time() - start
         print(f"{info.rate_limiter_info.insert_stats.completed} items written by 2 actors "
               f"(expected {expected_items}), {sampled} sampled and {updates} priorities "
-              f"updated by the learner in {seconds:.1f} s")
+              f"updated by the tf.data learner in {seconds:.1f} s")
         print(f"table size {info.current_size} / {info.max_size}; server-side samples per insert "
               f"{info.rate_limiter_info.sample_stats.completed / max(1, info.rate_limiter_info.insert_stats.completed):.2f}"
               f" (target 4)")

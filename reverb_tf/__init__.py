@@ -34,15 +34,36 @@ _sys.modules[__name__ + ".selectors"] = item_selectors
 
 __version__ = "0.1.0"
 
+# The TF-backed names load TensorFlow; resolve them on first use so that
+# `import reverb_tf` stays cheap for actors that never touch TF.
+_LAZY = {
+    "ReverbDataset": ("reverb_tf.trajectory_dataset", "ReverbDataset"),
+    "TrajectoryDataset": ("reverb_tf.trajectory_dataset", "TrajectoryDataset"),
+    "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'reverb_tf' has no attribute '{name}'")
+    import importlib  # pylint: disable=g-import-not-at-top
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "Client",
     "DeadlineExceededError",
     "ReplaySample",
+    "ReverbDataset",
     "ReverbError",
     "SampleInfo",
     "Server",
     "Table",
     "TrajectoryColumn",
+    "TrajectoryDataset",
     "TrajectoryWriter",
     "Writer",
     "errors",

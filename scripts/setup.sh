@@ -80,7 +80,8 @@ bazel build --noshow_progress --ui_event_filters=-info,-debug //...
 
 # Put the native modules next to the Python package, so `import reverb_tf`
 # works from the checkout (the wheel build packs the same files).
-for native in reverb_tf/cc/libreverb_tf.so reverb_tf/cc/python/_core.so; do
+for native in reverb_tf/cc/libreverb_tf.so reverb_tf/cc/python/_core.so \
+              kernels/libreverb_tf_ops.so kernels/_build_info.json; do
   target="${ROOT}/reverb_tf/$(basename "${native}")"
   if ! cmp -s "bazel-bin/${native}" "${target}"; then
     install -m 0755 "bazel-bin/${native}" "${target}"

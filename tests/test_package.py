@@ -1,4 +1,5 @@
 """What `import reverb_tf` provides, and what it must not do."""
+import os
 import subprocess
 import sys
 
@@ -39,9 +40,18 @@ def test_module_attributes_mirror_dm_reverb():
 
 def test_unimplemented_features_are_not_faked():
     # These arrive with their own work; until then they must not exist.
-    for name in ["TFClient", "ReverbDataset", "TrajectoryDataset", "TimestepDataset",
-                 "checkpointers"]:
+    for name in ["TFClient", "TimestepDataset", "checkpointers"]:
         assert not hasattr(reverb_tf, name), name
+
+
+def test_datasets_load_lazily_and_are_one_class():
+    code = ("import sys, reverb_tf\n"
+            "before = 'tensorflow' in sys.modules\n"
+            "dataset = reverb_tf.ReverbDataset\n"
+            "print(before, 'tensorflow' in sys.modules, dataset is reverb_tf.TrajectoryDataset)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout
+    assert out.split() == ["False", "True", "True"]
 
 
 def test_version():

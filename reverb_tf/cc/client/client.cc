@@ -57,7 +57,112 @@ absl::StatusOr<TensorPayload> AssembleColumn(
   return result;
 }
 
+// Appends the samples of `response` to `samples` (consumes its chunk bytes).
+absl::Status DecodeResponse(proto::SampleResponse* response, std::vector<Sample>* samples) {
+  absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
+  for (proto::Chunk& chunk : *response->mutable_chunks()) chunks[chunk.key()] = &chunk;
+  absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
+  for (const proto::SampledItem& item : response->items()) {
+    Sample& sample = samples->emplace_back();
+    sample.info.key = item.info().key();
+    sample.info.probability = item.info().probability();
+    sample.info.table_size = item.info().table_size();
+    sample.info.priority = item.info().priority();
+    sample.info.times_sampled = item.info().times_sampled();
+    sample.info.rate_limited = item.info().rate_limited();
+    sample.columns.reserve(item.columns_size());
+    for (const proto::Column& column : item.columns()) {
+      ASSIGN_OR_RETURN(TensorPayload payload, AssembleColumn(column, chunks, &decompressed));
+      sample.columns.push_back(std::move(payload));
+      sample.squeezed.push_back(column.squeeze());
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+struct SamplerStream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::SampleRequest, proto::SampleResponse>> rw;
+};
+
+Sampler::Sampler(std::shared_ptr<ClientStub> stub, std::string table,
+                 const SamplerOptions& options)
+    : stub_(std::move(stub)), table_(std::move(table)), options_(options),
+      stream_(std::make_unique<SamplerStream>()) {
+  stream_->rw = stub_->stub()->SampleStream(&stream_->context);
+}
+
+Sampler::~Sampler() {
+  if (error_.ok()) {
+    stream_->context.TryCancel();
+    stream_->rw->Finish().ok();  // the outcome no longer matters
+  }
+}
+
+void Sampler::Cancel() { stream_->context.TryCancel(); }
+
+absl::Status Sampler::Fail(absl::Status status) {
+  error_ = status;
+  stream_->context.TryCancel();
+  stream_->rw->Finish().ok();
+  return status;
+}
+
+absl::Status Sampler::Next(Sample* sample) {
+  RETURN_IF_ERROR(error_);
+  if (options_.max_samples >= 0 && returned_ >= options_.max_samples) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the sampler returned its max_samples=", options_.max_samples));
+  }
+  if (next_in_buffer_ == buffer_.size()) {
+    buffer_.clear();
+    next_in_buffer_ = 0;
+    // Top the credits back up to max_in_flight ahead of what was consumed.
+    int64_t target = returned_ + options_.max_in_flight;
+    if (options_.max_samples >= 0) target = std::min(target, options_.max_samples);
+    if (target > granted_) {
+      proto::SampleRequest request;
+      request.set_table(table_);
+      request.set_num_samples(target - granted_);
+      request.set_flexible_batch_size(
+          static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
+      request.set_rate_limiter_timeout_ms(
+          options_.rate_limiter_timeout == absl::InfiniteDuration()
+              ? -1
+              : absl::ToInt64Milliseconds(options_.rate_limiter_timeout));
+      if (!stream_->rw->Write(request)) {
+        error_ = FromGrpcStatus(stream_->rw->Finish());
+        if (error_.ok()) error_ = absl::UnavailableError("the sample stream closed");
+        return error_;
+      }
+      granted_ = target;
+    }
+    proto::SampleResponse response;
+    if (!stream_->rw->Read(&response)) {
+      error_ = FromGrpcStatus(stream_->rw->Finish());
+      if (error_.ok()) error_ = absl::UnavailableError("the server ended the sample stream");
+      return error_;
+    }
+    if (absl::Status status = DecodeResponse(&response, &buffer_); !status.ok()) {
+      return Fail(status);
+    }
+    if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));
+  }
+  *sample = std::move(buffer_[next_in_buffer_++]);
+  ++returned_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
+                                                            const SamplerOptions& options) {
+  if (options.max_in_flight < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_in_flight_samples_per_worker must be >= 1, got ", options.max_in_flight));
+  }
+  return std::unique_ptr<Sampler>(new Sampler(stub_, table, options));
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     const std::string& server_address, const ClientOptions& options) {
@@ -171,29 +276,7 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
     proto::SampleResponse response;
     while (assembly.ok() && static_cast<int64_t>(samples.size()) < num_samples &&
            stream->Read(&response)) {
-      absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
-      for (proto::Chunk& chunk : *response.mutable_chunks()) chunks[chunk.key()] = &chunk;
-      absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
-      for (const proto::SampledItem& item : response.items()) {
-        Sample& sample = samples.emplace_back();
-        sample.info.key = item.info().key();
-        sample.info.probability = item.info().probability();
-        sample.info.table_size = item.info().table_size();
-        sample.info.priority = item.info().priority();
-        sample.info.times_sampled = item.info().times_sampled();
-        sample.info.rate_limited = item.info().rate_limited();
-        sample.columns.reserve(item.columns_size());
-        for (const proto::Column& column : item.columns()) {
-          auto payload = AssembleColumn(column, chunks, &decompressed);
-          if (!payload.ok()) {
-            assembly = payload.status();
-            break;
-          }
-          sample.columns.push_back(*std::move(payload));
-          sample.squeezed.push_back(column.squeeze());
-        }
-        if (!assembly.ok()) break;
-      }
+      assembly = DecodeResponse(&response, &samples);
     }
   }
   if (!assembly.ok()) context.TryCancel();

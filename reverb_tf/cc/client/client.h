@@ -58,6 +58,45 @@ struct REVERB_TF_EXPORT SampleOptions {
   absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
 };
 
+struct REVERB_TF_EXPORT SamplerOptions {
+  // Samples requested ahead of consumption (flow-control credits).
+  int64_t max_in_flight = 256;
+  // Samples this sampler returns before Next() reports OUT_OF_RANGE; < 0: no
+  // limit.
+  int64_t max_samples = -1;
+  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+};
+
+struct SamplerStream;
+
+// A long-lived sampling stream: keeps up to max_in_flight samples requested
+// ahead, so a consumer (a tf.data iterator) never waits for a round trip.
+// Thread safety: Next() from one thread at a time; Cancel() from any thread.
+class REVERB_TF_EXPORT Sampler {
+ public:
+  ~Sampler();
+  // Blocks for the next sample. OUT_OF_RANGE after max_samples,
+  // DEADLINE_EXCEEDED when the rate limiter timeout expires, CANCELLED after
+  // Cancel(); the stream is finished after any error.
+  absl::Status Next(Sample* sample);
+  void Cancel();
+
+ private:
+  friend class Client;
+  Sampler(std::shared_ptr<ClientStub> stub, std::string table, const SamplerOptions& options);
+  absl::Status Fail(absl::Status status);
+
+  const std::shared_ptr<ClientStub> stub_;
+  const std::string table_;
+  const SamplerOptions options_;
+  std::unique_ptr<SamplerStream> stream_;
+  std::vector<Sample> buffer_;
+  size_t next_in_buffer_ = 0;
+  int64_t returned_ = 0;
+  int64_t granted_ = 0;
+  absl::Status error_;
+};
+
 class REVERB_TF_EXPORT Client {
  public:
   // Connects lazily: creation never fails on an unreachable server.
@@ -89,6 +128,9 @@ class REVERB_TF_EXPORT Client {
 
   absl::StatusOr<std::unique_ptr<TrajectoryWriter>> NewTrajectoryWriter(
       const TrajectoryWriterOptions& options);
+
+  absl::StatusOr<std::unique_ptr<Sampler>> NewSampler(const std::string& table,
+                                                      const SamplerOptions& options);
 
  private:
   Client(std::string address, std::shared_ptr<ClientStub> stub);

@@ -1,0 +1,294 @@
+// Kernel of ReverbTfTrajectoryDataset (ops/dataset_ops.cc): a DatasetBase
+// whose iterator streams samples through libreverb_tf.so's std-only facade.
+//
+// Only TensorFlow headers and tf_facade.h (standard library only) are
+// included here: TF's absl/protobuf must not meet ours (docs/native_linking.md).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reverb_tf/cc/client/tf_facade.h"
+#include "tensorflow/core/framework/cancellation.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/model.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/mutex.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::tensorflow::DataType;
+using ::tensorflow::DataTypeVector;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::data::DatasetContext;
+using ::tensorflow::data::DatasetIterator;
+using ::tensorflow::data::IteratorContext;
+using ::tensorflow::data::SerializationContext;
+
+constexpr int kInfoFields = 5;  // key, probability, table_size, priority, times_sampled
+
+absl::Status ToTfStatus(const tf_facade::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.code), status.message);
+}
+
+// The dataset's settings, one source of truth for the kernel, the dataset
+// and its graph serialization.
+struct DatasetOptions {
+  int64_t max_in_flight_samples_per_worker = 100;
+  int64_t num_workers_per_iterator = -1;
+  int64_t max_samples_per_stream = -1;
+  int64_t rate_limiter_timeout_ms = -1;
+  DataTypeVector dtypes;
+  std::vector<PartialTensorShape> shapes;
+
+  absl::Status Validate() const {
+    if (max_in_flight_samples_per_worker < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_in_flight_samples_per_worker must be >= 1, got ",
+          max_in_flight_samples_per_worker));
+    }
+    if (max_samples_per_stream == 0 || max_samples_per_stream < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_samples_per_stream must be -1 or >= 1, got ", max_samples_per_stream));
+    }
+    if (num_workers_per_iterator == 0 || num_workers_per_iterator < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "num_workers_per_iterator must be -1 or >= 1, got ", num_workers_per_iterator));
+    }
+    if (dtypes.size() != shapes.size() || dtypes.size() <= kInfoFields) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtypes (", dtypes.size(), ") and shapes (", shapes.size(),
+          ") must describe the ", kInfoFields, " info fields and at least one column"));
+    }
+    return absl::OkStatus();
+  }
+};
+
+// Copies one sampled column into a TF tensor, checking it against what the
+// dataset promised.
+absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
+                            const PartialTensorShape& expected, int index, Tensor* out) {
+  if (static_cast<DataType>(column.dtype) != dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "column ", index, " of the sampled item is ",
+        tensorflow::DataTypeString(static_cast<DataType>(column.dtype)),
+        " but the dataset expects ", tensorflow::DataTypeString(dtype)));
+  }
+  TensorShape shape;
+  TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(column.shape, &shape));
+  if (!expected.IsCompatibleWith(shape)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "column ", index, " of the sampled item has shape ", shape.DebugString(),
+        " but the dataset expects ", expected.DebugString()));
+  }
+  *out = Tensor(dtype, shape);
+  if (dtype == tensorflow::DT_STRING) {
+    std::vector<std::string> strings;
+    TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::DecodeStrings(column, &strings)));
+    auto flat = out->flat<tensorflow::tstring>();
+    for (size_t i = 0; i < strings.size(); ++i) flat(i) = std::move(strings[i]);
+    return absl::OkStatus();
+  }
+  const size_t bytes = out->TotalBytes();
+  if (bytes != column.data.size()) {
+    return absl::InternalError(absl::StrCat("column ", index, " holds ", column.data.size(),
+                                            " bytes, expected ", bytes));
+  }
+  std::memcpy(out->data(), column.data.data(), bytes);
+  return absl::OkStatus();
+}
+
+class Dataset : public DatasetBase {
+ public:
+  Dataset(OpKernelContext* ctx, std::string server_address, std::string table,
+          DatasetOptions options)
+      : DatasetBase(DatasetContext(ctx)),
+        server_address_(std::move(server_address)),
+        table_(std::move(table)),
+        options_(std::move(options)) {}
+
+  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(
+      const std::string& prefix) const override {
+    return std::make_unique<Iterator>(
+        Iterator::Params{this, absl::StrCat(prefix, "::ReverbTfTrajectory")});
+  }
+
+  const DataTypeVector& output_dtypes() const override { return options_.dtypes; }
+  const std::vector<PartialTensorShape>& output_shapes() const override {
+    return options_.shapes;
+  }
+  std::string DebugString() const override {
+    return absl::StrCat("ReverbTfTrajectoryDatasetOp(", server_address_, ", ", table_, ")");
+  }
+  absl::Status InputDatasets(std::vector<const DatasetBase*>*) const override {
+    return absl::OkStatus();
+  }
+  // The state is the server's; the dataset itself can be rebuilt anywhere
+  // from its address and table, which is what graph serialization needs.
+  absl::Status CheckExternalState() const override { return absl::OkStatus(); }
+
+ protected:
+  absl::Status AsGraphDefInternal(SerializationContext* ctx,
+                                  DatasetGraphDefBuilder* b,
+                                  tensorflow::Node** output) const override {
+    tensorflow::Node* address = nullptr;
+    tensorflow::Node* table = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
+    TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
+    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, dtypes, shapes;
+    b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
+    b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
+    b->BuildAttrValue(options_.max_samples_per_stream, &max_samples);
+    b->BuildAttrValue(options_.rate_limiter_timeout_ms, &timeout);
+    b->BuildAttrValue(options_.dtypes, &dtypes);
+    b->BuildAttrValue(options_.shapes, &shapes);
+    return b->AddDataset(this, {address, table},
+                         {{"max_in_flight_samples_per_worker", max_in_flight},
+                          {"num_workers_per_iterator", workers},
+                          {"max_samples_per_stream", max_samples},
+                          {"rate_limiter_timeout_ms", timeout},
+                          {"dtypes", dtypes},
+                          {"shapes", shapes}},
+                         output);
+  }
+
+ private:
+  class Iterator : public DatasetIterator<Dataset> {
+   public:
+    explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
+
+    ~Iterator() override {
+      if (deregister_) deregister_();
+    }
+
+    absl::Status Initialize(IteratorContext* ctx) override {
+      const DatasetOptions& options = dataset()->options_;
+      tf_facade::SamplerOptions sampler_options;
+      sampler_options.max_in_flight = options.max_in_flight_samples_per_worker;
+      sampler_options.max_samples = options.max_samples_per_stream;
+      sampler_options.rate_limiter_timeout_ms = options.rate_limiter_timeout_ms;
+      TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::NewSampler(
+          dataset()->server_address_, dataset()->table_, sampler_options, &sampler_)));
+      // Deleting the iterator or cancelling the step cancels the stream, so a
+      // GetNext blocked on the server returns at once.
+      tf_facade::FacadeSampler* sampler = sampler_.get();
+      return tensorflow::RegisterCancellationCallback(
+          ctx->cancellation_manager(), [sampler] { sampler->Cancel(); }, &deregister_);
+    }
+
+    absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
+                                 bool* end_of_sequence) override {
+      tensorflow::mutex_lock lock(mu_);
+      *end_of_sequence = false;
+      if (done_) {
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      tf_facade::Sample sample;
+      const tf_facade::Status status = sampler_->Next(&sample);
+      const auto code = static_cast<absl::StatusCode>(status.code);
+      if (code == absl::StatusCode::kOutOfRange ||
+          (code == absl::StatusCode::kDeadlineExceeded &&
+           dataset()->options_.rate_limiter_timeout_ms >= 0)) {
+        done_ = true;
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      TF_RETURN_IF_ERROR(ToTfStatus(status));
+      const DatasetOptions& options = dataset()->options_;
+      const size_t columns = options.dtypes.size() - kInfoFields;
+      if (sample.columns.size() != columns) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the sampled item of table '", dataset()->table_, "' has ",
+            sample.columns.size(), " columns but the dataset expects ", columns));
+      }
+      out->reserve(options.dtypes.size());
+      out->emplace_back(tensorflow::DT_UINT64, TensorShape({}));
+      out->back().scalar<uint64_t>()() = sample.key;
+      out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+      out->back().scalar<double>()() = sample.probability;
+      out->emplace_back(tensorflow::DT_INT64, TensorShape({}));
+      out->back().scalar<int64_t>()() = sample.table_size;
+      out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+      out->back().scalar<double>()() = sample.priority;
+      out->emplace_back(tensorflow::DT_INT32, TensorShape({}));
+      out->back().scalar<int32_t>()() = sample.times_sampled;
+      for (size_t i = 0; i < columns; ++i) {
+        Tensor tensor;
+        TF_RETURN_IF_ERROR(ColumnToTensor(sample.columns[i], options.dtypes[kInfoFields + i],
+                                          options.shapes[kInfoFields + i], i, &tensor));
+        out->push_back(std::move(tensor));
+      }
+      return absl::OkStatus();
+    }
+
+   protected:
+    std::shared_ptr<tensorflow::data::model::Node> CreateNode(
+        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
+      return tensorflow::data::model::MakeSourceNode(std::move(args));
+    }
+    absl::Status SaveInternal(SerializationContext*,
+                              tensorflow::data::IteratorStateWriter*) override {
+      return absl::UnimplementedError(
+          "a reverb_tf dataset iterator has no state of its own to save; recreate it");
+    }
+    absl::Status RestoreInternal(IteratorContext*,
+                                 tensorflow::data::IteratorStateReader*) override {
+      return absl::UnimplementedError(
+          "a reverb_tf dataset iterator has no state of its own to restore; recreate it");
+    }
+
+   private:
+    tensorflow::mutex mu_;
+    std::unique_ptr<tf_facade::FacadeSampler> sampler_;
+    std::function<void()> deregister_;
+    bool done_ TF_GUARDED_BY(mu_) = false;
+  };
+
+  const std::string server_address_;
+  const std::string table_;
+  const DatasetOptions options_;
+};
+
+class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
+ public:
+  explicit TrajectoryDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_in_flight_samples_per_worker",
+                                     &options_.max_in_flight_samples_per_worker));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_workers_per_iterator",
+                                     &options_.num_workers_per_iterator));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples_per_stream",
+                                     &options_.max_samples_per_stream));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
+                                     &options_.rate_limiter_timeout_ms));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));
+    OP_REQUIRES_OK(ctx, options_.Validate());
+  }
+
+  void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
+    tensorflow::tstring address, table;
+    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
+                            ctx, "server_address", &address));
+    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
+                            ctx, "table", &table));
+    *output = new Dataset(ctx, std::string(address), std::string(table), options_);
+  }
+
+ private:
+  DatasetOptions options_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("ReverbTfTrajectoryDataset").Device(tensorflow::DEVICE_CPU),
+                        TrajectoryDatasetOp);
+
+}  // namespace
+}  // namespace reverb_tf

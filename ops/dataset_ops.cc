@@ -1,0 +1,34 @@
+// Registration of reverb_tf's tf.data source op. The kernel is in
+// kernels/trajectory_dataset_kernel.cc.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+
+REGISTER_OP("ReverbTfTrajectoryDataset")
+    .Input("server_address: string")
+    .Input("table: string")
+    .Attr("max_in_flight_samples_per_worker: int = 100")
+    .Attr("num_workers_per_iterator: int = -1")
+    .Attr("max_samples_per_stream: int = -1")
+    .Attr("rate_limiter_timeout_ms: int = -1")
+    .Attr("dtypes: list(type) >= 1")
+    .Attr("shapes: list(shape) >= 1")
+    .Output("dataset: variant")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+A tf.data source streaming samples of a reverb_tf table.
+
+Each element is the sampled item's key (uint64), probability (float64),
+table_size (int64), priority (float64) and times_sampled (int32), followed by
+its columns in the table's flattened signature order; `dtypes` and `shapes`
+describe all of them (the first five included).
+
+server_address: "host:port" of the reverb_tf server.
+table: Name of the table to sample.
+max_in_flight_samples_per_worker: Samples requested ahead of consumption.
+num_workers_per_iterator: Accepted for dm-reverb compatibility; each iterator
+  uses one stream (what -1, "auto", chooses).
+max_samples_per_stream: Samples after which the iterator ends; -1: unlimited.
+rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
+  long, the iterator ends (end of sequence); -1: wait forever.
+)doc");

@@ -1,0 +1,108 @@
+#include "reverb_tf/cc/client/tf_facade.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "reverb_tf/cc/client/client.h"
+
+namespace reverb_tf::tf_facade {
+namespace {
+
+Status FromAbsl(const absl::Status& status) {
+  return Status{static_cast<int>(status.code()), std::string(status.message())};
+}
+
+// Kernels run many times against few servers: share one Client (one
+// channel) per address for the life of the process.
+absl::StatusOr<std::shared_ptr<Client>> ClientFor(const std::string& address) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* clients = new absl::flat_hash_map<std::string, std::shared_ptr<Client>>();
+  absl::MutexLock lock(&mu);
+  auto it = clients->find(address);
+  if (it != clients->end()) return it->second;
+  auto client = Client::Create(address);
+  if (!client.ok()) return client.status();
+  std::shared_ptr<Client> shared = *std::move(client);
+  clients->emplace(address, shared);
+  return shared;
+}
+
+class SamplerAdapter : public FacadeSampler {
+ public:
+  SamplerAdapter(std::shared_ptr<Client> client, std::unique_ptr<Sampler> sampler)
+      : client_(std::move(client)), sampler_(std::move(sampler)) {}
+
+  Status Next(Sample* out) override {
+    reverb_tf::Sample sample;
+    if (absl::Status status = sampler_->Next(&sample); !status.ok()) return FromAbsl(status);
+    out->key = sample.info.key;
+    out->probability = sample.info.probability;
+    out->table_size = sample.info.table_size;
+    out->priority = sample.info.priority;
+    out->times_sampled = sample.info.times_sampled;
+    out->columns.resize(sample.columns.size());
+    for (size_t i = 0; i < sample.columns.size(); ++i) {
+      TensorPayload& column = sample.columns[i];
+      out->columns[i].dtype = static_cast<int32_t>(column.dtype);
+      out->columns[i].shape.assign(column.shape.begin(), column.shape.end());
+      out->columns[i].data = std::move(column.data);
+    }
+    return Status{};
+  }
+
+  void Cancel() override { sampler_->Cancel(); }
+
+ private:
+  std::shared_ptr<Client> client_;
+  std::unique_ptr<Sampler> sampler_;
+};
+
+}  // namespace
+
+Status NewSampler(const std::string& server_address, const std::string& table,
+                  const SamplerOptions& options, std::unique_ptr<FacadeSampler>* out) {
+  auto client = ClientFor(server_address);
+  if (!client.ok()) return FromAbsl(client.status());
+  reverb_tf::SamplerOptions sampler_options;
+  sampler_options.max_in_flight = options.max_in_flight;
+  sampler_options.max_samples = options.max_samples;
+  if (options.rate_limiter_timeout_ms >= 0) {
+    sampler_options.rate_limiter_timeout = absl::Milliseconds(options.rate_limiter_timeout_ms);
+  }
+  auto sampler = (*client)->NewSampler(table, sampler_options);
+  if (!sampler.ok()) return FromAbsl(sampler.status());
+  *out = std::make_unique<SamplerAdapter>(*client, *std::move(sampler));
+  return Status{};
+}
+
+Status DecodeStrings(const Tensor& tensor, std::vector<std::string>* out) {
+  TensorPayload payload;
+  payload.dtype = DType::kString;
+  payload.shape.assign(tensor.shape.begin(), tensor.shape.end());
+  payload.data = tensor.data;
+  payload.uncompressed_size = static_cast<int64_t>(payload.data.size());
+  auto strings = reverb_tf::DecodeStrings(payload);
+  if (!strings.ok()) return FromAbsl(strings.status());
+  *out = *std::move(strings);
+  return Status{};
+}
+
+Status UpdatePriorities(const std::string& server_address, const std::string& table,
+                        const std::vector<uint64_t>& keys,
+                        const std::vector<double>& priorities, int64_t timeout_ms) {
+  if (keys.size() != priorities.size()) {
+    return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
+                  "keys and priorities must have the same length"};
+  }
+  auto client = ClientFor(server_address);
+  if (!client.ok()) return FromAbsl(client.status());
+  std::vector<std::pair<Key, double>> updates(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
+  const absl::Duration timeout =
+      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+  auto result = (*client)->MutatePriorities(table, updates, {}, timeout);
+  return FromAbsl(result.status());
+}
+
+}  // namespace reverb_tf::tf_facade

@@ -1,0 +1,80 @@
+// The narrow, standard-library-only interface of libreverb_tf.so that the
+// TensorFlow kernels (kernels/) use.
+//
+// The kernels compile against TensorFlow's headers, which bring TF's own
+// absl and protobuf; ours must never meet them in one translation unit
+// (../../../docs/native_linking.md). So this header includes nothing but the
+// standard library, and everything crosses as plain structs.
+//
+// Thread safety: functions are thread-safe; a FacadeSampler is used by one
+// thread at a time except Cancel(), which may be called from any thread.
+#ifndef REVERB_TF_CC_CLIENT_TF_FACADE_H_
+#define REVERB_TF_CC_CLIENT_TF_FACADE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reverb_tf/cc/platform/export.h"
+
+namespace reverb_tf::tf_facade {
+
+// A canonical status code (same numbering as absl, gRPC and TF) and message.
+struct Status {
+  int code = 0;
+  std::string message;
+  bool ok() const { return code == 0; }
+};
+
+// An uncompressed tensor: dtype in TF's numbering, row-major bytes; strings
+// are <varint length><bytes> per element.
+struct Tensor {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+struct Sample {
+  uint64_t key = 0;
+  double probability = 0;
+  int64_t table_size = 0;
+  double priority = 0;
+  int32_t times_sampled = 0;
+  std::vector<Tensor> columns;
+};
+
+struct SamplerOptions {
+  int64_t max_in_flight = 256;
+  int64_t max_samples = -1;             // < 0: unlimited
+  int64_t rate_limiter_timeout_ms = -1;  // < 0: wait forever
+};
+
+class REVERB_TF_EXPORT FacadeSampler {
+ public:
+  virtual ~FacadeSampler() = default;
+  // OUT_OF_RANGE after max_samples; DEADLINE_EXCEEDED on rate limiter
+  // timeout; CANCELLED after Cancel().
+  virtual Status Next(Sample* sample) = 0;
+  virtual void Cancel() = 0;
+};
+
+// Opens a sampling stream to `table` at `server_address`.
+REVERB_TF_EXPORT Status NewSampler(const std::string& server_address,
+                                   const std::string& table,
+                                   const SamplerOptions& options,
+                                   std::unique_ptr<FacadeSampler>* sampler);
+
+// Decodes the elements of a string tensor.
+REVERB_TF_EXPORT Status DecodeStrings(const Tensor& tensor,
+                                      std::vector<std::string>* out);
+
+REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
+                                         const std::string& table,
+                                         const std::vector<uint64_t>& keys,
+                                         const std::vector<double>& priorities,
+                                         int64_t timeout_ms);
+
+}  // namespace reverb_tf::tf_facade
+
+#endif  // REVERB_TF_CC_CLIENT_TF_FACADE_H_

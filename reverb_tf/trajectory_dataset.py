@@ -1,0 +1,158 @@
+"""ReverbDataset / TrajectoryDataset: a reverb_tf table as a tf.data source.
+
+The dataset is a real tf.data source backed by a C++ kernel
+(`kernels/trajectory_dataset_kernel.cc`) that streams samples from the server
+with flow-control credits: no Python runs per element, so it works in
+`tf.function`, in graph mode and under `tf.distribute`, and it can be
+serialized with the rest of the input pipeline.
+"""
+from typing import Any, Optional
+
+import tensorflow as tf
+import tree
+from tensorflow.python.data.ops import dataset_ops
+
+from reverb_tf import _ops
+from reverb_tf import replay_sample
+
+
+def _dataset_op():
+    return _ops.load().reverb_tf_trajectory_dataset
+
+
+class TrajectoryDataset(dataset_ops.DatasetSource):
+    """Streams `ReplaySample(info, data)` elements from a table.
+
+    `data` has the nested structure of `dtypes`/`shapes` (for
+    `from_table_signature`, the table's signature); `info` is a `SampleInfo`
+    of scalars (key uint64, probability float64, table_size int64, priority
+    float64, times_sampled int32).
+    """
+
+    def __init__(self,
+                 server_address: str,
+                 table: str,
+                 shapes: Any,
+                 dtypes: Any,
+                 max_in_flight_samples_per_worker: int,
+                 num_workers_per_iterator: int = -1,
+                 max_samples_per_stream: int = -1,
+                 rate_limiter_timeout_ms: int = -1,
+                 max_samples: int = -1) -> None:
+        """Creates the dataset.
+
+        Args:
+          server_address: "host:port" of the server.
+          table: Name of the table to sample.
+          shapes: Nested structure of `tf.TensorShape` of the data (per item,
+            time dimension included for unsqueezed columns).
+          dtypes: Nested structure of `tf.DType`, as `shapes`.
+          max_in_flight_samples_per_worker: Samples requested ahead of
+            consumption; bounds the memory a slow consumer can cost.
+          num_workers_per_iterator: Accepted for dm-reverb compatibility; each
+            iterator uses one stream, which is what -1 (auto) chooses.
+          max_samples_per_stream: End the iterator after this many samples;
+            -1: unlimited.
+          rate_limiter_timeout_ms: End the iterator (end of sequence) if the
+            table's rate limiter blocks sampling for this long; -1: never.
+          max_samples: Alias of `max_samples_per_stream` for dm-reverb code
+            (one stream per iterator, so they mean the same).
+
+        Raises:
+          ValueError: If an argument is out of range or `shapes` and `dtypes`
+            differ in structure.
+        """
+        if max_in_flight_samples_per_worker < 1:
+            raise ValueError("max_in_flight_samples_per_worker must be >= 1, got "
+                             f"{max_in_flight_samples_per_worker}")
+        for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
+                            ("max_samples_per_stream", max_samples_per_stream),
+                            ("max_samples", max_samples)]:
+            if value == 0 or value < -1:
+                raise ValueError(f"{name} must be -1 or >= 1, got {value}")
+        if rate_limiter_timeout_ms < -1:
+            raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
+        if max_samples_per_stream != -1 and max_samples != -1 and max_samples != max_samples_per_stream:
+            raise ValueError("max_samples and max_samples_per_stream disagree")
+        limit = max_samples_per_stream if max_samples_per_stream != -1 else max_samples
+        # `dtypes` fixes the structure: a shape given as a list is one leaf.
+        shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
+        data_spec = tf.nest.map_structure(
+            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes)
+        info_spec = replay_sample.SampleInfo(
+            *[tf.TensorSpec([], dtype) for dtype in replay_sample.SampleInfo.tf_dtypes()])
+        self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
+        flat_specs = tf.nest.flatten(self._element_spec)
+        self._server_address = server_address
+        self._table = table
+        variant = _dataset_op()(
+            server_address=server_address,
+            table=table,
+            max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+            num_workers_per_iterator=num_workers_per_iterator,
+            max_samples_per_stream=limit,
+            rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+            dtypes=[spec.dtype for spec in flat_specs],
+            shapes=[spec.shape for spec in flat_specs])
+        super().__init__(variant)
+
+    @classmethod
+    def from_table_signature(cls,
+                             server_address: str,
+                             table: str,
+                             max_in_flight_samples_per_worker: int,
+                             num_workers_per_iterator: int = -1,
+                             max_samples_per_stream: int = -1,
+                             rate_limiter_timeout_ms: int = -1,
+                             get_signature_timeout_secs: Optional[float] = None,
+                             max_samples: int = -1) -> "TrajectoryDataset":
+        """Creates a dataset whose element structure is the table's signature.
+
+        Args:
+          server_address: "host:port" of the server.
+          table: Name of the table; it must have a signature.
+          max_in_flight_samples_per_worker: As in the constructor.
+          num_workers_per_iterator: As in the constructor.
+          max_samples_per_stream: As in the constructor.
+          rate_limiter_timeout_ms: As in the constructor.
+          get_signature_timeout_secs: How long to wait for the server to
+            answer; None waits forever.
+          max_samples: As in the constructor.
+
+        Returns:
+          The dataset.
+
+        Raises:
+          ValueError: If the table has no signature.
+          NotFoundError: If the server has no such table.
+          DeadlineExceededError: If the server does not answer in time.
+        """
+        from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
+        from reverb_tf import errors  # pylint: disable=g-import-not-at-top
+
+        info = client_lib.Client(server_address).server_info(timeout=get_signature_timeout_secs)
+        if table not in info:
+            raise errors.NotFoundError(
+                f"no table named '{table}' on {server_address}; it has "
+                f"{', '.join(sorted(info)) or 'no tables'}")
+        signature = info[table].signature
+        if signature is None:
+            raise ValueError(
+                f"table '{table}' has no signature: create it with Table(signature=...) "
+                "or pass shapes and dtypes to TrajectoryDataset(...)")
+        shapes = tf.nest.map_structure(lambda spec: spec.shape, signature)
+        dtypes = tf.nest.map_structure(lambda spec: spec.dtype, signature)
+        return cls(server_address, table, shapes, dtypes, max_in_flight_samples_per_worker,
+                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
+                   max_samples)
+
+    def _inputs(self):
+        return []
+
+    @property
+    def element_spec(self) -> Any:
+        """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
+        return self._element_spec
+
+
+ReverbDataset = TrajectoryDataset

@@ -1,0 +1,304 @@
+"""ReverbDataset / TrajectoryDataset: a table as a tf.data source (C++ kernel)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reverb_tf as reverb
+from reverb_tf import _ops
+
+
+def _table(name="t", signature=None, limiter=None, max_times_sampled=0, sampler=None):
+    return reverb.Table(name=name, sampler=sampler or reverb.selectors.Uniform(),
+                        remover=reverb.selectors.Fifo(), max_size=10_000,
+                        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
+                        max_times_sampled=max_times_sampled, signature=signature)
+
+
+OBS = {"obs": tf.TensorSpec([3, 4], tf.float32), "action": tf.TensorSpec([], tf.int32)}
+
+
+def _fill(client, table="t", steps=20):
+    with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+        for t in range(steps):
+            writer.append({"obs": np.full(4, t, np.float32), "action": np.int32(t)})
+            if t >= 2:
+                writer.create_item(table, 1.0, {"obs": writer.history["obs"][-3:],
+                                                "action": writer.history["action"][-1]})
+        writer.flush()
+
+
+@pytest.fixture
+def server():
+    with reverb.Server([_table(signature=OBS)]) as srv:
+        _fill(reverb.Client(f"localhost:{srv.port}"))
+        yield srv
+
+
+def _address(srv):
+    return f"localhost:{srv.port}"
+
+
+def _check(sample):
+    obs = sample.data["obs"].numpy()
+    # Three consecutive steps; the action is the last step's index.
+    assert obs.shape == (3, 4)
+    assert np.all(obs[1] == obs[0] + 1) and np.all(obs[2] == obs[0] + 2)
+    assert int(sample.data["action"]) == int(obs[2, 0])
+
+
+def test_eager_iteration_yields_replay_samples(server):
+    ds = reverb.ReverbDataset.from_table_signature(_address(server), "t", 16)
+    assert reverb.TrajectoryDataset is reverb.ReverbDataset
+    assert ds.element_spec.data == OBS
+    keys = set()
+    for sample in ds.take(50):
+        _check(sample)
+        assert sample.info.table_size.numpy() == 18
+        assert sample.info.probability.numpy() == pytest.approx(1 / 18)
+        assert sample.info.times_sampled.numpy() >= 1
+        keys.add(int(sample.info.key))
+    assert len(keys) > 5  # uniform over 18 items
+
+
+def test_tf_function_loop_batch_prefetch_and_parallel_map(server):
+    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 64)
+    ds = ds.map(lambda s: s.data["obs"] * 2.0, num_parallel_calls=2).batch(8).prefetch(2)
+
+    @tf.function
+    def total(dataset):
+        acc = tf.constant(0.0)
+        for batch in dataset.take(5):
+            acc += tf.reduce_sum(batch[:, 1] - batch[:, 0])  # each row differs by 2
+        return acc
+
+    assert float(total(ds)) == pytest.approx(5 * 8 * 4 * 2.0)
+
+
+def test_graph_mode_with_compat_v1(server):
+    address = _address(server)
+    graph = tf.Graph()
+    with graph.as_default():
+        ds = reverb.TrajectoryDataset.from_table_signature(address, "t", 8)
+        element = tf.compat.v1.data.make_one_shot_iterator(ds).get_next()
+        with tf.compat.v1.Session(graph=graph) as session:
+            for _ in range(3):
+                value = session.run(element)
+                assert value.data["obs"].shape == (3, 4)
+
+
+def test_mirrored_strategy_distribute_datasets_from_function():
+    # Logical devices must be set up before TF initializes: a fresh process.
+    code = textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        import reverb_tf as reverb
+
+        spec = {"obs": tf.TensorSpec([3, 4], tf.float32)}
+        table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(),
+                             remover=reverb.selectors.Fifo(), max_size=100,
+                             rate_limiter=reverb.rate_limiters.MinSize(1), signature=spec)
+        with reverb.Server([table]) as server:
+            address = f"localhost:{server.port}"
+            with reverb.Client(address).trajectory_writer(num_keep_alive_refs=3) as writer:
+                for t in range(10):
+                    writer.append({"obs": np.full(4, t, np.float32)})
+                    if t >= 2:
+                        writer.create_item("t", 1.0, {"obs": writer.history["obs"][-3:]})
+                writer.flush()
+            strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+            def dataset_fn(context):
+                batch = context.get_per_replica_batch_size(8)
+                return reverb.TrajectoryDataset.from_table_signature(address, "t", 16).batch(batch)
+
+            distributed = strategy.distribute_datasets_from_function(dataset_fn)
+
+            @tf.function
+            def step(batch):
+                return tf.reduce_sum(batch.data["obs"][:, 2] - batch.data["obs"][:, 0])
+
+            iterator = iter(distributed)
+            for _ in range(3):
+                per_replica = strategy.run(step, args=(next(iterator),))
+                total = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+                assert float(total) == 8 * 4 * 2.0, float(total)
+            assert strategy.num_replicas_in_sync == 2
+        print("OK")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=180, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK")
+
+
+def test_every_dtype_round_trips():
+    values = {
+        "f16": np.float16(1.5), "f32": np.float32(2.5), "f64": np.float64(3.5),
+        "i8": np.int8(-4), "i16": np.int16(-5), "i32": np.int32(-6), "i64": np.int64(-7),
+        "u8": np.uint8(8), "u16": np.uint16(9), "u32": np.uint32(10), "u64": np.uint64(11),
+        "b": np.bool_(True), "c64": np.complex64(1 + 2j), "c128": np.complex128(3 - 4j),
+        "s": np.array(b"bytes\x00with nul", dtype=object),
+        "nested": {"m": np.arange(6, dtype=np.float32).reshape(2, 3)},
+    }
+    signature = tf.nest.map_structure(
+        lambda v: tf.TensorSpec(np.shape(v), tf.string if np.asarray(v).dtype == object
+                                else tf.as_dtype(np.asarray(v).dtype)), values)
+    with reverb.Server([_table(signature=signature)]) as srv:
+        client = reverb.Client(_address(srv))
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            writer.append(values)
+            writer.create_item("t", 1.0, tf.nest.map_structure(lambda c: c[-1], writer.history))
+            writer.flush()
+        sample = next(iter(reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 1)))
+        got = tf.nest.map_structure(lambda t: t.numpy(), sample.data)
+        for path, want in [("f16", values["f16"]), ("c128", values["c128"]), ("u64", values["u64"])]:
+            assert got[path] == want and got[path].dtype == np.asarray(want).dtype
+        assert got["s"] == b"bytes\x00with nul"
+        np.testing.assert_array_equal(got["nested"]["m"], values["nested"]["m"])
+        for key in ["f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "b", "c64"]:
+            assert got[key] == values[key], key
+
+
+def test_variable_length_trajectories():
+    signature = {"x": tf.TensorSpec([None], tf.int64)}
+    with reverb.Server([_table(signature=signature)]) as srv:
+        client = reverb.Client(_address(srv))
+        with client.trajectory_writer(num_keep_alive_refs=5) as writer:
+            for t in range(5):
+                writer.append({"x": np.int64(t)})
+            for length in (1, 3, 5):
+                writer.create_item("t", 1.0, {"x": writer.history["x"][-length:]})
+            writer.flush()
+        ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
+        assert ds.element_spec.data["x"].shape.as_list() == [None]
+        lengths = {int(s.data["x"].shape[0]) for s in ds.take(60)}
+        assert lengths == {1, 3, 5}
+
+
+def test_rate_limiter_timeout_ends_the_dataset_cleanly():
+    with reverb.Server([_table(signature=OBS, limiter=reverb.rate_limiters.MinSize(100))]) as srv:
+        _fill(reverb.Client(_address(srv)))  # 18 items < 100: sampling stays blocked
+        ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4,
+                                                           rate_limiter_timeout_ms=200)
+        start = time.monotonic()
+        assert list(ds) == []
+        assert time.monotonic() - start < 10
+
+
+def test_max_samples_per_stream_ends_each_iterator(server):
+    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4,
+                                                       max_samples_per_stream=7)
+    assert len(list(ds)) == 7
+    assert len(list(ds)) == 7  # a new iterator, a new stream
+
+
+def test_deleting_a_blocked_iterator_returns_promptly():
+    with reverb.Server([_table(signature=OBS)]) as srv:  # empty table: GetNext blocks
+        ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
+        result = {}
+
+        def consume():
+            try:
+                next(iter(ds))
+                result["outcome"] = "returned"
+            except (tf.errors.CancelledError, tf.errors.UnavailableError) as e:
+                result["outcome"] = type(e).__name__
+
+        thread = threading.Thread(target=consume)
+        thread.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        srv.stop()  # the server goes away under a blocked GetNext
+        thread.join(timeout=15)
+        assert not thread.is_alive(), "GetNext hung after the server stopped"
+        assert result["outcome"] != "returned"
+        assert time.monotonic() - start < 10
+
+
+def test_cancelled_step_in_a_subprocess_does_not_hang():
+    code = textwrap.dedent("""
+        import threading, time
+        import tensorflow as tf
+        import reverb_tf as reverb
+        spec = {"x": tf.TensorSpec([], tf.int32)}
+        table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(),
+                             remover=reverb.selectors.Fifo(), max_size=10,
+                             rate_limiter=reverb.rate_limiters.MinSize(1), signature=spec)
+        server = reverb.Server([table])
+        ds = reverb.TrajectoryDataset.from_table_signature(f"localhost:{server.port}", "t", 4)
+        iterator = iter(ds)
+        threading.Timer(0.5, lambda: None).start()
+        start = time.monotonic()
+        del iterator  # never started: deleting must not block
+        print("deleted", round(time.monotonic() - start, 2))
+        server.stop()
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert float(result.stdout.split()[-1]) < 5
+
+
+def test_signature_problems_are_reported_at_construction():
+    with reverb.Server([_table(signature=None)]) as srv:
+        with pytest.raises(ValueError, match="has no signature"):
+            reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
+        with pytest.raises(reverb.errors.NotFoundError, match="no table named 'nope'"):
+            reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
+    with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
+        reverb.TrajectoryDataset("localhost:1", "t", {"x": [2]}, {"x": tf.int32}, 0)
+
+
+def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
+    ds = reverb.TrajectoryDataset(_address(server), "t",
+                                  shapes={"action": [], "obs": [3, 4]},
+                                  dtypes={"action": tf.int64, "obs": tf.float32},
+                                  max_in_flight_samples_per_worker=4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="column 0 .* int32 .* expects int64"):
+        next(iter(ds))
+
+
+def test_dataset_survives_graph_serialization(server):
+    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4).batch(2)
+    graph_def = tf.raw_ops.DatasetToGraphV2(input_dataset=ds._variant_tensor)
+    assert b"ReverbTfTrajectoryDataset" in graph_def.numpy()
+    # Rebuild it from the graph (what tf.data rewrites and tf.distribute do).
+    restored = tf.data.experimental.from_variant(
+        tf.raw_ops.DatasetFromGraph(graph_def=graph_def), ds.element_spec)
+    batch = next(iter(restored))
+    assert batch.data["obs"].shape == (2, 3, 4)
+
+
+def test_server_dying_mid_stream_surfaces_a_tf_error():
+    with reverb.Server([_table(signature=OBS)]) as srv:
+        _fill(reverb.Client(_address(srv)))
+        iterator = iter(reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 2))
+        _check(next(iterator))
+    with pytest.raises((tf.errors.UnavailableError, tf.errors.CancelledError)):
+        for _ in range(100):
+            next(iterator)
+
+
+def test_op_library_refuses_another_tensorflow(tmp_path, monkeypatch):
+    info = json.loads(_ops._BUILD_INFO.read_text())
+    assert info["tensorflow_version"] == tf.__version__
+    fake = tmp_path / "_build_info.json"
+    fake.write_text(json.dumps({"tensorflow_version": "1.0.0"}))
+    monkeypatch.setattr(_ops, "_BUILD_INFO", fake)
+    _ops.load.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="built for TensorFlow 1.0.0.*Rebuild"):
+            _ops.load()
+    finally:
+        _ops.load.cache_clear()

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/tensor_conversion.h"
 #include "reverb_tf/cc/client/tf_facade.h"
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/dataset.h"
@@ -33,11 +34,6 @@ using ::tensorflow::data::IteratorContext;
 using ::tensorflow::data::SerializationContext;
 
 constexpr int kInfoFields = 5;  // key, probability, table_size, priority, times_sampled
-
-absl::Status ToTfStatus(const tf_facade::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.code), status.message);
-}
 
 // The dataset's settings, one source of truth for the kernel, the dataset
 // and its graph serialization.
@@ -71,40 +67,6 @@ struct DatasetOptions {
     return absl::OkStatus();
   }
 };
-
-// Copies one sampled column into a TF tensor, checking it against what the
-// dataset promised.
-absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
-                            const PartialTensorShape& expected, int index, Tensor* out) {
-  if (static_cast<DataType>(column.dtype) != dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "column ", index, " of the sampled item is ",
-        tensorflow::DataTypeString(static_cast<DataType>(column.dtype)),
-        " but the dataset expects ", tensorflow::DataTypeString(dtype)));
-  }
-  TensorShape shape;
-  TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(column.shape, &shape));
-  if (!expected.IsCompatibleWith(shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "column ", index, " of the sampled item has shape ", shape.DebugString(),
-        " but the dataset expects ", expected.DebugString()));
-  }
-  *out = Tensor(dtype, shape);
-  if (dtype == tensorflow::DT_STRING) {
-    std::vector<std::string> strings;
-    TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::DecodeStrings(column, &strings)));
-    auto flat = out->flat<tensorflow::tstring>();
-    for (size_t i = 0; i < strings.size(); ++i) flat(i) = std::move(strings[i]);
-    return absl::OkStatus();
-  }
-  const size_t bytes = out->TotalBytes();
-  if (bytes != column.data.size()) {
-    return absl::InternalError(absl::StrCat("column ", index, " holds ", column.data.size(),
-                                            " bytes, expected ", bytes));
-  }
-  std::memcpy(out->data(), column.data.data(), bytes);
-  return absl::OkStatus();
-}
 
 class Dataset : public DatasetBase {
  public:

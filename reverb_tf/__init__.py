@@ -40,6 +40,8 @@ _LAZY = {
     "ReverbDataset": ("reverb_tf.trajectory_dataset", "ReverbDataset"),
     "TrajectoryDataset": ("reverb_tf.trajectory_dataset", "TrajectoryDataset"),
     "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
+    "TFClient": ("reverb_tf.tf_client", "TFClient"),
+    "tf_client": ("reverb_tf.tf_client", None),
 }
 
 
@@ -62,6 +64,7 @@ __all__ = [
     "SampleInfo",
     "Server",
     "Table",
+    "TFClient",
     "TrajectoryColumn",
     "TrajectoryDataset",
     "TrajectoryWriter",

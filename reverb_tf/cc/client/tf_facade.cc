@@ -105,4 +105,43 @@ Status UpdatePriorities(const std::string& server_address, const std::string& ta
   return FromAbsl(result.status());
 }
 
+Status InsertItem(const std::string& server_address, const std::vector<std::string>& tables,
+                  const std::vector<double>& priorities, std::vector<Tensor> columns,
+                  int64_t timeout_ms) {
+  if (tables.size() != priorities.size() || tables.empty()) {
+    return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
+                  "tables and priorities must be non-empty and of the same length"};
+  }
+  auto client = ClientFor(server_address);
+  if (!client.ok()) return FromAbsl(client.status());
+  auto writer = (*client)->NewTrajectoryWriter(TrajectoryWriterOptions());
+  if (!writer.ok()) return FromAbsl(writer.status());
+  std::vector<std::optional<TensorPayload>> step(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    TensorPayload payload;
+    payload.dtype = static_cast<DType>(columns[i].dtype);
+    payload.shape.assign(columns[i].shape.begin(), columns[i].shape.end());
+    payload.data = std::move(columns[i].data);
+    payload.uncompressed_size = static_cast<int64_t>(payload.data.size());
+    step[i] = std::move(payload);
+  }
+  auto index = (*writer)->Append(std::move(step));
+  if (!index.ok()) return FromAbsl(index.status());
+  std::vector<ItemColumn> refs(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    refs[i] = ItemColumn{static_cast<int32_t>(i), {*index}, true};
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (absl::Status status = (*writer)->CreateItem(tables[t], priorities[t], refs);
+        !status.ok()) {
+      return FromAbsl(status);
+    }
+  }
+  const absl::Duration timeout =
+      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+  absl::Status status = (*writer)->Flush(0, timeout);
+  (*writer)->Close().IgnoreError();
+  return FromAbsl(status);
+}
+
 }  // namespace reverb_tf::tf_facade

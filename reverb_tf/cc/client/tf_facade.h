@@ -75,6 +75,14 @@ REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
                                          const std::vector<double>& priorities,
                                          int64_t timeout_ms);
 
+// Inserts one single-step item holding `columns` (squeezed: no time
+// dimension) into each of `tables` with the matching priority, and waits
+// until the server has stored them.
+REVERB_TF_EXPORT Status InsertItem(const std::string& server_address,
+                                   const std::vector<std::string>& tables,
+                                   const std::vector<double>& priorities,
+                                   std::vector<Tensor> columns, int64_t timeout_ms);
+
 }  // namespace reverb_tf::tf_facade
 
 #endif  // REVERB_TF_CC_CLIENT_TF_FACADE_H_

@@ -1,0 +1,97 @@
+"""TFClient: reverb_tf calls as TensorFlow ops, for tf.function actors and learners.
+
+Each method adds an op whose C++ kernel talks to the server
+(`kernels/tf_client_kernels.cc`), so no Python runs when the graph executes.
+"""
+from typing import Any, List, Optional, Sequence
+
+import tensorflow as tf
+
+from reverb_tf import _ops
+from reverb_tf import replay_sample
+
+
+class TFClient:
+    """Client of a reverb_tf server whose calls are TensorFlow ops."""
+
+    def __init__(self, server_address: str, shared_name: Optional[str] = None,
+                 name: str = "reverb") -> None:
+        """Creates the client; it connects on first use.
+
+        Args:
+          server_address: "host:port" of the server.
+          shared_name: Accepted for dm-reverb compatibility (connections are
+            shared per address anyway).
+          name: Name scope of the ops.
+        """
+        del shared_name  # one channel per address is shared by all kernels
+        self._server_address = server_address
+        self._name = name
+        self._ops = _ops.load()
+
+    def sample(self, table: str, data_dtypes: Sequence[tf.DType],
+               name: Optional[str] = None) -> replay_sample.ReplaySample:
+        """Samples one item (blocking while the rate limiter holds sampling back).
+
+        Args:
+          table: Name of the table.
+          data_dtypes: Dtypes of the item's flat columns.
+          name: Name of the op.
+
+        Returns:
+          `ReplaySample(info, data)` with `data` the list of column tensors.
+
+        Raises:
+          tf.errors.InvalidArgumentError: (when run) if the item's columns
+            are not `data_dtypes`.
+        """
+        with tf.name_scope(name or f"{self._name}_sample"):
+            outputs = self._ops.reverb_tf_sample(
+                server_address=self._server_address, table=table,
+                dtypes=[tf.as_dtype(d) for d in data_dtypes])
+            info = replay_sample.SampleInfo(*outputs[:5])
+            return replay_sample.ReplaySample(info=info, data=list(outputs[5]))
+
+    def insert(self, data: List[Any], tables: Any, priorities: Any,
+               name: Optional[str] = None) -> tf.Operation:
+        """Inserts `data` as one single-step item into each of `tables`.
+
+        Args:
+          data: Tensors, one per column of the item.
+          tables: String vector of table names.
+          priorities: float64 vector, one priority per table.
+          name: Name of the op.
+
+        Returns:
+          The op (runs when executed; returns once the server stored it).
+
+        Raises:
+          ValueError: If `data` is empty.
+        """
+        if not data:
+            raise ValueError("insert needs at least one tensor")
+        with tf.name_scope(name or f"{self._name}_insert"):
+            return self._ops.reverb_tf_insert(
+                server_address=self._server_address,
+                tables=tf.convert_to_tensor(tables, tf.string),
+                priorities=tf.convert_to_tensor(priorities, tf.float64),
+                data=[tf.convert_to_tensor(d) for d in data])
+
+    def update_priorities(self, table: str, keys: Any, priorities: Any,
+                          name: Optional[str] = None) -> tf.Operation:
+        """Sets priorities of items of `table`; keys no longer stored are skipped.
+
+        Args:
+          table: Name of the table.
+          keys: uint64 vector of item keys.
+          priorities: float64 vector, one per key.
+          name: Name of the op.
+
+        Returns:
+          The op.
+        """
+        with tf.name_scope(name or f"{self._name}_update_priorities"):
+            return self._ops.reverb_tf_update_priorities(
+                server_address=self._server_address, table=table,
+                keys=tf.convert_to_tensor(keys, tf.uint64),
+                priorities=tf.convert_to_tensor(priorities, tf.float64))

@@ -19,6 +19,14 @@ using ::reverb_tf::testing::Uniform;
 
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
+// Sample options whose rate-limiter wait is bounded, so a failing test
+// cannot hang.
+SampleOptions Bounded() {
+  SampleOptions options;
+  options.rate_limiter_timeout = kTimeout;
+  return options;
+}
+
 TensorPayload FloatStep(float value, int width = 2) {
   std::string bytes(width * sizeof(float), '\0');
   for (int i = 0; i < width; ++i) std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
@@ -82,8 +90,7 @@ TEST_F(ClientServerTest, WriteAndSampleRoundTrip) {
   ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
   EXPECT_EQ(TableSize("t"), 4);
 
-  SampleOptions options;
-  auto samples = client_->SampleItems("t", 4, options);
+  auto samples = client_->SampleItems("t", 4, Bounded());
   ASSERT_TRUE(samples.ok()) << samples.status();
   ASSERT_EQ(samples->size(), 4u);
   for (int i = 0; i < 3; ++i) {  // Fifo: oldest first
@@ -109,7 +116,7 @@ TEST_F(ClientServerTest, MultiColumnItemsAndMissingColumns) {
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}).ok());
   ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
-  auto samples = client_->SampleItems("t", 1, SampleOptions());
+  auto samples = client_->SampleItems("t", 1, Bounded());
   ASSERT_TRUE(samples.ok()) << samples.status();
   EXPECT_EQ((*samples)[0].columns[0].shape, (Shape{2, 2}));
   EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]), std::vector<std::string>{"hello"});
@@ -144,7 +151,7 @@ TEST_F(ClientServerTest, ChunksCrossTheWireOnce) {
   EXPECT_EQ(TableSize("b"), 37);
   // Every step's data lives on the server exactly once, shared by the items
   // of both tables that cover it.
-  auto samples = client_->SampleItems("a", 37, SampleOptions());
+  auto samples = client_->SampleItems("a", 37, Bounded());
   ASSERT_TRUE(samples.ok());
   for (const Sample& sample : *samples) {
     const float first = FirstFloat(sample.columns[0]);
@@ -157,7 +164,7 @@ TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
   options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested"};
   StartServer({options});
   // Unknown table on sampling: NOT_FOUND.
-  EXPECT_EQ(client_->SampleItems("nope", 1, SampleOptions()).status().code(),
+  EXPECT_EQ(client_->SampleItems("nope", 1, Bounded()).status().code(),
             absl::StatusCode::kNotFound);
   // Rate limiter timeout: DEADLINE_EXCEEDED.
   SampleOptions short_timeout;
@@ -197,7 +204,7 @@ TEST_F(ClientServerTest, MutateResetAndServerInfo) {
     ASSERT_TRUE(writer->CreateItem("p", 1.0 + i, {ItemColumn{0, {*step}, true}}).ok());
   }
   ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
-  auto samples = client_->SampleItems("p", 2, SampleOptions());
+  auto samples = client_->SampleItems("p", 2, Bounded());
   ASSERT_TRUE(samples.ok());
   auto info = client_->ServerInfo(kTimeout);
   ASSERT_TRUE(info.ok());
@@ -219,8 +226,14 @@ TEST_F(ClientServerTest, MutateResetAndServerInfo) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result->updated, 1);
   EXPECT_EQ(result->missing, 1);
-  auto after = client_->SampleItems("p", 1, SampleOptions());
-  EXPECT_NEAR((*after)[0].info.probability, 50.0 / (50.0 + 6.0 - (*samples)[0].info.priority), 0.5);
+  // Priorities are now 50 for `key` and the original 1..3 for the others.
+  const double total = 50.0 + 6.0 - (*samples)[0].info.priority;
+  auto after = client_->SampleItems("p", 5, Bounded());  // within the limiter's budget
+  ASSERT_TRUE(after.ok());
+  for (const Sample& s : *after) {
+    EXPECT_EQ(s.info.priority == 50.0, s.info.key == key);
+    EXPECT_NEAR(s.info.probability, s.info.priority / total, 1e-9);
+  }
   auto deleted = client_->MutatePriorities("p", {}, {key}, kTimeout);
   EXPECT_EQ(deleted->deleted, 1);
   EXPECT_EQ(TableSize("p"), 2);

@@ -42,6 +42,7 @@ struct DatasetOptions {
   int64_t num_workers_per_iterator = -1;
   int64_t max_samples_per_stream = -1;
   int64_t rate_limiter_timeout_ms = -1;
+  bool unsqueeze = false;
   DataTypeVector dtypes;
   std::vector<PartialTensorShape> shapes;
 
@@ -105,11 +106,13 @@ class Dataset : public DatasetBase {
     tensorflow::Node* table = nullptr;
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
-    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, dtypes, shapes;
+    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, unsqueeze, dtypes,
+        shapes;
     b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
     b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
     b->BuildAttrValue(options_.max_samples_per_stream, &max_samples);
     b->BuildAttrValue(options_.rate_limiter_timeout_ms, &timeout);
+    b->BuildAttrValue(options_.unsqueeze, &unsqueeze);
     b->BuildAttrValue(options_.dtypes, &dtypes);
     b->BuildAttrValue(options_.shapes, &shapes);
     return b->AddDataset(this, {address, table},
@@ -117,6 +120,7 @@ class Dataset : public DatasetBase {
                           {"num_workers_per_iterator", workers},
                           {"max_samples_per_stream", max_samples},
                           {"rate_limiter_timeout_ms", timeout},
+                          {"unsqueeze", unsqueeze},
                           {"dtypes", dtypes},
                           {"shapes", shapes}},
                          output);
@@ -184,6 +188,10 @@ class Dataset : public DatasetBase {
       out->emplace_back(tensorflow::DT_INT32, TensorShape({}));
       out->back().scalar<int32_t>()() = sample.times_sampled;
       for (size_t i = 0; i < columns; ++i) {
+        if (options.unsqueeze && i < sample.squeezed.size() && sample.squeezed[i]) {
+          auto& shape = sample.columns[i].shape;
+          shape.insert(shape.begin(), 1);
+        }
         Tensor tensor;
         TF_RETURN_IF_ERROR(ColumnToTensor(sample.columns[i], options.dtypes[kInfoFields + i],
                                           options.shapes[kInfoFields + i], i, &tensor));
@@ -231,6 +239,7 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
                                      &options_.max_samples_per_stream));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
                                      &options_.rate_limiter_timeout_ms));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("unsqueeze", &options_.unsqueeze));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));
     OP_REQUIRES_OK(ctx, options_.Validate());

@@ -10,6 +10,7 @@ REGISTER_OP("ReverbTfTrajectoryDataset")
     .Attr("num_workers_per_iterator: int = -1")
     .Attr("max_samples_per_stream: int = -1")
     .Attr("rate_limiter_timeout_ms: int = -1")
+    .Attr("unsqueeze: bool = false")
     .Attr("dtypes: list(type) >= 1")
     .Attr("shapes: list(shape) >= 1")
     .Output("dataset: variant")
@@ -31,4 +32,6 @@ num_workers_per_iterator: Accepted for dm-reverb compatibility; each iterator
 max_samples_per_stream: Samples after which the iterator ends; -1: unlimited.
 rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
   long, the iterator ends (end of sequence); -1: wait forever.
+unsqueeze: Give single-step (squeezed) columns back their time dimension of
+  1, so every column has one (what TimestepDataset splits on).
 )doc");

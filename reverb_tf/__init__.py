@@ -39,6 +39,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "ReverbDataset": ("reverb_tf.trajectory_dataset", "ReverbDataset"),
     "TrajectoryDataset": ("reverb_tf.trajectory_dataset", "TrajectoryDataset"),
+    "TimestepDataset": ("reverb_tf.trajectory_dataset", "TimestepDataset"),
     "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
     "TFClient": ("reverb_tf.tf_client", "TFClient"),
     "tf_client": ("reverb_tf.tf_client", None),
@@ -65,6 +66,7 @@ __all__ = [
     "Server",
     "Table",
     "TFClient",
+    "TimestepDataset",
     "TrajectoryColumn",
     "TrajectoryDataset",
     "TrajectoryWriter",

@@ -38,7 +38,8 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
                  num_workers_per_iterator: int = -1,
                  max_samples_per_stream: int = -1,
                  rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1) -> None:
+                 max_samples: int = -1,
+                 _unsqueeze: bool = False) -> None:
         """Creates the dataset.
 
         Args:
@@ -57,6 +58,8 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
             table's rate limiter blocks sampling for this long; -1: never.
           max_samples: Alias of `max_samples_per_stream` for dm-reverb code
             (one stream per iterator, so they mean the same).
+          _unsqueeze: Internal (TimestepDataset): give single-step columns
+            back their time dimension.
 
         Raises:
           ValueError: If an argument is out of range or `shapes` and `dtypes`
@@ -92,6 +95,7 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
             num_workers_per_iterator=num_workers_per_iterator,
             max_samples_per_stream=limit,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+            unsqueeze=_unsqueeze,
             dtypes=[spec.dtype for spec in flat_specs],
             shapes=[spec.shape for spec in flat_specs])
         super().__init__(variant)
@@ -127,19 +131,7 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
           NotFoundError: If the server has no such table.
           DeadlineExceededError: If the server does not answer in time.
         """
-        from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
-        from reverb_tf import errors  # pylint: disable=g-import-not-at-top
-
-        info = client_lib.Client(server_address).server_info(timeout=get_signature_timeout_secs)
-        if table not in info:
-            raise errors.NotFoundError(
-                f"no table named '{table}' on {server_address}; it has "
-                f"{', '.join(sorted(info)) or 'no tables'}")
-        signature = info[table].signature
-        if signature is None:
-            raise ValueError(
-                f"table '{table}' has no signature: create it with Table(signature=...) "
-                "or pass shapes and dtypes to TrajectoryDataset(...)")
+        signature = _table_signature(server_address, table, get_signature_timeout_secs)
         shapes = tf.nest.map_structure(lambda spec: spec.shape, signature)
         dtypes = tf.nest.map_structure(lambda spec: spec.dtype, signature)
         return cls(server_address, table, shapes, dtypes, max_in_flight_samples_per_worker,
@@ -156,3 +148,127 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
 
 
 ReverbDataset = TrajectoryDataset
+
+
+def _table_signature(server_address: str, table: str,
+                     timeout_secs: Optional[float]) -> Any:
+    from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
+    from reverb_tf import errors  # pylint: disable=g-import-not-at-top
+
+    info = client_lib.Client(server_address).server_info(timeout=timeout_secs)
+    if table not in info:
+        raise errors.NotFoundError(
+            f"no table named '{table}' on {server_address}; it has "
+            f"{', '.join(sorted(info)) or 'no tables'}")
+    if info[table].signature is None:
+        raise ValueError(
+            f"table '{table}' has no signature: create it with Table(signature=...) "
+            "or pass shapes and dtypes explicitly")
+    return info[table].signature
+
+
+class TimestepDataset(dataset_ops.DatasetSource):
+    """Streams sampled items one timestep at a time.
+
+    Each element is `ReplaySample(info, data)` for one step of a sampled item:
+    `data` holds that step's values (no time dimension) and `info` is the
+    item's, repeated for each of its steps. Steps come in order, item after
+    item. Every column of an item must have the same number of steps; items
+    of single steps (e.g. from `Client.insert`) give one element each.
+
+    Built on the same C++ source as `TrajectoryDataset`; the split is a
+    vectorized tf.data `unbatch`, so no Python runs per element.
+    """
+
+    def __init__(self,
+                 server_address: str,
+                 table: str,
+                 dtypes: Any,
+                 shapes: Any,
+                 max_in_flight_samples_per_worker: int,
+                 num_workers_per_iterator: int = -1,
+                 max_samples_per_stream: int = -1,
+                 rate_limiter_timeout_ms: int = -1,
+                 max_samples: int = -1) -> None:
+        """Creates the dataset.
+
+        Args:
+          server_address: "host:port" of the server.
+          table: Name of the table to sample.
+          dtypes: Nested structure of `tf.DType` of one timestep.
+          shapes: Nested structure of `tf.TensorShape` of one timestep.
+          max_in_flight_samples_per_worker: As in `TrajectoryDataset`.
+          num_workers_per_iterator: As in `TrajectoryDataset`.
+          max_samples_per_stream: As in `TrajectoryDataset` (counts items).
+          rate_limiter_timeout_ms: As in `TrajectoryDataset`.
+          max_samples: As in `TrajectoryDataset` (counts items).
+
+        Raises:
+          ValueError: As `TrajectoryDataset`.
+        """
+        step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
+        item_shapes = tf.nest.map_structure(
+            lambda shape: tf.TensorShape([None]).concatenate(shape), step_shapes)
+        items = TrajectoryDataset(server_address, table, item_shapes, dtypes,
+                                  max_in_flight_samples_per_worker, num_workers_per_iterator,
+                                  max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
+                                  _unsqueeze=True)
+
+        def per_step(sample):
+            steps = tf.shape(tf.nest.flatten(sample.data)[0])[0]
+            info = tf.nest.map_structure(lambda x: tf.fill([steps], x), sample.info)
+            return replay_sample.ReplaySample(info=info, data=sample.data)
+
+        self._dataset = items.map(per_step).unbatch()
+        self._element_spec = self._dataset.element_spec
+        super().__init__(self._dataset._variant_tensor)  # pylint: disable=protected-access
+
+    @classmethod
+    def from_table_signature(cls,
+                             server_address: str,
+                             table: str,
+                             max_in_flight_samples_per_worker: int,
+                             num_workers_per_iterator: int = -1,
+                             max_samples_per_stream: int = -1,
+                             rate_limiter_timeout_ms: int = -1,
+                             get_signature_timeout_secs: Optional[float] = None,
+                             max_samples: int = -1) -> "TimestepDataset":
+        """Creates a dataset whose timesteps have the table's signature.
+
+        The signature must describe one timestep, i.e. the table holds
+        single-step items written without a time dimension (a
+        `TrajectoryWriter` item of `history[...][-1]` columns); each becomes
+        one element. For multi-step items pass per-step `dtypes`/`shapes` to
+        the constructor.
+
+        Args:
+          server_address: "host:port" of the server.
+          table: Name of the table; it must have a signature.
+          max_in_flight_samples_per_worker: As in the constructor.
+          num_workers_per_iterator: As in the constructor.
+          max_samples_per_stream: As in the constructor.
+          rate_limiter_timeout_ms: As in the constructor.
+          get_signature_timeout_secs: How long to wait for the server.
+          max_samples: As in the constructor.
+
+        Returns:
+          The dataset.
+
+        Raises:
+          ValueError: If the table has no signature.
+          NotFoundError: If the server has no such table.
+        """
+        signature = _table_signature(server_address, table, get_signature_timeout_secs)
+        shapes = tf.nest.map_structure(lambda spec: spec.shape, signature)
+        dtypes = tf.nest.map_structure(lambda spec: spec.dtype, signature)
+        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
+                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
+                   max_samples)
+
+    def _inputs(self):
+        return []
+
+    @property
+    def element_spec(self) -> Any:
+        """`ReplaySample` of `tf.TensorSpec` of one timestep."""
+        return self._element_spec

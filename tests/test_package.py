@@ -40,7 +40,7 @@ def test_module_attributes_mirror_dm_reverb():
 
 def test_unimplemented_features_are_not_faked():
     # These arrive with their own work; until then they must not exist.
-    for name in ["TimestepDataset", "checkpointers"]:
+    for name in ["checkpointers"]:
         assert not hasattr(reverb_tf, name), name
 
 

@@ -302,3 +302,38 @@ def test_op_library_refuses_another_tensorflow(tmp_path, monkeypatch):
             _ops.load()
     finally:
         _ops.load.cache_clear()
+
+
+def test_timestep_dataset_splits_items_into_steps():
+    with reverb.Server([_table(signature=None)]) as srv:
+        client = reverb.Client(_address(srv))
+        with client.trajectory_writer(num_keep_alive_refs=4) as writer:
+            for t in range(4):
+                writer.append({"obs": np.full(2, t, np.float32), "t": np.int32(t)})
+            writer.create_item("t", 1.0, {"obs": writer.history["obs"][-4:],
+                                          "t": writer.history["t"][-4:]})
+            writer.flush()
+        ds = reverb.TimestepDataset(_address(srv), "t",
+                                    dtypes={"obs": tf.float32, "t": tf.int32},
+                                    shapes={"obs": tf.TensorShape([2]), "t": tf.TensorShape([])},
+                                    max_in_flight_samples_per_worker=2, max_samples=1)
+        assert ds.element_spec.data["obs"].shape == (2,)
+        steps = list(ds)
+        assert [int(s.data["t"]) for s in steps] == [0, 1, 2, 3]
+        assert len({int(s.info.key) for s in steps}) == 1  # one item, its info repeated
+        np.testing.assert_array_equal(steps[2].data["obs"].numpy(), [2.0, 2.0])
+
+
+def test_timestep_dataset_from_a_single_step_signature():
+    signature = {"x": tf.TensorSpec([3], tf.float32)}
+    with reverb.Server([_table(signature=signature)]) as srv:
+        client = reverb.Client(_address(srv))
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(5):  # single-step items, stored without a time dimension
+                writer.append({"x": np.full(3, i, np.float32)})
+                writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+            writer.flush()
+        ds = reverb.TimestepDataset.from_table_signature(_address(srv), "t", 4,
+                                                         max_samples_per_stream=20)
+        values = [float(s.data["x"][0]) for s in ds]
+        assert len(values) == 20 and set(values) <= {0.0, 1.0, 2.0, 3.0, 4.0}

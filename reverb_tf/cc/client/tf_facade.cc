@@ -41,6 +41,7 @@ class SamplerAdapter : public FacadeSampler {
     out->table_size = sample.info.table_size;
     out->priority = sample.info.priority;
     out->times_sampled = sample.info.times_sampled;
+    out->squeezed = sample.squeezed;
     out->columns.resize(sample.columns.size());
     for (size_t i = 0; i < sample.columns.size(); ++i) {
       TensorPayload& column = sample.columns[i];

@@ -42,6 +42,8 @@ struct Sample {
   double priority = 0;
   int32_t times_sampled = 0;
   std::vector<Tensor> columns;
+  // squeezed[i]: column i is one step stored without its time dimension.
+  std::vector<bool> squeezed;
 };
 
 struct SamplerOptions {

@@ -61,6 +61,14 @@ int main() {
   }
   std::printf("priority updates (256 per call): %.0f keys/s\n",
               updated / absl::ToDoubleSeconds(absl::Now() - start));
+  start = absl::Now();
+  int64_t calls = 0;
+  while (absl::Now() - start < absl::Seconds(2)) {
+    if (!client->ServerInfo(absl::Seconds(10)).ok()) return 1;
+    ++calls;
+  }
+  std::printf("unary round trip (server_info): %.0f us\n",
+              absl::ToDoubleMicroseconds(absl::Now() - start) / calls);
   server->Stop();
   return 0;
 }

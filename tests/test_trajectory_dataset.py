@@ -203,7 +203,7 @@ def test_max_samples_per_stream_ends_each_iterator(server):
     assert len(list(ds)) == 7  # a new iterator, a new stream
 
 
-def test_deleting_a_blocked_iterator_returns_promptly():
+def test_server_stopping_under_a_blocked_get_next_fails_it_promptly():
     with reverb.Server([_table(signature=OBS)]) as srv:  # empty table: GetNext blocks
         ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
         result = {}

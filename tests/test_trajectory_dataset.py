@@ -337,3 +337,72 @@ def test_timestep_dataset_from_a_single_step_signature():
                                                          max_samples_per_stream=20)
         values = [float(s.data["x"][0]) for s in ds]
         assert len(values) == 20 and set(values) <= {0.0, 1.0, 2.0, 3.0, 4.0}
+
+
+def test_closing_a_session_cancels_a_blocked_get_next():
+    # Cancelling the step must reach the kernel's cancellation callback: a
+    # GetNext blocked on an empty table returns at once, not when data comes.
+    with reverb.Server([_table(signature=OBS)]) as srv:
+        graph = tf.Graph()
+        with graph.as_default():
+            ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
+            element = tf.compat.v1.data.make_one_shot_iterator(ds).get_next()
+        session = tf.compat.v1.Session(graph=graph)
+        outcome = {}
+
+        def run():
+            try:
+                session.run(element)
+                outcome["result"] = "returned"
+            except tf.errors.CancelledError:
+                outcome["result"] = "cancelled"
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        session.close()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the blocked GetNext ignored the cancellation"
+        assert outcome["result"] == "cancelled"
+        assert time.monotonic() - start < 5
+        assert srv.localhost_client().server_info()["t"].current_size == 0
+
+
+def test_dataset_waits_a_bounded_time_for_a_server_that_is_starting():
+    import portpicker  # pylint: disable=g-import-not-at-top
+    port = portpicker.pick_unused_port()
+    ds = reverb.TrajectoryDataset(f"localhost:{port}", "t",
+                                  shapes={"x": tf.TensorShape([])}, dtypes={"x": tf.int32},
+                                  max_in_flight_samples_per_worker=2)
+    holder = {}
+
+    def start_later():
+        time.sleep(0.3)
+        server = reverb.Server([_table(signature={"x": tf.TensorSpec([], tf.int32)})], port=port)
+        client = reverb.Client(f"localhost:{port}")
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            writer.append({"x": np.int32(7)})
+            writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+            writer.flush()
+        holder["server"] = server
+
+    thread = threading.Thread(target=start_later)
+    thread.start()
+    try:
+        sample = next(iter(ds))  # first attempts fail: nothing listens yet
+        assert int(sample.data["x"]) == 7
+    finally:
+        thread.join()
+        holder["server"].stop()
+
+
+def test_dataset_gives_up_on_an_absent_server():
+    import portpicker  # pylint: disable=g-import-not-at-top
+    ds = reverb.TrajectoryDataset(f"localhost:{portpicker.pick_unused_port()}", "t",
+                                  shapes={"x": tf.TensorShape([])}, dtypes={"x": tf.int32},
+                                  max_in_flight_samples_per_worker=2)
+    start = time.monotonic()
+    with pytest.raises(tf.errors.UnavailableError):
+        next(iter(ds))
+    assert time.monotonic() - start < 10  # 5 attempts, backoff 0.1+0.2+0.4+0.8 s

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -89,9 +90,17 @@ struct SamplerStream {
 
 Sampler::Sampler(std::shared_ptr<ClientStub> stub, std::string table,
                  const SamplerOptions& options)
-    : stub_(std::move(stub)), table_(std::move(table)), options_(options),
-      stream_(std::make_unique<SamplerStream>()) {
-  stream_->rw = stub_->stub()->SampleStream(&stream_->context);
+    : stub_(std::move(stub)), table_(std::move(table)), options_(options) {
+  OpenStream();
+}
+
+void Sampler::OpenStream() {
+  auto stream = std::make_unique<SamplerStream>();
+  stream->rw = stub_->stub()->SampleStream(&stream->context);
+  granted_ = returned_;
+  absl::MutexLock lock(&stream_mu_);
+  stream_ = std::move(stream);
+  if (cancelled_.load()) stream_->context.TryCancel();
 }
 
 Sampler::~Sampler() {
@@ -101,13 +110,49 @@ Sampler::~Sampler() {
   }
 }
 
-void Sampler::Cancel() { stream_->context.TryCancel(); }
+void Sampler::Cancel() {
+  absl::MutexLock lock(&stream_mu_);
+  cancelled_.store(true);
+  if (stream_ != nullptr) stream_->context.TryCancel();
+}
 
 absl::Status Sampler::Fail(absl::Status status) {
   error_ = status;
   stream_->context.TryCancel();
   stream_->rw->Finish().ok();
   return status;
+}
+
+absl::Status Sampler::Refill() {
+  // Top the credits back up to max_in_flight ahead of what was consumed.
+  int64_t target = returned_ + options_.max_in_flight;
+  if (options_.max_samples >= 0) target = std::min(target, options_.max_samples);
+  if (target > granted_) {
+    proto::SampleRequest request;
+    request.set_table(table_);
+    request.set_num_samples(target - granted_);
+    request.set_flexible_batch_size(
+        static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
+    request.set_rate_limiter_timeout_ms(
+        options_.rate_limiter_timeout == absl::InfiniteDuration()
+            ? -1
+            : absl::ToInt64Milliseconds(options_.rate_limiter_timeout));
+    if (!stream_->rw->Write(request)) {
+      absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+      return status.ok() ? absl::UnavailableError("the sample stream closed") : status;
+    }
+    granted_ = target;
+  }
+  proto::SampleResponse response;
+  if (!stream_->rw->Read(&response)) {
+    absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+    return status.ok() ? absl::UnavailableError("the server ended the sample stream") : status;
+  }
+  if (absl::Status status = DecodeResponse(&response, &buffer_); !status.ok()) {
+    return Fail(status);
+  }
+  if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));
+  return absl::OkStatus();
 }
 
 absl::Status Sampler::Next(Sample* sample) {
@@ -119,36 +164,23 @@ absl::Status Sampler::Next(Sample* sample) {
   if (next_in_buffer_ == buffer_.size()) {
     buffer_.clear();
     next_in_buffer_ = 0;
-    // Top the credits back up to max_in_flight ahead of what was consumed.
-    int64_t target = returned_ + options_.max_in_flight;
-    if (options_.max_samples >= 0) target = std::min(target, options_.max_samples);
-    if (target > granted_) {
-      proto::SampleRequest request;
-      request.set_table(table_);
-      request.set_num_samples(target - granted_);
-      request.set_flexible_batch_size(
-          static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
-      request.set_rate_limiter_timeout_ms(
-          options_.rate_limiter_timeout == absl::InfiniteDuration()
-              ? -1
-              : absl::ToInt64Milliseconds(options_.rate_limiter_timeout));
-      if (!stream_->rw->Write(request)) {
-        error_ = FromGrpcStatus(stream_->rw->Finish());
-        if (error_.ok()) error_ = absl::UnavailableError("the sample stream closed");
-        return error_;
-      }
-      granted_ = target;
+    absl::Status status = Refill();
+    // Only a server not reachable yet is retried: once samples flowed, a
+    // broken stream is the caller's to see (the samples in flight are gone).
+    absl::Duration backoff = absl::Milliseconds(100);
+    for (int attempt = 1; status.code() == absl::StatusCode::kUnavailable &&
+                          returned_ == 0 && buffer_.empty() && !cancelled_.load() &&
+                          attempt < kMaxConnectAttempts;
+         ++attempt) {
+      absl::SleepFor(backoff);
+      backoff *= 2;
+      OpenStream();
+      status = Refill();
     }
-    proto::SampleResponse response;
-    if (!stream_->rw->Read(&response)) {
-      error_ = FromGrpcStatus(stream_->rw->Finish());
-      if (error_.ok()) error_ = absl::UnavailableError("the server ended the sample stream");
-      return error_;
+    if (!status.ok()) {
+      if (error_.ok()) error_ = status;
+      return status;
     }
-    if (absl::Status status = DecodeResponse(&response, &buffer_); !status.ok()) {
-      return Fail(status);
-    }
-    if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));
   }
   *sample = std::move(buffer_[next_in_buffer_++]);
   ++returned_;
@@ -180,6 +212,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   // Each Client gets its own connection, so several clients in one process
   // (actors in threads) do not share one TCP stream.
   arguments.SetInt("grpc.use_local_subchannel_pool", 1);
+  // Reconnect quickly to a server that is (re)starting: the default first
+  // backoff of 1 s would make every bounded retry of ours fail fast.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   auto channel = grpc::CreateCustomChannel(
       server_address, grpc::InsecureChannelCredentials(), arguments);
   return std::unique_ptr<Client>(new Client(

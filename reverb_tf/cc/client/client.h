@@ -11,6 +11,7 @@
 #ifndef REVERB_TF_CC_CLIENT_CLIENT_H_
 #define REVERB_TF_CC_CLIENT_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "reverb_tf/cc/client/trajectory_writer.h"
@@ -77,14 +79,21 @@ class REVERB_TF_EXPORT Sampler {
   ~Sampler();
   // Blocks for the next sample. OUT_OF_RANGE after max_samples,
   // DEADLINE_EXCEEDED when the rate limiter timeout expires, CANCELLED after
-  // Cancel(); the stream is finished after any error.
+  // Cancel(); the stream is finished after any error. A server that is not
+  // reachable yet (UNAVAILABLE before the first sample) is retried
+  // kMaxConnectAttempts times with exponential backoff from 100 ms (1.5 s in all).
   absl::Status Next(Sample* sample);
   void Cancel();
+
+  static constexpr int kMaxConnectAttempts = 5;
 
  private:
   friend class Client;
   Sampler(std::shared_ptr<ClientStub> stub, std::string table, const SamplerOptions& options);
   absl::Status Fail(absl::Status status);
+  // Reads the next response into buffer_, granting credits first.
+  absl::Status Refill();
+  void OpenStream();
 
   const std::shared_ptr<ClientStub> stub_;
   const std::string table_;
@@ -95,6 +104,9 @@ class REVERB_TF_EXPORT Sampler {
   int64_t returned_ = 0;
   int64_t granted_ = 0;
   absl::Status error_;
+  std::atomic<bool> cancelled_{false};
+  // Guards replacing stream_ (a retry) against Cancel() from another thread.
+  absl::Mutex stream_mu_;
 };
 
 class REVERB_TF_EXPORT Client {

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
 
 namespace reverb_tf::tf_facade {
@@ -102,8 +103,19 @@ Status UpdatePriorities(const std::string& server_address, const std::string& ta
   for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
   const absl::Duration timeout =
       timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
-  auto result = (*client)->MutatePriorities(table, updates, {}, timeout);
-  return FromAbsl(result.status());
+  // Priority updates are idempotent, so a server that is briefly unreachable
+  // is retried, a bounded number of times.
+  absl::Status status;
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (int attempt = 0; attempt < Sampler::kMaxConnectAttempts; ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(backoff);
+      backoff *= 2;
+    }
+    status = (*client)->MutatePriorities(table, updates, {}, timeout).status();
+    if (status.code() != absl::StatusCode::kUnavailable) break;
+  }
+  return FromAbsl(status);
 }
 
 Status InsertItem(const std::string& server_address, const std::vector<std::string>& tables,

@@ -43,6 +43,7 @@ struct DatasetOptions {
   int64_t max_samples_per_stream = -1;
   int64_t rate_limiter_timeout_ms = -1;
   bool unsqueeze = false;
+  std::vector<std::string> column_names;
   DataTypeVector dtypes;
   std::vector<PartialTensorShape> shapes;
 
@@ -106,13 +107,14 @@ class Dataset : public DatasetBase {
     tensorflow::Node* table = nullptr;
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
-    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, unsqueeze, dtypes,
-        shapes;
+    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, unsqueeze, names,
+        dtypes, shapes;
     b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
     b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
     b->BuildAttrValue(options_.max_samples_per_stream, &max_samples);
     b->BuildAttrValue(options_.rate_limiter_timeout_ms, &timeout);
     b->BuildAttrValue(options_.unsqueeze, &unsqueeze);
+    b->BuildAttrValue(options_.column_names, &names);
     b->BuildAttrValue(options_.dtypes, &dtypes);
     b->BuildAttrValue(options_.shapes, &shapes);
     return b->AddDataset(this, {address, table},
@@ -121,6 +123,7 @@ class Dataset : public DatasetBase {
                           {"max_samples_per_stream", max_samples},
                           {"rate_limiter_timeout_ms", timeout},
                           {"unsqueeze", unsqueeze},
+                          {"column_names", names},
                           {"dtypes", dtypes},
                           {"shapes", shapes}},
                          output);
@@ -193,8 +196,14 @@ class Dataset : public DatasetBase {
           shape.insert(shape.begin(), 1);
         }
         Tensor tensor;
-        TF_RETURN_IF_ERROR(ColumnToTensor(sample.columns[i], options.dtypes[kInfoFields + i],
-                                          options.shapes[kInfoFields + i], i, &tensor));
+        absl::Status converted = ColumnToTensor(sample.columns[i], options.dtypes[kInfoFields + i],
+                                                options.shapes[kInfoFields + i], i, &tensor);
+        if (!converted.ok() && i < options.column_names.size()) {
+          return absl::Status(converted.code(),
+                              absl::StrCat("column '", options.column_names[i], "': ",
+                                           converted.message()));
+        }
+        TF_RETURN_IF_ERROR(converted);
         out->push_back(std::move(tensor));
       }
       return absl::OkStatus();
@@ -240,6 +249,7 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
                                      &options_.rate_limiter_timeout_ms));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("unsqueeze", &options_.unsqueeze));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("column_names", &options_.column_names));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));
     OP_REQUIRES_OK(ctx, options_.Validate());

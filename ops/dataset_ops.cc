@@ -11,6 +11,7 @@ REGISTER_OP("ReverbTfTrajectoryDataset")
     .Attr("max_samples_per_stream: int = -1")
     .Attr("rate_limiter_timeout_ms: int = -1")
     .Attr("unsqueeze: bool = false")
+    .Attr("column_names: list(string) = []")
     .Attr("dtypes: list(type) >= 1")
     .Attr("shapes: list(shape) >= 1")
     .Output("dataset: variant")
@@ -32,6 +33,7 @@ num_workers_per_iterator: Accepted for dm-reverb compatibility; each iterator
 max_samples_per_stream: Samples after which the iterator ends; -1: unlimited.
 rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
   long, the iterator ends (end of sequence); -1: wait forever.
+column_names: Paths of the data columns, to name them in errors.
 unsqueeze: Give single-step (squeezed) columns back their time dimension of
   1, so every column has one (what TimestepDataset splits on).
 )doc");

@@ -96,6 +96,8 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
             max_samples_per_stream=limit,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
             unsqueeze=_unsqueeze,
+            column_names=["/".join(str(k) for k in path)
+                          for path, _ in tree.flatten_with_path(data_spec)],
             dtypes=[spec.dtype for spec in flat_specs],
             shapes=[spec.shape for spec in flat_specs])
         super().__init__(variant)

@@ -265,7 +265,8 @@ def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
                                   shapes={"action": [], "obs": [3, 4]},
                                   dtypes={"action": tf.int64, "obs": tf.float32},
                                   max_in_flight_samples_per_worker=4)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="column 0 .* int32 .* expects int64"):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="column 'action': column 0 .* int32 .* expects int64"):
         next(iter(ds))
 
 

@@ -28,6 +28,17 @@ class TFClient:
         self._server_address = server_address
         self._name = name
         self._ops = _ops.load()
+        # Eager string tensors for the address and table names: building them
+        # on every call costs more than the kernel's own work.
+        self._eager_strings = {}
+
+    def _string(self, value: str) -> Any:
+        if not tf.executing_eagerly():
+            return value
+        tensor = self._eager_strings.get(value)
+        if tensor is None:
+            tensor = self._eager_strings[value] = tf.constant(value)
+        return tensor
 
     def sample(self, table: str, data_dtypes: Sequence[tf.DType],
                name: Optional[str] = None) -> replay_sample.ReplaySample:
@@ -90,6 +101,11 @@ class TFClient:
         Returns:
           The op.
         """
+        if tf.executing_eagerly():  # the hot path of learners running eagerly
+            return self._ops.reverb_tf_update_priorities(
+                server_address=self._string(self._server_address), table=self._string(table),
+                keys=tf.convert_to_tensor(keys, tf.uint64),
+                priorities=tf.convert_to_tensor(priorities, tf.float64))
         with tf.name_scope(name or f"{self._name}_update_priorities"):
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._server_address, table=table,

@@ -6,7 +6,7 @@ with flow-control credits: no Python runs per element, so it works in
 `tf.function`, in graph mode and under `tf.distribute`, and it can be
 serialized with the rest of the input pipeline.
 """
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 import tree
@@ -20,7 +20,21 @@ def _dataset_op():
     return _ops.load().reverb_tf_trajectory_dataset
 
 
-class TrajectoryDataset(dataset_ops.DatasetSource):
+class _ReplaySource(dataset_ops.DatasetSource):
+    """A tf.data source of ReplaySamples: no input datasets, a fixed spec."""
+
+    _element_spec: Any
+
+    def _inputs(self):
+        return []
+
+    @property
+    def element_spec(self) -> Any:
+        """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
+        return self._element_spec
+
+
+class TrajectoryDataset(_ReplaySource):
     """Streams `ReplaySample(info, data)` elements from a table.
 
     `data` has the nested structure of `dtypes`/`shapes` (for
@@ -133,27 +147,18 @@ class TrajectoryDataset(dataset_ops.DatasetSource):
           NotFoundError: If the server has no such table.
           DeadlineExceededError: If the server does not answer in time.
         """
-        signature = _table_signature(server_address, table, get_signature_timeout_secs)
-        shapes = tf.nest.map_structure(lambda spec: spec.shape, signature)
-        dtypes = tf.nest.map_structure(lambda spec: spec.dtype, signature)
+        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
+                                                      get_signature_timeout_secs)
         return cls(server_address, table, shapes, dtypes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
                    max_samples)
-
-    def _inputs(self):
-        return []
-
-    @property
-    def element_spec(self) -> Any:
-        """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
-        return self._element_spec
 
 
 ReverbDataset = TrajectoryDataset
 
 
-def _table_signature(server_address: str, table: str,
-                     timeout_secs: Optional[float]) -> Any:
+def _signature_shapes_and_dtypes(server_address: str, table: str,
+                                 timeout_secs: Optional[float]) -> Tuple[Any, Any]:
     from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
 
@@ -166,10 +171,12 @@ def _table_signature(server_address: str, table: str,
         raise ValueError(
             f"table '{table}' has no signature: create it with Table(signature=...) "
             "or pass shapes and dtypes explicitly")
-    return info[table].signature
+    signature = info[table].signature
+    return (tf.nest.map_structure(lambda spec: spec.shape, signature),
+            tf.nest.map_structure(lambda spec: spec.dtype, signature))
 
 
-class TimestepDataset(dataset_ops.DatasetSource):
+class TimestepDataset(_ReplaySource):
     """Streams sampled items one timestep at a time.
 
     Each element is `ReplaySample(info, data)` for one step of a sampled item:
@@ -260,17 +267,8 @@ class TimestepDataset(dataset_ops.DatasetSource):
           ValueError: If the table has no signature.
           NotFoundError: If the server has no such table.
         """
-        signature = _table_signature(server_address, table, get_signature_timeout_secs)
-        shapes = tf.nest.map_structure(lambda spec: spec.shape, signature)
-        dtypes = tf.nest.map_structure(lambda spec: spec.dtype, signature)
+        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
+                                                      get_signature_timeout_secs)
         return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
                    max_samples)
-
-    def _inputs(self):
-        return []
-
-    @property
-    def element_spec(self) -> Any:
-        """`ReplaySample` of `tf.TensorSpec` of one timestep."""
-        return self._element_spec

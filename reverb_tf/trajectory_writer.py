@@ -754,9 +754,13 @@ class TrajectoryWriter:
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         # A ReverbError means the writer (or server) is broken; flushing
-        # would only raise again and hide the original error.
-        if exc_type is None or not issubclass(exc_type, errors.ReverbError):
-            self.flush()
+        # would only raise again and hide the original error. Either way the
+        # stream (and its two native threads) ends with the block.
+        try:
+            if exc_type is None or not issubclass(exc_type, errors.ReverbError):
+                self.flush()
+        finally:
+            self.close()
 
     def __del__(self) -> None:
         try:

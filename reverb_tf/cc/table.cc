@@ -4,15 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
 namespace {
-
-absl::Time DeadlineFor(absl::Duration timeout) {
-  if (timeout == absl::InfiniteDuration()) return absl::InfiniteFuture();
-  return absl::Now() + std::max(timeout, absl::ZeroDuration());
-}
 
 }  // namespace
 
@@ -165,7 +161,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
     }
   }
   item.times_sampled = 0;
-  const absl::Time deadline = DeadlineFor(timeout);
+  const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<Item> graveyard;  // destroyed after the lock is released
   absl::MutexLock lock(&mu_);
   if (items_.contains(item.key)) return AssignLocked(&item);
@@ -203,7 +199,7 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     return absl::InvalidArgumentError(
         absl::StrCat("max_samples must be >= 1, got ", max_samples));
   }
-  const absl::Time deadline = DeadlineFor(timeout);
+  const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<SampledItem> samples;
   std::vector<Item> graveyard;
   absl::MutexLock lock(&mu_);

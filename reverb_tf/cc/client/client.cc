@@ -9,6 +9,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/conversions.h"
 
@@ -83,6 +84,21 @@ absl::Status DecodeResponse(proto::SampleResponse* response, std::vector<Sample>
 
 }  // namespace
 
+absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
+                              absl::FunctionRef<bool()> may_retry) {
+  constexpr int kMaxAttempts = 5;
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Status status = attempt(0);
+  for (int i = 1; i < kMaxAttempts && status.code() == absl::StatusCode::kUnavailable &&
+                  may_retry();
+       ++i) {
+    absl::SleepFor(backoff);
+    backoff *= 2;
+    status = attempt(i);
+  }
+  return status;
+}
+
 struct SamplerStream {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<proto::SampleRequest, proto::SampleResponse>> rw;
@@ -104,10 +120,13 @@ void Sampler::OpenStream() {
 }
 
 Sampler::~Sampler() {
-  if (error_.ok()) {
-    stream_->context.TryCancel();
-    stream_->rw->Finish().ok();  // the outcome no longer matters
+  if (!error_.ok()) return;  // the stream is already finished
+  if (returned_ == granted_ && next_in_buffer_ == buffer_.size()) {
+    stream_->rw->WritesDone();  // nothing outstanding: end it politely
+  } else {
+    stream_->context.TryCancel();  // samples in flight nobody will read
   }
+  stream_->rw->Finish().ok();  // the outcome no longer matters
 }
 
 void Sampler::Cancel() {
@@ -132,11 +151,10 @@ absl::Status Sampler::Refill() {
     request.set_table(table_);
     request.set_num_samples(target - granted_);
     request.set_flexible_batch_size(
-        static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
-    request.set_rate_limiter_timeout_ms(
-        options_.rate_limiter_timeout == absl::InfiniteDuration()
-            ? -1
-            : absl::ToInt64Milliseconds(options_.rate_limiter_timeout));
+        options_.flexible_batch_size > 0
+            ? options_.flexible_batch_size
+            : static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
+    request.set_rate_limiter_timeout_ms(TimeoutToMs(options_.rate_limiter_timeout));
     if (!stream_->rw->Write(request)) {
       absl::Status status = FromGrpcStatus(stream_->rw->Finish());
       return status.ok() ? absl::UnavailableError("the sample stream closed") : status;
@@ -164,19 +182,14 @@ absl::Status Sampler::Next(Sample* sample) {
   if (next_in_buffer_ == buffer_.size()) {
     buffer_.clear();
     next_in_buffer_ = 0;
-    absl::Status status = Refill();
     // Only a server not reachable yet is retried: once samples flowed, a
     // broken stream is the caller's to see (the samples in flight are gone).
-    absl::Duration backoff = absl::Milliseconds(100);
-    for (int attempt = 1; status.code() == absl::StatusCode::kUnavailable &&
-                          returned_ == 0 && buffer_.empty() && !cancelled_.load() &&
-                          attempt < kMaxConnectAttempts;
-         ++attempt) {
-      absl::SleepFor(backoff);
-      backoff *= 2;
-      OpenStream();
-      status = Refill();
-    }
+    absl::Status status = RetryUnavailable(
+        [this](int attempt) {
+          if (attempt > 0) OpenStream();
+          return Refill();
+        },
+        [this] { return returned_ == 0 && buffer_.empty() && !cancelled_.load(); });
     if (!status.ok()) {
       if (error_.ok()) error_ = status;
       return status;
@@ -229,14 +242,28 @@ Client::Client(std::string address, std::shared_ptr<ClientStub> stub)
 
 Client::~Client() = default;
 
-absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
-                                                          Cancellation* cancel) {
+namespace {
+
+// One unary call with `timeout` and `cancel` applied.
+template <typename Request, typename Response>
+absl::Status Unary(ClientStub& stub,
+                   grpc::Status (proto::ReplayService::Stub::*method)(
+                       grpc::ClientContext*, const Request&, Response*),
+                   const Request& request, Response* response, absl::Duration timeout,
+                   Cancellation* cancel) {
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
   ScopedRpcCancellation scoped(cancel, &context);
+  return FromGrpcStatus((stub.stub()->*method)(&context, request, response));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
+                                                          Cancellation* cancel) {
   proto::ServerInfoResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(
-      stub_->stub()->ServerInfo(&context, proto::ServerInfoRequest(), &response)));
+  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::ServerInfo,
+                        proto::ServerInfoRequest(), &response, timeout, cancel));
   std::vector<TableInfo> tables;
   for (const proto::TableInfo& table : response.tables()) {
     ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(table));
@@ -257,12 +284,9 @@ absl::StatusOr<MutationResult> Client::MutatePriorities(
     request.add_priorities(priority);
   }
   request.mutable_deletes()->Add(deletes.begin(), deletes.end());
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
-  ScopedRpcCancellation scoped(cancel, &context);
   proto::MutatePrioritiesResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(
-      stub_->stub()->MutatePriorities(&context, request, &response)));
+  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::MutatePriorities, request,
+                        &response, timeout, cancel));
   return MutationResult{response.updated(), response.deleted(), response.missing()};
 }
 
@@ -270,21 +294,16 @@ absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
                            Cancellation* cancel) {
   proto::ResetRequest request;
   request.set_table(table);
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
-  ScopedRpcCancellation scoped(cancel, &context);
   proto::ResetResponse response;
-  return FromGrpcStatus(stub_->stub()->Reset(&context, request, &response));
+  return Unary(*stub_, &proto::ReplayService::Stub::Reset, request, &response, timeout,
+               cancel);
 }
 
 absl::StatusOr<std::string> Client::Checkpoint(absl::Duration timeout,
                                                Cancellation* cancel) {
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
-  ScopedRpcCancellation scoped(cancel, &context);
   proto::CheckpointResponse response;
-  RETURN_IF_ERROR(FromGrpcStatus(
-      stub_->stub()->Checkpoint(&context, proto::CheckpointRequest(), &response)));
+  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::Checkpoint,
+                        proto::CheckpointRequest(), &response, timeout, cancel));
   return response.path();
 }
 
@@ -295,36 +314,23 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
     return absl::InvalidArgumentError(
         absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
-  grpc::ClientContext context;
-  ScopedRpcCancellation scoped(cancel, &context);
-  auto stream = stub_->stub()->SampleStream(&context);
-  proto::SampleRequest request;
-  request.set_table(table);
-  request.set_num_samples(num_samples);
-  request.set_flexible_batch_size(options.flexible_batch_size);
-  request.set_rate_limiter_timeout_ms(
-      options.rate_limiter_timeout == absl::InfiniteDuration()
-          ? -1
-          : absl::ToInt64Milliseconds(options.rate_limiter_timeout));
-  std::vector<Sample> samples;
-  samples.reserve(num_samples);
-  absl::Status assembly = absl::OkStatus();
-  if (stream->Write(request)) {
-    proto::SampleResponse response;
-    while (assembly.ok() && static_cast<int64_t>(samples.size()) < num_samples &&
-           stream->Read(&response)) {
-      assembly = DecodeResponse(&response, &samples);
-    }
+  SamplerOptions sampler_options;
+  sampler_options.max_in_flight = num_samples;
+  sampler_options.max_samples = num_samples;
+  sampler_options.rate_limiter_timeout = options.rate_limiter_timeout;
+  sampler_options.flexible_batch_size = options.flexible_batch_size;
+  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, NewSampler(table, sampler_options));
+  Cancellation::Id id = 0;
+  Sampler* raw = sampler.get();
+  if (cancel != nullptr && !cancel->Register([raw] { raw->Cancel(); }, &id)) {
+    return absl::CancelledError("sampling was cancelled before it started");
   }
-  if (!assembly.ok()) context.TryCancel();
-  stream->WritesDone();
-  const absl::Status status = FromGrpcStatus(stream->Finish());
-  RETURN_IF_ERROR(assembly);
-  if (static_cast<int64_t>(samples.size()) >= num_samples) return samples;
-  if (!status.ok()) return status;
-  return absl::UnavailableError(absl::StrCat(
-      "the sample stream ended after ", samples.size(), " of ", num_samples,
-      " samples"));
+  std::vector<Sample> samples(num_samples);
+  absl::Status status;
+  for (int64_t i = 0; i < num_samples && status.ok(); ++i) status = sampler->Next(&samples[i]);
+  if (cancel != nullptr) cancel->UnregisterAndWait(id);
+  RETURN_IF_ERROR(status);
+  return samples;
 }
 
 absl::StatusOr<std::unique_ptr<TrajectoryWriter>> Client::NewTrajectoryWriter(

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -67,9 +68,18 @@ struct REVERB_TF_EXPORT SamplerOptions {
   // limit.
   int64_t max_samples = -1;
   absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+  // Samples per response message; 0: min(max_in_flight, 1024).
+  int32_t flexible_batch_size = 0;
 };
 
 struct SamplerStream;
+
+// The client's one retry policy for a server that is briefly unreachable:
+// calls `attempt(i)` for i = 0, 1, ... while it returns UNAVAILABLE and
+// `may_retry()` holds, at most 5 times, sleeping 100, 200, 400, 800 ms in
+// between (1.5 s in all). Returns the last status.
+REVERB_TF_EXPORT absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
+                                               absl::FunctionRef<bool()> may_retry);
 
 // A long-lived sampling stream: keeps up to max_in_flight samples requested
 // ahead, so a consumer (a tf.data iterator) never waits for a round trip.
@@ -81,11 +91,9 @@ class REVERB_TF_EXPORT Sampler {
   // DEADLINE_EXCEEDED when the rate limiter timeout expires, CANCELLED after
   // Cancel(); the stream is finished after any error. A server that is not
   // reachable yet (UNAVAILABLE before the first sample) is retried
-  // kMaxConnectAttempts times with exponential backoff from 100 ms (1.5 s in all).
+  // per RetryUnavailable() (1.5 s in all).
   absl::Status Next(Sample* sample);
   void Cancel();
-
-  static constexpr int kMaxConnectAttempts = 5;
 
  private:
   friend class Client;

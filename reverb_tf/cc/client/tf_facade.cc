@@ -4,8 +4,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/platform/deadline.h"
 
 namespace reverb_tf::tf_facade {
 namespace {
@@ -69,9 +69,7 @@ Status NewSampler(const std::string& server_address, const std::string& table,
   reverb_tf::SamplerOptions sampler_options;
   sampler_options.max_in_flight = options.max_in_flight;
   sampler_options.max_samples = options.max_samples;
-  if (options.rate_limiter_timeout_ms >= 0) {
-    sampler_options.rate_limiter_timeout = absl::Milliseconds(options.rate_limiter_timeout_ms);
-  }
+  sampler_options.rate_limiter_timeout = TimeoutFromMs(options.rate_limiter_timeout_ms);
   auto sampler = (*client)->NewSampler(table, sampler_options);
   if (!sampler.ok()) return FromAbsl(sampler.status());
   *out = std::make_unique<SamplerAdapter>(*client, *std::move(sampler));
@@ -101,21 +99,12 @@ Status UpdatePriorities(const std::string& server_address, const std::string& ta
   if (!client.ok()) return FromAbsl(client.status());
   std::vector<std::pair<Key, double>> updates(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
-  const absl::Duration timeout =
-      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+  const absl::Duration timeout = TimeoutFromMs(timeout_ms);
   // Priority updates are idempotent, so a server that is briefly unreachable
   // is retried, a bounded number of times.
-  absl::Status status;
-  absl::Duration backoff = absl::Milliseconds(100);
-  for (int attempt = 0; attempt < Sampler::kMaxConnectAttempts; ++attempt) {
-    if (attempt > 0) {
-      absl::SleepFor(backoff);
-      backoff *= 2;
-    }
-    status = (*client)->MutatePriorities(table, updates, {}, timeout).status();
-    if (status.code() != absl::StatusCode::kUnavailable) break;
-  }
-  return FromAbsl(status);
+  return FromAbsl(RetryUnavailable(
+      [&](int) { return (*client)->MutatePriorities(table, updates, {}, timeout).status(); },
+      [] { return true; }));
 }
 
 Status InsertItem(const std::string& server_address, const std::vector<std::string>& tables,
@@ -150,8 +139,7 @@ Status InsertItem(const std::string& server_address, const std::vector<std::stri
       return FromAbsl(status);
     }
   }
-  const absl::Duration timeout =
-      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+  const absl::Duration timeout = TimeoutFromMs(timeout_ms);
   absl::Status status = (*writer)->Flush(0, timeout);
   (*writer)->Close().IgnoreError();
   return FromAbsl(status);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
 #include "reverb_tf/cc/service/conversions.h"
@@ -132,9 +133,7 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
                                            absl::Duration timeout,
                                            Cancellation* cancel,
                                            const char* what) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
+  const absl::Time deadline = DeadlineAfter(timeout);
   Cancellation::Id id = 0;
   const bool registered =
       cancel != nullptr && cancel->Register(
@@ -386,10 +385,7 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
 
 void TrajectoryWriter::SendLoop() {
   const int64_t byte_budget = stub_->max_message_bytes() / 2;
-  const int64_t timeout_ms =
-      options_.rate_limiter_timeout == absl::InfiniteDuration()
-          ? -1
-          : absl::ToInt64Milliseconds(options_.rate_limiter_timeout);
+  const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
   auto must_send = +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
     return w->queue_.size() >= kSendBatch || w->flush_requested_ ||

@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/service/server.h"
 
 namespace reverb_tf {
@@ -60,26 +61,22 @@ absl::Duration TimeoutFromSeconds(std::optional<double> seconds) {
 // variables, where slicing costs nothing.
 template <typename Call>
 void WaitInSlices(absl::Duration timeout, Call call) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
-  while (true) {
-    absl::Status status;
-    {
-      py::gil_scoped_release release;
-      const absl::Duration slice =
-          std::min(kSignalPoll, std::max(absl::ZeroDuration(), deadline - absl::Now()));
-      status = call(slice);
-    }
-    if (status.ok()) return;
-    if (status.code() != absl::StatusCode::kDeadlineExceeded) RaiseStatus(status);
-    if (absl::Now() >= deadline) {
-      // The status speaks of the last slice; report the caller's timeout.
-      RaiseStatus(absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", absl::FormatDuration(timeout), ": ", status.message())));
-    }
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  const absl::Status status = CallInSlices(
+      timeout, kSignalPoll,
+      [&](absl::Duration slice) {
+        py::gil_scoped_release release;
+        return call(slice);
+      },
+      [] {
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        return absl::OkStatus();
+      });
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    // The status speaks of the last slice; report the caller's timeout.
+    RaiseStatus(absl::DeadlineExceededError(absl::StrCat(
+        "timed out after ", absl::FormatDuration(timeout), ": ", status.message())));
   }
+  CheckOk(status);
 }
 
 // Runs `call(cancel)` on a worker thread without the GIL; on Ctrl-C cancels

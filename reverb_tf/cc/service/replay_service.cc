@@ -5,47 +5,29 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/conversions.h"
 
 namespace reverb_tf {
 namespace {
 
-absl::Duration TimeoutFromMs(int64_t ms) {
-  return ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(ms);
-}
-
-// absl::Status has no .status(); give both shapes one accessor.
-absl::Status StatusOf(const absl::Status& status) { return status; }
-template <typename T>
-absl::Status StatusOf(const absl::StatusOr<T>& value) { return value.status(); }
-
-// Runs `call(slice)` (a blocking table call taking a timeout) in slices, so a
-// cancelled RPC is noticed within kCancellationPoll. Gives up with
-// DEADLINE_EXCEEDED once `timeout` has passed.
+// Runs a blocking table call in slices, so that a cancelled RPC is noticed
+// within kCancellationPoll (the sync API cannot wake it), and words the
+// timeout for the client.
 template <typename Call>
-auto CallInSlices(grpc::ServerContext* context, absl::Duration timeout,
-                  const std::string& what, Call call) -> decltype(call(timeout)) {
-  const absl::Time deadline = timeout == absl::InfiniteDuration()
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + timeout;
-  while (true) {
-    const absl::Duration slice =
-        std::min(ReplayService::kCancellationPoll,
-                 std::max(absl::ZeroDuration(), deadline - absl::Now()));
-    auto result = call(slice);
-    if (result.ok() || StatusOf(result).code() != absl::StatusCode::kDeadlineExceeded) {
-      return result;
-    }
-    if (context->IsCancelled()) {
-      return absl::CancelledError(absl::StrCat("call cancelled while waiting to ", what));
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rate limiter timeout: could not ", what, " within ",
-          absl::FormatDuration(timeout)));
-    }
+auto CallTableInSlices(grpc::ServerContext* context, absl::Duration timeout,
+                       const std::string& what, Call call) -> decltype(call(timeout)) {
+  auto result = CallInSlices(timeout, ReplayService::kCancellationPoll, call, [&] {
+    return context->IsCancelled()
+               ? absl::CancelledError(absl::StrCat("call cancelled while waiting to ", what))
+               : absl::OkStatus();
+  });
+  if (StatusOf(result).code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
   }
+  return result;
 }
 
 absl::StatusOr<Item> ItemFromProto(
@@ -127,7 +109,7 @@ grpc::Status ReplayService::InsertStream(
         if (!stream->Write(response)) return grpc::Status::OK;
         response.Clear();
       }
-      status = CallInSlices(
+      status = CallTableInSlices(
           context, timeout, absl::StrCat("insert into table '", proto_item.table(), "'"),
           [&](absl::Duration slice) { return (*table)->InsertOrAssign(*item, slice); });
       if (!status.ok()) return ToGrpcStatus(status);
@@ -162,7 +144,7 @@ grpc::Status ReplayService::SampleStream(
       }
       credits += request.num_samples();
     }
-    auto samples = CallInSlices(context, timeout, what, [&](absl::Duration slice) {
+    auto samples = CallTableInSlices(context, timeout, what, [&](absl::Duration slice) {
       return table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), slice);
     });
     if (!samples.ok()) return ToGrpcStatus(samples.status());

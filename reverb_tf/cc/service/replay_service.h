@@ -72,8 +72,6 @@ class ReplayService final : public proto::ReplayService::Service {
                           const proto::CheckpointRequest* request,
                           proto::CheckpointResponse* response) override;
 
-  const ChunkStore& chunk_store() const { return chunk_store_; }
-
  private:
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 

@@ -52,9 +52,6 @@ class REVERB_TF_EXPORT ReplayServer {
   // Blocks until Stop() has completed.
   void Wait();
 
-  // The tables, for in-process use (checkpointing, tests).
-  const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
-
  private:
   ReplayServer() = default;
 

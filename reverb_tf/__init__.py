@@ -12,6 +12,7 @@ Client or writer.
 
 import sys as _sys
 
+from reverb_tf import checkpointers
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import item_selectors as selectors
@@ -71,6 +72,7 @@ __all__ = [
     "TrajectoryDataset",
     "TrajectoryWriter",
     "Writer",
+    "checkpointers",
     "errors",
     "item_selectors",
     "rate_limiters",

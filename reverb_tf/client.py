@@ -536,16 +536,17 @@ class Client:
     def checkpoint(self) -> str:
         """Asks the server to write a checkpoint of all its tables.
 
+        The server pauses each table only while it copies the table's item
+        index (no data is copied); inserts and samples continue while the
+        checkpoint is written.
+
         Returns:
-          The path of the checkpoint the server wrote.
+          The path of the checkpoint directory the server wrote.
 
         Raises:
-          UnimplementedError: If the native module has no checkpoint support
-            yet, or the server has no checkpointer.
+          FailedPreconditionError: If the server has no checkpointer (a
+            `reverb_tf_server` started without a checkpoint directory).
+          UnavailableError: If the checkpoint could not be written (e.g. the
+            disk is full); the previous checkpoints are untouched.
         """
-        checkpoint = getattr(self._client, "checkpoint", None)
-        if checkpoint is None:
-            raise errors.UnimplementedError(
-                "this build of reverb_tf._core has no Client.checkpoint: checkpoints "
-                "are not implemented yet")
-        return checkpoint(None)
+        return self._client.checkpoint(None)

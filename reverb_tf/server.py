@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Sequence
 from absl import logging
 
 from reverb_tf import _native
+from reverb_tf import checkpointers as checkpointers_lib
 from reverb_tf import client as client_lib
 from reverb_tf import errors
 from reverb_tf import item_selectors
@@ -246,17 +247,23 @@ class Server:
           tables: The tables to host; at least one, with distinct names.
           port: Port to listen on (all interfaces). None picks a free port;
             read it back from `port`.
-          checkpointer: Checkpointer to save and restore the tables with. Not
-            yet wired into the native server: it is stored (as
-            `_checkpointer`) but nothing is saved or loaded.
+          checkpointer: Where `Client.checkpoint()` saves the tables and
+            from where the newest checkpoint is loaded before the server
+            starts serving (`reverb_tf.checkpointers`). None: a
+            `TempDirCheckpointer` (nothing to load, checkpoints go to a new
+            temporary directory).
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
           TypeError: If an element of `tables` is not a `Table`.
           ImportError: If the native module is not built.
-          ReverbError: If the native server rejects the configuration or
+          ReverbError: If the native server rejects the configuration,
             cannot bind the port (e.g. `InvalidArgumentError`,
-            `UnavailableError`).
+            `UnavailableError`) or cannot load the checkpoint: a table of
+            the checkpoint is missing or has another signature
+            (`InvalidArgumentError` naming the table), or the checkpoint
+            file is damaged (`DataLossError` naming the file and record).
+            Nothing is served then.
         """
         if not tables:
             raise ValueError("at least one table must be provided")
@@ -270,18 +277,21 @@ class Server:
                 f"table names must be unique; repeated: {', '.join(duplicates)}")
         if port is None:
             port = 0
-        # Hook for the checkpointing work: the checkpointer will be handed to
-        # the native server here once it supports one.
+        if checkpointer is None:
+            checkpointer = checkpointers_lib.default_checkpointer()
+        if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
+            raise TypeError("checkpointer must be a reverb_tf.checkpointers "
+                            f"checkpointer, got {checkpointer!r}")
         self._checkpointer = checkpointer
-        if checkpointer is not None:
-            logging.warning(
-                "reverb_tf.Server: checkpointer=%r is accepted but not used yet; "
-                "no checkpoint is loaded or saved.", checkpointer)
         self._tables = list(tables)
         self._client = None
         core = _native.core()
         configs = [table._core_config() for table in self._tables]
-        self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES)
+        self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
+                                   **checkpointer.native_options())
+        if self._server.loaded_checkpoint:
+            logging.info("reverb_tf.Server: loaded checkpoint %s",
+                         self._server.loaded_checkpoint)
         for table in self._tables:
             table._server_ref = weakref.ref(self)
 
@@ -289,6 +299,11 @@ class Server:
     def port(self) -> int:
         """The port the server listens on."""
         return self._server.port
+
+    @property
+    def loaded_checkpoint(self) -> Optional[str]:
+        """The checkpoint loaded when the server started, or None."""
+        return self._server.loaded_checkpoint or None
 
     def stop(self) -> None:
         """Stops the server; blocked calls on its tables fail with CancelledError.

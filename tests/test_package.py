@@ -38,10 +38,19 @@ def test_module_attributes_mirror_dm_reverb():
         assert hasattr(reverb_tf.rate_limiters, name)
 
 
-def test_unimplemented_features_are_not_faked():
-    # These arrive with their own work; until then they must not exist.
-    for name in ["checkpointers"]:
-        assert not hasattr(reverb_tf, name), name
+def test_checkpointers_have_dm_reverb_names():
+    from reverb_tf.platform import checkpointers_lib
+    for module in (reverb_tf.checkpointers, checkpointers_lib):
+        for name in ("DefaultCheckpointer", "TempDirCheckpointer", "default_checkpointer",
+                     "CheckpointerBase"):
+            assert hasattr(module, name), (module, name)
+    with pytest.raises(ValueError):
+        reverb_tf.checkpointers.DefaultCheckpointer("")
+    with pytest.raises(TypeError, match="checkpointer"):
+        reverb_tf.Server([reverb_tf.Table("t", reverb_tf.selectors.Uniform(),
+                                          reverb_tf.selectors.Fifo(), 10,
+                                          reverb_tf.rate_limiters.MinSize(1))],
+                         checkpointer="/tmp/not-a-checkpointer")
 
 
 def test_datasets_load_lazily_and_are_one_class():

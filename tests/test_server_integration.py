@@ -669,14 +669,3 @@ def test_unreachable_server():
     client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)):
         client.server_info(timeout=2)
-
-
-def test_checkpoint_reports_missing_support_clearly(make_server):
-    server = make_server(table())
-    client = server.localhost_client()
-    try:
-        path = client.checkpoint()
-    except errors.ReverbError as e:
-        assert isinstance(e, (errors.UnimplementedError, errors.FailedPreconditionError))
-    else:
-        assert isinstance(path, str) and path

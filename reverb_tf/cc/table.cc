@@ -1,6 +1,7 @@
 #include "reverb_tf/cc/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +9,6 @@
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
-namespace {
-
-}  // namespace
-
 absl::Status TableOptions::Validate() const {
   if (name.empty()) return absl::InvalidArgumentError("table name is empty");
   if (max_size < 1) {
@@ -335,6 +332,114 @@ absl::Status Table::CheckInvariants() const {
     }
   }
   return absl::OkStatus();
+}
+
+TableSnapshot Table::Snapshot() const {
+  TableSnapshot snapshot;
+  snapshot.options = options_;
+  std::vector<std::pair<uint64_t, Key>> ranks;
+  bool ranked = false;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot.rate_limiter = rate_limiter_.info();
+    snapshot.num_unique_samples = num_unique_samples_;
+    const size_t num_items = items_.size();
+    snapshot.items.reserve(num_items);
+    if (!items_.empty()) {
+      // Items of one table almost always have the same shape; reserving for
+      // that keeps the pause to a single pass without reallocation.
+      const Trajectory& first = items_.begin()->second.trajectory;
+      size_t slices_per_item = 0;
+      for (const TrajectoryColumn& column : first) slices_per_item += column.slices.size();
+      snapshot.columns.reserve(num_items * first.size());
+      snapshot.slices.reserve(num_items * slices_per_item);
+      snapshot.chunks.reserve(num_items * slices_per_item);
+    }
+    auto append = [&snapshot](const Item& item, uint64_t rank) {
+      snapshot.items.push_back({item.key, item.priority, item.times_sampled,
+                                static_cast<uint32_t>(item.trajectory.size()),
+                                snapshot.columns.size(), rank});
+      for (const TrajectoryColumn& column : item.trajectory) {
+        snapshot.columns.push_back({snapshot.slices.size(),
+                                    static_cast<uint32_t>(column.slices.size()),
+                                    column.squeeze});
+        for (const ChunkSlice& slice : column.slices) {
+          snapshot.slices.push_back({slice.offset, slice.length});
+          snapshot.chunks.push_back(slice.chunk);
+        }
+      }
+    };
+    ranks.reserve(num_items);
+    ranked = remover_->AppendInsertionRanks(&ranks) ||
+             sampler_->AppendInsertionRanks(&ranks);
+    if (ranked) {
+      for (const auto& [rank, key] : ranks) append(items_.at(key), rank);
+    } else {
+      for (const auto& [key, item] : items_) append(item, 0);
+    }
+  }
+  if (ranked) {
+    std::sort(snapshot.items.begin(), snapshot.items.end(),
+              [](const TableSnapshot::ItemRecord& a,
+                 const TableSnapshot::ItemRecord& b) { return a.rank < b.rank; });
+  }
+  return snapshot;
+}
+
+absl::Status Table::LoadItems(std::vector<Item> items) {
+  for (const Item& item : items) {
+    absl::Status status = ValidatePriority(item.priority);
+    if (status.ok()) status = ValidateTrajectory(item.trajectory);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", name(), "': item ", item.key, ": ", status.message()));
+    }
+  }
+  std::vector<Item> graveyard;
+  absl::MutexLock lock(&mu_);
+  for (Item& item : items) {
+    if (options_.max_times_sampled > 0 &&
+        item.times_sampled >= options_.max_times_sampled) {
+      ++load_discarded_;
+      continue;
+    }
+    if (items_.contains(item.key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", name(), "': item ", item.key, " appears twice"));
+    }
+    if (static_cast<int64_t>(items_.size()) >= options_.max_size) {
+      ASSIGN_OR_RETURN(auto victim, remover_->Sample());
+      RETURN_IF_ERROR(DeleteLocked(victim.key, &graveyard));
+      ++load_discarded_;
+    }
+    RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
+    RETURN_IF_ERROR(remover_->Insert(item.key, item.priority));
+    if (item.times_sampled > 0) ++num_unique_samples_;
+    const Key key = item.key;
+    items_.emplace(key, std::move(item));
+    rate_limiter_.RecordInsert();
+  }
+  return absl::OkStatus();
+}
+
+void Table::FinishLoad(const TableInfo& saved) {
+  absl::MutexLock lock(&mu_);
+  const int64_t size = static_cast<int64_t>(items_.size());
+  const RateLimiterInfo& limiter_state = saved.rate_limiter_info;
+  if (load_discarded_ == 0 && limiter_state.options == options_.rate_limiter &&
+      limiter_state.inserts - limiter_state.deletes == size) {
+    rate_limiter_.RestoreCounters(limiter_state.inserts, limiter_state.samples,
+                                  limiter_state.deletes);
+    num_unique_samples_ = saved.num_unique_samples;
+  } else {
+    const RateLimiterOptions& limiter = options_.rate_limiter;
+    const double fresh = static_cast<double>(size) * limiter.samples_per_insert;
+    const double balance = std::min(fresh, limiter.max_diff);
+    rate_limiter_.RestoreCounters(
+        size, static_cast<int64_t>(std::ceil(fresh - balance)), 0);
+  }
+  load_discarded_ = 0;
+  cv_.SignalAll();
 }
 
 }  // namespace reverb_tf

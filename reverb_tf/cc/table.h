@@ -91,6 +91,47 @@ struct TableInfo {
   RateLimiterInfo rate_limiter_info;
 };
 
+// A table's contents copied in one pass under its lock, for checkpoints.
+//
+// The copy holds no per-item allocation: flat arrays of item, column and
+// slice records plus one chunk reference per slice (chunks are immutable, so
+// a reference is a snapshot of the data). Taking it pauses the table for
+// about as long as copying those arrays; serializing happens afterwards,
+// while the table keeps serving.
+struct REVERB_TF_EXPORT TableSnapshot {
+  struct ItemRecord {
+    Key key;
+    double priority;
+    int32_t times_sampled;
+    uint32_t num_columns;
+    // Index of the item's first column in `columns`.
+    uint64_t first_column;
+    // Position in insertion order (see ItemSelector::AppendInsertionRanks);
+    // 0 for every item when the table's selectors do not depend on it.
+    uint64_t rank;
+  };
+  struct ColumnRecord {
+    // Index of the column's first slice in `slices` / `chunks`.
+    uint64_t first_slice;
+    uint32_t num_slices;
+    bool squeeze;
+  };
+  struct SliceRecord {
+    int32_t offset;
+    int32_t length;
+  };
+
+  TableOptions options;
+  RateLimiterInfo rate_limiter;
+  int64_t num_unique_samples = 0;
+  // Oldest first (sorted by rank).
+  std::vector<ItemRecord> items;
+  std::vector<ColumnRecord> columns;
+  std::vector<SliceRecord> slices;
+  // chunks[i] is the chunk of slices[i] (repeated for every slice using it).
+  std::vector<ChunkRef> chunks;
+};
+
 class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
  public:
   // Fails with InvalidArgument if `options` are invalid. `seed` seeds the
@@ -137,6 +178,25 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   int64_t size() const;
   TableInfo info() const;
 
+  // A consistent copy of the table for a checkpoint (see TableSnapshot).
+  TableSnapshot Snapshot() const;
+
+  // Checkpoint restore, before the table is served. LoadItems adds items
+  // (called repeatedly, oldest items first) without consulting the rate
+  // limiter; this table's options apply: an item sampled max_times_sampled
+  // times is dropped and a full table evicts as usual. FinishLoad then sets
+  // the counters: if nothing was dropped and the rate limiter options are the
+  // ones the checkpoint was written with (`saved`), the limiter counters and
+  // num_unique_samples are restored exactly; otherwise num_unique_samples
+  // counts the loaded items sampled before, and the limiter counters restart
+  // they restart as if the loaded items had just been inserted into the new
+  // limiter, with the insert/sample balance clamped into the limiter's window,
+  // so a stale limiter state can never block inserts for good.
+  // LoadItems fails with InvalidArgument on a malformed trajectory or
+  // priority, naming the item.
+  absl::Status LoadItems(std::vector<Item> items);
+  void FinishLoad(const TableInfo& saved);
+
   // Verifies the invariants listed at the top of this file; Internal error
   // describing the first violation. O(size); for tests and after restores.
   absl::Status CheckInvariants() const;
@@ -168,6 +228,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
+  // Items LoadItems dropped or evicted; the saved limiter counters no longer
+  // describe the table once any were.
+  int64_t load_discarded_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -12,6 +12,12 @@ cc_library(
     srcs = ["lib/libzstd.a"],
 )
 
+# zlib: gRPC's compression and the checkpoint files' CRC-32.
+cc_library(
+    name = "zlib",
+    srcs = ["lib/libz.a"],
+)
+
 cc_library(
     name = "protobuf",
     srcs = ["lib/libprotobuf_pic.a"],
@@ -24,7 +30,7 @@ cc_library(
     name = "grpc",
     srcs = %{STATIC_ARCHIVES},
     linkopts = %{RE2_LINKOPTS} + ["-lpthread", "-ldl"],
-    deps = [":absl", ":protobuf"],
+    deps = [":absl", ":protobuf", ":zlib"],
 )
 
 cc_library(

@@ -21,7 +21,6 @@ _STATIC_ARCHIVES = [
     "address_sorting",
     "cares",
     "gpr",
-    "z",
 ]
 
 _ABSL_MODULES = [
@@ -52,7 +51,7 @@ def _run(rctx, args):
 def _debian_libs_impl(rctx):
     multiarch = _run(rctx, ["gcc", "-print-multiarch"])
     libdir = "/usr/lib/" + multiarch
-    for name in _STATIC_ARCHIVES + ["zstd"]:
+    for name in _STATIC_ARCHIVES + ["z", "zstd"]:
         archive = "{}/lib{}.a".format(libdir, name)
         if not rctx.path(archive).exists:
             fail("missing {}: run scripts/setup.sh (it installs the Debian packages)".format(archive))

@@ -190,7 +190,8 @@ TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
   EXPECT_EQ(client_->MutatePriorities("sig", {{1, -1.0}}, {}, kTimeout).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(client_->Reset("nope", kTimeout).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(client_->Checkpoint(kTimeout).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client_->Checkpoint(kTimeout).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ClientServerTest, MutateResetAndServerInfo) {

@@ -340,18 +340,55 @@ PYBIND11_MODULE(_core, m) {
       });
 
   py::class_<ReplayServer>(m, "Server")
-      .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes) {
+      .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes,
+                       const std::string& checkpoint_root,
+                       const std::string& fallback_checkpoint_path, int checkpoint_keep,
+                       const std::string& checkpoint_group, double checkpoint_interval_s) {
              ServerOptions options;
              options.port = port;
              options.max_message_bytes = max_message_bytes;
+             options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
              py::gil_scoped_release release;
+             if (!checkpoint_root.empty()) {
+               CheckpointerOptions checkpointer;
+               checkpointer.root = checkpoint_root;
+               checkpointer.fallback_checkpoint_path = fallback_checkpoint_path;
+               checkpointer.keep = checkpoint_keep;
+               checkpointer.group = checkpoint_group;
+               auto created = Checkpointer::Create(std::move(checkpointer));
+               if (!created.ok()) {
+                 py::gil_scoped_acquire acquire;
+                 CheckOk(created.status());
+               }
+               options.checkpointer = *std::move(created);
+             }
              auto server = ReplayServer::StartFromOptions(tables, options);
              py::gil_scoped_acquire acquire;
              return ValueOrRaise(std::move(server));
            }),
            py::arg("tables"), py::arg("port") = 0,
-           py::arg("max_message_bytes") = int64_t{256} << 20)
+           py::arg("max_message_bytes") = int64_t{256} << 20,
+           py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
+           py::arg("checkpoint_keep") = 3, py::arg("checkpoint_group") = "",
+           py::arg("checkpoint_interval_s") = 0.0)
       .def_property_readonly("port", &ReplayServer::port)
+      .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
+      .def("checkpoint",
+           [](ReplayServer& server) {
+             py::gil_scoped_release release;
+             auto stats = server.Checkpoint();
+             py::gil_scoped_acquire acquire;
+             CheckOk(stats.status());
+             py::dict out;
+             out["path"] = stats->path;
+             out["max_table_pause_s"] = absl::ToDoubleSeconds(stats->max_table_pause);
+             out["total_s"] = absl::ToDoubleSeconds(stats->total);
+             out["num_items"] = stats->num_items;
+             out["num_chunks"] = stats->num_chunks;
+             out["bytes"] = stats->bytes;
+             return out;
+           },
+           "Saves a checkpoint; returns its path and timings (for benchmarks).")
       .def("stop", &ReplayServer::Stop, py::call_guard<py::gil_scoped_release>())
       .def("wait", [](ReplayServer& server) {
         // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.

@@ -47,4 +47,10 @@ std::string FifoSelector::DebugString() const {
   return absl::StrCat("FifoSelector(size=", order_.size(), ")");
 }
 
+bool FifoSelector::AppendInsertionRanks(
+    std::vector<std::pair<uint64_t, Key>>* ranks) const {
+  order_.AppendRanks(ranks);
+  return true;
+}
+
 }  // namespace reverb_tf

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,6 +35,8 @@ class FifoSelector : public ItemSelector {
   int64_t size() const override;
   SelectorOptions options() const override;
   std::string DebugString() const override;
+  bool AppendInsertionRanks(
+      std::vector<std::pair<uint64_t, Key>>* ranks) const override;
 
  private:
   InsertionOrder order_;

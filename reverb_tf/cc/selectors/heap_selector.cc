@@ -134,4 +134,10 @@ std::string HeapSelector::DebugString() const {
                       ", size=", heap_.size(), ")");
 }
 
+bool HeapSelector::AppendInsertionRanks(
+    std::vector<std::pair<uint64_t, Key>>* ranks) const {
+  for (const Entry& entry : heap_) ranks->emplace_back(entry.insertion_rank, entry.key);
+  return true;
+}
+
 }  // namespace reverb_tf

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,6 +41,8 @@ class HeapSelector : public ItemSelector {
   int64_t size() const override;
   SelectorOptions options() const override;
   std::string DebugString() const override;
+  bool AppendInsertionRanks(
+      std::vector<std::pair<uint64_t, Key>>* ranks) const override;
 
  private:
   struct Entry {

@@ -46,4 +46,10 @@ void InsertionOrder::Clear() {
   decltype(position_)().swap(position_);
 }
 
+void InsertionOrder::AppendRanks(
+    std::vector<std::pair<uint64_t, Key>>* ranks) const {
+  uint64_t rank = 0;
+  for (Key key : order_) ranks->emplace_back(rank++, key);
+}
+
 }  // namespace reverb_tf

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -40,6 +42,9 @@ class InsertionOrder {
   // Both require !empty().
   Key oldest() const { return order_.front(); }
   Key newest() const { return order_.back(); }
+
+  // Appends (position, key) for every key, oldest first.
+  void AppendRanks(std::vector<std::pair<uint64_t, Key>>* ranks) const;
 
   bool empty() const { return order_.empty(); }
   int64_t size() const { return static_cast<int64_t>(position_.size()); }

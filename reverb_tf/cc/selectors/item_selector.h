@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,6 +85,15 @@ class ItemSelector {
   virtual SelectorOptions options() const = 0;
 
   virtual std::string DebugString() const = 0;
+
+  // Fifo, Lifo and the heaps depend on the order keys were inserted in (the
+  // heaps to break ties), so a checkpoint must re-insert keys in that order.
+  // Those selectors append every key with a rank that grows with insertion
+  // time and return true; order-free selectors return false. O(size).
+  virtual bool AppendInsertionRanks(
+      std::vector<std::pair<uint64_t, Key>>* ranks) const {
+    return false;
+  }
 };
 
 // Validates a priority for Insert/Update: it must be finite and >= 0 (-0.0

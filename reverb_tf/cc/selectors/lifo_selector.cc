@@ -47,4 +47,10 @@ std::string LifoSelector::DebugString() const {
   return absl::StrCat("LifoSelector(size=", order_.size(), ")");
 }
 
+bool LifoSelector::AppendInsertionRanks(
+    std::vector<std::pair<uint64_t, Key>>* ranks) const {
+  order_.AppendRanks(ranks);
+  return true;
+}
+
 }  // namespace reverb_tf

@@ -237,7 +237,7 @@ grpc::Status ReplayService::Checkpoint(grpc::ServerContext*,
                                        const proto::CheckpointRequest*,
                                        proto::CheckpointResponse* response) {
   if (!checkpoint_fn_) {
-    return ToGrpcStatus(absl::UnimplementedError(
+    return ToGrpcStatus(absl::FailedPreconditionError(
         "this server was started without a checkpointer"));
   }
   auto path = checkpoint_fn_();

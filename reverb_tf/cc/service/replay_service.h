@@ -45,8 +45,8 @@ class ReplayService final : public proto::ReplayService::Service {
   ReplayService(std::vector<std::shared_ptr<Table>> tables,
                 int64_t max_response_bytes);
 
-  // Writes a checkpoint and returns its path (the checkpoint issue wires a
-  // real implementation; until then the RPC answers UNIMPLEMENTED).
+  // Writes a checkpoint and returns its path; unset, the Checkpoint RPC
+  // fails with FAILED_PRECONDITION.
   void set_checkpoint_fn(std::function<absl::StatusOr<std::string>()> fn) {
     checkpoint_fn_ = std::move(fn);
   }

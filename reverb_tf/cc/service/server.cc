@@ -1,5 +1,6 @@
 #include "reverb_tf/cc/service/server.h"
 
+#include <cstdio>
 #include <random>
 #include <utility>
 
@@ -29,12 +30,25 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
           absl::StrCat("two tables are named '", table->name(), "'"));
     }
   }
+  if (options.checkpoint_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
+  }
   DisableMutexDeadlockDetection();
   std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
+  server->checkpointer_ = options.checkpointer;
+  if (server->checkpointer_ != nullptr) {
+    ASSIGN_OR_RETURN(server->loaded_checkpoint_,
+                     server->checkpointer_->LoadLatest(server->tables_));
+  }
   // Half the message budget for chunk bytes leaves room for the framing.
   server->service_ = std::make_unique<ReplayService>(
       std::move(tables), options.max_message_bytes / 2);
+  ReplayServer* raw = server.get();
+  server->service_->set_checkpoint_fn([raw]() -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(CheckpointStats stats, raw->Checkpoint());
+    return stats.path;
+  });
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("[::]:", options.port),
@@ -47,7 +61,31 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     return absl::UnavailableError(
         absl::StrCat("could not start a gRPC server on port ", options.port));
   }
+  if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
+    const absl::Duration interval = options.checkpoint_interval;
+    server->checkpoint_thread_ = std::thread([raw, interval] { raw->CheckpointPeriodically(interval); });
+  }
   return server;
+}
+
+absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
+  if (checkpointer_ == nullptr) {
+    return absl::FailedPreconditionError("this server was started without a checkpointer");
+  }
+  return checkpointer_->Save(tables_);
+}
+
+void ReplayServer::CheckpointPeriodically(absl::Duration interval) {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopped_), interval)) {
+    mu_.Unlock();
+    auto stats = Checkpoint();
+    if (!stats.ok()) {
+      std::fprintf(stderr, "reverb_tf: periodic checkpoint failed: %s\n",
+                   stats.status().ToString().c_str());
+    }
+    mu_.Lock();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
@@ -70,11 +108,17 @@ void ReplayServer::Stop() {
     if (stopped_) return;
     stopped_ = true;
   }
+  // A periodic checkpoint in progress finishes (a half-written one would be
+  // discarded anyway); none starts after this.
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   for (const auto& table : tables_) table->Close();
   // Handlers wake from their tables within ReplayService::kCancellationPoll;
   // the deadline cancels whatever is still running after that.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server_->Wait();
+  // Null when Start() failed before gRPC was up.
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
 }

@@ -4,6 +4,11 @@
 // `reverb_tf_server` binary. Stop() closes every table first, so RPCs blocked
 // on a rate limiter return CANCELLED at once, then shuts gRPC down.
 //
+// With a Checkpointer, Start() loads the latest checkpoint before the port
+// opens (a failed load fails Start: the server never serves a partial
+// buffer), the Checkpoint RPC saves one, and `checkpoint_interval` adds
+// periodic saves.
+//
 // Thread safety: thread-safe; Stop() is idempotent and may race Wait().
 #ifndef REVERB_TF_CC_SERVICE_SERVER_H_
 #define REVERB_TF_CC_SERVICE_SERVER_H_
@@ -11,10 +16,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/table.h"
 
@@ -31,6 +39,11 @@ struct REVERB_TF_EXPORT ServerOptions {
   int port = 0;
   // Largest message accepted or sent.
   int64_t max_message_bytes = int64_t{256} << 20;
+  // Saves and restores the tables; null: the Checkpoint RPC fails with
+  // FAILED_PRECONDITION.
+  std::shared_ptr<Checkpointer> checkpointer;
+  // With a checkpointer, also save every `checkpoint_interval` (0: never).
+  absl::Duration checkpoint_interval = absl::ZeroDuration();
 };
 
 class REVERB_TF_EXPORT ReplayServer {
@@ -48,17 +61,27 @@ class REVERB_TF_EXPORT ReplayServer {
   ~ReplayServer();
 
   int port() const { return port_; }
+  // The checkpoint Start() loaded, or "" if none.
+  const std::string& loaded_checkpoint() const { return loaded_checkpoint_; }
+
+  // Saves a checkpoint (what the Checkpoint RPC does).
+  absl::StatusOr<CheckpointStats> Checkpoint();
+
   void Stop();
   // Blocks until Stop() has completed.
   void Wait();
 
  private:
   ReplayServer() = default;
+  void CheckpointPeriodically(absl::Duration interval);
 
   std::vector<std::shared_ptr<Table>> tables_;
   std::unique_ptr<ReplayService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::shared_ptr<Checkpointer> checkpointer_;
+  std::string loaded_checkpoint_;
+  std::thread checkpoint_thread_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

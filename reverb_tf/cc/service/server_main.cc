@@ -6,9 +6,13 @@
 //       rate_limiter { samples_per_insert: 1 min_size_to_sample: 1
 //                      min_diff: -1e300 max_diff: 1e300 } }'
 //   reverb_tf_server --config_file=server.textproto
+//       --checkpoint_dir=/data/replay --checkpoint_interval=15m
 //
-// Prints one line when ready, stops cleanly on SIGTERM/SIGINT, and exits
-// with status 2 and a message naming the problem on a bad config.
+// With a checkpoint directory the newest checkpoint in it is loaded before
+// the port opens, Client.checkpoint() writes there, and --checkpoint_interval
+// adds periodic checkpoints. Prints one line when ready, stops cleanly on
+// SIGTERM/SIGINT, and exits with status 2 and a message naming the problem
+// on a bad config.
 #include <signal.h>
 
 #include <cstdio>
@@ -21,12 +25,20 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/reverb_tf.pb.h"
 #include "reverb_tf/cc/service/conversions.h"
 #include "reverb_tf/cc/service/server.h"
 
 ABSL_FLAG(std::string, config, "", "ServerConfig as a textproto string.");
 ABSL_FLAG(std::string, config_file, "", "Path of a file holding the ServerConfig textproto.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Checkpoint root directory (overrides the config's checkpoint_dir).");
+ABSL_FLAG(std::string, fallback_checkpoint_path, "",
+          "Checkpoint loaded when the checkpoint directory holds none.");
+ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
+          "Time between periodic checkpoints, e.g. 30m (0: only on request).");
+ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 3).");
 
 namespace reverb_tf {
 namespace {
@@ -66,6 +78,41 @@ absl::StatusOr<proto::ServerConfig> LoadConfig() {
   return config;
 }
 
+// Flags win over the config's fields. Null when no checkpoint directory is
+// given (then the Checkpoint RPC reports FAILED_PRECONDITION).
+absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
+    const proto::ServerConfig& config, absl::Duration* interval) {
+  CheckpointerOptions options;
+  options.root = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (options.root.empty()) options.root = config.checkpoint_dir();
+  options.fallback_checkpoint_path = absl::GetFlag(FLAGS_fallback_checkpoint_path);
+  if (options.fallback_checkpoint_path.empty()) {
+    options.fallback_checkpoint_path = config.fallback_checkpoint_path();
+  }
+  if (absl::GetFlag(FLAGS_checkpoint_keep) > 0) {
+    options.keep = absl::GetFlag(FLAGS_checkpoint_keep);
+  } else if (config.checkpoint_keep() > 0) {
+    options.keep = config.checkpoint_keep();
+  }
+  *interval = absl::GetFlag(FLAGS_checkpoint_interval);
+  if (*interval == absl::ZeroDuration() && config.checkpoint_interval_s() > 0) {
+    *interval = absl::Seconds(config.checkpoint_interval_s());
+  }
+  if (options.root.empty()) {
+    if (*interval > absl::ZeroDuration() || !options.fallback_checkpoint_path.empty()) {
+      return absl::InvalidArgumentError(
+          "checkpoint_interval and fallback_checkpoint_path need a checkpoint_dir");
+    }
+    return std::shared_ptr<Checkpointer>();
+  }
+  if (*interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                   Checkpointer::Create(std::move(options)));
+  return std::shared_ptr<Checkpointer>(std::move(checkpointer));
+}
+
 int Run() {
   auto config = LoadConfig();
   if (!config.ok()) {
@@ -89,6 +136,13 @@ int Run() {
   ServerOptions options;
   options.port = config->port();
   if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
+  auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
+  if (!checkpointer.ok()) {
+    std::fprintf(stderr, "reverb_tf_server: %s\n",
+                 std::string(checkpointer.status().message()).c_str());
+    return 2;
+  }
+  options.checkpointer = *std::move(checkpointer);
 
   // Block the stop signals in every thread (gRPC's included) and wait for
   // them here, so shutdown runs on this thread, not in a signal handler.
@@ -102,6 +156,11 @@ int Run() {
   if (!server.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n", server.status().ToString().c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (!(*server)->loaded_checkpoint().empty()) {
+    // stderr: stdout carries exactly one readiness line.
+    std::fprintf(stderr, "reverb_tf_server: loaded checkpoint %s\n",
+                 (*server)->loaded_checkpoint().c_str());
   }
   std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", tables.size(),
               (*server)->port());

@@ -1,0 +1,557 @@
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "reverb_tf/cc/checkpointing/byte_codec.h"
+#include "reverb_tf/cc/checkpointing/record_file.h"
+#include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/service/conversions.h"
+
+namespace reverb_tf {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kDataFile[] = "replay.rtfckpt";
+constexpr char kTempPrefix[] = ".tmp-";
+// Keeps an items entry well under RecordWriter::kTargetRecordBytes.
+constexpr size_t kItemsPerEntry = 2048;
+
+enum EntryType : uint8_t { kHeader = 1, kChunk = 2, kItems = 3, kEnd = 4 };
+
+absl::Status FsError(const std::string& what, const std::string& path,
+                     const std::error_code& error) {
+  return absl::UnavailableError(
+      absl::StrCat("cannot ", what, " '", path, "': ", error.message()));
+}
+
+absl::Status FsyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return FsError("open", path, {errno, std::generic_category()});
+  const int result = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (result != 0) return FsError("fsync", path, {error, std::generic_category()});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<gid_t> LookUpGroup(const std::string& group) {
+  std::vector<char> buffer(16384);
+  struct group entry;
+  struct group* found = nullptr;
+  const int error = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (error != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint group '", group, "' does not exist"));
+  }
+  return found->gr_gid;
+}
+
+std::string SignatureDebugString(const std::optional<TableSignature>& signature) {
+  if (!signature.has_value()) return "none";
+  std::vector<std::string> columns;
+  for (const ColumnSpec& column : signature->columns) {
+    columns.push_back(absl::StrCat(column.name, ":", DTypeName(column.dtype),
+                                   ShapeDebugString(column.shape)));
+  }
+  return absl::StrCat("{", absl::StrJoin(columns, ", "), "}");
+}
+
+bool SameSignature(const std::optional<TableSignature>& a,
+                   const std::optional<TableSignature>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a.has_value()) return true;
+  if (a->columns.size() != b->columns.size()) return false;
+  for (size_t i = 0; i < a->columns.size(); ++i) {
+    const ColumnSpec& x = a->columns[i];
+    const ColumnSpec& y = b->columns[i];
+    if (x.name != y.name || x.dtype != y.dtype || x.shape != y.shape) return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------ encoding
+
+void EncodeChunkHead(const Chunk& chunk, std::string* out) {
+  out->clear();
+  PutFixed64(out, chunk.key());
+  PutVarint(out, chunk.episode_id());
+  PutVarint(out, static_cast<uint32_t>(chunk.episode_step()));
+  out->push_back(static_cast<char>(chunk.dtype()));
+  out->push_back(static_cast<char>(chunk.compression()));
+  PutVarint(out, chunk.shape().size());
+  for (int64_t dim : chunk.shape()) PutVarint(out, static_cast<uint64_t>(dim));
+  PutVarint(out, static_cast<uint64_t>(chunk.uncompressed_size()));
+}
+
+void EncodeItems(uint64_t table_index, const TableSnapshot& snapshot,
+                 const std::vector<uint64_t>& chunk_ids, size_t begin, size_t end,
+                 std::string* out) {
+  out->clear();
+  PutVarint(out, table_index);
+  PutVarint(out, end - begin);
+  for (size_t i = begin; i < end; ++i) {
+    const TableSnapshot::ItemRecord& item = snapshot.items[i];
+    PutFixed64(out, item.key);
+    PutDouble(out, item.priority);
+    PutVarint(out, static_cast<uint32_t>(item.times_sampled));
+    PutVarint(out, item.num_columns);
+    for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+      const TableSnapshot::ColumnRecord& column = snapshot.columns[c];
+      PutVarint(out, (uint64_t{column.num_slices} << 1) | (column.squeeze ? 1 : 0));
+      for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
+        PutVarint(out, chunk_ids[s]);
+        PutVarint(out, static_cast<uint32_t>(snapshot.slices[s].offset));
+        PutVarint(out, static_cast<uint32_t>(snapshot.slices[s].length));
+      }
+    }
+  }
+}
+
+void EncodeEnd(uint64_t num_tables, uint64_t num_chunks, uint64_t num_items,
+               std::string* out) {
+  out->clear();
+  PutVarint(out, num_tables);
+  PutVarint(out, num_chunks);
+  PutVarint(out, num_items);
+}
+
+// ------------------------------------------------------------ decoding
+
+absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store) {
+  ByteReader in(payload);
+  uint64_t key, episode_id, episode_step, rank, uncompressed_size;
+  uint8_t dtype, compression;
+  in.GetFixed64(&key);
+  in.GetVarint(&episode_id);
+  in.GetVarintAtMost(INT32_MAX, &episode_step);
+  in.GetByte(&dtype);
+  in.GetByte(&compression);
+  in.GetVarintAtMost(32, &rank);
+  TensorPayload tensor;
+  for (uint64_t i = 0; i < rank && in.ok(); ++i) {
+    uint64_t dim;
+    if (in.GetVarintAtMost(INT64_MAX, &dim)) tensor.shape.push_back(static_cast<int64_t>(dim));
+  }
+  in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
+  if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
+  if (!IsValidDType(dtype) || compression > static_cast<uint8_t>(Compression::kZstd)) {
+    return absl::InvalidArgumentError("chunk entry with an unknown dtype or compression");
+  }
+  tensor.dtype = static_cast<DType>(dtype);
+  tensor.compression = static_cast<Compression>(compression);
+  tensor.uncompressed_size = static_cast<int64_t>(uncompressed_size);
+  tensor.data.assign(in.rest().data(), in.rest().size());
+  return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
+                       std::move(tensor));
+}
+
+absl::Status DecodeItems(ByteReader* in, uint64_t count,
+                         const std::vector<ChunkRef>& chunks, std::vector<Item>* items) {
+  if (count > in->rest().size()) return absl::InvalidArgumentError("malformed items entry");
+  items->reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    Item& item = items->emplace_back();
+    uint64_t times_sampled, num_columns;
+    in->GetFixed64(&item.key);
+    in->GetDouble(&item.priority);
+    in->GetVarintAtMost(INT32_MAX, &times_sampled);
+    // Every column and slice takes at least one byte each, which bounds
+    // what a damaged count could make us allocate.
+    in->GetVarintAtMost(in->rest().size(), &num_columns);
+    if (!in->ok()) break;
+    item.times_sampled = static_cast<int32_t>(times_sampled);
+    item.trajectory.resize(num_columns);
+    for (TrajectoryColumn& column : item.trajectory) {
+      uint64_t slices;
+      if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
+      column.squeeze = (slices & 1) != 0;
+      column.slices.resize(slices >> 1);
+      for (ChunkSlice& slice : column.slices) {
+        uint64_t chunk_id, offset, length;
+        in->GetVarint(&chunk_id);
+        in->GetVarintAtMost(INT32_MAX, &offset);
+        in->GetVarintAtMost(INT32_MAX, &length);
+        if (!in->ok()) break;
+        if (chunk_id >= chunks.size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "item ", item.key, " refers to chunk ", chunk_id, " but only ",
+              chunks.size(), " chunks precede it"));
+        }
+        slice.chunk = chunks[chunk_id];
+        slice.offset = static_cast<int32_t>(offset);
+        slice.length = static_cast<int32_t>(length);
+      }
+    }
+  }
+  if (!in->ok() || !in->empty()) return absl::InvalidArgumentError("malformed items entry");
+  return absl::OkStatus();
+}
+
+absl::Status LoadInto(const std::string& path,
+                      absl::Span<const std::shared_ptr<Table>> tables) {
+  const std::string file = (fs::path(path) / kDataFile).string();
+  auto opened = RecordReader::Open(file);
+  if (absl::IsNotFound(opened.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "'", path, "' is not a reverb_tf checkpoint: it has no ", kDataFile));
+  }
+  RETURN_IF_ERROR(opened.status());
+  RecordReader& reader = **opened;
+
+  uint8_t type;
+  absl::string_view payload;
+  ASSIGN_OR_RETURN(bool more, reader.Next(&type, &payload));
+  proto::CheckpointHeader header;
+  if (!more || type != kHeader || !header.ParseFromArray(payload.data(), payload.size())) {
+    return reader.Corrupt("the first entry is not a checkpoint header");
+  }
+
+  absl::flat_hash_map<std::string, Table*> by_name;
+  std::vector<std::string> server_names;
+  for (const auto& table : tables) {
+    by_name[table->name()] = table.get();
+    server_names.push_back(absl::StrCat("'", table->name(), "'"));
+  }
+  std::vector<Table*> targets;
+  std::vector<TableInfo> saved;
+  for (const proto::TableInfo& proto_info : header.tables()) {
+    auto info = TableInfoFromProto(proto_info);
+    if (!info.ok()) return reader.Corrupt(info.status().message());
+    const std::string& name = info->options.name;
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", path, "' holds table '", name,
+          "' but the server has no table of that name (it has ",
+          absl::StrJoin(server_names, ", "), ")"));
+    }
+    Table* table = it->second;
+    if (!SameSignature(info->options.signature, table->options().signature)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", name, "': its signature ",
+          SignatureDebugString(table->options().signature),
+          " differs from the one in checkpoint '", path, "' ",
+          SignatureDebugString(info->options.signature)));
+    }
+    targets.push_back(table);
+    saved.push_back(*std::move(info));
+  }
+
+  ChunkStore store;
+  std::vector<ChunkRef> chunks;
+  chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
+  std::vector<int64_t> items_read(targets.size(), 0);
+  bool ended = false;
+  while (true) {
+    ASSIGN_OR_RETURN(more, reader.Next(&type, &payload));
+    if (!more) break;
+    if (ended) return reader.Corrupt("data after the end entry");
+    switch (type) {
+      case kChunk: {
+        if (static_cast<int64_t>(chunks.size()) >= header.num_chunks()) {
+          return reader.Corrupt("more chunks than the header announces");
+        }
+        auto chunk = DecodeChunk(payload, &store);
+        if (!chunk.ok()) {
+          return reader.Corrupt(absl::StrCat("chunk ", chunks.size(), ": ",
+                                             chunk.status().message()));
+        }
+        chunks.push_back(*std::move(chunk));
+        break;
+      }
+      case kItems: {
+        ByteReader in(payload);
+        uint64_t table_index, count;
+        if (!in.GetVarint(&table_index) || table_index >= targets.size() ||
+            !in.GetVarint(&count)) {
+          return reader.Corrupt("malformed items entry");
+        }
+        std::vector<Item> items;
+        if (absl::Status status = DecodeItems(&in, count, chunks, &items); !status.ok()) {
+          return reader.Corrupt(status.message());
+        }
+        items_read[table_index] += static_cast<int64_t>(count);
+        if (absl::Status status = targets[table_index]->LoadItems(std::move(items));
+            !status.ok()) {
+          return reader.Corrupt(status.message());
+        }
+        break;
+      }
+      case kEnd: {
+        ByteReader in(payload);
+        uint64_t num_tables, num_chunks, num_items;
+        in.GetVarint(&num_tables);
+        in.GetVarint(&num_chunks);
+        in.GetVarint(&num_items);
+        int64_t total = 0;
+        for (int64_t n : items_read) total += n;
+        if (!in.ok() || num_tables != targets.size() || num_chunks != chunks.size() ||
+            static_cast<int64_t>(num_chunks) != header.num_chunks() ||
+            static_cast<int64_t>(num_items) != total) {
+          return reader.Corrupt("the end entry does not match what was read");
+        }
+        ended = true;
+        break;
+      }
+      default:
+        return reader.Corrupt(absl::StrCat("unknown entry type ", type));
+    }
+  }
+  if (!ended) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint file '", file, "' ends without its end entry (truncated)"));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (items_read[i] != saved[i].current_size) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint file '", file, "': table '", saved[i].options.name, "' has ",
+          items_read[i], " items, its header says ", saved[i].current_size));
+    }
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    targets[i]->FinishLoad(saved[i]);
+  }
+  return absl::OkStatus();
+}
+
+// Writes the checkpoint file for `snapshots` into `directory`.
+absl::Status WriteCheckpointFile(const std::string& directory,
+                                 const std::vector<TableSnapshot>& snapshots,
+                                 CheckpointStats* stats) {
+  // Each chunk is written once, however many slices, items and tables use it.
+  absl::flat_hash_map<const Chunk*, uint64_t> chunk_ids;
+  std::vector<const Chunk*> chunks;
+  std::vector<std::vector<uint64_t>> slice_chunk_ids(snapshots.size());
+  for (size_t t = 0; t < snapshots.size(); ++t) {
+    const TableSnapshot& snapshot = snapshots[t];
+    std::vector<uint64_t>& ids = slice_chunk_ids[t];
+    ids.resize(snapshot.chunks.size());
+    for (size_t s = 0; s < snapshot.chunks.size(); ++s) {
+      auto [it, inserted] = chunk_ids.try_emplace(snapshot.chunks[s].get(), chunks.size());
+      if (inserted) chunks.push_back(snapshot.chunks[s].get());
+      ids[s] = it->second;
+    }
+  }
+
+  const std::string file = (fs::path(directory) / kDataFile).string();
+  ASSIGN_OR_RETURN(auto writer, RecordWriter::Create(file));
+  proto::CheckpointHeader header;
+  int64_t num_items = 0;
+  for (const TableSnapshot& snapshot : snapshots) {
+    TableInfo info;
+    info.options = snapshot.options;
+    info.current_size = static_cast<int64_t>(snapshot.items.size());
+    info.num_unique_samples = snapshot.num_unique_samples;
+    info.rate_limiter_info = snapshot.rate_limiter;
+    TableInfoToProto(info, header.add_tables());
+    num_items += info.current_size;
+  }
+  header.set_num_chunks(static_cast<int64_t>(chunks.size()));
+  header.set_written_by("reverb_tf");
+  RETURN_IF_ERROR(writer->Add(kHeader, header.SerializeAsString()));
+
+  std::string buffer;
+  for (const Chunk* chunk : chunks) {
+    EncodeChunkHead(*chunk, &buffer);
+    RETURN_IF_ERROR(writer->Add(kChunk, buffer, chunk->data(),
+                                chunk->compression() == Compression::kNone));
+  }
+  for (size_t t = 0; t < snapshots.size(); ++t) {
+    const size_t n = snapshots[t].items.size();
+    for (size_t begin = 0; begin < n; begin += kItemsPerEntry) {
+      EncodeItems(t, snapshots[t], slice_chunk_ids[t], begin,
+                  std::min(n, begin + kItemsPerEntry), &buffer);
+      RETURN_IF_ERROR(writer->Add(kItems, buffer));
+    }
+  }
+  EncodeEnd(snapshots.size(), chunks.size(), static_cast<uint64_t>(num_items), &buffer);
+  RETURN_IF_ERROR(writer->Add(kEnd, buffer));
+  RETURN_IF_ERROR(writer->Close());
+  stats->num_items = num_items;
+  stats->num_chunks = static_cast<int64_t>(chunks.size());
+  stats->bytes = writer->bytes_written();
+  return absl::OkStatus();
+}
+
+std::string TimestampName(absl::Time time) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6S", time, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ Checkpointer
+
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(
+    CheckpointerOptions options) {
+  if (options.root.empty()) {
+    return absl::InvalidArgumentError("checkpointer root directory is empty");
+  }
+  if (options.keep < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpointer keep must be >= 1, got ", options.keep));
+  }
+  if (!options.group.empty()) RETURN_IF_ERROR(LookUpGroup(options.group).status());
+  std::error_code error;
+  fs::create_directories(options.root, error);
+  if (error) return FsError("create checkpoint directory", options.root, error);
+  return std::unique_ptr<Checkpointer>(new Checkpointer(std::move(options)));
+}
+
+Checkpointer::Checkpointer(CheckpointerOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::vector<std::string>> Checkpointer::List() const {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (fs::directory_iterator it(options_.root, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    std::error_code ignored;
+    if (fs::is_regular_file(it->path() / kDataFile, ignored)) names.push_back(name);
+  }
+  if (error) return FsError("list checkpoint directory", options_.root, error);
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> paths;
+  for (const std::string& name : names) {
+    paths.push_back((fs::path(options_.root) / name).string());
+  }
+  return paths;
+}
+
+absl::Status Checkpointer::RemoveStaleTemporaries() const {
+  std::error_code error;
+  for (fs::directory_iterator it(options_.root, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!absl::StartsWith(name, kTempPrefix)) continue;
+    // The writer's pid ends the name; only a dead writer's directory goes.
+    int pid = 0;
+    const size_t dash = name.rfind('-');
+    if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(dash + 1), &pid) ||
+        pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove_all(it->path(), ignored);
+  }
+  if (error) return FsError("list checkpoint directory", options_.root, error);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointStats> Checkpointer::Save(
+    absl::Span<const std::shared_ptr<Table>> tables) {
+  absl::MutexLock lock(&save_mu_);
+  const absl::Time start = absl::Now();
+  CheckpointStats stats;
+  stats.max_table_pause = absl::ZeroDuration();
+
+  std::vector<TableSnapshot> snapshots;
+  snapshots.reserve(tables.size());
+  for (const auto& table : tables) {
+    const absl::Time before = absl::Now();
+    snapshots.push_back(table->Snapshot());
+    stats.max_table_pause = std::max(stats.max_table_pause, absl::Now() - before);
+  }
+
+  RETURN_IF_ERROR(RemoveStaleTemporaries());
+  ASSIGN_OR_RETURN(std::vector<std::string> existing, List());
+  std::string newest = last_name_;
+  if (!existing.empty()) {
+    newest = std::max(newest, fs::path(existing.back()).filename().string());
+  }
+  std::string name = TimestampName(absl::Now());
+  // Names must keep sorting in creation order even if the clock steps back.
+  if (name <= newest) name = absl::StrCat(newest, "+");
+  const fs::path final_path = fs::path(options_.root) / name;
+  const fs::path temp_path =
+      fs::path(options_.root) / absl::StrCat(kTempPrefix, name, "-", ::getpid());
+
+  std::error_code error;
+  fs::create_directory(temp_path, error);
+  if (error) return FsError("create", temp_path.string(), error);
+  absl::Status status = WriteCheckpointFile(temp_path.string(), snapshots, &stats);
+  snapshots.clear();  // release the chunk references before the slow part ends
+  if (status.ok()) status = FsyncPath(temp_path.string());
+  if (status.ok() && !options_.group.empty()) {
+    auto gid = LookUpGroup(options_.group);
+    status = gid.status();
+    for (const fs::path& p : {temp_path, temp_path / kDataFile}) {
+      if (status.ok() && ::chown(p.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
+        status = FsError("chown", p.string(), {errno, std::generic_category()});
+      }
+    }
+  }
+  if (status.ok()) {
+    fs::rename(temp_path, final_path, error);
+    if (error) status = FsError("rename checkpoint into", final_path.string(), error);
+  }
+  if (status.ok()) status = FsyncPath(options_.root);
+  if (!status.ok()) {
+    std::error_code ignored;
+    fs::remove_all(temp_path, ignored);
+    return status;
+  }
+  last_name_ = name;
+
+  // Only now that the new checkpoint is complete do old ones go.
+  ASSIGN_OR_RETURN(existing, List());
+  for (size_t i = 0; i + options_.keep < existing.size(); ++i) {
+    fs::remove_all(existing[i], error);
+    if (error) return FsError("remove old checkpoint", existing[i], error);
+  }
+  stats.path = final_path.string();
+  stats.total = absl::Now() - start;
+  return stats;
+}
+
+absl::StatusOr<std::string> Checkpointer::LoadLatest(
+    absl::Span<const std::shared_ptr<Table>> tables) {
+  RETURN_IF_ERROR(RemoveStaleTemporaries());
+  ASSIGN_OR_RETURN(std::vector<std::string> existing, List());
+  std::string path;
+  if (!existing.empty()) {
+    path = existing.back();
+  } else if (!options_.fallback_checkpoint_path.empty()) {
+    path = options_.fallback_checkpoint_path;
+  } else {
+    return std::string();
+  }
+  RETURN_IF_ERROR(LoadCheckpoint(path, tables));
+  return path;
+}
+
+absl::Status LoadCheckpoint(const std::string& path,
+                            absl::Span<const std::shared_ptr<Table>> tables) {
+  for (const auto& table : tables) {
+    if (table->size() != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "table '", table->name(), "' is not empty; checkpoints load into empty tables"));
+    }
+  }
+  absl::Status status = LoadInto(path, tables);
+  if (!status.ok()) {
+    for (const auto& table : tables) table->Reset();
+  }
+  return status;
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,108 @@
+// Checkpoints: saving every table of a server to disk and loading them back.
+//
+// A checkpoint is a directory under the checkpointer's root, named by its
+// UTC creation time (so names sort chronologically), holding one data file
+// (record_file.h) with these entries:
+//
+//   header   proto::CheckpointHeader: each table's options, item count and
+//            rate-limiter counters, and the number of chunks;
+//   chunk    once per distinct chunk, however many items and tables use it;
+//   items    batches of one table's items, oldest first: key, priority,
+//            times_sampled and their trajectories as chunk slices;
+//   end      the counts again, so a file cut at a record boundary is still
+//            recognised as incomplete.
+//
+// Save() snapshots each table (TableSnapshot: the only time the table is
+// paused) and then writes without holding any table lock. It writes into a
+// temporary directory that is renamed into place once the file is complete
+// and fsynced, so a crash at any point leaves the previous checkpoints
+// intact; only then are checkpoints beyond `keep` removed. Temporary
+// directories left by a crashed process are removed the next time.
+//
+// Load() is all or nothing: on any error the tables are reset and the error
+// names the checkpoint and, for damaged files, the record (DataLoss).
+//
+// Thread safety: Checkpointer is thread-safe; saves are serialized.
+#ifndef REVERB_TF_CC_CHECKPOINTING_CHECKPOINTER_H_
+#define REVERB_TF_CC_CHECKPOINTING_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/table.h"
+
+namespace reverb_tf {
+
+struct REVERB_TF_EXPORT CheckpointerOptions {
+  // Directory holding the checkpoints; created if missing.
+  std::string root;
+  // A checkpoint directory to load when `root` holds none (e.g. one copied
+  // from another experiment). Empty: none.
+  std::string fallback_checkpoint_path;
+  // Complete checkpoints to keep under `root` (>= 1).
+  int keep = 3;
+  // If not empty, checkpoint files and directories are given this group.
+  std::string group;
+};
+
+struct REVERB_TF_EXPORT CheckpointStats {
+  std::string path;
+  // Longest time a table was locked for its snapshot.
+  absl::Duration max_table_pause;
+  absl::Duration total;
+  int64_t num_items = 0;
+  int64_t num_chunks = 0;
+  uint64_t bytes = 0;
+};
+
+class REVERB_TF_EXPORT Checkpointer {
+ public:
+  // InvalidArgument for bad options; Unavailable if the root cannot be
+  // created.
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Create(
+      CheckpointerOptions options);
+
+  // Writes a checkpoint of `tables` and returns its path.
+  absl::StatusOr<CheckpointStats> Save(
+      absl::Span<const std::shared_ptr<Table>> tables);
+
+  // Loads the newest checkpoint under the root into `tables` (which must be
+  // empty), or the fallback checkpoint if the root holds none. Returns the
+  // path loaded, or "" if there was nothing to load.
+  absl::StatusOr<std::string> LoadLatest(
+      absl::Span<const std::shared_ptr<Table>> tables);
+
+  // Complete checkpoints under the root, oldest first.
+  absl::StatusOr<std::vector<std::string>> List() const;
+
+  const CheckpointerOptions& options() const { return options_; }
+
+ private:
+  explicit Checkpointer(CheckpointerOptions options);
+
+  absl::Status RemoveStaleTemporaries() const;
+
+  const CheckpointerOptions options_;
+  absl::Mutex save_mu_;
+  std::string last_name_ ABSL_GUARDED_BY(save_mu_);
+};
+
+// Loads the checkpoint directory `path` into `tables`, all or nothing.
+// Every table in the checkpoint must exist in `tables` with the same
+// signature (InvalidArgument naming the table otherwise); tables the
+// checkpoint does not mention stay empty. The tables' own options apply
+// (see Table::LoadItems / FinishLoad).
+REVERB_TF_EXPORT absl::Status LoadCheckpoint(
+    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables);
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_CHECKPOINTING_CHECKPOINTER_H_

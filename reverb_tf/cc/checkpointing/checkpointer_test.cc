@@ -1,0 +1,422 @@
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/test_util.h"
+
+namespace reverb_tf {
+namespace {
+
+namespace fs = std::filesystem;
+
+using ::reverb_tf::testing::Fifo;
+using ::reverb_tf::testing::Lifo;
+using ::reverb_tf::testing::MakeFloatChunk;
+using ::reverb_tf::testing::MakeItem;
+using ::reverb_tf::testing::MakeTable;
+using ::reverb_tf::testing::MakeTableOptions;
+using ::reverb_tf::testing::Prioritized;
+using ::reverb_tf::testing::Uniform;
+
+constexpr absl::Duration kShort = absl::Milliseconds(20);
+
+SelectorOptions Heap(bool min_heap) {
+  SelectorOptions options;
+  options.kind = min_heap ? SelectorOptions::Kind::kMinHeap : SelectorOptions::Kind::kMaxHeap;
+  return options;
+}
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+std::unique_ptr<Checkpointer> MakeCheckpointer(const std::string& root, int keep = 3,
+                                               const std::string& fallback = "") {
+  CheckpointerOptions options;
+  options.root = root;
+  options.keep = keep;
+  options.fallback_checkpoint_path = fallback;
+  auto checkpointer = Checkpointer::Create(options);
+  EXPECT_TRUE(checkpointer.ok()) << checkpointer.status();
+  return *std::move(checkpointer);
+}
+
+std::string DataFile(const std::string& checkpoint) {
+  return (fs::path(checkpoint) / "replay.rtfckpt").string();
+}
+
+// Everything a checkpoint must preserve about one item, chunk bytes included.
+struct ItemState {
+  double priority;
+  int32_t times_sampled;
+  std::vector<std::string> column_data;
+  bool operator==(const ItemState& o) const {
+    return priority == o.priority && times_sampled == o.times_sampled &&
+           column_data == o.column_data;
+  }
+};
+
+absl::flat_hash_map<Key, ItemState> Contents(const Table& table) {
+  TableSnapshot snapshot = table.Snapshot();
+  absl::flat_hash_map<Key, ItemState> contents;
+  for (const auto& item : snapshot.items) {
+    ItemState state{item.priority, item.times_sampled, {}};
+    for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+      std::string data;
+      const auto& column = snapshot.columns[c];
+      for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
+        absl::StrAppend(&data, snapshot.chunks[s]->key(), "@", snapshot.slices[s].offset,
+                        "+", snapshot.slices[s].length, ":", snapshot.chunks[s]->data(),
+                        column.squeeze ? "/squeezed" : "");
+      }
+      state.column_data.push_back(std::move(data));
+    }
+    contents[item.key] = std::move(state);
+  }
+  return contents;
+}
+
+std::vector<Key> Drain(Table& table, int n) {
+  std::vector<Key> keys;
+  for (int i = 0; i < n; ++i) {
+    auto samples = table.Sample(1, kShort);
+    if (!samples.ok()) break;
+    keys.push_back((*samples)[0].key);
+  }
+  return keys;
+}
+
+class CheckpointerTest : public ::testing::Test {
+ protected:
+  // Six tables of every selector kind sharing chunks: item k of every table
+  // references chunk k (and k+1 for a second, partial column), so each
+  // chunk is used by several items in several tables.
+  std::vector<std::shared_ptr<Table>> MakeTables(int max_times_sampled = 0) {
+    const std::vector<std::pair<SelectorOptions, SelectorOptions>> kinds = {
+        {Uniform(), Fifo()},     {Prioritized(0.8), Fifo()}, {Fifo(), Uniform()},
+        {Lifo(), Lifo()},        {Heap(true), Heap(false)},  {Heap(false), Fifo()}};
+    std::vector<std::shared_ptr<Table>> tables;
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      tables.push_back(MakeTable(MakeTableOptions(
+          absl::StrCat("table", i), kinds[i].first, kinds[i].second, 1000,
+          RateLimiterOptions::MinSize(1), max_times_sampled)));
+    }
+    return tables;
+  }
+
+  void Fill(const std::vector<std::shared_ptr<Table>>& tables, int n) {
+    std::vector<ChunkRef> chunks;
+    for (int k = 0; k <= n; ++k) chunks.push_back(MakeFloatChunk(store_, k, 3, 2, k * 0.5f));
+    std::mt19937 rng(3);
+    for (const auto& table : tables) {
+      for (int k = 0; k < n; ++k) {
+        Item item = MakeItem(1000 + k, (rng() % 7) * 0.5, {chunks[k]});
+        TrajectoryColumn partial;
+        partial.slices.push_back({chunks[k + 1], 1, 1});
+        partial.squeeze = true;
+        item.trajectory.push_back(std::move(partial));
+        ASSERT_TRUE(table->InsertOrAssign(std::move(item), kShort).ok());
+      }
+      // Sample some items so times_sampled and the limiter counts vary.
+      ASSERT_TRUE(table->Sample(n / 3, kShort).ok());
+    }
+  }
+
+  ChunkStore store_;
+};
+
+TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
+  const std::string root = FreshDir("round_trip");
+  auto tables = MakeTables();
+  Fill(tables, 60);
+  auto checkpointer = MakeCheckpointer(root);
+  auto stats = checkpointer->Save(tables);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->num_items, 6 * 60);
+  // 61 chunks, each stored once although six tables reference them.
+  EXPECT_EQ(stats->num_chunks, 61);
+  EXPECT_TRUE(fs::exists(DataFile(stats->path)));
+
+  auto restored = MakeTables();
+  auto loaded = MakeCheckpointer(root)->LoadLatest(restored);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, stats->path);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    SCOPED_TRACE(tables[i]->name());
+    EXPECT_TRUE(restored[i]->CheckInvariants().ok()) << restored[i]->CheckInvariants();
+    EXPECT_EQ(Contents(*restored[i]), Contents(*tables[i]));
+    const auto before = tables[i]->info();
+    const auto after = restored[i]->info();
+    EXPECT_EQ(after.rate_limiter_info.inserts, before.rate_limiter_info.inserts);
+    EXPECT_EQ(after.rate_limiter_info.samples, before.rate_limiter_info.samples);
+    EXPECT_EQ(after.rate_limiter_info.deletes, before.rate_limiter_info.deletes);
+    EXPECT_EQ(after.num_unique_samples, before.num_unique_samples);
+  }
+  // Restored chunks are shared again, not copied per item.
+  const TableSnapshot a = restored[0]->Snapshot();
+  const TableSnapshot b = restored[1]->Snapshot();
+  absl::flat_hash_map<Key, const Chunk*> first_chunk;
+  for (const auto& item : a.items) {
+    first_chunk[item.key] = a.chunks[a.columns[item.first_column].first_slice].get();
+  }
+  for (const auto& item : b.items) {
+    EXPECT_EQ(b.chunks[b.columns[item.first_column].first_slice].get(), first_chunk[item.key]);
+  }
+  // Deterministic selectors continue exactly where the originals are.
+  for (size_t i : {2, 3, 4, 5}) {
+    EXPECT_EQ(Drain(*restored[i], 20), Drain(*tables[i], 20)) << tables[i]->name();
+  }
+}
+
+TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {
+  const std::string root = FreshDir("max_times");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 10,
+                                          RateLimiterOptions::MinSize(1), 3));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
+  ASSERT_TRUE(table->Sample(1, kShort).ok());
+  ASSERT_TRUE(table->Sample(1, kShort).ok());
+  auto checkpointer = MakeCheckpointer(root);
+  ASSERT_TRUE(checkpointer->Save({table}).ok());
+
+  auto restored = MakeTable(table->options());
+  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  auto third = restored->Sample(1, kShort);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)[0].times_sampled, 3);
+  EXPECT_TRUE((*third)[0].removed);
+  EXPECT_EQ(restored->size(), 0);
+}
+
+TEST_F(CheckpointerTest, NewSizeOptionsApplyOnRestore) {
+  const std::string root = FreshDir("new_size");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                          RateLimiterOptions::MinSize(1), 0));
+  for (Key k = 1; k <= 50; ++k) {
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+  }
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(table->Sample(1, kShort).ok());  // key 1 x5
+  auto checkpointer = MakeCheckpointer(root);
+  ASSERT_TRUE(checkpointer->Save({table}).ok());
+
+  // Smaller max_size: the remover (Fifo) evicts the oldest; a smaller
+  // max_times_sampled drops the item already sampled that often.
+  auto smaller = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 20,
+                                            RateLimiterOptions::MinSize(1), 4));
+  ASSERT_TRUE(checkpointer->LoadLatest({smaller}).ok());
+  EXPECT_TRUE(smaller->CheckInvariants().ok()) << smaller->CheckInvariants();
+  EXPECT_EQ(smaller->size(), 20);
+  auto first = smaller->Sample(1, kShort);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)[0].key, 31u);
+}
+
+TEST_F(CheckpointerTest, ChangedRateLimiterNeverBlocksForGood) {
+  const std::string root = FreshDir("limiter");
+  auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000,
+                                          RateLimiterOptions::MinSize(1), 0));
+  for (Key k = 1; k <= 1000; ++k) {
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+  }
+  auto checkpointer = MakeCheckpointer(root);
+  ASSERT_TRUE(checkpointer->Save({table}).ok());
+
+  // 1000 inserts at 4 samples per insert would be a debt of 4000 samples
+  // against a window of +-50: restored as is, inserts would wait for ~4000
+  // samples. The new limiter starts at the edge of its window instead.
+  const auto limiter = RateLimiterOptions::SampleToInsertRatio(4, 10, 50);
+  auto restored = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000, limiter, 0));
+  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  EXPECT_EQ(restored->size(), 1000);
+  EXPECT_TRUE(restored->CheckInvariants().ok()) << restored->CheckInvariants();
+  EXPECT_EQ(restored->info().rate_limiter_info.options, limiter);
+  // A few samples open the window for an insert.
+  ASSERT_TRUE(restored->Sample(4, kShort).ok());
+  EXPECT_TRUE(restored->InsertOrAssign(MakeItem(5000, 1, {MakeFloatChunk(store_, 5000, 1)}),
+                                       kShort)
+                  .ok());
+  // And sampling was never blocked.
+  EXPECT_TRUE(restored->Sample(1, kShort).ok());
+}
+
+TEST_F(CheckpointerTest, SameRateLimiterKeepsItsExactState) {
+  const std::string root = FreshDir("same_limiter");
+  const auto limiter = RateLimiterOptions::SampleToInsertRatio(2, 5, 10);
+  auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 1000, limiter, 0));
+  for (Key k = 1; k <= 10; ++k) {
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)}),
+                                      kShort).ok());
+  }
+  ASSERT_TRUE(table->Sample(7, kShort).ok());
+  auto checkpointer = MakeCheckpointer(root);
+  ASSERT_TRUE(checkpointer->Save({table}).ok());
+  auto restored = MakeTable(table->options());
+  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  const auto before = table->info().rate_limiter_info;
+  const auto after = restored->info().rate_limiter_info;
+  EXPECT_EQ(after.inserts, before.inserts);
+  EXPECT_EQ(after.samples, before.samples);
+  // Both agree on what may happen next.
+  EXPECT_EQ(restored->Sample(100, kShort).ok(), table->Sample(100, kShort).ok());
+}
+
+TEST_F(CheckpointerTest, MismatchedTablesAreNamed) {
+  const std::string root = FreshDir("mismatch");
+  auto tables = MakeTables();
+  Fill(tables, 5);
+  auto checkpointer = MakeCheckpointer(root);
+  ASSERT_TRUE(checkpointer->Save(tables).ok());
+
+  auto renamed = MakeTables();
+  renamed[3] = MakeTable(MakeTableOptions("other", Uniform(), Fifo(), 10,
+                                          RateLimiterOptions::MinSize(1)));
+  auto status = checkpointer->LoadLatest(renamed).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("'table3'"), std::string::npos) << status;
+  for (const auto& table : renamed) EXPECT_EQ(table->size(), 0) << table->name();
+
+  auto options = tables[2]->options();
+  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 2}}}, ""};
+  auto resigned = MakeTables();
+  resigned[2] = MakeTable(options);
+  status = checkpointer->LoadLatest(resigned).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("table 'table2'"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("signature"), std::string::npos) << status;
+}
+
+TEST_F(CheckpointerTest, DamagedFilesFailCleanlyAndLoadNothing) {
+  const std::string root = FreshDir("damaged");
+  auto tables = MakeTables();
+  Fill(tables, 400);
+  auto stats = MakeCheckpointer(root)->Save(tables);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const std::string file = DataFile(stats->path);
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  ASSERT_GT(bytes.size(), 1000u);
+
+  auto expect_clean_failure = [&](const std::string& damaged, const std::string& what) {
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out << damaged;
+    }
+    auto restored = MakeTables();
+    auto status = MakeCheckpointer(root)->LoadLatest(restored).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << what << ": " << status;
+    EXPECT_NE(status.message().find(file), std::string::npos) << status;
+    for (const auto& table : restored) EXPECT_EQ(table->size(), 0) << what;
+  };
+  for (size_t size : {size_t{0}, size_t{10}, size_t{100}, bytes.size() / 3,
+                      bytes.size() / 2, bytes.size() - 5, bytes.size() - 1}) {
+    expect_clean_failure(bytes.substr(0, size), absl::StrCat("truncated to ", size));
+  }
+  for (size_t at : {size_t{3}, size_t{20}, size_t{40}, bytes.size() / 2, bytes.size() - 2}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
+    expect_clean_failure(flipped, absl::StrCat("bit flipped at ", at));
+  }
+}
+
+TEST_F(CheckpointerTest, KeepsTheNewestAndLoadsTheLatest) {
+  const std::string root = FreshDir("keep");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                          RateLimiterOptions::MinSize(1)));
+  auto checkpointer = MakeCheckpointer(root, /*keep=*/2);
+  std::vector<std::string> paths;
+  for (Key k = 1; k <= 5; ++k) {
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    auto stats = checkpointer->Save({table});
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    paths.push_back(stats->path);
+  }
+  auto listed = checkpointer->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed, (std::vector<std::string>{paths[3], paths[4]}));
+  EXPECT_FALSE(fs::exists(paths[0]));
+
+  auto restored = MakeTable(table->options());
+  auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, paths[4]);
+  EXPECT_EQ(restored->size(), 5);
+}
+
+TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
+  const std::string root = FreshDir("unfinished");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                          RateLimiterOptions::MinSize(1)));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
+  auto checkpointer = MakeCheckpointer(root);
+  auto stats = checkpointer->Save({table});
+  ASSERT_TRUE(stats.ok());
+
+  // What a writer killed mid-checkpoint leaves: a temporary directory (its
+  // pid long gone) with a partial file, named to sort after the real one.
+  const fs::path dead = fs::path(root) / ".tmp-2999-01-01T00:00:00.000000-999999999";
+  fs::create_directories(dead);
+  std::ofstream(dead / "replay.rtfckpt") << "partial";
+  // A live writer's temporary directory is left alone.
+  const fs::path live = fs::path(root) / absl::StrCat(".tmp-2999-live-", ::getppid());
+  fs::create_directories(live);
+
+  auto restored = MakeTable(table->options());
+  auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, stats->path);
+  EXPECT_EQ(restored->size(), 1);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+TEST_F(CheckpointerTest, FallsBackWhenTheRootIsEmpty) {
+  const std::string other = FreshDir("fallback_source");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                          RateLimiterOptions::MinSize(1)));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
+  auto stats = MakeCheckpointer(other)->Save({table});
+  ASSERT_TRUE(stats.ok());
+
+  auto restored = MakeTable(table->options());
+  auto loaded =
+      MakeCheckpointer(FreshDir("fallback_root"), 3, stats->path)->LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, stats->path);
+  EXPECT_EQ(restored->size(), 1);
+
+  auto nothing = MakeTable(table->options());
+  loaded = MakeCheckpointer(FreshDir("empty_root"))->LoadLatest({nothing});
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(*loaded, "");
+
+  auto status =
+      MakeCheckpointer(FreshDir("bad_fallback"), 3, other)->LoadLatest({nothing}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_NE(status.message().find("is not a reverb_tf checkpoint"), std::string::npos);
+}
+
+TEST_F(CheckpointerTest, RejectsBadOptions) {
+  CheckpointerOptions options;
+  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.root = FreshDir("bad_options");
+  options.keep = 0;
+  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.keep = 1;
+  options.group = "no-such-group-reverb-tf";
+  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reverb_tf

@@ -1,0 +1,112 @@
+"""Checkpointers: where a `Server` saves its tables and loads them from.
+
+A checkpointer names a root directory. `Server(tables, checkpointer=...)`
+loads the newest checkpoint under it before it starts serving (or, if the
+root holds none, the checkpoint at `fallback_checkpoint_path`), and every
+`Client.checkpoint()` writes a new one there, returning its path. Saving and
+loading run in the native server: see docs/checkpointing.md for the format
+and its guarantees (atomic renames, checksums, a short pause per table).
+
+    checkpointer = reverb_tf.checkpointers.DefaultCheckpointer('/data/replay')
+    server = reverb_tf.Server(tables, checkpointer=checkpointer)
+"""
+
+import abc
+import os
+import tempfile
+from typing import Any, Dict, Optional
+
+
+class CheckpointerBase(abc.ABC):
+    """What a `Server` needs from a checkpointer."""
+
+    @abc.abstractmethod
+    def native_options(self) -> Dict[str, Any]:
+        """The keyword arguments the native server takes for this checkpointer.
+
+        Returns:
+          A dict with `checkpoint_root`, `fallback_checkpoint_path`,
+          `checkpoint_keep` and `checkpoint_group`.
+        """
+
+
+class DefaultCheckpointer(CheckpointerBase):
+    """Checkpoints in a directory of your choice.
+
+    Each checkpoint is a subdirectory named by its UTC creation time. The
+    newest `keep` are kept; older ones are deleted once a new one is complete.
+    """
+
+    def __init__(self,
+                 path: str,
+                 group: str = "",
+                 fallback_checkpoint_path: Optional[str] = None,
+                 keep: int = 3) -> None:
+        """Describes a checkpointer.
+
+        Args:
+          path: Root directory of the checkpoints; created if missing.
+          group: If not empty, the Unix group given to checkpoint files.
+          fallback_checkpoint_path: A checkpoint directory (e.g. a path that
+            `Client.checkpoint()` returned in another run) loaded when `path`
+            holds no checkpoint yet.
+          keep: How many checkpoints to keep under `path` (>= 1).
+
+        Raises:
+          ValueError: If `path` is empty or `keep` < 1.
+        """
+        if not path:
+            raise ValueError("DefaultCheckpointer needs a path")
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self._path = os.fspath(path)
+        self._group = group
+        self._fallback = fallback_checkpoint_path or ""
+        self._keep = int(keep)
+
+    @property
+    def path(self) -> str:
+        """The root directory of the checkpoints."""
+        return self._path
+
+    def native_options(self) -> Dict[str, Any]:
+        return {
+            "checkpoint_root": self._path,
+            "fallback_checkpoint_path": os.fspath(self._fallback),
+            "checkpoint_keep": self._keep,
+            "checkpoint_group": self._group,
+        }
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(path={self._path!r}, group={self._group!r}, "
+                f"fallback_checkpoint_path={self._fallback!r}, keep={self._keep})")
+
+
+class TempDirCheckpointer(DefaultCheckpointer):
+    """Checkpoints in a new temporary directory (what a `Server` uses by default).
+
+    Nothing is loaded on start unless `fallback_checkpoint_path` is given,
+    because the directory is new.
+    """
+
+    def __init__(self,
+                 fallback_checkpoint_path: Optional[str] = None,
+                 group: str = "") -> None:
+        """Creates the temporary directory.
+
+        Args:
+          fallback_checkpoint_path: A checkpoint directory to load on start.
+          group: If not empty, the Unix group given to checkpoint files.
+        """
+        super().__init__(tempfile.mkdtemp(prefix="reverb_tf_checkpoints_"),
+                         group=group,
+                         fallback_checkpoint_path=fallback_checkpoint_path)
+
+
+def default_checkpointer() -> CheckpointerBase:
+    """The checkpointer a `Server` uses when none is given.
+
+    Returns:
+      A `TempDirCheckpointer`.
+    """
+    return TempDirCheckpointer()

@@ -1,0 +1,1 @@
+"""Module paths dm-reverb code imports (`reverb.platform.checkpointers_lib`)."""

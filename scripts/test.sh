@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up (idempotently), builds everything with
-# Bazel offline, runs every C++ test, then the Python tests.
+# Bazel offline, runs every C++ test, then the Python tests, then builds the
+# wheel and smoke-tests it in a brand-new venv (scripts/test_wheel.sh).
 # Prints one "N passed, N failed" line per runner; exits non-zero on failure.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,4 +16,7 @@ bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
 if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
   "${ROOT}/.venv/bin/python" -m pytest -q "${ROOT}/tests" || status=$?
 fi
+
+# The wheel, built and smoke-tested in a brand-new venv.
+bash "${ROOT}/scripts/test_wheel.sh" || status=$?
 exit "${status}"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs a reverb_tf wheel into a brand-new venv that holds only
+# TensorFlow, and tests it there, away from the checkout:
+#
+#   scripts/check_wheel.sh WHEEL TF_REQUIREMENT [--constraints FILE] [--pytest]
+#
+#   1. a new venv $REVERB_TF_CACHE/wheel-check/<TF_REQUIREMENT> gets
+#      TF_REQUIREMENT (e.g. tensorflow-cpu==2.21.0) from pip's cache;
+#   2. the wheel is installed into it: that must neither remove nor change a
+#      package (no second TensorFlow, no other version of it);
+#   3. pip_package/smoke_test.py runs from a temporary directory;
+#   4. with --pytest, pytest runs a copy of tests/ (and README.md, which a
+#      test reads) there too, against the installed package.
+# --constraints pins TensorFlow's own dependencies (CI passes requirements.txt).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
+PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
+log() { printf '[check_wheel %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+wheel="$(realpath "$1")"; tf_requirement="$2"; shift 2
+pip_args=(-q --disable-pip-version-check)
+run_pytest=0
+while (( $# )); do
+  case "$1" in
+    --constraints) pip_args+=(-c "$(realpath "$2")"); shift 2 ;;
+    --pytest) run_pytest=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+venv="${CACHE}/wheel-check/${tf_requirement//[^A-Za-z0-9.]/-}"
+log "a new venv with ${tf_requirement} only: ${venv}"
+rm -rf "${venv}"
+mkdir -p "$(dirname "${venv}")"
+"${PYTHON}" -m venv "${venv}"
+"${venv}/bin/pip" install "${pip_args[@]}" "${tf_requirement}"
+"${venv}/bin/pip" freeze --all | sort > "${venv}/before-wheel.txt"
+
+log "installing $(basename "${wheel}")"
+"${venv}/bin/pip" install "${pip_args[@]}" "${wheel}"
+"${venv}/bin/pip" freeze --all | sort > "${venv}/after-wheel.txt"
+changed="$(comm -23 "${venv}/before-wheel.txt" "${venv}/after-wheel.txt")"
+added="$(comm -13 "${venv}/before-wheel.txt" "${venv}/after-wheel.txt")"
+if [[ -n "${changed}" ]] || grep -qi '^tensorflow' <<<"${added}"; then
+  echo "installing the wheel changed the venv's TensorFlow or its dependencies:" >&2
+  echo "removed or replaced: ${changed:-nothing}; added: ${added}" >&2
+  exit 1
+fi
+log "the wheel added only: $(tr '\n' ' ' <<<"${added}")"
+
+# Outside the checkout, so that nothing of it can be imported.
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+cp "${ROOT}/pip_package/smoke_test.py" "${work}/"
+cd "${work}"
+log "smoke test"
+TF_CPP_MIN_LOG_LEVEL=2 "${venv}/bin/python" smoke_test.py
+
+if (( run_pytest )); then
+  pytest_pin="$(grep -i '^pytest==' "${ROOT}/requirements.txt")"
+  "${venv}/bin/pip" install "${pip_args[@]}" "${pytest_pin}"
+  cp -r "${ROOT}/tests" "${ROOT}/README.md" "${work}/"
+  log "pytest on a copy of tests/, against the installed wheel"
+  REVERB_TF_TEST_INSTALLED=1 TF_CPP_MIN_LOG_LEVEL=2 \
+    "${venv}/bin/python" -m pytest -q -p no:cacheprovider "${work}/tests"
+fi

@@ -1,10 +1,47 @@
-"""Shared pytest fixtures for reverb_tf's Python tests."""
+"""Shared pytest fixtures for reverb_tf's Python tests.
+
+The tests run against whichever reverb_tf is imported: a checkout's (its
+.pth in .venv, native files copied next to the Python files by
+scripts/setup.sh) or an installed wheel's (scripts/check_wheel.sh runs a
+copy of tests/ in a venv with the wheel and sets REVERB_TF_TEST_INSTALLED=1,
+which makes the session fail unless reverb_tf comes from site-packages).
+"""
 import os
 import pathlib
+import sysconfig
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _package_dir() -> pathlib.Path:
+    import reverb_tf  # pylint: disable=g-import-not-at-top
+    return pathlib.Path(reverb_tf.__file__).resolve().parent
+
+
+def pytest_report_header(config):
+    del config
+    return f"reverb_tf: {_package_dir()}"
+
+
+def pytest_configure(config):
+    del config
+    if os.environ.get("REVERB_TF_TEST_INSTALLED"):
+        site_packages = {pathlib.Path(sysconfig.get_paths()[key]).resolve()
+                         for key in ("purelib", "platlib")}
+        if _package_dir().parent not in site_packages:
+            raise pytest.UsageError(f"REVERB_TF_TEST_INSTALLED is set but reverb_tf is "
+                                    f"{_package_dir()}, not an installed package")
+
+
+@pytest.fixture(scope="session")
+def package_dir() -> pathlib.Path:
+    """The directory of the imported reverb_tf package, native files included."""
+    path = _package_dir()
+    if not (path / "libreverb_tf.so").exists():
+        pytest.fail(f"{path} has no native files: run scripts/setup.sh first")
+    return path
 
 
 @pytest.fixture(scope="session")

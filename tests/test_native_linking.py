@@ -14,7 +14,8 @@ import pytest
 FORBIDDEN_NEEDED = re.compile(r"lib(grpc|gpr|upb|protobuf|ssl|crypto|z|zstd|cares)\b")
 FORBIDDEN_EXPORTS = re.compile(r"^(google::protobuf|grpc|gpr_|upb_|ZSTD_|deflate|inflate|SSL_|ares_)")
 
-LIBRARIES = ["reverb_tf/cc/libreverb_tf.so"]
+# In the imported package: a checkout's copy of Bazel's output, or a wheel's.
+LIBRARIES = ["libreverb_tf.so"]
 
 
 def _needed(path):
@@ -53,31 +54,31 @@ def _tensorflow_exports():
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
-def test_no_shared_dependency_on_libraries_tensorflow_exports(bazel_bin, library):
-    needed = _needed(bazel_bin / library)
+def test_no_shared_dependency_on_libraries_tensorflow_exports(package_dir, library):
+    needed = _needed(package_dir / library)
     assert needed, "readelf found no NEEDED entries at all"
     assert [n for n in needed if FORBIDDEN_NEEDED.match(n)] == []
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
-def test_exports_nothing_from_static_dependencies(bazel_bin, library):
-    exported = _exported(bazel_bin / library)
+def test_exports_nothing_from_static_dependencies(package_dir, library):
+    exported = _exported(package_dir / library)
     assert any(name.startswith("reverb_tf::") for name in exported)
     assert [name for name in exported if FORBIDDEN_EXPORTS.match(name)] == []
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
-def test_no_undefined_symbol_binds_into_tensorflow(bazel_bin, library):
+def test_no_undefined_symbol_binds_into_tensorflow(package_dir, library):
     # Weak undefined references (e.g. gRPC's thread_local init hooks) would
     # resolve against TF's copies if TF exported the same names.
-    undefined = {name for binding, defined, name in _dynamic_symbols(bazel_bin / library)
+    undefined = {name for binding, defined, name in _dynamic_symbols(package_dir / library)
                  if not defined and FORBIDDEN_EXPORTS.match(name.replace("TLS init function for ", ""))}
     assert undefined, "expected gRPC/zstd weak references to check"
     assert undefined & _tensorflow_exports() == set()
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
-def test_loads_after_tensorflow(bazel_bin, library):
+def test_loads_after_tensorflow(package_dir, library):
     import tensorflow as tf  # noqa: F401  (first, as in a user's process)
-    handle = ctypes.CDLL(str(bazel_bin / library), mode=ctypes.RTLD_LOCAL)
+    handle = ctypes.CDLL(str(package_dir / library), mode=ctypes.RTLD_LOCAL)
     assert handle is not None

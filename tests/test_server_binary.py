@@ -2,6 +2,7 @@
 import re
 import signal
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -30,8 +31,9 @@ tables {
 
 
 @pytest.fixture
-def server_binary(bazel_bin):
-    path = bazel_bin / "reverb_tf/cc/service/reverb_tf_server"
+def server_binary(package_dir):
+    # Where the package keeps it (the wheel's console entry point runs it).
+    path = package_dir / "reverb_tf_server"
     assert path.exists(), f"{path} missing: run scripts/setup.sh"
     return str(path)
 
@@ -69,6 +71,28 @@ def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, tmp_pa
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     assert "stopping" in process.stdout.read()
+
+
+def test_python_entry_point_execs_the_binary(server_binary):
+    # What the wheel's `reverb_tf_server` console script runs.
+    from reverb_tf import _server_binary
+    assert str(_server_binary.path()) == server_binary
+    process, port = _start(sys.executable, "-m", "reverb_tf._server_binary", "--config=" + GOOD_CONFIG)
+    try:
+        assert "replay" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
+    finally:
+        process.send_signal(signal.SIGTERM)  # reaches the binary itself: it replaced Python
+        assert process.wait(timeout=10) == 0
+    assert "stopping" in process.stdout.read()
+
+
+def test_python_entry_point_without_the_binary_exits_2(tmp_path):
+    code = ("import pathlib, reverb_tf._server_binary as entry\n"
+            f"entry.path = lambda: pathlib.Path({str(tmp_path / 'missing')!r})\n"
+            "entry.main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "missing or not executable" in result.stderr
 
 
 def test_config_flag_takes_the_textproto_inline(server_binary):

@@ -58,8 +58,9 @@ log "smoke test"
 TF_CPP_MIN_LOG_LEVEL=2 "${venv}/bin/python" smoke_test.py
 
 if (( run_pytest )); then
-  pytest_pin="$(grep -i '^pytest==' "${ROOT}/requirements.txt")"
-  "${venv}/bin/pip" install "${pip_args[@]}" "${pytest_pin}"
+  # What the tests import besides TensorFlow and reverb_tf, pinned as in CI.
+  mapfile -t test_pins < <(grep -iE '^(pytest|portpicker)==' "${ROOT}/requirements.txt")
+  "${venv}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
   cp -r "${ROOT}/tests" "${ROOT}/README.md" "${work}/"
   log "pytest on a copy of tests/, against the installed wheel"
   REVERB_TF_TEST_INSTALLED=1 TF_CPP_MIN_LOG_LEVEL=2 \

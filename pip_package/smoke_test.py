@@ -1,6 +1,6 @@
 """Smoke test of an installed reverb_tf wheel.
 
-scripts/test_wheel.sh runs it with the python of a fresh venv that holds
+scripts/check_wheel.sh runs it with the python of a fresh venv that holds
 TensorFlow and the wheel only, from a directory outside the checkout. It
 imports TensorFlow first, as a user's program does (TF then exports its own
 gRPC and protobuf to everything loaded after it), and checks:

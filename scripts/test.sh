@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up (idempotently), builds everything with
 # Bazel offline, runs every C++ test, then the Python tests, then builds the
-# wheel and smoke-tests it in a brand-new venv (scripts/test_wheel.sh).
+# wheel and smoke-tests it in a brand-new venv (scripts/build_wheel.sh).
 # Prints one "N passed, N failed" line per runner; exits non-zero on failure.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,5 +18,5 @@ if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
 fi
 
 # The wheel, built and smoke-tested in a brand-new venv.
-bash "${ROOT}/scripts/test_wheel.sh" || status=$?
+bash "${ROOT}/scripts/build_wheel.sh" || status=$?
 exit "${status}"

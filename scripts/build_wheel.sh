@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the reverb_tf wheel and tests it in a brand-new venv:
+#
+#   bash scripts/build_wheel.sh                 # for requirements.txt's TensorFlow -> dist/
+#   bash scripts/build_wheel.sh --tf 2.20.0     # for another one -> dist/tf-2.20.0/
+#
+# Options: --tf VERSION (empty: the project venv's), --distribution NAME
+# (with --tf; default tensorflow-cpu), --pytest (also run tests/ against the
+# installed wheel; implied by --tf).
+#
+#   1. scripts/setup.sh (Debian packages, PIC protobuf, .venv, main build);
+#   2. with --tf, a build venv $REVERB_TF_CACHE/tf-<NAME>-<VERSION>/venv with
+#      that TensorFlow and requirements.txt's pybind11 (kept between runs),
+#      and Bazel pointed at it (REVERB_TF_PYTHON) with an output base of its
+#      own next to it, so the main build's outputs stay as they are (the
+#      shared --disk_cache still serves every action that does not depend on
+#      TensorFlow); the TF-dependent native test (//tests/native) runs;
+#   3. bazel run //pip_package:build_pip_package (docs/packaging.md);
+#   4. scripts/check_wheel.sh: a brand-new venv with only that TensorFlow,
+#      the wheel, the smoke test (and the pytest suite).
+# scripts/test.sh (CI) runs it without options; pip_package/Dockerfile too.
+# Prints the wheel's size and the time of each step.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
+PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
+log() { printf '[build_wheel %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+tf_version=""; distribution="tensorflow-cpu"; pytest=()
+while (( $# )); do
+  case "$1" in
+    --tf) tf_version="$2"; shift 2 ;;
+    --distribution) distribution="$2"; shift 2 ;;
+    --pytest) pytest=(--pytest); shift ;;
+    *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]] [--pytest]" >&2; exit 2 ;;
+  esac
+done
+
+timings=()
+step_start=${SECONDS}
+step() { timings+=("$1: $(( SECONDS - step_start )) s"); step_start=${SECONDS}; }
+
+bash "${ROOT}/scripts/setup.sh"
+step "setup.sh"
+cd "${ROOT}"
+
+bazel_startup=()
+bazel_flags=(--noshow_progress --ui_event_filters=-info,-debug)
+if [[ -z "${tf_version}" ]]; then
+  outdir="dist"
+  tf_requirement="$(grep -iE '^tensorflow([-_]cpu)?==' requirements.txt)"
+  check_args=(--constraints requirements.txt "${pytest[@]}")
+else
+  tf_requirement="${distribution}==${tf_version}"
+  work="${CACHE}/tf-${distribution}-${tf_version}"
+  venv="${work}/venv"
+  pybind11_pin="$(grep -i '^pybind11==' requirements.txt)"
+  if [[ "$(cat "${venv}/.installed" 2>/dev/null)" != "${tf_requirement} ${pybind11_pin}" ]]; then
+    log "build venv ${venv}: ${tf_requirement} ${pybind11_pin}"
+    rm -rf "${venv}"
+    mkdir -p "${work}"
+    "${PYTHON}" -m venv "${venv}"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "${tf_requirement}" "${pybind11_pin}"
+    echo "${tf_requirement} ${pybind11_pin}" > "${venv}/.installed"
+  fi
+  step "build venv"
+  outdir="dist/tf-${tf_version}"
+  check_args=(--pytest)
+  bazel_startup=(--output_base="${work}/bazel")
+  # No bazel-* symlinks: they would point the checkout's bazel-bin here.
+  bazel_flags+=(--symlink_prefix=/ --repo_env=REVERB_TF_PYTHON="${venv}/bin/python")
+  trap 'bazel "${bazel_startup[@]}" shutdown 2>/dev/null || true' EXIT
+  log "bazel test //tests/native/... against ${tf_requirement}"
+  bazel "${bazel_startup[@]}" test "${bazel_flags[@]}" //tests/native/...
+  step "bazel build and native test"
+fi
+
+wheel="$(bazel "${bazel_startup[@]}" run "${bazel_flags[@]}" \
+           //pip_package:build_pip_package -- "${outdir}" | tail -n 1)"
+log "built ${wheel}: $(du -h "${wheel}" | cut -f1)"
+step "wheel"
+
+bash scripts/check_wheel.sh "${wheel}" "${tf_requirement}" "${check_args[@]}"
+step "fresh venv and tests"
+
+log "done for ${tf_requirement}: $(printf '%s; ' "${timings[@]}")"

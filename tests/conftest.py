@@ -45,6 +45,15 @@ def package_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def server_binary(package_dir) -> str:
+    """The reverb_tf_server binary of the package (the console script runs it)."""
+    path = package_dir / "reverb_tf_server"
+    if not path.exists():
+        pytest.fail(f"{path} missing: run scripts/setup.sh")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def bazel_bin() -> pathlib.Path:
     """The Bazel output tree of this workspace (scripts/setup.sh builds it)."""
     path = pathlib.Path(os.environ.get("REVERB_TF_BAZEL_BIN", ROOT / "bazel-bin"))

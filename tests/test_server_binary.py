@@ -30,14 +30,6 @@ tables {
 """
 
 
-@pytest.fixture
-def server_binary(package_dir):
-    # Where the package keeps it (the wheel's console entry point runs it).
-    path = package_dir / "reverb_tf_server"
-    assert path.exists(), f"{path} missing: run scripts/setup.sh"
-    return str(path)
-
-
 def _start(server_binary, *args):
     process = subprocess.Popen([server_binary, *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

@@ -6,7 +6,7 @@
 #
 # Options: --tf VERSION (empty: the project venv's), --distribution NAME
 # (with --tf; default tensorflow-cpu), --pytest (also run tests/ against the
-# installed wheel; implied by --tf).
+# installed wheel; implied by --tf), --no-setup (setup.sh has just run).
 #
 #   1. scripts/setup.sh (Debian packages, PIC protobuf, .venv, main build);
 #   2. with --tf, a build venv $REVERB_TF_CACHE/tf-<NAME>-<VERSION>/venv with
@@ -18,7 +18,8 @@
 #   3. bazel run //pip_package:build_pip_package (docs/packaging.md);
 #   4. scripts/check_wheel.sh: a brand-new venv with only that TensorFlow,
 #      the wheel, the smoke test (and the pytest suite).
-# scripts/test.sh (CI) runs it without options; pip_package/Dockerfile too.
+# scripts/test.sh (CI) runs it with --no-setup; pip_package/Dockerfile with
+# --pytest.
 # Prints the wheel's size and the time of each step.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,13 +27,15 @@ CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
 PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
 log() { printf '[build_wheel %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-tf_version=""; distribution="tensorflow-cpu"; pytest=()
+tf_version=""; distribution="tensorflow-cpu"; pytest=(); setup=1
 while (( $# )); do
   case "$1" in
     --tf) tf_version="$2"; shift 2 ;;
     --distribution) distribution="$2"; shift 2 ;;
     --pytest) pytest=(--pytest); shift ;;
-    *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]] [--pytest]" >&2; exit 2 ;;
+    --no-setup) setup=0; shift ;;
+    *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]] [--pytest] [--no-setup]" >&2
+       exit 2 ;;
   esac
 done
 
@@ -40,8 +43,10 @@ timings=()
 step_start=${SECONDS}
 step() { timings+=("$1: $(( SECONDS - step_start )) s"); step_start=${SECONDS}; }
 
-bash "${ROOT}/scripts/setup.sh"
-step "setup.sh"
+if (( setup )); then
+  bash "${ROOT}/scripts/setup.sh"
+  step "setup.sh"
+fi
 cd "${ROOT}"
 
 bazel_startup=()

@@ -12,8 +12,6 @@ import sysconfig
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
 
 def _package_dir() -> pathlib.Path:
     import reverb_tf  # pylint: disable=g-import-not-at-top
@@ -51,12 +49,3 @@ def server_binary(package_dir) -> str:
     if not path.exists():
         pytest.fail(f"{path} missing: run scripts/setup.sh")
     return str(path)
-
-
-@pytest.fixture(scope="session")
-def bazel_bin() -> pathlib.Path:
-    """The Bazel output tree of this workspace (scripts/setup.sh builds it)."""
-    path = pathlib.Path(os.environ.get("REVERB_TF_BAZEL_BIN", ROOT / "bazel-bin"))
-    if not path.is_dir():
-        pytest.fail(f"{path} does not exist: run scripts/setup.sh first")
-    return path

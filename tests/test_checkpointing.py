@@ -208,13 +208,6 @@ tables {
 """
 
 
-@pytest.fixture
-def server_binary(bazel_bin):
-    path = bazel_bin / "reverb_tf/cc/service/reverb_tf_server"
-    assert path.exists(), f"{path} missing: run scripts/setup.sh"
-    return str(path)
-
-
 def _start(server_binary, *args):
     process = subprocess.Popen([server_binary, f"--config={CONFIG}", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

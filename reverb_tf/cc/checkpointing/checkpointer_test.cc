@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <random>
 #include <string>
@@ -202,6 +204,57 @@ TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
   }
   // Released with the snapshot.
   EXPECT_EQ(store_.num_live_chunks(), 0);
+}
+
+// Checkpoints taken while writers insert (evicting), samplers sample (up to
+// max_times_sampled) and priorities change must each load into a table that
+// satisfies every invariant, with the item count the checkpoint recorded.
+TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
+  const std::string root = FreshDir("concurrent");
+  auto table = MakeTable(MakeTableOptions("t", Prioritized(1), Fifo(), 500,
+                                          RateLimiterOptions::MinSize(1), 5));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      ChunkStore store;
+      for (Key k = 1; !stop.load(); ++k) {
+        const Key key = k * 2 + w;
+        ChunkRef chunk = MakeFloatChunk(store, key, 2);
+        Item item = MakeItem(key, 1 + key % 5, {chunk});
+        item.trajectory[0].slices[0].length = 1 + key % 2;
+        table->InsertOrAssign(std::move(item), kShort).IgnoreError();
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      auto samples = table->Sample(8, kShort);
+      if (samples.ok() && !samples->empty()) {
+        table->MutatePriorities({{(*samples)[0].key, 0.5}}, {(*samples).back().key})
+            .IgnoreError();
+      }
+    }
+  });
+  auto checkpointer = MakeCheckpointer(root, /*keep=*/10);
+  std::vector<CheckpointStats> saved;
+  for (int i = 0; i < 6; ++i) {
+    absl::SleepFor(absl::Milliseconds(30));
+    auto stats = checkpointer->Save({table});
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    saved.push_back(*stats);
+  }
+  stop = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_TRUE(table->CheckInvariants().ok()) << table->CheckInvariants();
+
+  for (const CheckpointStats& stats : saved) {
+    auto restored = MakeTable(table->options());
+    ASSERT_TRUE(LoadCheckpoint(stats.path, {restored}).ok()) << stats.path;
+    EXPECT_EQ(restored->size(), stats.num_items) << stats.path;
+    EXPECT_TRUE(restored->CheckInvariants().ok()) << restored->CheckInvariants();
+  }
+  EXPECT_GT(saved.back().num_items, 0);
 }
 
 TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {

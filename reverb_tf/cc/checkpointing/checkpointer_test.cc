@@ -234,6 +234,8 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
         table->MutatePriorities({{(*samples)[0].key, 0.5}}, {(*samples).back().key})
             .IgnoreError();
       }
+      // Slower than the writers, so the table stays mostly full.
+      absl::SleepFor(absl::Microseconds(200));
     }
   });
   auto checkpointer = MakeCheckpointer(root, /*keep=*/10);
@@ -254,7 +256,9 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
     EXPECT_EQ(restored->size(), stats.num_items) << stats.path;
     EXPECT_TRUE(restored->CheckInvariants().ok()) << restored->CheckInvariants();
   }
-  EXPECT_GT(saved.back().num_items, 0);
+  int64_t most = 0;
+  for (const CheckpointStats& stats : saved) most = std::max(most, stats.num_items);
+  EXPECT_GT(most, 100);
 }
 
 TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -518,11 +519,15 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   }
   last_name_ = name;
 
-  // Only now that the new checkpoint is complete do old ones go.
-  ASSIGN_OR_RETURN(existing, List());
-  for (size_t i = 0; i + options_.keep < existing.size(); ++i) {
-    fs::remove_all(existing[i], error);
-    if (error) return FsError("remove old checkpoint", existing[i], error);
+  // Only now that the new checkpoint is complete do old ones go. Failing to
+  // remove one does not undo the save: it is reported and retried next time.
+  auto listed = List();
+  for (size_t i = 0; listed.ok() && i + options_.keep < listed->size(); ++i) {
+    fs::remove_all((*listed)[i], error);
+    if (error) {
+      std::fprintf(stderr, "reverb_tf: cannot remove old checkpoint '%s': %s\n",
+                   (*listed)[i].c_str(), error.message().c_str());
+    }
   }
   stats.path = final_path.string();
   stats.total = absl::Now() - start;

@@ -7,6 +7,7 @@ batches through the tf.data source `ReverbDataset` (a C++ kernel streaming
 from the server), computes a toy TD-error in a `tf.function` and writes it
 back as priorities, then prints what happened.
 """
+import tempfile
 import threading
 import time
 
@@ -41,8 +42,8 @@ def actor(client: reverb.Client, seed: int) -> None:
             writer.end_episode(timeout_ms=60_000)
 
 
-def main() -> None:
-    table = reverb.Table(
+def make_table() -> reverb.Table:
+    return reverb.Table(
         name="replay",
         sampler=reverb.selectors.Prioritized(priority_exponent=0.8),
         remover=reverb.selectors.Fifo(),
@@ -55,7 +56,12 @@ def main() -> None:
             "reward": tf.TensorSpec([TRAJECTORY], tf.float32),
         },
     )
-    with reverb.Server(tables=[table]) as server:
+
+
+def main() -> None:
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(
+        tempfile.mkdtemp(prefix="reverb_tf_demo_"))
+    with reverb.Server(tables=[make_table()], checkpointer=checkpointer) as server:
         address = f"localhost:{server.port}"
         print(f"server listening on {address}")
         start = time.time()
@@ -97,6 +103,17 @@ def main() -> None:
         print(f"table size {info.current_size} / {info.max_size}; server-side samples per insert "
               f"{info.rate_limiter_info.sample_stats.completed / max(1, info.rate_limiter_info.insert_stats.completed):.2f}"
               f" (target 4)")
+        start = time.time()
+        path = learner.checkpoint()
+        print(f"checkpoint of {info.current_size} items written to {path} "
+              f"in {time.time() - start:.2f} s")
+
+    # A new server with the same checkpointer starts from that checkpoint.
+    start = time.time()
+    with reverb.Server(tables=[make_table()], checkpointer=checkpointer) as server:
+        restored = reverb.Client(f"localhost:{server.port}").server_info()["replay"]
+        print(f"restarted from {server.loaded_checkpoint} in {time.time() - start:.2f} s: "
+              f"{restored.current_size} items")
 
 
 if __name__ == "__main__":

@@ -104,10 +104,20 @@ class TFClient:
         if tf.executing_eagerly():  # the hot path of learners running eagerly
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._string(self._server_address), table=self._string(table),
-                keys=tf.convert_to_tensor(keys, tf.uint64),
-                priorities=tf.convert_to_tensor(priorities, tf.float64))
+                keys=_as_tensor(keys, tf.uint64), priorities=_as_tensor(priorities, tf.float64))
         with tf.name_scope(name or f"{self._name}_update_priorities"):
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._server_address, table=table,
                 keys=tf.convert_to_tensor(keys, tf.uint64),
                 priorities=tf.convert_to_tensor(priorities, tf.float64))
+
+
+def _as_tensor(value: Any, dtype: tf.DType) -> Any:
+    """`tf.convert_to_tensor`, skipped for a tensor that already has `dtype`.
+
+    The check costs less than the conversion call, which matters for eager
+    learners calling `update_priorities` thousands of times a second.
+    """
+    if isinstance(value, tf.Tensor) and value.dtype == dtype:
+        return value
+    return tf.convert_to_tensor(value, dtype)

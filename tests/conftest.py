@@ -8,6 +8,8 @@ which makes the session fail unless reverb_tf comes from site-packages).
 """
 import os
 import pathlib
+import re
+import subprocess
 import sysconfig
 
 import pytest
@@ -49,3 +51,24 @@ def server_binary(package_dir) -> str:
     if not path.exists():
         pytest.fail(f"{path} missing: run scripts/setup.sh")
     return str(path)
+
+
+@pytest.fixture
+def start_server():
+    """Starts a server command (the binary, or its Python entry point).
+
+    Returns a function `start(*command)` that launches the command, waits for
+    its one readiness line and returns `(process, port)`; it fails the test,
+    with the server's stderr, if the line does not come.
+    """
+    def start(*command):
+        process = subprocess.Popen(list(command), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        line = process.stdout.readline()  # the one readiness line
+        match = re.search(r"on port (\d+)", line)
+        if match is None:
+            process.kill()
+            pytest.fail(f"no readiness line, got {line!r} / {process.stderr.read()!r}")
+        return process, int(match.group(1))
+
+    return start

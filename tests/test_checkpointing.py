@@ -5,7 +5,6 @@ binary tests include kill -9 in the middle of a checkpoint write.
 """
 import os
 import pathlib
-import re
 import signal
 import subprocess
 import threading
@@ -208,15 +207,9 @@ tables {
 """
 
 
-def _start(server_binary, *args):
-    process = subprocess.Popen([server_binary, f"--config={CONFIG}", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    match = re.search(r"on port (\d+)", line)
-    if match is None:
-        process.kill()
-        pytest.fail(f"no readiness line, got {line!r} / {process.stderr.read()!r}")
-    return process, reverb.Client(f"localhost:{match.group(1)}")
+def _start(start_server, server_binary, *args):
+    process, port = start_server(server_binary, f"--config={CONFIG}", *args)
+    return process, reverb.Client(f"localhost:{port}")
 
 
 def _insert_frames(client, n, seed):
@@ -229,9 +222,9 @@ def _insert_frames(client, n, seed):
         writer.flush()
 
 
-def test_binary_restores_and_checkpoints_periodically(server_binary, tmp_path):
+def test_binary_restores_and_checkpoints_periodically(server_binary, start_server, tmp_path):
     root = tmp_path / "ckpt"
-    process, client = _start(server_binary, f"--checkpoint_dir={root}",
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
                              "--checkpoint_interval=300ms")
     try:
         _insert_frames(client, 5, seed=1)
@@ -248,22 +241,18 @@ def test_binary_restores_and_checkpoints_periodically(server_binary, tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
 
-    process, client = _start(server_binary, f"--checkpoint_dir={root}")
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}")
     try:
         assert client.server_info(timeout=10)["frames"].current_size == 5
-        assert "loaded checkpoint" in _stderr_line(process)
+        assert "loaded checkpoint" in process.stderr.readline()
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
 
 
-def _stderr_line(process):
-    return process.stderr.readline()
-
-
-def test_kill_9_during_a_checkpoint_keeps_the_previous_one(server_binary, tmp_path):
+def test_kill_9_during_a_checkpoint_keeps_the_previous_one(server_binary, start_server, tmp_path):
     root = tmp_path / "ckpt"
-    process, client = _start(server_binary, f"--checkpoint_dir={root}")
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}")
     try:
         _insert_frames(client, 3, seed=2)
         first = client.checkpoint()
@@ -283,7 +272,7 @@ def test_kill_9_during_a_checkpoint_keeps_the_previous_one(server_binary, tmp_pa
     # Nothing but the first checkpoint is complete.
     assert [p for p in os.listdir(root) if not p.startswith(".")] == [os.path.basename(first)]
 
-    process, client = _start(server_binary, f"--checkpoint_dir={root}")
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}")
     try:
         assert client.server_info(timeout=10)["frames"].current_size == 3
         # The dead writer's temporary directory is cleaned up on start.
@@ -300,8 +289,8 @@ def _swallow(fn):
         pass  # the server was killed under the call
 
 
-def test_binary_without_checkpoint_dir_refuses_checkpoint_requests(server_binary):
-    process, client = _start(server_binary)
+def test_binary_without_checkpoint_dir_refuses_checkpoint_requests(server_binary, start_server):
+    process, client = _start(start_server, server_binary)
     try:
         with pytest.raises(errors.FailedPreconditionError, match="without a checkpointer"):
             client.checkpoint()
@@ -310,9 +299,9 @@ def test_binary_without_checkpoint_dir_refuses_checkpoint_requests(server_binary
         assert process.wait(timeout=30) == 0
 
 
-def test_binary_damaged_checkpoint_exits_naming_the_file(server_binary, tmp_path):
+def test_binary_damaged_checkpoint_exits_naming_the_file(server_binary, start_server, tmp_path):
     root = tmp_path / "ckpt"
-    process, client = _start(server_binary, f"--checkpoint_dir={root}")
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}")
     try:
         _insert_frames(client, 2, seed=4)
         path = client.checkpoint()

@@ -1,5 +1,4 @@
 """The reverb_tf_server binary: textproto configs, readiness, clean shutdown."""
-import re
 import signal
 import subprocess
 import sys
@@ -30,21 +29,10 @@ tables {
 """
 
 
-def _start(server_binary, *args):
-    process = subprocess.Popen([server_binary, *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()  # the one readiness line
-    match = re.search(r"on port (\d+)", line)
-    if match is None:
-        process.kill()
-        pytest.fail(f"no readiness line, got {line!r} / {process.stderr.read()!r}")
-    return process, int(match.group(1))
-
-
-def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, tmp_path):
+def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, start_server, tmp_path):
     config_file = tmp_path / "server.textproto"
     config_file.write_text(GOOD_CONFIG)
-    process, port = _start(server_binary, f"--config_file={config_file}")
+    process, port = start_server(server_binary, f"--config_file={config_file}")
     try:
         client = reverb_tf.Client(f"localhost:{port}")
         info = client.server_info(timeout=10)
@@ -65,11 +53,11 @@ def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, tmp_pa
     assert "stopping" in process.stdout.read()
 
 
-def test_python_entry_point_execs_the_binary(server_binary):
+def test_python_entry_point_execs_the_binary(server_binary, start_server):
     # What the wheel's `reverb_tf_server` console script runs.
     from reverb_tf import _server_binary
     assert str(_server_binary.path()) == server_binary
-    process, port = _start(sys.executable, "-m", "reverb_tf._server_binary", "--config=" + GOOD_CONFIG)
+    process, port = start_server(sys.executable, "-m", "reverb_tf._server_binary", "--config=" + GOOD_CONFIG)
     try:
         assert "replay" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
     finally:
@@ -87,8 +75,8 @@ def test_python_entry_point_without_the_binary_exits_2(tmp_path):
     assert "missing or not executable" in result.stderr
 
 
-def test_config_flag_takes_the_textproto_inline(server_binary):
-    process, port = _start(server_binary, "--config=" + GOOD_CONFIG)
+def test_config_flag_takes_the_textproto_inline(server_binary, start_server):
+    process, port = start_server(server_binary, "--config=" + GOOD_CONFIG)
     try:
         assert "queue" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
     finally:

@@ -13,16 +13,14 @@ item per call in a loop, and reports:
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-import numpy as np
-
 import reverb_tf as reverb
+from small_items import write_small_items
 
 _CHILD = r"""
 import json, sys
@@ -48,13 +46,7 @@ for line in sys.stdin:
 
 def _fill(client, n):
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
-        for i in range(n):
-            writer.append({"observation": np.full(4, i, np.float32),
-                           "action": np.int32(i), "reward": np.float32(1)})
-            writer.create_item("t", 1.0, {k: writer.history[k][-1]
-                                          for k in ("observation", "action", "reward")})
-            if i % 24 == 23:
-                writer.flush(block_until_num_items=24)
+        write_small_items(writer, "t", n)
 
 
 class _Sampler(threading.Thread):

@@ -16,6 +16,7 @@ import subprocess
 import numpy as np
 
 import reverb_tf as reverb
+from small_items import write_small_items
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIG = """
@@ -47,20 +48,13 @@ def main() -> None:
     try:
         port = int(re.search(r"on port (\d+)", server.stdout.readline()).group(1))
         client = reverb.Client(f"localhost:{port}")
-        step = {"observation": np.zeros(4, np.float32), "action": np.int32(1),
-                "reward": np.float32(0.5)}
         empty = rss_bytes(server.pid)
         per_segment = args.items // args.segments
         runs = []
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             for _ in range(args.segments):
                 before = rss_bytes(server.pid)
-                for i in range(per_segment):
-                    writer.append(step)
-                    writer.create_item("memory", 1.0, {k: writer.history[k][-1] for k in step})
-                    if i % 24 == 23:
-                        writer.flush(block_until_num_items=24)
-                writer.flush()
+                write_small_items(writer, "memory", per_segment, start=len(runs) * per_segment)
                 runs.append((rss_bytes(server.pid) - before) / per_segment)
         size = client.server_info()["memory"].current_size
         assert size == per_segment * args.segments, size

@@ -60,6 +60,10 @@ struct ColumnSpec {
   // Dimensions; -1 means any size. For unsqueezed columns dimension 0 is the
   // number of steps.
   std::vector<int64_t> shape;
+
+  bool operator==(const ColumnSpec& other) const {
+    return name == other.name && dtype == other.dtype && shape == other.shape;
+  }
 };
 
 struct TableSignature {

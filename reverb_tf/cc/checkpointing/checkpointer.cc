@@ -78,14 +78,7 @@ std::string SignatureDebugString(const std::optional<TableSignature>& signature)
 bool SameSignature(const std::optional<TableSignature>& a,
                    const std::optional<TableSignature>& b) {
   if (a.has_value() != b.has_value()) return false;
-  if (!a.has_value()) return true;
-  if (a->columns.size() != b->columns.size()) return false;
-  for (size_t i = 0; i < a->columns.size(); ++i) {
-    const ColumnSpec& x = a->columns[i];
-    const ColumnSpec& y = b->columns[i];
-    if (x.name != y.name || x.dtype != y.dtype || x.shape != y.shape) return false;
-  }
-  return true;
+  return !a.has_value() || a->columns == b->columns;
 }
 
 // ------------------------------------------------------------ encoding

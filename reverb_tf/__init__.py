@@ -44,6 +44,10 @@ _LAZY = {
     "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
     "TFClient": ("reverb_tf.tf_client", "TFClient"),
     "tf_client": ("reverb_tf.tf_client", None),
+    "structured_writer": ("reverb_tf.structured_writer", None),
+    "structured": ("reverb_tf.structured_writer", None),
+    "pattern_dataset": ("reverb_tf.pattern_dataset", None),
+    "PatternDataset": ("reverb_tf.pattern_dataset", "PatternDataset"),
 }
 
 
@@ -60,6 +64,7 @@ def __getattr__(name):
 __all__ = [
     "Client",
     "DeadlineExceededError",
+    "PatternDataset",
     "ReplaySample",
     "ReverbDataset",
     "ReverbError",
@@ -78,4 +83,5 @@ __all__ = [
     "rate_limiters",
     "replay_sample",
     "selectors",
+    "structured",
 ]

@@ -16,6 +16,9 @@ TrajectoryWriterOptions StructuredWriter::WriterOptions(
   }
   TrajectoryWriterOptions options;
   options.num_keep_alive_refs = history;
+  // As dm-reverb's writers: no limit on unconfirmed items (flush() is the
+  // caller's brake), so append() never blocks on the window.
+  options.max_in_flight_items = 1'000'000;
   return options;
 }
 

@@ -36,6 +36,7 @@ absl::StatusOr<Item> ItemFromProto(
   Item item;
   item.key = proto_item.key();
   item.priority = proto_item.priority();
+  item.legacy_steps = proto_item.legacy_steps();
   item.trajectory.reserve(proto_item.columns_size());
   for (const proto::Column& proto_column : proto_item.columns()) {
     TrajectoryColumn& column = item.trajectory.emplace_back();

@@ -32,6 +32,11 @@ class TFClient:
         # on every call costs more than the kernel's own work.
         self._eager_strings = {}
 
+    @property
+    def server_address(self) -> str:
+        """The "host:port" the ops talk to."""
+        return self._server_address
+
     def _string(self, value: str) -> Any:
         if not tf.executing_eagerly():
             return value

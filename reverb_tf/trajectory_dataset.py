@@ -33,6 +33,25 @@ class _ReplaySource(dataset_ops.DatasetSource):
         """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
         return self._element_spec
 
+    def make_initializable_iterator(self, shared_name: Optional[str] = None) -> Any:
+        """A TF1 iterator to run in a `tf.compat.v1.Session` (graph mode).
+
+        Args:
+          shared_name: Shares the iterator across sessions on one device.
+
+        Returns:
+          A `tf.compat.v1.data.Iterator`; run its `initializer` first.
+        """
+        return tf.compat.v1.data.make_initializable_iterator(self, shared_name)
+
+    def make_one_shot_iterator(self) -> Any:
+        """A TF1 iterator that needs no initialization (graph mode).
+
+        Returns:
+          A `tf.compat.v1.data.Iterator`.
+        """
+        return tf.compat.v1.data.make_one_shot_iterator(self)
+
 
 class TrajectoryDataset(_ReplaySource):
     """Streams `ReplaySample(info, data)` elements from a table.
@@ -46,8 +65,8 @@ class TrajectoryDataset(_ReplaySource):
     def __init__(self,
                  server_address: str,
                  table: str,
-                 shapes: Any,
                  dtypes: Any,
+                 shapes: Any,
                  max_in_flight_samples_per_worker: int,
                  num_workers_per_iterator: int = -1,
                  max_samples_per_stream: int = -1,
@@ -59,9 +78,9 @@ class TrajectoryDataset(_ReplaySource):
         Args:
           server_address: "host:port" of the server.
           table: Name of the table to sample.
-          shapes: Nested structure of `tf.TensorShape` of the data (per item,
+          dtypes: Nested structure of `tf.DType` of the data.
+          shapes: Nested structure of `tf.TensorShape`, as `dtypes` (per item,
             time dimension included for unsqueezed columns).
-          dtypes: Nested structure of `tf.DType`, as `shapes`.
           max_in_flight_samples_per_worker: Samples requested ahead of
             consumption; bounds the memory a slow consumer can cost.
           num_workers_per_iterator: Accepted for dm-reverb compatibility; each
@@ -149,7 +168,7 @@ class TrajectoryDataset(_ReplaySource):
         """
         shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
                                                       get_signature_timeout_secs)
-        return cls(server_address, table, shapes, dtypes, max_in_flight_samples_per_worker,
+        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
                    max_samples)
 
@@ -174,101 +193,3 @@ def _signature_shapes_and_dtypes(server_address: str, table: str,
     signature = info[table].signature
     return (tf.nest.map_structure(lambda spec: spec.shape, signature),
             tf.nest.map_structure(lambda spec: spec.dtype, signature))
-
-
-class TimestepDataset(_ReplaySource):
-    """Streams sampled items one timestep at a time.
-
-    Each element is `ReplaySample(info, data)` for one step of a sampled item:
-    `data` holds that step's values (no time dimension) and `info` is the
-    item's, repeated for each of its steps. Steps come in order, item after
-    item. Every column of an item must have the same number of steps; items
-    of single steps (e.g. from `Client.insert`) give one element each.
-
-    Built on the same C++ source as `TrajectoryDataset`; the split is a
-    vectorized tf.data `unbatch`, so no Python runs per element.
-    """
-
-    def __init__(self,
-                 server_address: str,
-                 table: str,
-                 dtypes: Any,
-                 shapes: Any,
-                 max_in_flight_samples_per_worker: int,
-                 num_workers_per_iterator: int = -1,
-                 max_samples_per_stream: int = -1,
-                 rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1) -> None:
-        """Creates the dataset.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table to sample.
-          dtypes: Nested structure of `tf.DType` of one timestep.
-          shapes: Nested structure of `tf.TensorShape` of one timestep.
-          max_in_flight_samples_per_worker: As in `TrajectoryDataset`.
-          num_workers_per_iterator: As in `TrajectoryDataset`.
-          max_samples_per_stream: As in `TrajectoryDataset` (counts items).
-          rate_limiter_timeout_ms: As in `TrajectoryDataset`.
-          max_samples: As in `TrajectoryDataset` (counts items).
-
-        Raises:
-          ValueError: As `TrajectoryDataset`.
-        """
-        step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        item_shapes = tf.nest.map_structure(
-            lambda shape: tf.TensorShape([None]).concatenate(shape), step_shapes)
-        items = TrajectoryDataset(server_address, table, item_shapes, dtypes,
-                                  max_in_flight_samples_per_worker, num_workers_per_iterator,
-                                  max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
-                                  _unsqueeze=True)
-
-        def per_step(sample):
-            steps = tf.shape(tf.nest.flatten(sample.data)[0])[0]
-            info = tf.nest.map_structure(lambda x: tf.fill([steps], x), sample.info)
-            return replay_sample.ReplaySample(info=info, data=sample.data)
-
-        self._dataset = items.map(per_step).unbatch()
-        self._element_spec = self._dataset.element_spec
-        super().__init__(self._dataset._variant_tensor)  # pylint: disable=protected-access
-
-    @classmethod
-    def from_table_signature(cls,
-                             server_address: str,
-                             table: str,
-                             max_in_flight_samples_per_worker: int,
-                             num_workers_per_iterator: int = -1,
-                             max_samples_per_stream: int = -1,
-                             rate_limiter_timeout_ms: int = -1,
-                             get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1) -> "TimestepDataset":
-        """Creates a dataset whose timesteps have the table's signature.
-
-        The signature must describe one timestep, i.e. the table holds
-        single-step items written without a time dimension (a
-        `TrajectoryWriter` item of `history[...][-1]` columns); each becomes
-        one element. For multi-step items pass per-step `dtypes`/`shapes` to
-        the constructor.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table; it must have a signature.
-          max_in_flight_samples_per_worker: As in the constructor.
-          num_workers_per_iterator: As in the constructor.
-          max_samples_per_stream: As in the constructor.
-          rate_limiter_timeout_ms: As in the constructor.
-          get_signature_timeout_secs: How long to wait for the server.
-          max_samples: As in the constructor.
-
-        Returns:
-          The dataset.
-
-        Raises:
-          ValueError: If the table has no signature.
-          NotFoundError: If the server has no such table.
-        """
-        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
-                                                      get_signature_timeout_secs)
-        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples)

@@ -26,7 +26,7 @@ Thread safety: a TrajectoryWriter must be used by one thread at a time.
 
 import collections
 import itertools
-from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, Union)
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union)
 
 import numpy as np
 import tree
@@ -224,6 +224,48 @@ class _ColumnHistory:
                 f"keep_alive={self._cells.maxlen})")
 
 
+class WeakCellRef:
+    """One cell of a writer's history (dm-reverb's `pybind.WeakCellRef`).
+
+    What iterating a `TrajectoryColumn` yields. The reference does not keep
+    the cell referenceable: once the cell leaves the column's keep-alive
+    window, or the episode's history is cleared, it is `expired`.
+    """
+
+    __slots__ = ("_hist", "_box", "_cell")
+
+    def __init__(self, hist: "_ColumnHistory", box: List[int],
+                 cell: Tuple[int, np.ndarray]) -> None:
+        """Not for direct use: iterate a `TrajectoryColumn` instead."""
+        self._hist = hist
+        self._box = box
+        self._cell = cell
+
+    @property
+    def expired(self) -> bool:
+        """True once the cell can no longer be referenced by new items."""
+        return (self._hist._box is not self._box  # pylint: disable=protected-access
+                or not any(c is self._cell for c in self._hist._cells))  # pylint: disable=protected-access
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The cell's numpy dtype."""
+        return self._hist.dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The cell's shape (one step, no time dimension)."""
+        return self._hist.shape
+
+    def numpy(self) -> np.ndarray:
+        """Returns a copy of the cell's value."""
+        return self._cell[1].copy()
+
+    def __repr__(self) -> str:
+        return (f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, "
+                f"step={self._cell[0]})")
+
+
 class TrajectoryColumn:
     """Cells of one column, cut from `TrajectoryWriter.history`.
 
@@ -249,6 +291,11 @@ class TrajectoryColumn:
 
     def __len__(self) -> int:
         return len(self._cells)
+
+    def __iter__(self) -> Iterator[WeakCellRef]:
+        """Yields a `WeakCellRef` per cell, oldest first."""
+        for cell in self._cells:
+            yield WeakCellRef(self._hist, self._box, cell)
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         """Selects some of the column's cells.
@@ -752,7 +799,7 @@ class TrajectoryWriter:
     def __enter__(self) -> "TrajectoryWriter":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, exc_type: Any, exc_value: Any, exc_traceback: Any) -> None:
         # A ReverbError means the writer (or server) is broken; flushing
         # would only raise again and hide the original error. Either way the
         # stream (and its two native threads) ends with the block.

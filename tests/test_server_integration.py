@@ -519,10 +519,10 @@ def test_server_info_fields(make_server):
     infos = client.server_info(timeout=10)
     assert set(infos) == {"rich", "plain"}
     rich = infos["rich"]
-    assert isinstance(rich, reverb.client.TableInfo)
+    assert isinstance(rich, reverb.reverb_types.TableInfo)
     assert rich.name == "rich" and rich.max_size == 50 and rich.max_times_sampled == 4
     assert rich.sampler_options.prioritized.priority_exponent == pytest.approx(0.7)
-    assert rich.sampler_options == reverb.selectors.Prioritized(0.7)
+    assert rich.sampler_options.WhichOneof("distribution") == "prioritized"
     assert rich.remover_options.heap.min_heap and rich.remover_options.is_deterministic
     limiter = rich.rate_limiter_info
     assert limiter.samples_per_insert == 2.0 and limiter.min_size_to_sample == 3

@@ -257,7 +257,7 @@ def test_signature_problems_are_reported_at_construction():
         with pytest.raises(reverb.errors.NotFoundError, match="no table named 'nope'"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
     with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
-        reverb.TrajectoryDataset("localhost:1", "t", {"x": [2]}, {"x": tf.int32}, 0)
+        reverb.TrajectoryDataset("localhost:1", "t", {"x": tf.int32}, {"x": [2]}, 0)
 
 
 def test_mismatching_explicit_dtypes_fail_naming_the_column(server):

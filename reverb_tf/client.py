@@ -318,7 +318,7 @@ class Client:
         Raises:
           ValueError: If `priorities` is empty.
           ReverbError: If an insert fails (e.g. `InvalidArgumentError` for a
-            signature mismatch, `NotFoundError` for an unknown table).
+            signature mismatch or an unknown table).
         """
         if not priorities:
             raise ValueError("priorities must name at least one table")
@@ -373,6 +373,7 @@ class Client:
     def trajectory_writer(self,
                           num_keep_alive_refs: int,
                           *,
+                          validate_items: bool = True,
                           get_signature_timeout_ms: Optional[int] = 3000
                           ) -> trajectory_writer_lib.TrajectoryWriter:
         """Creates a `TrajectoryWriter`.
@@ -380,10 +381,13 @@ class Client:
         Args:
           num_keep_alive_refs: How many of each column's most recent cells stay
             referenceable: the longest trajectory an item can span.
+          validate_items: Check items against their table's signature in
+            `create_item`, before they are sent (the server checks them in any
+            case; this only makes the error come sooner).
           get_signature_timeout_ms: Milliseconds to wait for table signatures,
-            fetched once per table on its first `create_item` and used to
-            check items before they are sent. None skips the client-side check
-            (the server still checks).
+            fetched once per table on its first `create_item` when
+            `validate_items`. None skips the client-side check as
+            `validate_items=False` does (reverb_tf's extension).
 
         Returns:
           A `TrajectoryWriter` (usable as a context manager).
@@ -397,7 +401,7 @@ class Client:
         core_writer = self._client.new_writer(
             int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
         get_signature = None
-        if get_signature_timeout_ms is not None:
+        if validate_items and get_signature_timeout_ms is not None:
             get_signature = functools.partial(
                 self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
         return trajectory_writer_lib.TrajectoryWriter(

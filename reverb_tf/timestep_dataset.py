@@ -100,8 +100,8 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
           The dataset.
 
         Raises:
-          ValueError: If the table has no signature.
-          NotFoundError: If the server has no such table.
+          ValueError: If the table has no signature, or (InvalidArgumentError)
+            the server has no such table.
         """
         shapes, dtypes = trajectory_dataset._signature_shapes_and_dtypes(  # pylint: disable=protected-access
             server_address, table, get_signature_timeout_secs)

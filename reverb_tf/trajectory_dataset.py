@@ -44,6 +44,21 @@ class _ReplaySource(dataset_ops.DatasetSource):
         """
         return tf.compat.v1.data.make_initializable_iterator(self, shared_name)
 
+    @property
+    def output_classes(self) -> Any:
+        """TF1: the classes of the elements' components."""
+        return tf.compat.v1.data.get_output_classes(self)
+
+    @property
+    def output_shapes(self) -> Any:
+        """TF1: the shapes of the elements' components."""
+        return tf.compat.v1.data.get_output_shapes(self)
+
+    @property
+    def output_types(self) -> Any:
+        """TF1: the dtypes of the elements' components."""
+        return tf.compat.v1.data.get_output_types(self)
+
     def make_one_shot_iterator(self) -> Any:
         """A TF1 iterator that needs no initialization (graph mode).
 
@@ -113,8 +128,8 @@ class TrajectoryDataset(_ReplaySource):
         limit = max_samples_per_stream if max_samples_per_stream != -1 else max_samples
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        data_spec = tf.nest.map_structure(
-            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes)
+        data_spec = _lists_to_tuples(tf.nest.map_structure(
+            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes))
         info_spec = replay_sample.SampleInfo(
             *[tf.TensorSpec([], dtype) for dtype in replay_sample.SampleInfo.tf_dtypes()])
         self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
@@ -162,8 +177,8 @@ class TrajectoryDataset(_ReplaySource):
           The dataset.
 
         Raises:
-          ValueError: If the table has no signature.
-          NotFoundError: If the server has no such table.
+          ValueError: If the table has no signature, or (InvalidArgumentError)
+            the server has no such table.
           DeadlineExceededError: If the server does not answer in time.
         """
         shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
@@ -176,6 +191,22 @@ class TrajectoryDataset(_ReplaySource):
 ReverbDataset = TrajectoryDataset
 
 
+def _lists_to_tuples(structure: Any) -> Any:
+    """tf.data treats a list as one value, not a structure: make lists tuples.
+
+    (tf.data does the same to the structures a dataset function returns.)
+    """
+    if isinstance(structure, list):
+        return tuple(_lists_to_tuples(v) for v in structure)
+    if isinstance(structure, dict):
+        return type(structure)((k, _lists_to_tuples(v)) for k, v in structure.items())
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        return type(structure)(*[_lists_to_tuples(v) for v in structure])
+    if isinstance(structure, tuple):
+        return tuple(_lists_to_tuples(v) for v in structure)
+    return structure
+
+
 def _signature_shapes_and_dtypes(server_address: str, table: str,
                                  timeout_secs: Optional[float]) -> Tuple[Any, Any]:
     from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
@@ -183,7 +214,7 @@ def _signature_shapes_and_dtypes(server_address: str, table: str,
 
     info = client_lib.Client(server_address).server_info(timeout=timeout_secs)
     if table not in info:
-        raise errors.NotFoundError(
+        raise errors.InvalidArgumentError(
             f"no table named '{table}' on {server_address}; it has "
             f"{', '.join(sorted(info)) or 'no tables'}")
     if info[table].signature is None:

@@ -253,9 +253,9 @@ class WeakCellRef:
         return self._hist.dtype
 
     @property
-    def shape(self) -> Tuple[int, ...]:
-        """The cell's shape (one step, no time dimension)."""
-        return self._hist.shape
+    def shape(self) -> List[int]:
+        """The cell's shape (one step, no time dimension), as a list."""
+        return list(self._hist.shape)
 
     def numpy(self) -> np.ndarray:
         """Returns a copy of the cell's value."""
@@ -615,7 +615,12 @@ class TrajectoryWriter:
         if self._get_signature is None:
             checks = None
         else:
-            expected = self._get_signature(table)
+            try:
+                expected = self._get_signature(table)
+            except errors.NotFoundError as e:
+                # An item for a table the server lacks is a bad argument of
+                # create_item (dm-reverb raises ValueError too).
+                raise errors.InvalidArgumentError(str(e)) from None
             checks = None if expected is None else [set() for _ in expected]
         self._checks[table] = (checks, None if checks is None else expected)
         return checks
@@ -640,8 +645,8 @@ class TrajectoryWriter:
           InvalidArgumentError: (a ValueError) If the table has a signature
             and the trajectory does not match it (the message names the
             column).
-          NotFoundError: If the table does not exist (when signatures are
-            checked).
+          InvalidArgumentError: If the table does not exist (at once when
+            signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
         flat = self._flatten_trajectory(trajectory)

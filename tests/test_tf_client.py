@@ -61,8 +61,9 @@ def test_sample_op_returns_info_and_typed_data(server):
     client.insert([tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)],
                   tables=tf.constant(["p"]), priorities=tf.constant([2.0], tf.float64))
     sample = client.sample("p", [tf.float32, tf.int64])
-    assert sample.data[1].numpy().tolist() == [5]
-    np.testing.assert_array_equal(sample.data[0].numpy(), [[1.0, 2.0]])
+    # The op returns the item's first timestep, as dm-reverb's does.
+    assert sample.data[1].numpy().tolist() == 5
+    np.testing.assert_array_equal(sample.data[0].numpy(), [1.0, 2.0])
     assert float(sample.info.priority) == 2.0
     assert int(sample.info.table_size) == 1
     with pytest.raises(tf.errors.InvalidArgumentError, match="is float but the op expects double"):

@@ -121,6 +121,12 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
   return status;
 }
 
+absl::Status Table::CheckPriority(double priority) const {
+  const bool weights = options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
+                       options_.remover.kind == SelectorOptions::Kind::kPrioritized;
+  return weights ? ValidatePriorityWeight(priority) : ValidatePriority(priority);
+}
+
 void Table::CountEpisodeLocked(const Item& item, int delta) {
   if (item.trajectory.empty() || item.trajectory.front().slices.empty()) return;
   const uint64_t episode = item.trajectory.front().slices.front().chunk->episode_id();
@@ -164,7 +170,7 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
 
 absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
                                    Cancellation* cancel) {
-  RETURN_IF_ERROR(ValidatePriority(item.priority));
+  RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
   if (options_.signature.has_value()) {
     if (absl::Status status =
@@ -255,7 +261,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     absl::Span<const std::pair<Key, double>> updates,
     absl::Span<const Key> deletes) {
   for (const auto& [key, priority] : updates) {
-    if (absl::Status status = ValidatePriority(priority); !status.ok()) {
+    if (absl::Status status = CheckPriority(priority); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "priority update for key ", key, " in table '", name(),
           "': ", status.message()));
@@ -462,7 +468,7 @@ void Table::Unpin() const {
 
 absl::Status Table::LoadItems(std::vector<Item> items) {
   for (const Item& item : items) {
-    absl::Status status = ValidatePriority(item.priority);
+    absl::Status status = CheckPriority(item.priority);
     if (status.ok()) status = ValidateTrajectory(item.trajectory);
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(

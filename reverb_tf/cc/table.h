@@ -230,6 +230,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   // Removes `key` and moves its item into `graveyard` for destruction
   // outside the lock.
+  // The priority rule of the table: a sampling weight (ValidatePriorityWeight)
+  // if either selector is prioritized, else anything but NaN.
+  absl::Status CheckPriority(double priority) const;
   // Counts `item` in (delta 1) or out of (delta -1) its episode.
   void CountEpisodeLocked(const Item& item, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)

@@ -44,7 +44,46 @@ def _scenario_ids():
 
 # Scenario id -> (why we differ, a function applied to both observations
 # before comparing, removing what differs on purpose).
-DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {}
+def _sort_dict_items(observation: Any) -> Any:
+    """The observation with every dict's items in key order."""
+    if isinstance(observation, dict):
+        out = {k: _sort_dict_items(v) for k, v in observation.items()}
+        if "__dict__" in out and isinstance(out.get("items"), list):
+            out["items"] = sorted(out["items"], key=lambda item: json.dumps(item[0]))
+        return out
+    if isinstance(observation, list):
+        return [_sort_dict_items(v) for v in observation]
+    return observation
+
+
+def _without(*paths: str) -> Callable[[Any], Any]:
+    """Drops the named top-level entries of a dict observation."""
+    def strip(observation: Any) -> Any:
+        items = [item for item in observation["items"] if item[0] not in paths]
+        return dict(observation, items=items)
+    return strip
+
+
+DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
+    "client.unpacked_signature_key_order": (
+        "reverb_tf hands signatures back with every dict's keys sorted (tree.flatten's "
+        "order); dm-reverb's order for nested dicts is whatever its protobuf map "
+        "iteration gives, which is unspecified. Same keys and values.",
+        _sort_dict_items),
+    "client.mutate_priorities_and_delete": (
+        "a NaN priority is rejected (InvalidArgumentError) on every path; dm-reverb "
+        "rejects it on insert but accepts it in mutate_priorities, where it breaks a "
+        "heap's order",
+        _without("nan")),
+    "module_surface.tables_and_limiters": (
+        "Queue(0) and Prioritized(-1.0) raise ValueError at once; dm-reverb accepts "
+        "them and the table then never serves (queue) or fails on first use",
+        lambda o: _without("limiter_errors", "selector_errors")(o)),
+    "module_surface.errors_module": (
+        "DeadlineExceededError is also a TimeoutError (an extra base: code catching "
+        "dm-reverb's classes still catches it)",
+        _without("deadline_bases")),
+}
 
 
 def _run_all(python: str, module: str, out: str, ids) -> Dict[str, Any]:
@@ -105,7 +144,7 @@ def test_same_observations(observations, scenario_id: str) -> None:
     want = observations["reverb"].get(scenario_id)
     got = observations["reverb_tf"].get(scenario_id)
     assert want is not None and got is not None, f"{scenario_id} did not run"
-    assert "__scenario_failed__" not in want, (
+    assert not (isinstance(want, dict) and "__scenario_failed__" in want), (
         f"the scenario itself fails under dm-reverb:\n{want['__scenario_failed__']}")
     if isinstance(got, dict) and "__scenario_failed__" in got:
         pytest.fail(f"fails under reverb_tf only:\n{got['__scenario_failed__']}")

@@ -33,6 +33,19 @@ def scenario_insert_then_sample_no_timesteps(ctx):
     return _sample_view(next(client.sample("q", emit_timesteps=False)))
 
 
+def scenario_unpacked_signature_key_order(ctx):
+    """Signatures given in non-alphabetical order come back sorted."""
+    import tensorflow as tf
+    reverb = ctx.reverb
+    signature = {"z": tf.TensorSpec([], tf.int64), "a": {"y": tf.TensorSpec([], tf.int32),
+                                                         "b": tf.TensorSpec([], tf.int32)}}
+    _, client = ctx.server([_queue(reverb, signature=signature)])
+    client.insert({"z": np.int64(1), "a": {"y": np.int32(2), "b": np.int32(3)}}, {"q": 1.0})
+    sample = next(client.sample("q", emit_timesteps=False, unpack_as_table_signature=True))
+    return {"info_signature": list(client.server_info()["q"].signature),
+            "data": sample.data}
+
+
 def scenario_insert_nested_unpacked(ctx):
     import tensorflow as tf
     reverb = ctx.reverb
@@ -104,8 +117,7 @@ def scenario_sample_many_fifo_order(ctx):
 def scenario_mutate_priorities_and_delete(ctx):
     reverb = ctx.reverb
     _, client = ctx.server([
-        reverb.Table("fifo", sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
-                     max_size=100, rate_limiter=reverb.rate_limiters.MinSize(1)),
+        reverb.Table.queue("fifo", 100),
         reverb.Table("heap", sampler=reverb.selectors.MaxHeap(),
                      remover=reverb.selectors.Fifo(), max_size=100,
                      rate_limiter=reverb.rate_limiters.MinSize(1))])

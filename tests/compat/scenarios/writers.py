@@ -93,6 +93,7 @@ def scenario_trajectory_writer_partial_steps_and_episodes(ctx):
         writer.create_item("q", 1.0, {"a": writer.history["a"][-2:], "b": writer.history["b"][-2:]})
         twice = ctx.call(lambda: (writer.append({"a": np.int32(2)}, partial_step=True),
                                   writer.append({"a": np.int32(3)})))
+        writer.append({"b": np.int32(12)})  # closes the step left open
         writer.end_episode(clear_buffers=True)
         after_end = {"episode_steps": writer.episode_steps, "len": len(writer.history["a"])}
         writer.append({"a": np.int32(5), "b": np.int32(15)})

@@ -9,6 +9,7 @@
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_util.h"
 
 namespace reverb_tf {
 namespace {
@@ -131,10 +132,19 @@ class SampleOp : public OpKernel {
     out->scalar<double>()() = sample.priority;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, {}, &out));
     out->scalar<int32_t>()() = sample.times_sampled;
+    // As dm-reverb's, the op returns the item's first timestep: a column
+    // with a time dimension loses it (squeezed columns are one step already).
     for (size_t i = 0; i < dtypes_.size(); ++i) {
       Tensor column;
       OP_REQUIRES_OK(ctx, ColumnToTensor(sample.columns[i], dtypes_[i],
                                          tensorflow::PartialTensorShape(), i, &column));
+      if (!sample.squeezed[i]) {
+        OP_REQUIRES(ctx, column.dims() >= 1 && column.dim_size(0) >= 1,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "column ", i, " of the sampled item of table '", table,
+                        "' has no timestep")));
+        column = tensorflow::tensor::DeepCopy(column.SubSlice(0));
+      }
       ctx->set_output(5 + i, column);
     }
   }

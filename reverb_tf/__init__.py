@@ -12,12 +12,18 @@ Client or writer.
 
 import sys as _sys
 
+from reverb_tf import cc
 from reverb_tf import checkpointers
+from reverb_tf import client
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import item_selectors as selectors
+from reverb_tf import platform
 from reverb_tf import rate_limiters
 from reverb_tf import replay_sample
+from reverb_tf import reverb_types
+from reverb_tf import server
+from reverb_tf import trajectory_writer
 from reverb_tf.client import Client
 from reverb_tf.client import Writer
 from reverb_tf.errors import DeadlineExceededError
@@ -40,14 +46,17 @@ __version__ = "0.1.0"
 _LAZY = {
     "ReverbDataset": ("reverb_tf.trajectory_dataset", "ReverbDataset"),
     "TrajectoryDataset": ("reverb_tf.trajectory_dataset", "TrajectoryDataset"),
-    "TimestepDataset": ("reverb_tf.trajectory_dataset", "TimestepDataset"),
+    "TimestepDataset": ("reverb_tf.timestep_dataset", "TimestepDataset"),
+    "PatternDataset": ("reverb_tf.pattern_dataset", "PatternDataset"),
     "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
-    "TFClient": ("reverb_tf.tf_client", "TFClient"),
-    "tf_client": ("reverb_tf.tf_client", None),
+    "timestep_dataset": ("reverb_tf.timestep_dataset", None),
+    "pattern_dataset": ("reverb_tf.pattern_dataset", None),
     "structured_writer": ("reverb_tf.structured_writer", None),
     "structured": ("reverb_tf.structured_writer", None),
-    "pattern_dataset": ("reverb_tf.pattern_dataset", None),
-    "PatternDataset": ("reverb_tf.pattern_dataset", "PatternDataset"),
+    "pybind": ("reverb_tf.pybind", None),
+    "server_executable": ("reverb_tf.server_executable", None),
+    "TFClient": ("reverb_tf.tf_client", "TFClient"),
+    "tf_client": ("reverb_tf.tf_client", None),
 }
 
 
@@ -60,6 +69,10 @@ def __getattr__(name):
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "Client",
@@ -82,6 +95,8 @@ __all__ = [
     "item_selectors",
     "rate_limiters",
     "replay_sample",
+    "reverb_types",
     "selectors",
     "structured",
+    "structured_writer",
 ]

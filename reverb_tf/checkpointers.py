@@ -18,16 +18,17 @@ from typing import Any, Dict, Optional
 
 
 class CheckpointerBase(abc.ABC):
-    """What a `Server` needs from a checkpointer."""
+    """What a `Server` needs from a checkpointer.
+
+    As in dm-reverb, a checkpointer hands the server the object that does the
+    work through `internal_checkpointer()`; in reverb_tf that is a
+    `DefaultCheckpointer` (what `pybind.create_default_checkpointer` returns),
+    whose directory settings the native server uses.
+    """
 
     @abc.abstractmethod
-    def native_options(self) -> Dict[str, Any]:
-        """The keyword arguments the native server takes for this checkpointer.
-
-        Returns:
-          A dict with `checkpoint_root`, `fallback_checkpoint_path`,
-          `checkpoint_keep` and `checkpoint_group`.
-        """
+    def internal_checkpointer(self) -> "DefaultCheckpointer":
+        """Returns the checkpointer whose settings the native server uses."""
 
 
 class DefaultCheckpointer(CheckpointerBase):
@@ -68,6 +69,10 @@ class DefaultCheckpointer(CheckpointerBase):
     def path(self) -> str:
         """The root directory of the checkpoints."""
         return self._path
+
+    def internal_checkpointer(self) -> "DefaultCheckpointer":
+        """Returns this checkpointer: its settings are what the server uses."""
+        return self
 
     def native_options(self) -> Dict[str, Any]:
         return {

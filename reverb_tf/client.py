@@ -7,7 +7,6 @@ sequence writer, kept for code that still uses `Client.writer`.
 """
 
 import collections
-import dataclasses
 import functools
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
@@ -19,43 +18,43 @@ from reverb_tf import _native
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import replay_sample
+from reverb_tf import reverb_types
 from reverb_tf import signatures
 from reverb_tf import trajectory_writer as trajectory_writer_lib
+from reverb_tf.cc import schema_pb2
 
 # dm-reverb's TrajectoryWriter has no limit on unconfirmed items (flush is
 # the caller's brake); a large window keeps create_item from blocking.
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
 
-@dataclasses.dataclass
-class TableInfo:
-    """Metadata and live counters of one table, as `Client.server_info` returns.
+def _call_stats(stats: Any) -> Any:
+    return schema_pb2.RateLimiterCallStats(
+        completed=stats.completed, limited=stats.limited, pending=stats.pending,
+        completed_wait_time_s=stats.completed_wait_time_s)
 
-    Attributes:
-      name: The table's name.
-      sampler_options: The sampler, as `item_selectors.SelectorOptions`.
-      remover_options: The remover, as `item_selectors.SelectorOptions`.
-      max_size: Maximum number of items.
-      max_times_sampled: Samples after which an item is removed (0: no limit).
-      rate_limiter_info: The limiter's parameters (`samples_per_insert`,
-        `min_size_to_sample`, `min_diff`, `max_diff`), counters (`inserts`,
-        `samples`, `deletes`) and call statistics (`insert_stats`,
-        `sample_stats`, each with `completed`, `limited`, `pending`,
-        `completed_wait_time_s`).
-      signature: The table's signature as nested `tf.TensorSpec`, or None.
-      current_size: Number of items in the table.
-      num_unique_samples: Number of items sampled at least once.
-    """
 
-    name: str
-    sampler_options: item_selectors.SelectorOptions
-    remover_options: item_selectors.SelectorOptions
-    max_size: int
-    max_times_sampled: int
-    rate_limiter_info: Any
-    signature: Optional[Any]
-    current_size: int
-    num_unique_samples: int
+def _table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
+    """Converts the native module's table info into dm-reverb's TableInfo."""
+    limiter = info.rate_limiter_info
+    return reverb_types.TableInfo(
+        name=info.name,
+        sampler_options=item_selectors.options_proto(*info.sampler_options),
+        remover_options=item_selectors.options_proto(*info.remover_options),
+        max_size=info.max_size,
+        max_times_sampled=info.max_times_sampled,
+        rate_limiter_info=schema_pb2.RateLimiterInfo(
+            samples_per_insert=limiter.samples_per_insert, min_diff=limiter.min_diff,
+            max_diff=limiter.max_diff, min_size_to_sample=limiter.min_size_to_sample,
+            insert_stats=_call_stats(limiter.insert_stats),
+            sample_stats=_call_stats(limiter.sample_stats),
+            inserts=limiter.inserts, samples=limiter.samples, deletes=limiter.deletes),
+        signature=signature,
+        current_size=info.current_size,
+        num_episodes=info.num_episodes,
+        num_deleted_episodes=info.num_deleted_episodes,
+        num_unique_samples=info.num_unique_samples,
+        table_worker_time=schema_pb2.TableWorkerTime())
 
 
 def _timeout_s(timeout_ms: Optional[float]) -> Optional[float]:
@@ -285,7 +284,8 @@ class Client:
         self._ensure_table(table, timeout_s)
         return self._flat_signatures[table]
 
-    def server_info(self, timeout: Optional[float] = None) -> Dict[str, TableInfo]:
+    def server_info(self, timeout: Optional[float] = None
+                    ) -> Dict[str, reverb_types.TableInfo]:
         """Returns metadata and counters of every table on the server.
 
         Args:
@@ -299,20 +299,8 @@ class Client:
           UnavailableError: If the server cannot be reached.
         """
         infos = self._fetch_tables(timeout or None)
-        result = {}
-        for name, info in infos.items():
-            rate_limiter_info = info.rate_limiter_info
-            result[name] = TableInfo(
-                name=info.name,
-                sampler_options=item_selectors.SelectorOptions(*info.sampler_options),
-                remover_options=item_selectors.SelectorOptions(*info.remover_options),
-                max_size=info.max_size,
-                max_times_sampled=info.max_times_sampled,
-                rate_limiter_info=rate_limiter_info,
-                signature=self._decode(self._nested_structures[name]),
-                current_size=info.current_size,
-                num_unique_samples=info.num_unique_samples)
-        return result
+        return {name: _table_info(info, self._decode(self._nested_structures[name]))
+                for name, info in infos.items()}
 
     # -- writing -------------------------------------------------------------
 
@@ -330,7 +318,7 @@ class Client:
         Raises:
           ValueError: If `priorities` is empty.
           ReverbError: If an insert fails (e.g. `InvalidArgumentError` for a
-            signature mismatch, `NotFoundError` for an unknown table).
+            signature mismatch or an unknown table).
         """
         if not priorities:
             raise ValueError("priorities must name at least one table")
@@ -378,12 +366,14 @@ class Client:
             raise ValueError(
                 f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
         core_writer = self._client.new_writer(
-            int(max_sequence_length), int(chunk_length), int(max_in_flight_items))
+            int(max_sequence_length), int(chunk_length), int(max_in_flight_items),
+            legacy_items=True)
         return Writer(core_writer, max_sequence_length)
 
     def trajectory_writer(self,
                           num_keep_alive_refs: int,
                           *,
+                          validate_items: bool = True,
                           get_signature_timeout_ms: Optional[int] = 3000
                           ) -> trajectory_writer_lib.TrajectoryWriter:
         """Creates a `TrajectoryWriter`.
@@ -391,10 +381,13 @@ class Client:
         Args:
           num_keep_alive_refs: How many of each column's most recent cells stay
             referenceable: the longest trajectory an item can span.
+          validate_items: Check items against their table's signature in
+            `create_item`, before they are sent (the server checks them in any
+            case; this only makes the error come sooner).
           get_signature_timeout_ms: Milliseconds to wait for table signatures,
-            fetched once per table on its first `create_item` and used to
-            check items before they are sent. None skips the client-side check
-            (the server still checks).
+            fetched once per table on its first `create_item` when
+            `validate_items`. None skips the client-side check as
+            `validate_items=False` does (reverb_tf's extension).
 
         Returns:
           A `TrajectoryWriter` (usable as a context manager).
@@ -408,7 +401,7 @@ class Client:
         core_writer = self._client.new_writer(
             int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
         get_signature = None
-        if get_signature_timeout_ms is not None:
+        if validate_items and get_signature_timeout_ms is not None:
             get_signature = functools.partial(
                 self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
         return trajectory_writer_lib.TrajectoryWriter(

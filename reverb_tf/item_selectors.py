@@ -9,7 +9,7 @@ Also importable as `reverb_tf.selectors`, as in dm-reverb.
 """
 
 import math
-from typing import Tuple
+from typing import Any, Tuple
 
 
 class ItemSelector:
@@ -115,88 +115,53 @@ class MaxHeap(ItemSelector):
     _kind = "max_heap"
 
 
+class HeapSelector(ItemSelector):
+    """A heap selector chosen by flag: dm-reverb's native `HeapSelector`.
+
+    `HeapSelector(True)` equals `MinHeap()` and `HeapSelector(False)` equals
+    `MaxHeap()`.
+    """
+
+    def __init__(self, min_heap: bool) -> None:
+        """Creates the selector.
+
+        Args:
+          min_heap: True selects the lowest priority, False the highest.
+        """
+        self._kind = "min_heap" if min_heap else "max_heap"
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return "MinHeap()" if self._kind == "min_heap" else "MaxHeap()"
+
+
 _BY_KIND = {cls._kind: cls for cls in (Uniform, Prioritized, Fifo, Lifo, MinHeap, MaxHeap)}
 
 
-class SelectorOptions:
-    """A table's selector as `Client.server_info` reports it.
+def options_proto(kind: str, priority_exponent: float) -> Any:
+    """The `schema_pb2.KeyDistributionOptions` dm-reverb reports for a selector.
 
-    dm-reverb reports selectors as a `KeyDistributionOptions` proto; this class
-    answers the same attribute questions (`.uniform`, `.fifo`, `.lifo`,
-    `.prioritized.priority_exponent`, `.heap.min_heap`, `.is_deterministic`)
-    and can rebuild the selector object.
+    Args:
+      kind: The core's selector kind ("uniform", "prioritized", "fifo",
+        "lifo", "min_heap" or "max_heap").
+      priority_exponent: The exponent (only meaningful for "prioritized").
+
+    Returns:
+      The message; `is_deterministic` is set for every kind but the random
+      ones, as dm-reverb sets it.
+
+    Raises:
+      ValueError: If `kind` is unknown.
     """
-
-    class _Prioritized:
-        def __init__(self, priority_exponent: float) -> None:
-            self.priority_exponent = priority_exponent
-
-    class _Heap:
-        def __init__(self, min_heap: bool) -> None:
-            self.min_heap = min_heap
-
-    def __init__(self, kind: str, priority_exponent: float) -> None:
-        """Wraps the core's `(kind, priority_exponent)` pair.
-
-        Args:
-          kind: One of "uniform", "prioritized", "fifo", "lifo", "min_heap",
-            "max_heap".
-          priority_exponent: The exponent (only meaningful for "prioritized").
-
-        Raises:
-          ValueError: If `kind` is unknown.
-        """
-        if kind not in _BY_KIND:
-            raise ValueError(f"unknown selector kind {kind!r}")
-        self.kind = kind
-        self.priority_exponent = float(priority_exponent)
-
-    @property
-    def uniform(self) -> bool:
-        """True for the uniform selector."""
-        return self.kind == "uniform"
-
-    @property
-    def fifo(self) -> bool:
-        """True for the fifo selector."""
-        return self.kind == "fifo"
-
-    @property
-    def lifo(self) -> bool:
-        """True for the lifo selector."""
-        return self.kind == "lifo"
-
-    @property
-    def prioritized(self) -> "SelectorOptions._Prioritized":
-        """Holds `priority_exponent` (0.0 unless the selector is prioritized)."""
-        return self._Prioritized(
-            self.priority_exponent if self.kind == "prioritized" else 0.0)
-
-    @property
-    def heap(self) -> "SelectorOptions._Heap":
-        """Holds `min_heap` (True only for the min-heap selector)."""
-        return self._Heap(self.kind == "min_heap")
-
-    @property
-    def is_deterministic(self) -> bool:
-        """True when the choice does not involve randomness."""
-        return self.kind not in ("uniform", "prioritized")
-
-    def to_selector(self) -> ItemSelector:
-        """Returns the `ItemSelector` these options describe."""
-        if self.kind == "prioritized":
-            return Prioritized(self.priority_exponent)
-        return _BY_KIND[self.kind]()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ItemSelector):
-            other = SelectorOptions(*other._core_options)
-        if not isinstance(other, SelectorOptions):
-            return NotImplemented
-        return self.to_selector() == other.to_selector()
-
-    def __hash__(self) -> int:
-        return hash(self.to_selector())
-
-    def __repr__(self) -> str:
-        return f"SelectorOptions({self.to_selector()!r})"
+    from reverb_tf.cc import schema_pb2  # pylint: disable=g-import-not-at-top
+    if kind not in _BY_KIND:
+        raise ValueError(f"unknown selector kind {kind!r}")
+    options = schema_pb2.KeyDistributionOptions()
+    if kind == "prioritized":
+        options.prioritized.priority_exponent = priority_exponent
+    elif kind in ("min_heap", "max_heap"):
+        options.heap.min_heap = kind == "min_heap"
+    else:
+        setattr(options, kind, True)
+    options.is_deterministic = kind not in ("uniform", "prioritized")
+    return options

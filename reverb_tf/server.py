@@ -6,6 +6,7 @@ tables. Clients (`reverb_tf.Client`, datasets) connect to `localhost:<port>`
 or any address that reaches it.
 """
 
+import abc
 import collections
 import weakref
 from typing import Any, List, Optional, Sequence
@@ -19,6 +20,18 @@ from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import rate_limiters
 from reverb_tf import signatures
+
+
+class TableExtensionBase(abc.ABC):
+    """dm-reverb's base of Python table extensions.
+
+    reverb_tf tables take no extensions (`Table(extensions=...)` refuses any);
+    the class exists so that code defining extensions still imports.
+    """
+
+    @abc.abstractmethod
+    def build_internal_extensions(self, table_name: str) -> Sequence[Any]:
+        """Returns the native extensions for the table named `table_name`."""
 
 
 class Table:
@@ -195,7 +208,7 @@ class Table:
 
     @property
     def info(self) -> Any:
-        """The live table's `client.TableInfo`, from the server hosting it.
+        """The live table's `reverb_types.TableInfo`, from the server hosting it.
 
         Raises:
           RuntimeError: If no running `Server` hosts this table.
@@ -206,6 +219,84 @@ class Table:
                 f"table {self._name!r} is not hosted by a running Server, so it has "
                 "no live info")
         return server._info_client().server_info()[self._name]
+
+    def can_insert(self, num_inserts: int) -> bool:
+        """Whether `num_inserts` inserts would pass the rate limiter now.
+
+        Asks the live table when a running `Server` hosts this table;
+        otherwise answers for the empty table it would start as.
+
+        Args:
+          num_inserts: Number of consecutive inserts (>= 1).
+
+        Returns:
+          True if none of them would block.
+
+        Raises:
+          InvalidArgumentError: If `num_inserts` < 1.
+        """
+        server = self._server_ref() if self._server_ref is not None else None
+        if server is None:
+            return self._core_config().empty_table_can_insert(int(num_inserts))
+        return server._server.can_insert(self._name, int(num_inserts))  # pylint: disable=protected-access
+
+    def can_sample(self, num_samples: int) -> bool:
+        """Whether `num_samples` samples would pass the rate limiter now.
+
+        Asks the live table when a running `Server` hosts this table;
+        otherwise answers for the empty table it would start as (False).
+
+        Args:
+          num_samples: Number of consecutive samples (>= 1).
+
+        Returns:
+          True if none of them would block.
+
+        Raises:
+          InvalidArgumentError: If `num_samples` < 1.
+        """
+        server = self._server_ref() if self._server_ref is not None else None
+        if server is None:
+            return self._core_config().empty_table_can_sample(int(num_samples))
+        return server._server.can_sample(self._name, int(num_samples))  # pylint: disable=protected-access
+
+    def replace(self,
+                name: Optional[str] = None,
+                sampler: Optional[item_selectors.ItemSelector] = None,
+                remover: Optional[item_selectors.ItemSelector] = None,
+                max_size: Optional[int] = None,
+                rate_limiter: Optional[rate_limiters.RateLimiter] = None,
+                max_times_sampled: Optional[int] = None,
+                extensions: Optional[Sequence[Any]] = None,
+                signature: Optional[Any] = None) -> "Table":
+        """Returns a new, empty table defined like this one except where given.
+
+        Args:
+          name: The new table's name; None keeps this table's.
+          sampler: As in the constructor; None keeps this table's.
+          remover: As in the constructor; None keeps this table's.
+          max_size: As in the constructor; None keeps this table's.
+          rate_limiter: As in the constructor; None keeps this table's.
+          max_times_sampled: As in the constructor; None keeps this table's.
+          extensions: As in the constructor (must be empty).
+          signature: As in the constructor; None keeps this table's.
+
+        Returns:
+          The new `Table` (not hosted by any server).
+
+        Raises:
+          ValueError: As the constructor.
+          NotImplementedError: If `extensions` is not empty.
+        """
+        def pick(value: Any, current: Any) -> Any:
+            return current if value is None else value
+
+        return Table(name=pick(name, self._name), sampler=pick(sampler, self._sampler),
+                     remover=pick(remover, self._remover), max_size=pick(max_size, self._max_size),
+                     rate_limiter=pick(rate_limiter, self._rate_limiter),
+                     max_times_sampled=pick(max_times_sampled, self._max_times_sampled),
+                     extensions=pick(extensions, ()),
+                     signature=pick(signature, self._signature))
 
     def _core_config(self) -> Any:
         """Builds the `_core.TableConfig` this table describes."""
@@ -288,7 +379,7 @@ class Server:
         core = _native.core()
         configs = [table._core_config() for table in self._tables]
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
-                                   **checkpointer.native_options())
+                                   **checkpointer.internal_checkpointer().native_options())
         if self._server.loaded_checkpoint:
             logging.info("reverb_tf.Server: loaded checkpoint %s",
                          self._server.loaded_checkpoint)

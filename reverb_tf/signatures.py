@@ -179,7 +179,22 @@ def decode_structure(blob: bytes) -> Any:
     # pylint: disable=g-import-not-at-top
     from tensorflow.core.protobuf import struct_pb2
     proto = struct_pb2.StructuredValue.FromString(blob[len(_FORMAT_TAG):])
-    return tf.__internal__.saved_model.decode_proto(proto)
+    return _sorted_dicts(tf.__internal__.saved_model.decode_proto(proto))
+
+
+def _sorted_dicts(structure: Any) -> Any:
+    """Orders every dict's keys: the encoding (a protobuf map) keeps no order.
+
+    Sorted is the order `tree.flatten` gives the columns, and the order in
+    which dm-reverb hands decoded signatures back.
+    """
+    if isinstance(structure, dict):
+        return type(structure)((k, _sorted_dicts(structure[k])) for k in sorted(structure))
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        return type(structure)(*[_sorted_dicts(v) for v in structure])
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_sorted_dicts(v) for v in structure)
+    return structure
 
 
 def check_columns(actual: Sequence[Tuple[np.dtype, Sequence[int]]],

@@ -32,6 +32,11 @@ class TFClient:
         # on every call costs more than the kernel's own work.
         self._eager_strings = {}
 
+    @property
+    def server_address(self) -> str:
+        """The "host:port" the ops talk to."""
+        return self._server_address
+
     def _string(self, value: str) -> Any:
         if not tf.executing_eagerly():
             return value
@@ -42,7 +47,9 @@ class TFClient:
 
     def sample(self, table: str, data_dtypes: Sequence[tf.DType],
                name: Optional[str] = None) -> replay_sample.ReplaySample:
-        """Samples one item (blocking while the rate limiter holds sampling back).
+        """Samples one item and returns its first timestep, as dm-reverb does.
+
+        Blocks while the rate limiter holds sampling back.
 
         Args:
           table: Name of the table.
@@ -50,7 +57,8 @@ class TFClient:
           name: Name of the op.
 
         Returns:
-          `ReplaySample(info, data)` with `data` the list of column tensors.
+          `ReplaySample(info, data)` with `data` the list of column tensors of
+          the item's first timestep (columns lose their time dimension).
 
         Raises:
           tf.errors.InvalidArgumentError: (when run) if the item's columns
@@ -77,15 +85,23 @@ class TFClient:
           The op (runs when executed; returns once the server stored it).
 
         Raises:
-          ValueError: If `data` is empty.
+          ValueError: If `data` is empty, `tables` or `priorities` is not a
+            vector, or their lengths differ (when known while tracing).
         """
         if not data:
             raise ValueError("insert needs at least one tensor")
         with tf.name_scope(name or f"{self._name}_insert"):
+            tables = tf.convert_to_tensor(tables, tf.string)
+            priorities = tf.convert_to_tensor(priorities, tf.float64)
+            for what, tensor in (("tables", tables), ("priorities", priorities)):
+                if tensor.shape.rank is not None and tensor.shape.rank != 1:
+                    raise ValueError(f"{what} must be a vector (rank 1), got shape {tensor.shape}")
+            if not tables.shape.is_compatible_with(priorities.shape):
+                raise ValueError(
+                    f"tables {tables.shape} and priorities {priorities.shape} must have the "
+                    "same length: one priority per table")
             return self._ops.reverb_tf_insert(
-                server_address=self._server_address,
-                tables=tf.convert_to_tensor(tables, tf.string),
-                priorities=tf.convert_to_tensor(priorities, tf.float64),
+                server_address=self._server_address, tables=tables, priorities=priorities,
                 data=[tf.convert_to_tensor(d) for d in data])
 
     def update_priorities(self, table: str, keys: Any, priorities: Any,

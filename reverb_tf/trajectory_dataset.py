@@ -33,6 +33,40 @@ class _ReplaySource(dataset_ops.DatasetSource):
         """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
         return self._element_spec
 
+    def make_initializable_iterator(self, shared_name: Optional[str] = None) -> Any:
+        """A TF1 iterator to run in a `tf.compat.v1.Session` (graph mode).
+
+        Args:
+          shared_name: Shares the iterator across sessions on one device.
+
+        Returns:
+          A `tf.compat.v1.data.Iterator`; run its `initializer` first.
+        """
+        return tf.compat.v1.data.make_initializable_iterator(self, shared_name)
+
+    @property
+    def output_classes(self) -> Any:
+        """TF1: the classes of the elements' components."""
+        return tf.compat.v1.data.get_output_classes(self)
+
+    @property
+    def output_shapes(self) -> Any:
+        """TF1: the shapes of the elements' components."""
+        return tf.compat.v1.data.get_output_shapes(self)
+
+    @property
+    def output_types(self) -> Any:
+        """TF1: the dtypes of the elements' components."""
+        return tf.compat.v1.data.get_output_types(self)
+
+    def make_one_shot_iterator(self) -> Any:
+        """A TF1 iterator that needs no initialization (graph mode).
+
+        Returns:
+          A `tf.compat.v1.data.Iterator`.
+        """
+        return tf.compat.v1.data.make_one_shot_iterator(self)
+
 
 class TrajectoryDataset(_ReplaySource):
     """Streams `ReplaySample(info, data)` elements from a table.
@@ -46,8 +80,8 @@ class TrajectoryDataset(_ReplaySource):
     def __init__(self,
                  server_address: str,
                  table: str,
-                 shapes: Any,
                  dtypes: Any,
+                 shapes: Any,
                  max_in_flight_samples_per_worker: int,
                  num_workers_per_iterator: int = -1,
                  max_samples_per_stream: int = -1,
@@ -59,9 +93,9 @@ class TrajectoryDataset(_ReplaySource):
         Args:
           server_address: "host:port" of the server.
           table: Name of the table to sample.
-          shapes: Nested structure of `tf.TensorShape` of the data (per item,
+          dtypes: Nested structure of `tf.DType` of the data.
+          shapes: Nested structure of `tf.TensorShape`, as `dtypes` (per item,
             time dimension included for unsqueezed columns).
-          dtypes: Nested structure of `tf.DType`, as `shapes`.
           max_in_flight_samples_per_worker: Samples requested ahead of
             consumption; bounds the memory a slow consumer can cost.
           num_workers_per_iterator: Accepted for dm-reverb compatibility; each
@@ -94,8 +128,8 @@ class TrajectoryDataset(_ReplaySource):
         limit = max_samples_per_stream if max_samples_per_stream != -1 else max_samples
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        data_spec = tf.nest.map_structure(
-            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes)
+        data_spec = _lists_to_tuples(tf.nest.map_structure(
+            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes))
         info_spec = replay_sample.SampleInfo(
             *[tf.TensorSpec([], dtype) for dtype in replay_sample.SampleInfo.tf_dtypes()])
         self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
@@ -143,18 +177,34 @@ class TrajectoryDataset(_ReplaySource):
           The dataset.
 
         Raises:
-          ValueError: If the table has no signature.
-          NotFoundError: If the server has no such table.
+          ValueError: If the table has no signature, or (InvalidArgumentError)
+            the server has no such table.
           DeadlineExceededError: If the server does not answer in time.
         """
         shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
                                                       get_signature_timeout_secs)
-        return cls(server_address, table, shapes, dtypes, max_in_flight_samples_per_worker,
+        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
                    max_samples)
 
 
 ReverbDataset = TrajectoryDataset
+
+
+def _lists_to_tuples(structure: Any) -> Any:
+    """tf.data treats a list as one value, not a structure: make lists tuples.
+
+    (tf.data does the same to the structures a dataset function returns.)
+    """
+    if isinstance(structure, list):
+        return tuple(_lists_to_tuples(v) for v in structure)
+    if isinstance(structure, dict):
+        return type(structure)((k, _lists_to_tuples(v)) for k, v in structure.items())
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        return type(structure)(*[_lists_to_tuples(v) for v in structure])
+    if isinstance(structure, tuple):
+        return tuple(_lists_to_tuples(v) for v in structure)
+    return structure
 
 
 def _signature_shapes_and_dtypes(server_address: str, table: str,
@@ -164,7 +214,7 @@ def _signature_shapes_and_dtypes(server_address: str, table: str,
 
     info = client_lib.Client(server_address).server_info(timeout=timeout_secs)
     if table not in info:
-        raise errors.NotFoundError(
+        raise errors.InvalidArgumentError(
             f"no table named '{table}' on {server_address}; it has "
             f"{', '.join(sorted(info)) or 'no tables'}")
     if info[table].signature is None:
@@ -174,101 +224,3 @@ def _signature_shapes_and_dtypes(server_address: str, table: str,
     signature = info[table].signature
     return (tf.nest.map_structure(lambda spec: spec.shape, signature),
             tf.nest.map_structure(lambda spec: spec.dtype, signature))
-
-
-class TimestepDataset(_ReplaySource):
-    """Streams sampled items one timestep at a time.
-
-    Each element is `ReplaySample(info, data)` for one step of a sampled item:
-    `data` holds that step's values (no time dimension) and `info` is the
-    item's, repeated for each of its steps. Steps come in order, item after
-    item. Every column of an item must have the same number of steps; items
-    of single steps (e.g. from `Client.insert`) give one element each.
-
-    Built on the same C++ source as `TrajectoryDataset`; the split is a
-    vectorized tf.data `unbatch`, so no Python runs per element.
-    """
-
-    def __init__(self,
-                 server_address: str,
-                 table: str,
-                 dtypes: Any,
-                 shapes: Any,
-                 max_in_flight_samples_per_worker: int,
-                 num_workers_per_iterator: int = -1,
-                 max_samples_per_stream: int = -1,
-                 rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1) -> None:
-        """Creates the dataset.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table to sample.
-          dtypes: Nested structure of `tf.DType` of one timestep.
-          shapes: Nested structure of `tf.TensorShape` of one timestep.
-          max_in_flight_samples_per_worker: As in `TrajectoryDataset`.
-          num_workers_per_iterator: As in `TrajectoryDataset`.
-          max_samples_per_stream: As in `TrajectoryDataset` (counts items).
-          rate_limiter_timeout_ms: As in `TrajectoryDataset`.
-          max_samples: As in `TrajectoryDataset` (counts items).
-
-        Raises:
-          ValueError: As `TrajectoryDataset`.
-        """
-        step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        item_shapes = tf.nest.map_structure(
-            lambda shape: tf.TensorShape([None]).concatenate(shape), step_shapes)
-        items = TrajectoryDataset(server_address, table, item_shapes, dtypes,
-                                  max_in_flight_samples_per_worker, num_workers_per_iterator,
-                                  max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
-                                  _unsqueeze=True)
-
-        def per_step(sample):
-            steps = tf.shape(tf.nest.flatten(sample.data)[0])[0]
-            info = tf.nest.map_structure(lambda x: tf.fill([steps], x), sample.info)
-            return replay_sample.ReplaySample(info=info, data=sample.data)
-
-        self._dataset = items.map(per_step).unbatch()
-        self._element_spec = self._dataset.element_spec
-        super().__init__(self._dataset._variant_tensor)  # pylint: disable=protected-access
-
-    @classmethod
-    def from_table_signature(cls,
-                             server_address: str,
-                             table: str,
-                             max_in_flight_samples_per_worker: int,
-                             num_workers_per_iterator: int = -1,
-                             max_samples_per_stream: int = -1,
-                             rate_limiter_timeout_ms: int = -1,
-                             get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1) -> "TimestepDataset":
-        """Creates a dataset whose timesteps have the table's signature.
-
-        The signature must describe one timestep, i.e. the table holds
-        single-step items written without a time dimension (a
-        `TrajectoryWriter` item of `history[...][-1]` columns); each becomes
-        one element. For multi-step items pass per-step `dtypes`/`shapes` to
-        the constructor.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table; it must have a signature.
-          max_in_flight_samples_per_worker: As in the constructor.
-          num_workers_per_iterator: As in the constructor.
-          max_samples_per_stream: As in the constructor.
-          rate_limiter_timeout_ms: As in the constructor.
-          get_signature_timeout_secs: How long to wait for the server.
-          max_samples: As in the constructor.
-
-        Returns:
-          The dataset.
-
-        Raises:
-          ValueError: If the table has no signature.
-          NotFoundError: If the server has no such table.
-        """
-        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
-                                                      get_signature_timeout_secs)
-        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples)

@@ -26,7 +26,7 @@ Thread safety: a TrajectoryWriter must be used by one thread at a time.
 
 import collections
 import itertools
-from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, Union)
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union)
 
 import numpy as np
 import tree
@@ -224,6 +224,48 @@ class _ColumnHistory:
                 f"keep_alive={self._cells.maxlen})")
 
 
+class WeakCellRef:
+    """One cell of a writer's history (dm-reverb's `pybind.WeakCellRef`).
+
+    What iterating a `TrajectoryColumn` yields. The reference does not keep
+    the cell referenceable: once the cell leaves the column's keep-alive
+    window, or the episode's history is cleared, it is `expired`.
+    """
+
+    __slots__ = ("_hist", "_box", "_cell")
+
+    def __init__(self, hist: "_ColumnHistory", box: List[int],
+                 cell: Tuple[int, np.ndarray]) -> None:
+        """Not for direct use: iterate a `TrajectoryColumn` instead."""
+        self._hist = hist
+        self._box = box
+        self._cell = cell
+
+    @property
+    def expired(self) -> bool:
+        """True once the cell can no longer be referenced by new items."""
+        return (self._hist._box is not self._box  # pylint: disable=protected-access
+                or not any(c is self._cell for c in self._hist._cells))  # pylint: disable=protected-access
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The cell's numpy dtype."""
+        return self._hist.dtype
+
+    @property
+    def shape(self) -> List[int]:
+        """The cell's shape (one step, no time dimension), as a list."""
+        return list(self._hist.shape)
+
+    def numpy(self) -> np.ndarray:
+        """Returns a copy of the cell's value."""
+        return self._cell[1].copy()
+
+    def __repr__(self) -> str:
+        return (f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, "
+                f"step={self._cell[0]})")
+
+
 class TrajectoryColumn:
     """Cells of one column, cut from `TrajectoryWriter.history`.
 
@@ -249,6 +291,11 @@ class TrajectoryColumn:
 
     def __len__(self) -> int:
         return len(self._cells)
+
+    def __iter__(self) -> Iterator[WeakCellRef]:
+        """Yields a `WeakCellRef` per cell, oldest first."""
+        for cell in self._cells:
+            yield WeakCellRef(self._hist, self._box, cell)
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         """Selects some of the column's cells.
@@ -568,7 +615,12 @@ class TrajectoryWriter:
         if self._get_signature is None:
             checks = None
         else:
-            expected = self._get_signature(table)
+            try:
+                expected = self._get_signature(table)
+            except errors.NotFoundError as e:
+                # An item for a table the server lacks is a bad argument of
+                # create_item (dm-reverb raises ValueError too).
+                raise errors.InvalidArgumentError(str(e)) from None
             checks = None if expected is None else [set() for _ in expected]
         self._checks[table] = (checks, None if checks is None else expected)
         return checks
@@ -593,8 +645,8 @@ class TrajectoryWriter:
           InvalidArgumentError: (a ValueError) If the table has a signature
             and the trajectory does not match it (the message names the
             column).
-          NotFoundError: If the table does not exist (when signatures are
-            checked).
+          InvalidArgumentError: If the table does not exist (at once when
+            signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
         flat = self._flatten_trajectory(trajectory)
@@ -752,7 +804,7 @@ class TrajectoryWriter:
     def __enter__(self) -> "TrajectoryWriter":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, exc_type: Any, exc_value: Any, exc_traceback: Any) -> None:
         # A ReverbError means the writer (or server) is broken; flushing
         # would only raise again and hide the original error. Either way the
         # stream (and its two native threads) ends with the block.

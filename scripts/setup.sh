@@ -87,10 +87,11 @@ while read -r native; do
     install -m 0755 "bazel-bin/${native}" "${target}"
   fi
 done < bazel-bin/pip_package/native_files.txt
-# Generated Python modules (reverb_tf/cc/patterns_pb2.py) go to their own path.
+# Generated Python modules (protobuf) go to reverb_tf/cc/, as in the wheel.
 while read -r generated; do
-  if ! cmp -s "bazel-bin/${generated}" "${ROOT}/${generated}"; then
-    install -m 0644 "bazel-bin/${generated}" "${ROOT}/${generated}"
+  target="${ROOT}/reverb_tf/cc/$(basename "${generated}")"
+  if ! cmp -s "bazel-bin/${generated}" "${target}"; then
+    install -m 0644 "bazel-bin/${generated}" "${target}"
   fi
 done < bazel-bin/pip_package/generated_python_files.txt
 log "ready"

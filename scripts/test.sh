@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up (idempotently), builds everything with
-# Bazel offline, runs every C++ test, then the Python tests, then builds the
-# wheel and smoke-tests it in a brand-new venv (scripts/build_wheel.sh).
+# Bazel offline, runs every C++ test, then the Python tests (including the
+# differential tests against dm-reverb 0.14 in its own venv, made by
+# scripts/setup_oracle.sh), then builds the wheel and smoke-tests it in a
+# brand-new venv (scripts/build_wheel.sh).
 # Prints one "N passed, N failed" line per runner; exits non-zero on failure.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "${ROOT}/scripts/setup.sh"
+# dm-reverb 0.14 in a side venv: the oracle of the differential tests.
+REVERB_TF_ORACLE_PYTHON="$(bash "${ROOT}/scripts/setup_oracle.sh")"
+export REVERB_TF_ORACLE_PYTHON
 cd "${ROOT}"
 
 status=0

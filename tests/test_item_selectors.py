@@ -46,27 +46,21 @@ def test_base_class_is_abstract():
         selectors.ItemSelector()
 
 
-@pytest.mark.parametrize("selector", [
-    selectors.Uniform(), selectors.Prioritized(0.7), selectors.Fifo(), selectors.Lifo(),
-    selectors.MinHeap(), selectors.MaxHeap()])
-def test_selector_options_round_trip(selector):
-    options = selectors.SelectorOptions(*selector._core_options)
-    assert options.to_selector() == selector
-    assert options == selector and selector == options
-
-
-def test_selector_options_answer_like_dm_reverb_protos():
-    prioritized = selectors.SelectorOptions("prioritized", 0.8)
+def test_options_proto_answers_like_dm_reverb_protos():
+    prioritized = selectors.options_proto("prioritized", 0.8)
+    assert prioritized.WhichOneof("distribution") == "prioritized"
     assert prioritized.prioritized.priority_exponent == 0.8
     assert not prioritized.is_deterministic and not prioritized.fifo
-    min_heap = selectors.SelectorOptions("min_heap", 1.0)
+    min_heap = selectors.options_proto("min_heap", 1.0)
     assert min_heap.heap.min_heap and min_heap.is_deterministic
-    assert not selectors.SelectorOptions("max_heap", 1.0).heap.min_heap
-    assert selectors.SelectorOptions("fifo", 1.0).fifo
-    assert selectors.SelectorOptions("lifo", 1.0).lifo
-    assert selectors.SelectorOptions("uniform", 1.0).uniform
+    max_heap = selectors.options_proto("max_heap", 1.0)
+    assert max_heap.HasField("heap") and not max_heap.heap.min_heap
+    assert selectors.options_proto("fifo", 1.0).fifo
+    assert selectors.options_proto("lifo", 1.0).lifo
+    uniform = selectors.options_proto("uniform", 1.0)
+    assert uniform.uniform and not uniform.is_deterministic
     with pytest.raises(ValueError):
-        selectors.SelectorOptions("random", 1.0)
+        selectors.options_proto("random", 1.0)
 
 
 def test_selectors_alias_module():

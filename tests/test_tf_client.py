@@ -13,8 +13,10 @@ def server():
     table = reverb.Table(name="p", sampler=reverb.selectors.Prioritized(1.0),
                          remover=reverb.selectors.Fifo(), max_size=1000,
                          rate_limiter=reverb.rate_limiters.MinSize(1),
-                         signature={"x": tf.TensorSpec([], tf.int64),
-                                    "obs": tf.TensorSpec([2], tf.float32)})
+                         # TFClient.insert writes one step with a time
+                         # dimension (as dm-reverb's does).
+                         signature={"x": tf.TensorSpec([1], tf.int64),
+                                    "obs": tf.TensorSpec([1, 2], tf.float32)})
     with reverb.Server([table]) as srv:
         yield srv
 
@@ -39,9 +41,9 @@ def test_actor_inserts_and_learner_updates_priorities_in_tf_functions(server):
     @tf.function
     def learn(batch):
         # Give item x=7 all the priority mass, the others almost none.
-        priorities = tf.where(tf.equal(batch.data["x"], 7), 1000.0, 1e-3)
+        priorities = tf.where(tf.equal(batch.data["x"][:, 0], 7), 1000.0, 1e-3)
         client.update_priorities("p", batch.info.key, tf.cast(priorities, tf.float64))
-        return batch.data["x"]
+        return batch.data["x"][:, 0]
 
     iterator = iter(dataset)
     for _ in range(5):  # the uniform-ish start covers all ten keys quickly
@@ -49,7 +51,7 @@ def test_actor_inserts_and_learner_updates_priorities_in_tf_functions(server):
     # A fresh stream (the old one prefetched samples drawn before the update):
     # x=7 now carries ~all the priority mass.
     fresh = reverb.TrajectoryDataset.from_table_signature(address, "p", 10).batch(10)
-    counts = collections.Counter(int(x) for batch in fresh.take(6) for x in batch.data["x"].numpy())
+    counts = collections.Counter(int(x) for batch in fresh.take(6) for x in batch.data["x"].numpy().ravel())
     assert counts[7] >= 55, counts
 
 
@@ -59,7 +61,8 @@ def test_sample_op_returns_info_and_typed_data(server):
     client.insert([tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)],
                   tables=tf.constant(["p"]), priorities=tf.constant([2.0], tf.float64))
     sample = client.sample("p", [tf.float32, tf.int64])
-    assert int(sample.data[1]) == 5
+    # The op returns the item's first timestep, as dm-reverb's does.
+    assert sample.data[1].numpy().tolist() == 5
     np.testing.assert_array_equal(sample.data[0].numpy(), [1.0, 2.0])
     assert float(sample.info.priority) == 2.0
     assert int(sample.info.table_size) == 1

@@ -254,10 +254,10 @@ def test_signature_problems_are_reported_at_construction():
     with reverb.Server([_table(signature=None)]) as srv:
         with pytest.raises(ValueError, match="has no signature"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
-        with pytest.raises(reverb.errors.NotFoundError, match="no table named 'nope'"):
+        with pytest.raises(reverb.errors.InvalidArgumentError, match="no table named 'nope'"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
     with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
-        reverb.TrajectoryDataset("localhost:1", "t", {"x": [2]}, {"x": tf.int32}, 0)
+        reverb.TrajectoryDataset("localhost:1", "t", {"x": tf.int32}, {"x": [2]}, 0)
 
 
 def test_mismatching_explicit_dtypes_fail_naming_the_column(server):

@@ -1,6 +1,6 @@
-"""reverb_tf.cc: the generated protocol buffer modules (dm-reverb's reverb.cc).
+"""Generated protocol buffer modules, at dm-reverb's paths (`reverb.cc.*_pb2`).
 
-`reverb_tf.cc.patterns_pb2` holds the StructuredWriter/PatternDataset config
-messages. It is generated at build time (reverb_tf/cc/BUILD) and put here by
-scripts/setup.sh in a checkout, or by the wheel.
+The C++ sources beside this file are not Python; the `*_pb2.py` modules are
+generated from `proto/*.proto` by the build and copied here (scripts/setup.sh
+in a checkout, the wheel builder in a package).
 """

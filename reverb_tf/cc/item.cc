@@ -1,6 +1,7 @@
 #include "reverb_tf/cc/item.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace reverb_tf {
 namespace {
@@ -74,7 +75,8 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
 }
 
 absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
-                                      const TableSignature& signature) {
+                                      const TableSignature& signature,
+                                      bool legacy_steps) {
   if (trajectory.size() != signature.columns.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the table signature has ", signature.columns.size(),
@@ -84,7 +86,11 @@ absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
     const ColumnSpec& spec = signature.columns[c];
     const DType dtype = trajectory[c].slices.front().chunk->dtype();
     const Shape shape = ColumnShape(trajectory[c]);
-    if (dtype != spec.dtype || !ShapeCompatible(spec.shape, shape)) {
+    const bool shape_ok =
+        ShapeCompatible(spec.shape, shape) ||
+        (legacy_steps && !trajectory[c].squeeze && !shape.empty() &&
+         ShapeCompatible(spec.shape, absl::MakeConstSpan(shape).subspan(1)));
+    if (dtype != spec.dtype || !shape_ok) {
       const std::string name = spec.name.empty() ? absl::StrCat(c) : spec.name;
       return absl::InvalidArgumentError(absl::StrCat(
           "column '", name, "' must be ", DTypeName(spec.dtype),

@@ -51,6 +51,9 @@ struct Item {
   double priority = 0;
   Trajectory trajectory;
   int32_t times_sampled = 0;
+  // Made by dm-reverb's legacy Writer: see ValidateAgainstSignature. Only
+  // read when the item is inserted (it fits in the struct's padding).
+  bool legacy_steps = false;
 };
 
 // What a table promises about the trajectory of every item it accepts.
@@ -74,9 +77,14 @@ struct TableSignature {
 };
 
 // Checks `trajectory` against `signature`; the error names the column and the
-// expected and actual dtype/shape.
+// expected and actual dtype/shape. With `legacy_steps` (items of dm-reverb's
+// legacy Writer) a column also matches a signature that describes one of its
+// steps, which is what dm-reverb accepts for such items: a table whose
+// signature is `int64[]` takes `Client.insert(np.int64(0), ...)`, sampled
+// back as `int64[1]`.
 REVERB_TF_EXPORT absl::Status ValidateAgainstSignature(
-    const Trajectory& trajectory, const TableSignature& signature);
+    const Trajectory& trajectory, const TableSignature& signature,
+    bool legacy_steps = false);
 
 }  // namespace reverb_tf
 

@@ -121,11 +121,33 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
   return status;
 }
 
+absl::Status Table::CheckPriority(double priority) const {
+  const bool weights = options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
+                       options_.remover.kind == SelectorOptions::Kind::kPrioritized;
+  return weights ? ValidatePriorityWeight(priority) : ValidatePriority(priority);
+}
+
+void Table::CountEpisodeLocked(const Item& item, int delta) {
+  if (item.trajectory.empty() || item.trajectory.front().slices.empty()) return;
+  const uint64_t episode = item.trajectory.front().slices.front().chunk->episode_id();
+  if (delta > 0) {
+    ++episode_items_[episode];
+    return;
+  }
+  auto it = episode_items_.find(episode);
+  if (it != episode_items_.end() && --it->second == 0) {
+    episode_items_.erase(it);
+    ++num_deleted_episodes_;
+  }
+}
+
 absl::Status Table::AssignLocked(Item* item) {
   RETURN_IF_ERROR(sampler_->Update(item->key, item->priority));
   RETURN_IF_ERROR(remover_->Update(item->key, item->priority));
   Item& stored = items_.at(item->key);
   stored.priority = item->priority;
+  CountEpisodeLocked(*item, 1);
+  CountEpisodeLocked(stored, -1);
   std::swap(stored.trajectory, item->trajectory);  // old one dies with *item
   if (snapshots_alive_ > 0) kept_for_snapshots_.push_back(std::move(*item));
   return absl::OkStatus();
@@ -139,6 +161,7 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
   }
   RETURN_IF_ERROR(sampler_->Delete(key));
   RETURN_IF_ERROR(remover_->Delete(key));
+  CountEpisodeLocked(it->second, -1);
   (snapshots_alive_ > 0 ? kept_for_snapshots_ : *graveyard).push_back(std::move(it->second));
   items_.erase(it);
   rate_limiter_.RecordDelete();
@@ -147,11 +170,12 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
 
 absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
                                    Cancellation* cancel) {
-  RETURN_IF_ERROR(ValidatePriority(item.priority));
+  RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
   if (options_.signature.has_value()) {
     if (absl::Status status =
-            ValidateAgainstSignature(item.trajectory, *options_.signature);
+            ValidateAgainstSignature(item.trajectory, *options_.signature,
+                                     item.legacy_steps);
         !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "item ", item.key, " does not match the signature of table '",
@@ -184,6 +208,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
     return status;
   }
   const Key key = item.key;
+  CountEpisodeLocked(item, 1);
   items_.emplace(key, std::move(item));
   rate_limiter_.RecordInsert();
   cv_.SignalAll();
@@ -236,7 +261,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     absl::Span<const std::pair<Key, double>> updates,
     absl::Span<const Key> deletes) {
   for (const auto& [key, priority] : updates) {
-    if (absl::Status status = ValidatePriority(priority); !status.ok()) {
+    if (absl::Status status = CheckPriority(priority); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "priority update for key ", key, " in table '", name(),
           "': ", status.message()));
@@ -279,6 +304,8 @@ void Table::Reset() {
   remover_->Clear();
   rate_limiter_.Reset();
   num_unique_samples_ = 0;
+  episode_items_.clear();
+  num_deleted_episodes_ = 0;
   cv_.SignalAll();
 }
 
@@ -293,12 +320,26 @@ int64_t Table::size() const {
   return static_cast<int64_t>(items_.size());
 }
 
+absl::StatusOr<bool> Table::CanInsert(int64_t n) const {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("num_inserts must be >= 1, got ", n));
+  absl::MutexLock lock(&mu_);
+  return rate_limiter_.CanInsertN(static_cast<int64_t>(items_.size()), n);
+}
+
+absl::StatusOr<bool> Table::CanSample(int64_t n) const {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", n));
+  absl::MutexLock lock(&mu_);
+  return rate_limiter_.CanSampleN(static_cast<int64_t>(items_.size()), n);
+}
+
 TableInfo Table::info() const {
   TableInfo info;
   info.options = options_;
   absl::MutexLock lock(&mu_);
   info.current_size = static_cast<int64_t>(items_.size());
   info.num_unique_samples = num_unique_samples_;
+  info.num_episodes = static_cast<int64_t>(episode_items_.size());
+  info.num_deleted_episodes = num_deleted_episodes_;
   info.rate_limiter_info = rate_limiter_.info();
   return info;
 }
@@ -427,7 +468,7 @@ void Table::Unpin() const {
 
 absl::Status Table::LoadItems(std::vector<Item> items) {
   for (const Item& item : items) {
-    absl::Status status = ValidatePriority(item.priority);
+    absl::Status status = CheckPriority(item.priority);
     if (status.ok()) status = ValidateTrajectory(item.trajectory);
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -455,6 +496,7 @@ absl::Status Table::LoadItems(std::vector<Item> items) {
     RETURN_IF_ERROR(remover_->Insert(item.key, item.priority));
     if (item.times_sampled > 0) ++num_unique_samples_;
     const Key key = item.key;
+    CountEpisodeLocked(item, 1);
     items_.emplace(key, std::move(item));
     rate_limiter_.RecordInsert();
   }

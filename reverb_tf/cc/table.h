@@ -88,6 +88,10 @@ struct TableInfo {
   int64_t current_size = 0;
   // Items that have been sampled at least once.
   int64_t num_unique_samples = 0;
+  // Episodes (of the first chunk of an item) with at least one item in the
+  // table, and episodes whose last item left it since the last Reset().
+  int64_t num_episodes = 0;
+  int64_t num_deleted_episodes = 0;
   RateLimiterInfo rate_limiter_info;
 };
 
@@ -184,6 +188,10 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   int64_t size() const;
   TableInfo info() const;
+  // Whether `n` (>= 1) inserts / samples would pass the rate limiter now
+  // (RateLimiter::CanInsertN / CanSampleN); INVALID_ARGUMENT if n < 1.
+  absl::StatusOr<bool> CanInsert(int64_t n) const;
+  absl::StatusOr<bool> CanSample(int64_t n) const;
 
   // A consistent copy of the table for a checkpoint (see TableSnapshot).
   TableSnapshot Snapshot() const;
@@ -222,6 +230,11 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   // Removes `key` and moves its item into `graveyard` for destruction
   // outside the lock.
+  // The priority rule of the table: a sampling weight (ValidatePriorityWeight)
+  // if either selector is prioritized, else anything but NaN.
+  absl::Status CheckPriority(double priority) const;
+  // Counts `item` in (delta 1) or out of (delta -1) its episode.
+  void CountEpisodeLocked(const Item& item, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -245,6 +258,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   mutable int32_t snapshots_alive_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::vector<Item> kept_for_snapshots_ ABSL_GUARDED_BY(mu_);
   int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // Episode id -> items stored that belong to it (TableInfo::num_episodes).
+  absl::flat_hash_map<uint64_t, int64_t> episode_items_ ABSL_GUARDED_BY(mu_);
+  int64_t num_deleted_episodes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace reverb_tf

@@ -17,6 +17,7 @@ using ::reverb_tf::testing::MakeFloatChunk;
 using ::reverb_tf::testing::MakeItem;
 using ::reverb_tf::testing::MakeTable;
 using ::reverb_tf::testing::MakeTableOptions;
+using ::reverb_tf::testing::MinHeap;
 using ::reverb_tf::testing::Prioritized;
 using ::reverb_tf::testing::Uniform;
 
@@ -89,10 +90,28 @@ TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
   EXPECT_EQ(s.trajectory[0].slices[0].chunk->key(), s.key);
 }
 
+TEST_F(TableTest, PrioritiesAreWeightsOnlyWhereASelectorIsPrioritized) {
+  auto heap = MakeTable(MakeTableOptions("h", MinHeap(), Fifo(), 10,
+                                         RateLimiterOptions::MinSize(1)));
+  EXPECT_TRUE(heap->InsertOrAssign(NewItem(1, -1.0)).ok());
+  EXPECT_TRUE(heap->InsertOrAssign(NewItem(2, INFINITY)).ok());
+  EXPECT_EQ(heap->InsertOrAssign(NewItem(3, NAN)).code(), absl::StatusCode::kInvalidArgument);
+  auto prioritized = MakeTable(MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                                                RateLimiterOptions::MinSize(1)));
+  EXPECT_EQ(prioritized->InsertOrAssign(NewItem(1, -1.0)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(prioritized->InsertOrAssign(NewItem(2, INFINITY)).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto removed_by_priority = MakeTable(MakeTableOptions("r", Fifo(), Prioritized(1.0), 10,
+                                                        RateLimiterOptions::MinSize(1)));
+  EXPECT_EQ(removed_by_priority->InsertOrAssign(NewItem(1, -1.0)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TableTest, BadItemsAreRejectedWithoutSideEffects) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  EXPECT_EQ(table->InsertOrAssign(NewItem(1, -1.0)).code(),
+  EXPECT_EQ(table->InsertOrAssign(NewItem(1, -NAN)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table->InsertOrAssign(NewItem(2, NAN)).code(),
             absl::StatusCode::kInvalidArgument);

@@ -116,7 +116,11 @@ Status InsertItem(const std::string& server_address, const std::vector<std::stri
   }
   auto client = ClientFor(server_address);
   if (!client.ok()) return FromAbsl(client.status());
-  auto writer = (*client)->NewTrajectoryWriter(TrajectoryWriterOptions());
+  // dm-reverb inserts through its legacy Writer: one step with a time
+  // dimension, checked against the signature as a legacy item.
+  TrajectoryWriterOptions options;
+  options.legacy_items = true;
+  auto writer = (*client)->NewTrajectoryWriter(options);
   if (!writer.ok()) return FromAbsl(writer.status());
   std::vector<std::optional<TensorPayload>> step(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -131,7 +135,7 @@ Status InsertItem(const std::string& server_address, const std::vector<std::stri
   if (!index.ok()) return FromAbsl(index.status());
   std::vector<ItemColumn> refs(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
-    refs[i] = ItemColumn{static_cast<int32_t>(i), {*index}, true};
+    refs[i] = ItemColumn{static_cast<int32_t>(i), {*index}, /*squeeze=*/false};
   }
   for (size_t t = 0; t < tables.size(); ++t) {
     if (absl::Status status = (*writer)->CreateItem(tables[t], priorities[t], refs);

@@ -77,9 +77,10 @@ REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
                                          const std::vector<double>& priorities,
                                          int64_t timeout_ms);
 
-// Inserts one single-step item holding `columns` (squeezed: no time
-// dimension) into each of `tables` with the matching priority, and waits
-// until the server has stored them.
+// Inserts one single-step item holding `columns` into each of `tables` with
+// the matching priority, and waits until the server has stored them. As
+// dm-reverb's TFClient.insert, each column keeps a time dimension of 1 and
+// is checked against the signature as a legacy item (Item::legacy_steps).
 REVERB_TF_EXPORT Status InsertItem(const std::string& server_address,
                                    const std::vector<std::string>& tables,
                                    const std::vector<double>& priorities,

@@ -299,6 +299,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
   queued->item.set_key(rng_());
   queued->item.set_table(table);
   queued->item.set_priority(priority);
+  queued->item.set_legacy_steps(options_.legacy_items);
   for (const ItemColumn& ref : columns) {
     if (ref.column < 0 || ref.column >= static_cast<int32_t>(columns_.size())) {
       return absl::InvalidArgumentError(

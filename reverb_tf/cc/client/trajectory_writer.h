@@ -62,6 +62,9 @@ struct REVERB_TF_EXPORT TrajectoryWriterOptions {
   int32_t zstd_level = 0;
   // How long an item may wait for its table's rate limiter on the server.
   absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+  // Items are dm-reverb legacy Writer items (see Item::legacy_steps): each
+  // column references all the item's steps, unsqueezed.
+  bool legacy_items = false;
 
   absl::Status Validate() const;
 };

@@ -298,7 +298,18 @@ PYBIND11_MODULE(_core, m) {
            py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
            py::arg("rate_limiter"), py::arg("signature"),
            py::arg("nested_structure") = py::bytes(""))
-      .def_property_readonly("name", [](const TableOptions& o) { return o.name; });
+      .def_property_readonly("name", [](const TableOptions& o) { return o.name; })
+      // Rate-limiter answers for a table that is not served yet (still empty).
+      .def("empty_table_can_insert",
+           [](const TableOptions& o, int64_t n) {
+             if (n < 1) CheckOk(absl::InvalidArgumentError(absl::StrCat("num_inserts must be >= 1, got ", n)));
+             return RateLimiter(o.rate_limiter).CanInsertN(0, n);
+           })
+      .def("empty_table_can_sample",
+           [](const TableOptions& o, int64_t n) {
+             if (n < 1) CheckOk(absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", n)));
+             return RateLimiter(o.rate_limiter).CanSampleN(0, n);
+           });
 
   py::class_<RateLimiterCallStats>(m, "CallStats")
       .def_readonly("completed", &RateLimiterCallStats::completed)
@@ -327,6 +338,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("max_times_sampled", [](const TableInfo& i) { return i.options.max_times_sampled; })
       .def_readonly("current_size", &TableInfo::current_size)
       .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
+      .def_readonly("num_episodes", &TableInfo::num_episodes)
+      .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
       .def_readonly("rate_limiter_info", &TableInfo::rate_limiter_info)
       .def_property_readonly("signature", [](const TableInfo& i) -> py::object {
         if (!i.options.signature.has_value()) return py::none();
@@ -390,6 +403,18 @@ PYBIND11_MODULE(_core, m) {
              return out;
            },
            "Saves a checkpoint; returns its path and timings (for benchmarks).")
+      .def("can_insert",
+           [](const ReplayServer& server, const std::string& table, int64_t n) {
+             auto found = server.FindTable(table);
+             CheckOk(found.status());
+             return ValueOrRaise((*found)->CanInsert(n));
+           })
+      .def("can_sample",
+           [](const ReplayServer& server, const std::string& table, int64_t n) {
+             auto found = server.FindTable(table);
+             CheckOk(found.status());
+             return ValueOrRaise((*found)->CanSample(n));
+           })
       .def("stop", &ReplayServer::Stop, py::call_guard<py::gil_scoped_release>())
       .def("wait", [](ReplayServer& server) {
         // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.
@@ -593,15 +618,16 @@ PYBIND11_MODULE(_core, m) {
            py::arg("table"), py::arg("num_samples"), py::arg("timeout_s") = py::none())
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
-              int32_t max_in_flight_items) {
+              int32_t max_in_flight_items, bool legacy_items) {
              TrajectoryWriterOptions options;
+             options.legacy_items = legacy_items;
              options.num_keep_alive_refs = num_keep_alive_refs;
              options.max_chunk_length = max_chunk_length.value_or(0);
              options.max_in_flight_items = max_in_flight_items;
              return ValueOrRaise(client.NewTrajectoryWriter(options));
            },
            py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
-           py::arg("max_in_flight_items") = 128)
+           py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false)
       .def("new_structured_writer",
            [](Client& client, const std::vector<py::bytes>& configs) {
              std::vector<std::string> serialized(configs.begin(), configs.end());

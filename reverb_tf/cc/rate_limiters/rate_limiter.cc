@@ -82,6 +82,19 @@ bool RateLimiter::CanSample(int64_t table_size) const {
   return diff() - 1.0 >= options_.min_diff;
 }
 
+bool RateLimiter::CanInsertN(int64_t table_size, int64_t n) const {
+  // Inserts below min_size_to_sample always pass; the rest must keep diff
+  // within max_diff.
+  const int64_t limited = n - std::max<int64_t>(0, options_.min_size_to_sample - table_size);
+  return limited <= 0 ||
+         diff() + static_cast<double>(n) * options_.samples_per_insert <= options_.max_diff;
+}
+
+bool RateLimiter::CanSampleN(int64_t table_size, int64_t n) const {
+  if (table_size < options_.min_size_to_sample || table_size == 0) return false;
+  return diff() - static_cast<double>(n) >= options_.min_diff;
+}
+
 void RateLimiter::Reset() {
   inserts_ = samples_ = deletes_ = 0;
   insert_stats_ = sample_stats_ = RateLimiterCallStats{};

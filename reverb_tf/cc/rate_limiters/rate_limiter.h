@@ -85,6 +85,10 @@ class REVERB_TF_EXPORT RateLimiter {
 
   bool CanInsert(int64_t table_size) const;
   bool CanSample(int64_t table_size) const;
+  // Whether `n` (>= 1) inserts, one after another with no sample between,
+  // or `n` samples with no insert between, would all pass now.
+  bool CanInsertN(int64_t table_size, int64_t n) const;
+  bool CanSampleN(int64_t table_size, int64_t n) const;
 
   void RecordInsert() { ++inserts_; }
   void RecordSample() { ++samples_; }

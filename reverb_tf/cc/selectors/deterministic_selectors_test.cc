@@ -234,7 +234,7 @@ TEST(HeapSelectorTest, FailedOperationsLeaveHeapIntact) {
   ASSERT_TRUE(selector.Insert(1, 3.0).ok());
   ASSERT_TRUE(selector.Insert(2, 1.0).ok());
   EXPECT_FALSE(selector.Insert(1, 0.0).ok());
-  EXPECT_FALSE(selector.Update(2, -1.0).ok());
+  EXPECT_FALSE(selector.Update(2, NAN).ok());
   EXPECT_FALSE(selector.Delete(7).ok());
   EXPECT_THAT(Drain(selector), ElementsAre(2, 1));
 }

@@ -96,12 +96,16 @@ class ItemSelector {
   }
 };
 
-// Validates a priority for Insert/Update: it must be finite and >= 0 (-0.0
-// is accepted). Infinity is rejected: in a prioritized selector it would make
-// the weight total infinite, leaving every finite key with probability 0 and
-// the weighted walk undefined, and one rule for every selector keeps a
-// table's sampler and remover accepting the same calls.
+// Validates a priority for Insert/Update of the selectors that only order
+// by priority or ignore it (fifo, lifo, uniform, heaps): anything but NaN,
+// which has no order. Negative and infinite priorities are ordinary keys of a
+// heap (dm-reverb accepts them too).
 absl::Status ValidatePriority(double priority);
+
+// Validates a priority that is a sampling weight (the prioritized selector):
+// finite and >= 0 (-0.0 is accepted). Infinity would make the weight total
+// infinite, leaving every finite key with probability 0.
+absl::Status ValidatePriorityWeight(double priority);
 
 // Builds the selector described by `options`. `seed` seeds the random
 // selectors (Uniform, Prioritized); deterministic selectors ignore it.

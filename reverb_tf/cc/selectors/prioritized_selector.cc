@@ -79,7 +79,7 @@ void PrioritizedSelector::Resize(size_t capacity) {
 }
 
 absl::Status PrioritizedSelector::Insert(Key key, double priority) {
-  RETURN_IF_ERROR(ValidatePriority(priority));
+  RETURN_IF_ERROR(ValidatePriorityWeight(priority));
   ASSIGN_OR_RETURN(const double weight, WeightOf(priority));
   if (slot_of_.contains(key)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -102,7 +102,7 @@ absl::Status PrioritizedSelector::Insert(Key key, double priority) {
 }
 
 absl::Status PrioritizedSelector::Update(Key key, double priority) {
-  RETURN_IF_ERROR(ValidatePriority(priority));
+  RETURN_IF_ERROR(ValidatePriorityWeight(priority));
   ASSIGN_OR_RETURN(const double weight, WeightOf(priority));
   auto it = slot_of_.find(key);
   if (it == slot_of_.end()) {

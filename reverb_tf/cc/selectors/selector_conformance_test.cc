@@ -118,12 +118,17 @@ TEST_P(SelectorConformanceTest, DeleteOfUnknownKeyIsNotFound) {
   EXPECT_EQ(selector->size(), 0);
 }
 
+// NaN for every kind; negative and infinite priorities only where they are
+// sampling weights.
+std::vector<double> BadPriorities(SelectorOptions::Kind kind) {
+  if (kind != SelectorOptions::Kind::kPrioritized) return {kNaN, -kNaN};
+  return {kNaN, -kNaN, -1.0, -1e-300, -std::numeric_limits<double>::denorm_min(), -kInf, kInf};
+}
+
 TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnInsert) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  for (double bad : {kNaN, -kNaN, -1.0, -1e-300,
-                     -std::numeric_limits<double>::denorm_min(), -kInf,
-                     kInf}) {
+  for (double bad : BadPriorities(kind())) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(selector->Insert(1, bad).code(),
               absl::StatusCode::kInvalidArgument);
@@ -138,7 +143,7 @@ TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnUpdate) {
   ASSERT_NE(selector, nullptr);
   // With a single key every kind must sample it with probability 1.
   ASSERT_TRUE(selector->Insert(1, 2.0).ok());
-  for (double bad : {kNaN, -0.5, -kInf, kInf}) {
+  for (double bad : BadPriorities(kind())) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(selector->Update(1, bad).code(),
               absl::StatusCode::kInvalidArgument);
@@ -157,7 +162,7 @@ TEST_P(SelectorConformanceTest, FailedUpdateLeavesPriorityUnchanged) {
   ASSERT_TRUE(selector->Insert(2, 3.0).ok());
   absl::StatusOr<ItemSelector::KeyWithProbability> before = selector->Sample();
   ASSERT_TRUE(before.ok());
-  ASSERT_EQ(selector->Update(1, -1.0).code(),
+  ASSERT_EQ(selector->Update(1, -kNaN).code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_EQ(selector->Update(2, kNaN).code(),
             absl::StatusCode::kInvalidArgument);
@@ -185,8 +190,12 @@ TEST_P(SelectorConformanceTest, BoundaryPrioritiesAreAccepted) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   Key key = 0;
-  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                      1e-300, 1.0, 1e300}) {
+  std::vector<double> goods = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                               1e-300, 1.0, 1e300};
+  if (kind() != SelectorOptions::Kind::kPrioritized) {
+    goods.insert(goods.end(), {-1.0, -1e300, kInf, -kInf});
+  }
+  for (double good : goods) {
     SCOPED_TRACE(good);
     EXPECT_TRUE(selector->Insert(key, good).ok());
     EXPECT_TRUE(selector->Update(key, good).ok());
@@ -202,7 +211,7 @@ TEST_P(SelectorConformanceTest, PriorityErrorIsReportedBeforeKeyError) {
   ASSERT_TRUE(selector->Insert(1, 1.0).ok());
   EXPECT_EQ(selector->Insert(1, kNaN).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(selector->Update(99, -1.0).code(),
+  EXPECT_EQ(selector->Update(99, kNaN).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -476,28 +485,37 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Contract of the free functions in item_selector.h.
 
-TEST(ValidatePriorityTest, AcceptsFiniteNonNegative) {
-  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                      1.0, std::numeric_limits<double>::max()}) {
+TEST(ValidatePriorityTest, AcceptsEverythingButNaN) {
+  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1.0, -2.5,
+                      std::numeric_limits<double>::max(), kInf, -kInf}) {
     EXPECT_TRUE(ValidatePriority(good).ok()) << good;
   }
-}
-
-TEST(ValidatePriorityTest, RejectsNaNNegativeAndInfiniteWithValueInMessage) {
   absl::Status nan = ValidatePriority(kNaN);
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(nan.message(), HasSubstr("nan"));
+}
 
-  absl::Status negative = ValidatePriority(-2.5);
+TEST(ValidatePriorityWeightTest, AcceptsFiniteNonNegative) {
+  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
+                      1.0, std::numeric_limits<double>::max()}) {
+    EXPECT_TRUE(ValidatePriorityWeight(good).ok()) << good;
+  }
+}
+
+TEST(ValidatePriorityWeightTest, RejectsNaNNegativeAndInfiniteWithValueInMessage) {
+  absl::Status nan = ValidatePriorityWeight(kNaN);
+  EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(nan.message(), HasSubstr("nan"));
+
+  absl::Status negative = ValidatePriorityWeight(-2.5);
   EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(negative.message(), HasSubstr("-2.5"));
 
-  absl::Status inf = ValidatePriority(kInf);
+  absl::Status inf = ValidatePriorityWeight(kInf);
   EXPECT_EQ(inf.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(inf.message(), HasSubstr("inf"));
 
-  EXPECT_EQ(ValidatePriority(-kInf).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePriorityWeight(-kInf).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MakeSelectorTest, RejectsBadPriorityExponent) {

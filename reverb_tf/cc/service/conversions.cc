@@ -190,6 +190,8 @@ void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
   *out->mutable_config() = TableOptionsToConfig(info.options);
   out->set_current_size(info.current_size);
   out->set_num_unique_samples(info.num_unique_samples);
+  out->set_num_episodes(info.num_episodes);
+  out->set_num_deleted_episodes(info.num_deleted_episodes);
   proto::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
   RateLimiterToConfig(info.rate_limiter_info.options, limiter->mutable_config());
   limiter->set_inserts(info.rate_limiter_info.inserts);
@@ -204,6 +206,8 @@ absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& proto_info)
   ASSIGN_OR_RETURN(info.options, TableOptionsFromConfig(proto_info.config()));
   info.current_size = proto_info.current_size();
   info.num_unique_samples = proto_info.num_unique_samples();
+  info.num_episodes = proto_info.num_episodes();
+  info.num_deleted_episodes = proto_info.num_deleted_episodes();
   const proto::RateLimiterInfo& limiter = proto_info.rate_limiter_info();
   info.rate_limiter_info.options = info.options.rate_limiter;
   info.rate_limiter_info.inserts = limiter.inserts();

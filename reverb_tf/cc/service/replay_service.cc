@@ -36,6 +36,7 @@ absl::StatusOr<Item> ItemFromProto(
   Item item;
   item.key = proto_item.key();
   item.priority = proto_item.priority();
+  item.legacy_steps = proto_item.legacy_steps();
   item.trajectory.reserve(proto_item.columns_size());
   for (const proto::Column& proto_column : proto_item.columns()) {
     TrajectoryColumn& column = item.trajectory.emplace_back();
@@ -94,7 +95,12 @@ grpc::Status ReplayService::InsertStream(
     const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
     for (const proto::Item& proto_item : request.items()) {
       auto table = FindTable(proto_item.table());
-      if (!table.ok()) return ToGrpcStatus(table.status());
+      if (!table.ok()) {
+        // An item naming a table the server lacks is a bad item (dm-reverb
+        // reports it as an invalid argument too), not a missing resource.
+        return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+            "item ", proto_item.key(), ": ", table.status().message())));
+      }
       auto item = ItemFromProto(proto_item, chunks);
       if (!item.ok()) return ToGrpcStatus(item.status());
       absl::Status status = (*table)->InsertOrAssign(*item, absl::ZeroDuration());

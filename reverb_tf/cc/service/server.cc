@@ -102,6 +102,13 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
 
 ReplayServer::~ReplayServer() { Stop(); }
 
+absl::StatusOr<std::shared_ptr<Table>> ReplayServer::FindTable(const std::string& name) const {
+  for (const auto& table : tables_) {
+    if (table->name() == name) return table;
+  }
+  return absl::NotFoundError(absl::StrCat("no table named '", name, "'"));
+}
+
 void ReplayServer::Stop() {
   {
     absl::MutexLock lock(&mu_);

@@ -67,6 +67,9 @@ class REVERB_TF_EXPORT ReplayServer {
   // Saves a checkpoint (what the Checkpoint RPC does).
   absl::StatusOr<CheckpointStats> Checkpoint();
 
+  // The served table named `name`; NOT_FOUND if there is none.
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
+
   void Stop();
   // Blocks until Stop() has completed.
   void Wait();

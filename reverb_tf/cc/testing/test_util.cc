@@ -62,6 +62,12 @@ TableOptions MakeTableOptions(const std::string& name, SelectorOptions sampler,
 SelectorOptions Uniform() { return {SelectorOptions::Kind::kUniform, 1.0}; }
 SelectorOptions Fifo() { return {SelectorOptions::Kind::kFifo, 1.0}; }
 SelectorOptions Lifo() { return {SelectorOptions::Kind::kLifo, 1.0}; }
+SelectorOptions MinHeap() {
+  SelectorOptions options;
+  options.kind = SelectorOptions::Kind::kMinHeap;
+  return options;
+}
+
 SelectorOptions Prioritized(double exponent) {
   return {SelectorOptions::Kind::kPrioritized, exponent};
 }

@@ -30,6 +30,7 @@ SelectorOptions Uniform();
 SelectorOptions Fifo();
 SelectorOptions Lifo();
 SelectorOptions Prioritized(double exponent);
+SelectorOptions MinHeap();
 
 // Heap bytes in use right now (glibc: arena + mmapped blocks).
 size_t HeapBytesInUse();

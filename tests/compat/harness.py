@@ -1,0 +1,185 @@
+"""What a program can observe, as JSON: the heart of the differential tests.
+
+A scenario is a function `scenario_<name>(ctx)` in `scenarios/*.py`. It
+uses `ctx.reverb` (either `reverb` from dm-reverb 0.14 or `reverb_tf`; the
+scenario cannot tell which) and returns what a program would see: return
+values, shapes, dtypes, exceptions. `run_scenarios.py` runs every scenario
+under one module and writes `normalize`d observations as JSON;
+`test_differential.py` runs it under both and compares.
+
+This file is imported under both interpreters (Python 3.11 with TF 2.14 and
+with TF 2.21), so it uses nothing but the standard library, numpy, dm-tree
+and TensorFlow.
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+
+def _class_name(cls: type) -> str:
+    return cls.__qualname__
+
+
+def _tf():
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf
+
+
+def _exception(error: BaseException) -> Dict[str, Any]:
+    tf = _tf()
+    mro = type(error).__mro__
+    return {"__raises__": {
+        "builtin_bases": sorted(c.__name__ for c in mro
+                                if c.__module__ == "builtins" and c not in
+                                (BaseException, Exception, object)),
+        "tf_errors": sorted(c.__name__ for c in mro
+                            if issubclass(c, tf.errors.OpError) and c is not tf.errors.OpError),
+        "reverb_errors": sorted(c.__name__ for c in mro
+                                if c.__module__ in ("reverb.errors", "reverb_tf.errors")),
+    }}
+
+
+def normalize(value: Any) -> Any:
+    """Turns a value into JSON that two implementations can be compared on.
+
+    Types are named by their class name alone (`reverb.X` and `reverb_tf.X`
+    compare equal); arrays and tensors keep dtype, shape and values.
+    """
+    if isinstance(value, BaseException):
+        return _exception(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"__float__": repr(value)} if not math.isfinite(value) else value
+    if isinstance(value, bytes):
+        return {"__bytes__": value.decode("latin-1")}
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            values = [normalize(v) for v in value.ravel().tolist()]
+        else:
+            values = normalize(value.ravel().tolist())
+        return {"__ndarray__": str(value.dtype), "shape": list(value.shape), "values": values}
+    if isinstance(value, np.generic):
+        return {"__npscalar__": str(value.dtype), "value": normalize(value.item())}
+    if isinstance(value, type):
+        return {"__class__": _class_name(value)}
+    module = type(value).__module__ or ""
+    if module.startswith("tensorflow"):
+        tf = _tf()
+        if isinstance(value, tf.TensorSpec):
+            return {"__spec__": value.dtype.name, "shape": value.shape.as_list()
+                    if value.shape.rank is not None else None, "name": value.name}
+        if isinstance(value, tf.TensorShape):
+            return {"__shape__": value.as_list() if value.rank is not None else None}
+        if isinstance(value, tf.DType):
+            return {"__dtype__": value.name}
+        if isinstance(value, (tf.Tensor, tf.Variable)) and hasattr(value, "numpy"):
+            array = value.numpy()
+            return {"__tensor__": value.dtype.name, "value": normalize(np.asarray(array))}
+    if hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields"):
+        from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+        return {"__proto__": value.DESCRIPTOR.name,
+                "fields": json_format.MessageToDict(value, preserving_proto_field_name=True)}
+    if dataclasses.is_dataclass(value):
+        return {"__dataclass__": _class_name(type(value)),
+                "fields": {f.name: normalize(getattr(value, f.name))
+                           for f in dataclasses.fields(value)}}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {"__namedtuple__": _class_name(type(value)),
+                "fields": {f: normalize(getattr(value, f)) for f in value._fields}}
+    if isinstance(value, dict):
+        return {"__dict__": _class_name(type(value)),
+                "items": [[normalize(k), normalize(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return {"__" + type(value).__name__ + "__": [normalize(v) for v in value]}
+    return {"__object__": _class_name(type(value))}
+
+
+class Context:
+    """What a scenario gets: the module under test and servers it cleans up."""
+
+    def __init__(self, reverb: Any) -> None:
+        self.reverb = reverb
+        self._servers: List[Any] = []
+
+    def server(self, tables: List[Any], **kwargs: Any) -> Tuple[Any, Any]:
+        """Starts a server on a free port; returns (server, client)."""
+        server = self.reverb.Server(tables=tables, **kwargs)
+        self._servers.append(server)
+        return server, self.reverb.Client(f"localhost:{server.port}")
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Calls `fn`; returns its result or the exception it raised."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # pylint: disable=broad-except
+            return e
+
+    def close(self) -> None:
+        for server in self._servers:
+            try:
+                server.stop()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        self._servers.clear()
+
+
+# Observations whose float values differ by rounding only are equal.
+_REL_TOL = 1e-6
+
+# Builtin bases reverb_tf adds on purpose, per reverb error class: a rate
+# limiter timeout is also a TimeoutError (README, "Errors"). Code written for
+# dm-reverb never catches these by the extra base by mistake: dm-reverb's
+# DeadlineExceededError derives from Exception only.
+_EXTRA_BASES = {"DeadlineExceededError": {"TimeoutError", "OSError"}}
+
+
+def differences(want: Any, got: Any, path: str = "") -> List[str]:
+    """Lists where `got` (reverb_tf) differs from `want` (dm-reverb).
+
+    Exceptions compare by the classes a program can catch: the same builtin
+    and tf.errors bases, and at least dm-reverb's reverb.errors classes.
+    """
+    if isinstance(want, dict) and "__raises__" in want:
+        if not (isinstance(got, dict) and "__raises__" in got):
+            return [f"{path}: dm-reverb raises {want['__raises__']}, reverb_tf gives {got!r:.300}"]
+        w, g = want["__raises__"], got["__raises__"]
+        allowed = set().union(*[_EXTRA_BASES.get(c, set()) for c in w["reverb_errors"]])
+        g = dict(g, builtin_bases=sorted(set(g["builtin_bases"]) - (allowed - set(w["builtin_bases"]))))
+        out = []
+        for field in ("builtin_bases", "tf_errors"):
+            if w[field] != g[field]:
+                out.append(f"{path}: exception {field} {g[field]} != dm-reverb's {w[field]}")
+        if not set(w["reverb_errors"]) <= set(g["reverb_errors"]):
+            out.append(f"{path}: exception not a {w['reverb_errors']} (is {g['reverb_errors']})")
+        return out
+    if isinstance(want, float) or isinstance(got, float):
+        if (isinstance(want, (int, float)) and isinstance(got, (int, float))
+                and not isinstance(want, bool) and not isinstance(got, bool)
+                and math.isclose(want, got, rel_tol=_REL_TOL, abs_tol=1e-12)):
+            return []
+        return [f"{path}: {got!r} != dm-reverb's {want!r}"]
+    if isinstance(want, dict) and isinstance(got, dict):
+        out = []
+        for key in sorted(set(want) | set(got), key=str):
+            if key not in got:
+                out.append(f"{path}.{key}: missing (dm-reverb has {want[key]!r:.200})")
+            elif key not in want:
+                out.append(f"{path}.{key}: extra {got[key]!r:.200}")
+            else:
+                out.extend(differences(want[key], got[key], f"{path}.{key}"))
+        return out
+    if isinstance(want, list) and isinstance(got, list):
+        if len(want) != len(got):
+            return [f"{path}: {len(got)} elements != dm-reverb's {len(want)}: "
+                    f"{got!r:.300} vs {want!r:.300}"]
+        out = []
+        for i, (w, g) in enumerate(zip(want, got)):
+            out.extend(differences(w, g, f"{path}[{i}]"))
+        return out
+    if want != got:
+        return [f"{path}: {got!r:.300} != dm-reverb's {want!r:.300}"]
+    return []

@@ -1,0 +1,161 @@
+"""Differential tests: each scenario under dm-reverb 0.14 and under reverb_tf.
+
+Both runs happen once per session, side by side in child processes
+(`run_scenarios.py`); each scenario is then one test comparing what the
+two observed (`harness.differences`). The dm-reverb 0.14 oracle is the venv
+`scripts/setup_oracle.sh` builds (`$REVERB_TF_ORACLE_PYTHON` overrides it);
+without it these tests fail, they do not skip.
+
+Where reverb_tf differs on purpose, `DELIBERATE` names the scenario, what is
+left out of the comparison and why.
+"""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Callable, Dict, Tuple
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # pylint: disable=g-import-not-at-top
+import run_scenarios  # pylint: disable=g-import-not-at-top
+
+_TIMEOUT_S = 900
+_SCENARIO_TIMEOUT_S = 60
+
+
+def oracle_python() -> str:
+    """The dm-reverb 0.14 venv's interpreter."""
+    explicit = os.environ.get("REVERB_TF_ORACLE_PYTHON")
+    if explicit:
+        return explicit
+    cache = os.environ.get("REVERB_TF_CACHE", os.path.expanduser("~/.cache/reverb_tf"))
+    return os.path.join(cache, "dm-reverb-venv", "bin", "python")
+
+
+def _scenario_ids():
+    return [scenario_id for scenario_id, _, _ in run_scenarios.scenario_functions()]
+
+
+# Scenario id -> (why we differ, a function applied to both observations
+# before comparing, removing what differs on purpose).
+def _sort_dict_items(observation: Any) -> Any:
+    """The observation with every dict's items in key order."""
+    if isinstance(observation, dict):
+        out = {k: _sort_dict_items(v) for k, v in observation.items()}
+        if "__dict__" in out and isinstance(out.get("items"), list):
+            out["items"] = sorted(out["items"], key=lambda item: json.dumps(item[0]))
+        return out
+    if isinstance(observation, list):
+        return [_sort_dict_items(v) for v in observation]
+    return observation
+
+
+def _without(*paths: str) -> Callable[[Any], Any]:
+    """Drops the named top-level entries of a dict observation."""
+    def strip(observation: Any) -> Any:
+        items = [item for item in observation["items"] if item[0] not in paths]
+        return dict(observation, items=items)
+    return strip
+
+
+DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
+    "client.unpacked_signature_key_order": (
+        "reverb_tf hands signatures back with every dict's keys sorted (tree.flatten's "
+        "order); dm-reverb's order for nested dicts is whatever its protobuf map "
+        "iteration gives, which is unspecified. Same keys and values.",
+        _sort_dict_items),
+    "client.mutate_priorities_and_delete": (
+        "a NaN priority is rejected (InvalidArgumentError) on every path; dm-reverb "
+        "rejects it on insert but accepts it in mutate_priorities, where it breaks a "
+        "heap's order",
+        _without("nan")),
+    "module_surface.tables_and_limiters": (
+        "Queue(0) and Prioritized(-1.0) raise ValueError at once; dm-reverb accepts "
+        "them and the table then never serves (queue) or fails on first use",
+        lambda o: _without("limiter_errors", "selector_errors")(o)),
+    "module_surface.errors_module": (
+        "DeadlineExceededError is also a TimeoutError (an extra base: code catching "
+        "dm-reverb's classes still catches it)",
+        _without("deadline_bases")),
+}
+
+
+def _run_all(python: str, module: str, out: str, ids) -> Dict[str, Any]:
+    """Runs `ids` under `module`; a scenario that hangs or kills its process is
+    recorded as such, and the rest run on in a fresh process. Scenarios that
+    failed that way are retried once, alone, before they count.
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONDONTWRITEBYTECODE="1")
+    results: Dict[str, Any] = {}
+    logs = []
+    pending = list(ids)
+    retried = set()
+    while pending:
+        # A neutral working directory: dm-reverb's package holds a `platform`
+        # module that shadows the standard one when its directory is the cwd.
+        process = subprocess.run(
+            [python, os.path.join(HERE, "run_scenarios.py"), "--module", module,
+             "--out", out, "--only", ",".join(pending), "--timeout_s", str(_SCENARIO_TIMEOUT_S)],
+            cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            timeout=_TIMEOUT_S, check=False)
+        with open(out) as f:
+            for line in f:
+                entry = json.loads(line)
+                results[entry["id"]] = entry["observation"]
+        pending = [i for i in pending if i not in results]
+        if process.returncode == 0 or not pending:
+            break
+        logs.append(process.stdout[-4000:])
+        broken = pending[0]
+        if broken in retried:
+            results[broken] = {"__scenario_failed__": f"{module}: the process died or hung "
+                               f"running it (exit {process.returncode}):\n{logs[-1]}"}
+            pending = pending[1:]
+        else:
+            retried.add(broken)
+            # Alone in a fresh process next: earlier scenarios may have left
+            # state behind that this one tripped over.
+            pending = [broken] + pending[1:]
+    return results
+
+
+@pytest.fixture(scope="session")
+def observations(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
+    oracle = oracle_python()
+    assert os.path.exists(oracle), (
+        f"the dm-reverb 0.14 oracle venv is missing ({oracle}); run scripts/setup_oracle.sh")
+    tmp = tmp_path_factory.mktemp("differential")
+    ids = _scenario_ids()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        oracle_run = pool.submit(_run_all, oracle, "reverb", str(tmp / "reverb.jsonl"), ids)
+        ours_run = pool.submit(_run_all, sys.executable, "reverb_tf",
+                               str(tmp / "reverb_tf.jsonl"), ids)
+        return {"reverb": oracle_run.result(), "reverb_tf": ours_run.result()}
+
+
+@pytest.mark.parametrize("scenario_id", _scenario_ids())
+def test_same_observations(observations, scenario_id: str) -> None:
+    want = observations["reverb"].get(scenario_id)
+    got = observations["reverb_tf"].get(scenario_id)
+    assert want is not None and got is not None, f"{scenario_id} did not run"
+    assert not (isinstance(want, dict) and "__scenario_failed__" in want), (
+        f"the scenario itself fails under dm-reverb:\n{want['__scenario_failed__']}")
+    if isinstance(got, dict) and "__scenario_failed__" in got:
+        pytest.fail(f"fails under reverb_tf only:\n{got['__scenario_failed__']}")
+    if scenario_id in DELIBERATE:
+        _, strip = DELIBERATE[scenario_id]
+        want, got = strip(want), strip(got)
+    found = harness.differences(want, got, scenario_id)
+    assert not found, "\n".join(found[:40])
+
+
+def test_every_scenario_is_compared(observations) -> None:
+    ids = set(_scenario_ids())
+    assert len(ids) >= 1
+    assert set(observations["reverb"]) == ids == set(observations["reverb_tf"])

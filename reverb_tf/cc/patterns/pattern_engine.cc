@@ -175,6 +175,16 @@ absl::StatusOr<PatternConfig> ConfigFromProto(const StructuredWriterConfig& prot
                          absl::StrCat("conditions[", i, "]: ", status.message()));
     }
   }
+  for (const PatternConfig::Node& node : config.nodes) config.columns_read.push_back(node.column);
+  for (const PatternConfig::Condition& condition : config.conditions) {
+    if (condition.left == PatternConfig::Condition::Left::kData) {
+      config.columns_read.push_back(condition.data_column);
+    }
+  }
+  std::sort(config.columns_read.begin(), config.columns_read.end());
+  config.columns_read.erase(
+      std::unique(config.columns_read.begin(), config.columns_read.end()),
+      config.columns_read.end());
   switch (proto.priority().priority_fn_case()) {
     case Priority::kConstantFn:
       config.priority_kind = PatternConfig::PriorityKind::kConstant;
@@ -300,6 +310,7 @@ absl::Status PatternEngine::TryConfigs(bool end_of_episode, std::vector<Applicat
     ConfigState& state = states_[i];
     if (state.applied_in_step) continue;
     const PatternConfig& config = configs_[i];
+    if (!ReadsCurrentStep(config)) continue;
     if (!ConditionsHold(config, state, end_of_episode)) continue;
     Application application;
     application.config = static_cast<int32_t>(i);
@@ -310,6 +321,14 @@ absl::Status PatternEngine::TryConfigs(bool end_of_episode, std::vector<Applicat
     out->push_back(std::move(application));
   }
   return absl::OkStatus();
+}
+
+bool PatternEngine::ReadsCurrentStep(const PatternConfig& config) const {
+  const std::vector<bool>& present = buffer_.back().present;
+  for (int32_t column : config.columns_read) {
+    if (static_cast<size_t>(column) < present.size() && present[column]) return true;
+  }
+  return false;
 }
 
 bool PatternEngine::ConditionsHold(const PatternConfig& config, const ConfigState& state,

@@ -17,10 +17,11 @@
 //     -min(start, stop) over all nodes of all configs. A step opened by a
 //     partial append is in the buffer at once.
 //   * After every append (partial or not) each config that has not yet been
-//     applied in the current step is tried, in config order. It applies when
-//     all its conditions hold and every step every node references is in
-//     the buffer and has a value for the node's column. Each config applies
-//     at most once per step.
+//     applied in the current step is tried, in config order, if at least one
+//     column it reads (in a node or a data condition) has a value in the
+//     current step. It applies when all its conditions hold and every step
+//     every node references is in the buffer and has a value for the node's
+//     column. Each config applies at most once per step.
 //   * Node `stop = -k` (no start): the k-th most recent step, squeezed.
 //     Node `start = -k[, stop][, step]`: Python's buffer[-k:stop:step]; it
 //     needs k steps in the buffer.
@@ -33,7 +34,7 @@
 //     bool, whatever `inverse` says). Comparisons: eq, ge, mod_eq (C++ `%`,
 //     so negative values have negative remainders); `inverse` negates.
 //   * EndEpisode() tries the configs once more with is_end_episode = 1 and
-//     the last step (open or not) as the most recent, if the episode has any
+//     the last step (open or not) as the current one, if the episode has any
 //     step; it does not count as a step. Then the open step is closed, the
 //     step index restarts at 0 and, with clear_buffers, the buffer empties.
 //   * Priorities: constant, or TD error computed from the last node (in flat
@@ -82,6 +83,8 @@ struct PatternConfig {
   enum class PriorityKind { kNone, kConstant, kTdError };
 
   std::vector<Node> nodes;
+  // The columns the nodes and data conditions read, each once.
+  std::vector<int32_t> columns_read;
   std::string table;
   std::vector<Condition> conditions;
   PriorityKind priority_kind = PriorityKind::kNone;
@@ -190,6 +193,8 @@ class PatternEngine {
 
   // Tries every config not yet applied in the current step.
   absl::Status TryConfigs(bool end_of_episode, std::vector<Application>* out);
+  // Some column the config reads has a value in the current step.
+  bool ReadsCurrentStep(const PatternConfig& config) const;
   bool ConditionsHold(const PatternConfig& config, const ConfigState& state,
                       bool end_of_episode) const;
   // Fills `application` if every referenced step has the node's column.

@@ -161,6 +161,36 @@ TEST(PatternEngineTest, MissingCellsPreventApplication) {
   EXPECT_THAT(d.Step({0, 1, 7}), ElementsAre("c0:[5,6]|6"));  // unknown columns are fine
 }
 
+// dm-reverb only looks at a config when the current step has a value for
+// a column the config reads (its nodes or data conditions).
+TEST(PatternEngineTest, ConfigsNeedAColumnTheyReadInTheCurrentStep) {
+  PatternEngine engine = MakeEngine({MakeConfig({{0, {}, -2, {}}}),
+                                     MakeConfig({{0, {}, -2, {}}, {1, {}, -1, {}}}),
+                                     MakeConfig({{1, {}, -2, {}}}, {}, 1.0),
+                                     MakeConfig({{0, {}, -2, {}}}, {Eq(Data(1), 1)})});
+  Driver d(&engine);
+  EXPECT_THAT(d.Step({0, 1}, {Scalar(), Scalar::Integer(0)}), IsEmpty());
+  EXPECT_THAT(d.Step({0, 1}, {Scalar(), Scalar::Integer(0)}),
+              ElementsAre("c0:0", "c1:0|1", "c2:0"));
+  // Column 0 missing now: c0 is not tried although step 1 has it; c1 reads
+  // column 1, which is here.
+  EXPECT_THAT(d.Step({1}, {Scalar::Integer(0)}), ElementsAre("c1:1|2", "c2:1"));
+  // A data condition's column counts; the pattern's column may come later.
+  EXPECT_THAT(d.Step({1}, {Scalar::Integer(1)}, true), ElementsAre("c2:2"));
+  EXPECT_THAT(d.Step({0}), IsEmpty());  // c3 failed: step 2 has no column 0
+}
+
+TEST(PatternEngineTest, EndOfEpisodeNeedsAColumnTheConfigReadsInTheLastStep) {
+  PatternEngine engine = MakeEngine({MakeConfig({{0, {}, -2, {}}}, {EndEpisode()}),
+                                     MakeConfig({{0, {}, -2, {}}, {1, {}, -1, {}}},
+                                                {EndEpisode()})});
+  Driver d(&engine);
+  d.Step({0, 1});
+  d.Step({0, 1});
+  d.Step({1});
+  EXPECT_THAT(d.End(), ElementsAre("c1:1|2"));
+}
+
 TEST(PatternEngineTest, ColumnBeyondTheStepNeverApplies) {
   PatternEngine engine = MakeEngine({MakeConfig({{5, {}, -1, {}}})});
   Driver d(&engine);

@@ -91,9 +91,14 @@ def main() -> None:
     try:
         port = json.loads(server.stdout.readline())["port"]
         address = f"localhost:{port}"
-        _run(reverb, address, min(args.steps, 2000), args.episode_length, args.n_step)  # warm up
+        warmup = _run(reverb, address, min(args.steps, 2000), args.episode_length, args.n_step)
         runs = [_run(reverb, address, args.steps, args.episode_length, args.n_step)
                 for _ in range(args.repeats)]
+        # Every item the runs counted is in the table (flush() waited for them).
+        stored = reverb.Client(address).server_info()["nstep"].current_size
+        expected = warmup["items"] + sum(run["items"] for run in runs)
+        if stored != expected:
+            raise SystemExit(f"the table holds {stored} items, expected {expected}")
     finally:
         server.stdin.close()
         server.wait(timeout=30)

@@ -29,7 +29,6 @@ import copy
 import re
 from typing import Any, Callable, NewType, Optional, Sequence
 
-import numpy as np
 import tree
 
 from reverb_tf import errors
@@ -52,13 +51,6 @@ PatternTransform = Callable[[ReferenceStep], Pattern]
 _SpecNest = Any
 
 _COLUMN_IN_MESSAGE = re.compile(r"\bcolumn (\d+)\b")
-
-
-def _to_array(value: Any) -> Any:
-    """A leaf of an appended step as the native writer takes it."""
-    if value is None or type(value) is np.ndarray:
-        return value
-    return np.asarray(value)
 
 
 class StructuredWriter:
@@ -110,7 +102,8 @@ class StructuredWriter:
                 f"Flattened data has an unexpected length, got {len(flat_data)} "
                 f"but wanted {self._flat_data_length}.")
         try:
-            self._writer.append([_to_array(leaf) for leaf in flat_data], partial_step)
+            # The native writer converts each leaf as np.asarray would.
+            self._writer.append(flat_data, partial_step)
         except errors.InvalidArgumentError as e:
             raise self._with_path(e) from None
 

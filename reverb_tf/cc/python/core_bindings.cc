@@ -515,19 +515,37 @@ PYBIND11_MODULE(_core, m) {
              });
            },
            py::arg("columns"), py::arg("partial_step") = false)
+      // Pending items are created first (they wait only on the in-flight
+      // window, which is effectively unlimited); then the wait for
+      // acknowledgements is sliced like the Writer's.
       .def("flush",
            [](StructuredWriter& writer, int32_t block_until_num_items,
               std::optional<double> timeout_s) {
-             CheckOk(RunCancellable([&](Cancellation* cancel) {
-               return writer.Flush(block_until_num_items, TimeoutFromSeconds(timeout_s), cancel);
-             }));
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreatePendingItems(slice);
+             });
+             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+             absl::Status status = trajectory_writer.Flush(block_until_num_items,
+                                                           absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return trajectory_writer.Flush(block_until_num_items, slice);
+             });
            },
            py::arg("block_until_num_items") = 0, py::arg("timeout_s") = py::none())
       .def("end_episode",
            [](StructuredWriter& writer, bool clear_buffers, std::optional<double> timeout_s) {
-             CheckOk(RunCancellable([&](Cancellation* cancel) {
-               return writer.EndEpisode(clear_buffers, TimeoutFromSeconds(timeout_s), cancel);
-             }));
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreatePendingItems(slice);
+             });
+             // Ends the episode at once; DEADLINE_EXCEEDED only says that the
+             // flush it starts is still running.
+             absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return trajectory_writer.Flush(0, slice);
+             });
            },
            py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
       .def("close",

@@ -250,9 +250,10 @@ absl::Status Unary(ClientStub& stub,
                    grpc::Status (proto::ReplayService::Stub::*method)(
                        grpc::ClientContext*, const Request&, Response*),
                    const Request& request, Response* response, absl::Duration timeout,
-                   Cancellation* cancel) {
+                   Cancellation* cancel, bool wait_for_ready = false) {
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
+  context.set_wait_for_ready(wait_for_ready);
   ScopedRpcCancellation scoped(cancel, &context);
   return FromGrpcStatus((stub.stub()->*method)(&context, request, response));
 }
@@ -262,8 +263,13 @@ absl::Status Unary(ClientStub& stub,
 absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
                                                           Cancellation* cancel) {
   proto::ServerInfoResponse response;
+  // With a deadline, a server that is not up yet (a learner started before
+  // its replay server) is waited for until the deadline, as dm-reverb does;
+  // without one, an unreachable server fails at once instead of hanging.
+  const bool wait_for_ready = timeout != absl::InfiniteDuration();
   RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::ServerInfo,
-                        proto::ServerInfoRequest(), &response, timeout, cancel));
+                        proto::ServerInfoRequest(), &response, timeout, cancel,
+                        wait_for_ready));
   std::vector<TableInfo> tables;
   for (const proto::TableInfo& table : response.tables()) {
     ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(table));

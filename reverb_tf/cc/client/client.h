@@ -126,6 +126,9 @@ class REVERB_TF_EXPORT Client {
 
   const std::string& server_address() const { return address_; }
 
+  // With a finite `timeout`, waits for an unreachable server to come up
+  // until the deadline (DEADLINE_EXCEEDED); with an infinite one, fails at
+  // once with UNAVAILABLE.
   absl::StatusOr<std::vector<TableInfo>> ServerInfo(
       absl::Duration timeout, Cancellation* cancel = nullptr);
 

@@ -382,7 +382,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tables"), py::arg("port") = 0,
            py::arg("max_message_bytes") = int64_t{256} << 20,
            py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
-           py::arg("checkpoint_keep") = 3, py::arg("checkpoint_group") = "",
+           py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0)
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)

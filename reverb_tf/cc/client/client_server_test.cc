@@ -305,9 +305,14 @@ TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   flusher.join();
   EXPECT_FALSE(flush_status.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  // A new call to the stopped server fails fast instead of hanging.
-  EXPECT_EQ(client_->ServerInfo(absl::Seconds(5)).status().code(),
+  // A new call to the stopped server without a deadline fails fast instead
+  // of hanging; with one, it waits for the server until the deadline.
+  EXPECT_EQ(client_->ServerInfo(absl::InfiniteDuration()).status().code(),
             absl::StatusCode::kUnavailable);
+  const absl::Time waited_from = absl::Now();
+  EXPECT_EQ(client_->ServerInfo(absl::Milliseconds(300)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(absl::Now() - waited_from, absl::Milliseconds(250));
 }
 
 TEST(ServerTest, BadOptionsAreRejected) {

@@ -389,12 +389,13 @@ def test_uniform_probability_and_times_sampled(make_server):
 
 
 @pytest.mark.parametrize("remover,survivors", [
-    (reverb.selectors.Fifo(), {1, 2, 3}), (reverb.selectors.Lifo(), {0, 1, 3}),
+    (reverb.selectors.Fifo(), {1, 2, 3}), (reverb.selectors.Lifo(), {0, 1, 2}),
     (reverb.selectors.MinHeap(), {0, 2, 3}), (reverb.selectors.MaxHeap(), {1, 2, 3})])
 def test_removers_evict_when_full(make_server, remover, survivors):
     server = make_server(table(remover=remover, max_size=3))
     client = server.localhost_client()
-    # Inserting item 3 evicts one of items 0 (priority 3), 1 (1) and 2 (2).
+    # Inserting item 3 (priority 1) evicts one of items 0 (priority 3), 1 (1),
+    # 2 (2) and 3 itself, as dm-reverb's remover does.
     insert_values(client, "t", [3.0, 1.0, 2.0, 1.0])
     assert client.server_info()["t"].current_size == 3
     seen = {value_of(s) for s in client.sample("t", 100, emit_timesteps=False)}

@@ -27,6 +27,9 @@ from reverb_tf.cc import schema_pb2
 # the caller's brake); a large window keeps create_item from blocking.
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
+# Client.sample: samples requested ahead of what the generator has yielded.
+_SAMPLES_IN_FLIGHT = 256
+
 
 def _call_stats(stats: Any) -> Any:
     return schema_pb2.RateLimiterCallStats(
@@ -431,9 +434,10 @@ class Client:
         """Samples `num_samples` items from `table`.
 
         A generator: nothing happens until it is iterated, and iterating
-        blocks while the table's rate limiter holds samples back. Samples are
-        requested from the server in batches of up to the number still
-        wanted. For training, prefer the datasets.
+        blocks while the table's rate limiter holds samples back. One stream
+        serves the whole generator with at most 256 samples requested ahead
+        of what was yielded, so memory stays bounded for any `num_samples`.
+        For training, prefer the datasets.
 
         Args:
           table: Name of the table.
@@ -465,10 +469,12 @@ class Client:
         unflatten = self._unflattener(table) if unpack_as_table_signature else None
         sample_info = replay_sample.SampleInfo._make
         sample = replay_sample.ReplaySample
-        remaining = num_samples
-        while remaining > 0:
-            batch = self._client.sample(table, remaining, timeout_s)
-            remaining -= len(batch)
+        sampler = self._client.new_sampler(
+            table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s)
+        while True:
+            batch = sampler.next_batch(_SAMPLES_IN_FLIGHT)
+            if not batch:
+                return
             for info_tuple, data, squeezed in batch:
                 info = sample_info(info_tuple[:5])
                 if not emit_timesteps:

@@ -6,6 +6,7 @@ skipped.
 """
 import collections
 import faulthandler
+import itertools
 import pickle
 import threading
 import time
@@ -671,3 +672,35 @@ def test_unreachable_server():
     client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)):
         client.server_info(timeout=2)
+
+
+# -- issue 14, defect 2: Client.sample is lazy, with bounded memory ------------
+
+
+def test_sample_of_a_huge_count_yields_lazily(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    insert_values(client, "t", [1.0, 1.0, 1.0])
+    started = time.monotonic()
+    # Used to allocate the whole result first and abort the process.
+    samples = list(itertools.islice(client.sample("t", 10**15, emit_timesteps=False), 5))
+    assert len(samples) == 5
+    assert time.monotonic() - started < 10
+
+
+def test_sample_memory_stays_bounded_for_many_large_samples(make_server):
+    import psutil  # pylint: disable=g-import-not-at-top
+    server = make_server(table())
+    client = server.localhost_client()
+    client.insert(np.zeros(1 << 14, np.float32), priorities={"t": 1.0})  # 64 KiB
+    process = psutil.Process()
+    list(client.sample("t", 300, emit_timesteps=False))  # warm up allocators
+    before = process.memory_info().rss
+    generator = client.sample("t", 5000, emit_timesteps=False)
+    next(generator)
+    peak = process.memory_info().rss
+    for i, _ in enumerate(generator):
+        if i % 250 == 0:
+            peak = max(peak, process.memory_info().rss)
+    # 5000 samples of 64 KiB are 320 MiB; the stream holds at most 256 ahead.
+    assert peak - before < 100 << 20, (before, peak)

@@ -200,6 +200,16 @@ absl::Status Sampler::Next(Sample* sample) {
   return absl::OkStatus();
 }
 
+bool Sampler::TryNext(Sample* sample) {
+  if (!error_.ok() || next_in_buffer_ == buffer_.size() ||
+      (options_.max_samples >= 0 && returned_ >= options_.max_samples)) {
+    return false;
+  }
+  *sample = std::move(buffer_[next_in_buffer_++]);
+  ++returned_;
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
                                                             const SamplerOptions& options) {
   if (options.max_in_flight < 1) {

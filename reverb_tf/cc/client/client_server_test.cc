@@ -5,8 +5,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
@@ -313,6 +315,56 @@ TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   EXPECT_EQ(client_->ServerInfo(absl::Milliseconds(300)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_GE(absl::Now() - waited_from, absl::Milliseconds(250));
+}
+
+// Issue 14, defect 1: a chunk whose zstd frame declares far more bytes than
+// its dtype and shape (or that does not decode) must be refused by the
+// server, so that no client ever decompresses it.
+TEST_F(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
+      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  const int64_t tib = int64_t{1} << 40;
+  std::string frame("\x28\xb5\x2f\xfd\xe0", 5);  // zstd magic, 8-byte size, one segment
+  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(tib >> (8 * i)));
+  frame.append("\x01\x00\x00", 3);  // an empty last raw block
+  for (int64_t declared : {tib, int64_t{24}}) {
+    grpc::ClientContext context;
+    auto stream = stub->InsertStream(&context);
+    proto::InsertRequest request;
+    proto::Chunk* chunk = request.add_chunks();
+    chunk->set_key(7);
+    proto::Tensor* tensor = chunk->mutable_tensor();
+    tensor->set_dtype(static_cast<int32_t>(DType::kFloat));
+    tensor->add_shape(3);
+    tensor->add_shape(2);
+    tensor->set_compression(1);
+    tensor->set_uncompressed_size(declared);
+    tensor->set_data(frame);
+    proto::Item* item = request.add_items();
+    item->set_key(1);
+    item->set_table("t");
+    item->set_priority(1.0);
+    proto::Slice* slice = item->add_columns()->add_slices();
+    slice->set_chunk_key(7);
+    slice->set_length(1);
+    stream->Write(request);
+    stream->WritesDone();
+    proto::InsertResponse response;
+    EXPECT_FALSE(stream->Read(&response));
+    grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("chunk 7"), std::string::npos) << status.error_message();
+  }
+  EXPECT_EQ(TableSize("t"), 0);
+  // A normal round trip still works.
+  auto writer = NewWriter();
+  auto step = writer->Append({FloatStep(3)});
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  auto samples = client_->SampleItems("t", 1, Bounded());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(FirstFloat((*samples)[0].columns[0]), 3.0f);
 }
 
 TEST(ServerTest, BadOptionsAreRejected) {

@@ -82,6 +82,13 @@ grpc::Status ReplayService::InsertStream(
   while (stream->Read(&request)) {
     for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
       auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
+      // A stored chunk must decompress to what it declares for every client
+      // that samples it, so compressed chunks are decoded once here.
+      if (payload.ok()) {
+        if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
+          payload = verified;
+        }
+      }
       if (!payload.ok()) {
         return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
             "chunk ", proto_chunk.key(), ": ", payload.status().message())));

@@ -119,15 +119,18 @@ class Writer:
 
         Raises:
           InvalidArgumentError: (a ValueError) If the step's structure,
-            dtypes or shapes differ from the first step's, or it holds None.
+            dtypes or shapes differ from the first step's.
+          TypeError: If a leaf is None.
           ReverbError: If the native writer fails.
         """
         flat = tree.flatten(data)
         arrays = []
         for i, value in enumerate(flat):
             if value is None:
-                raise errors.InvalidArgumentError(
-                    f"Writer.append: leaf {i} of the step is None; every step must be complete")
+                # TypeError, as dm-reverb raises for a None leaf here.
+                raise TypeError(
+                    f"Writer.append: leaf {i} of the step is None; every step of the legacy "
+                    "Writer must have a value in every leaf")
             arrays.append(_to_array(value))
         specs = [(a.dtype, a.shape) for a in arrays]
         if self._specs is None:

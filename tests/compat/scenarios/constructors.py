@@ -52,7 +52,25 @@ def scenario_writer_after_close(ctx):
     writer.flush()
     writer.close()
     return {"append": ctx.call(writer.append, {"a": np.int32(2)}),
+            "flush": ctx.call(writer.flush),
+            "end_episode": ctx.call(writer.end_episode),
+            "create_item": ctx.call(writer.create_item, "q", 1.0, writer.history["a"][-1]),
             "size": client.server_info()["q"].current_size}
+
+
+def scenario_append_with_none_leaves(ctx):
+    reverb = ctx.reverb
+    _, client = ctx.server([reverb.Table.queue("q", 5)])
+    with client.trajectory_writer(2) as writer:
+        first = ctx.call(writer.append, [np.int32(1), None])
+        second = ctx.call(writer.append, [None, np.float32(2.0)])
+        history = {"len0": len(writer.history[0]), "len1": len(writer.history[1])}
+        missing = ctx.call(lambda: writer.history[1][0])
+    legacy = client.writer(2)
+    legacy_none = ctx.call(legacy.append, [np.int32(1), None])
+    legacy.close()
+    return {"first": first, "second": second, "history": history, "missing": missing,
+            "legacy_none": legacy_none}
 
 
 def scenario_trajectory_writer_configure(ctx):

@@ -704,3 +704,13 @@ def test_sample_memory_stays_bounded_for_many_large_samples(make_server):
             peak = max(peak, process.memory_info().rss)
     # 5000 samples of 64 KiB are 320 MiB; the stream holds at most 256 ahead.
     assert peak - before < 100 << 20, (before, peak)
+
+
+def test_a_huge_unknown_table_name_is_not_found_with_a_bounded_message(make_server):
+    # Issue 14, defect 7: a 100 KB name echoed whole exceeded gRPC's error size
+    # limit, and the client saw RESOURCE_EXHAUSTED instead of NOT_FOUND.
+    server = make_server(table())
+    client = server.localhost_client()
+    with pytest.raises(errors.NotFoundError) as raised:
+        client.mutate_priorities("x" * 100_000, updates={1: 1.0})
+    assert "100000 bytes" in str(raised.value) and len(str(raised.value)) < 1000

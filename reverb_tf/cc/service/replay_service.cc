@@ -69,7 +69,14 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
     const std::string& name) const {
   auto it = tables_.find(name);
   if (it == tables_.end()) {
-    return absl::NotFoundError(absl::StrCat("no table named '", name, "'"));
+    // The name comes from the request: echo a bounded prefix, so that the
+    // error stays within gRPC's metadata limit whatever the client sent.
+    constexpr size_t kEchoed = 128;
+    return absl::NotFoundError(
+        name.size() <= kEchoed
+            ? absl::StrCat("no table named '", name, "'")
+            : absl::StrCat("no table named '", name.substr(0, kEchoed), "...' (",
+                           name.size(), " bytes)"));
   }
   return it->second;
 }

@@ -548,7 +548,10 @@ class Client:
         Raises:
           FailedPreconditionError: If the server has no checkpointer (a
             `reverb_tf_server` started without a checkpoint directory).
-          UnavailableError: If the checkpoint could not be written (e.g. the
-            disk is full); the previous checkpoints are untouched.
+          ReverbError: If the checkpoint could not be written, by the
+            operating system's reason: `ResourceExhaustedError` for a full
+            disk, `PermissionDeniedError` for a forbidden directory,
+            `UnavailableError` only for transient faults. The previous
+            checkpoints are untouched.
         """
         return self._client.checkpoint(None)

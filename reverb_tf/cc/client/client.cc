@@ -341,9 +341,14 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
   if (cancel != nullptr && !cancel->Register([raw] { raw->Cancel(); }, &id)) {
     return absl::CancelledError("sampling was cancelled before it started");
   }
-  std::vector<Sample> samples(num_samples);
+  // Grown as samples arrive: a huge num_samples must not allocate up front.
+  std::vector<Sample> samples;
+  samples.reserve(static_cast<size_t>(std::min<int64_t>(num_samples, 1024)));
   absl::Status status;
-  for (int64_t i = 0; i < num_samples && status.ok(); ++i) status = sampler->Next(&samples[i]);
+  for (int64_t i = 0; i < num_samples && status.ok(); ++i) {
+    status = sampler->Next(&samples.emplace_back());
+  }
+  if (!status.ok() && !samples.empty()) samples.pop_back();
   if (cancel != nullptr) cancel->UnregisterAndWait(id);
   RETURN_IF_ERROR(status);
   return samples;

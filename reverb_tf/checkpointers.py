@@ -42,7 +42,7 @@ class DefaultCheckpointer(CheckpointerBase):
                  path: str,
                  group: str = "",
                  fallback_checkpoint_path: Optional[str] = None,
-                 keep: int = 3) -> None:
+                 keep: int = 1) -> None:
         """Describes a checkpointer.
 
         Args:

@@ -27,6 +27,9 @@ from reverb_tf.cc import schema_pb2
 # the caller's brake); a large window keeps create_item from blocking.
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
+# Client.sample: samples requested ahead of what the generator has yielded.
+_SAMPLES_IN_FLIGHT = 256
+
 
 def _call_stats(stats: Any) -> Any:
     return schema_pb2.RateLimiterCallStats(
@@ -116,15 +119,18 @@ class Writer:
 
         Raises:
           InvalidArgumentError: (a ValueError) If the step's structure,
-            dtypes or shapes differ from the first step's, or it holds None.
+            dtypes or shapes differ from the first step's.
+          TypeError: If a leaf is None.
           ReverbError: If the native writer fails.
         """
         flat = tree.flatten(data)
         arrays = []
         for i, value in enumerate(flat):
             if value is None:
-                raise errors.InvalidArgumentError(
-                    f"Writer.append: leaf {i} of the step is None; every step must be complete")
+                # TypeError, as dm-reverb raises for a None leaf here.
+                raise TypeError(
+                    f"Writer.append: leaf {i} of the step is None; every step of the legacy "
+                    "Writer must have a value in every leaf")
             arrays.append(_to_array(value))
         specs = [(a.dtype, a.shape) for a in arrays]
         if self._specs is None:
@@ -454,9 +460,10 @@ class Client:
         """Samples `num_samples` items from `table`.
 
         A generator: nothing happens until it is iterated, and iterating
-        blocks while the table's rate limiter holds samples back. Samples are
-        requested from the server in batches of up to the number still
-        wanted. For training, prefer the datasets.
+        blocks while the table's rate limiter holds samples back. One stream
+        serves the whole generator with at most 256 samples requested ahead
+        of what was yielded, so memory stays bounded for any `num_samples`.
+        For training, prefer the datasets.
 
         Args:
           table: Name of the table.
@@ -488,10 +495,12 @@ class Client:
         unflatten = self._unflattener(table) if unpack_as_table_signature else None
         sample_info = replay_sample.SampleInfo._make
         sample = replay_sample.ReplaySample
-        remaining = num_samples
-        while remaining > 0:
-            batch = self._client.sample(table, remaining, timeout_s)
-            remaining -= len(batch)
+        sampler = self._client.new_sampler(
+            table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s)
+        while True:
+            batch = sampler.next_batch(_SAMPLES_IN_FLIGHT)
+            if not batch:
+                return
             for info_tuple, data, squeezed in batch:
                 info = sample_info(info_tuple[:5])
                 if not emit_timesteps:
@@ -562,7 +571,10 @@ class Client:
         Raises:
           FailedPreconditionError: If the server has no checkpointer (a
             `reverb_tf_server` started without a checkpoint directory).
-          UnavailableError: If the checkpoint could not be written (e.g. the
-            disk is full); the previous checkpoints are untouched.
+          ReverbError: If the checkpoint could not be written, by the
+            operating system's reason: `ResourceExhaustedError` for a full
+            disk, `PermissionDeniedError` for a forbidden directory,
+            `UnavailableError` only for transient faults. The previous
+            checkpoints are untouched.
         """
         return self._client.checkpoint(None)

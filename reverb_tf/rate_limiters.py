@@ -13,6 +13,7 @@ classes validate and carry the parameters (`_core_options`).
 """
 
 import math
+import operator
 import sys
 from typing import Tuple, Union
 
@@ -30,16 +31,14 @@ def _check_number(name: str, value: float) -> float:
 
 
 def _check_positive_int(name: str, value: int) -> int:
+    # Integers (numpy's too), not floats or bools: a TypeError, as dm-reverb's
+    # native constructors raise for them.
     if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not isinstance(value, int):
-        try:
-            as_int = int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an integer, got {value!r}") from None
-        if as_int != value:
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        value = as_int
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
     if value < 1:
         raise ValueError(f"{name} ({value}) must be a positive integer")
     return value

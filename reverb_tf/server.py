@@ -235,10 +235,7 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_inserts` < 1.
         """
-        server = self._server_ref() if self._server_ref is not None else None
-        if server is None:
-            return self._core_config().empty_table_can_insert(int(num_inserts))
-        return server._server.can_insert(self._name, int(num_inserts))  # pylint: disable=protected-access
+        return self._rate_limiter_allows("insert", num_inserts)
 
     def can_sample(self, num_samples: int) -> bool:
         """Whether `num_samples` samples would pass the rate limiter now.
@@ -255,10 +252,14 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_samples` < 1.
         """
+        return self._rate_limiter_allows("sample", num_samples)
+
+    def _rate_limiter_allows(self, what: str, n: int) -> bool:
+        """Asks the hosting server's live table, or the empty table's limiter."""
         server = self._server_ref() if self._server_ref is not None else None
         if server is None:
-            return self._core_config().empty_table_can_sample(int(num_samples))
-        return server._server.can_sample(self._name, int(num_samples))  # pylint: disable=protected-access
+            return getattr(self._core_config(), f"empty_table_can_{what}")(int(n))
+        return getattr(server._server, f"can_{what}")(self._name, int(n))  # pylint: disable=protected-access
 
     def replace(self,
                 name: Optional[str] = None,

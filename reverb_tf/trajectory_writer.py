@@ -370,6 +370,11 @@ def _make_column(hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...]
     return column
 
 
+def _closed_error() -> errors.FailedPreconditionError:
+    # A RuntimeError, as dm-reverb raises for any use after close().
+    return errors.FailedPreconditionError("the TrajectoryWriter is closed")
+
+
 class TrajectoryWriter:
     """Writes steps to a server and inserts items that reference them.
 
@@ -513,6 +518,8 @@ class TrajectoryWriter:
             structure.
           ReverbError: If the native writer fails (e.g. the connection broke).
         """
+        if self._closed:
+            raise _closed_error()
         columns = self._columns
         num_columns = len(columns)
         out = [None] * num_columns
@@ -649,6 +656,8 @@ class TrajectoryWriter:
             signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
+        if self._closed:
+            raise _closed_error()
         flat = self._flatten_trajectory(trajectory)
         box = self._box
         cached = self._checks.get(table)
@@ -716,6 +725,8 @@ class TrajectoryWriter:
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails (e.g. an item was rejected).
         """
+        if self._closed:
+            raise _closed_error()
         if block_until_num_items < 0:
             raise ValueError(
                 f"block_until_num_items must be >= 0, got {block_until_num_items}")
@@ -737,6 +748,8 @@ class TrajectoryWriter:
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails.
         """
+        if self._closed:
+            raise _closed_error()
         if self._step_open:
             raise errors.FailedPreconditionError(
                 "end_episode called while a partial step is open; complete it with "
@@ -775,6 +788,8 @@ class TrajectoryWriter:
           ValueError: If `num_keep_alive_refs` < 1 or `max_chunk_length` is
             not None and not in [1, num_keep_alive_refs].
         """
+        if self._closed:
+            raise _closed_error()
         if num_keep_alive_refs < 1:
             raise ValueError(
                 f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")

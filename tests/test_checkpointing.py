@@ -314,3 +314,22 @@ def test_binary_damaged_checkpoint_exits_naming_the_file(server_binary, start_se
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "replay.rtfckpt" in result.stderr and "truncated" in result.stderr
+
+
+def test_a_checkpoint_that_cannot_be_written_reports_a_permanent_error(tmp_path):
+    # Issue 14, defect 7: a forbidden directory is not UNAVAILABLE ("retry me").
+    import os  # pylint: disable=g-import-not-at-top
+    root = tmp_path / "ro"
+    root.mkdir()
+    server = reverb.Server([reverb.Table.queue("q", 5)],
+                           checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+    try:
+        # Root ignores permission bits; a file where the directory should be
+        # fails the same way for everyone.
+        os.rmdir(root)
+        root.write_text("not a directory")
+        with pytest.raises(reverb.errors.ReverbError) as raised:
+            reverb.Client(f"localhost:{server.port}").checkpoint()
+        assert not isinstance(raised.value, reverb.errors.UnavailableError), raised.value
+    finally:
+        server.stop()

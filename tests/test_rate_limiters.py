@@ -13,10 +13,22 @@ def test_min_size():
     assert limiter.min_size_to_sample == 3
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", None, True])
+@pytest.mark.parametrize("bad", [0, -1])
 def test_min_size_rejects_non_positive_integers(bad):
     with pytest.raises(ValueError):
         rate_limiters.MinSize(bad)
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, "3", None, True])
+def test_min_size_rejects_non_integers_with_type_error(bad):
+    # dm-reverb's native constructor raises TypeError for these.
+    with pytest.raises(TypeError):
+        rate_limiters.MinSize(bad)
+
+
+def test_min_size_takes_numpy_integers():
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    assert rate_limiters.MinSize(np.int64(4)).min_size_to_sample == 4
 
 
 @pytest.mark.parametrize("spi,min_size,buffer,expected", [

@@ -6,6 +6,7 @@ skipped.
 """
 import collections
 import faulthandler
+import itertools
 import pickle
 import threading
 import time
@@ -389,12 +390,13 @@ def test_uniform_probability_and_times_sampled(make_server):
 
 
 @pytest.mark.parametrize("remover,survivors", [
-    (reverb.selectors.Fifo(), {1, 2, 3}), (reverb.selectors.Lifo(), {0, 1, 3}),
+    (reverb.selectors.Fifo(), {1, 2, 3}), (reverb.selectors.Lifo(), {0, 1, 2}),
     (reverb.selectors.MinHeap(), {0, 2, 3}), (reverb.selectors.MaxHeap(), {1, 2, 3})])
 def test_removers_evict_when_full(make_server, remover, survivors):
     server = make_server(table(remover=remover, max_size=3))
     client = server.localhost_client()
-    # Inserting item 3 evicts one of items 0 (priority 3), 1 (1) and 2 (2).
+    # Inserting item 3 (priority 1) evicts one of items 0 (priority 3), 1 (1),
+    # 2 (2) and 3 itself, as dm-reverb's remover does.
     insert_values(client, "t", [3.0, 1.0, 2.0, 1.0])
     assert client.server_info()["t"].current_size == 3
     seen = {value_of(s) for s in client.sample("t", 100, emit_timesteps=False)}
@@ -670,3 +672,45 @@ def test_unreachable_server():
     client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)):
         client.server_info(timeout=2)
+
+
+# -- issue 14, defect 2: Client.sample is lazy, with bounded memory ------------
+
+
+def test_sample_of_a_huge_count_yields_lazily(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    insert_values(client, "t", [1.0, 1.0, 1.0])
+    started = time.monotonic()
+    # Used to allocate the whole result first and abort the process.
+    samples = list(itertools.islice(client.sample("t", 10**15, emit_timesteps=False), 5))
+    assert len(samples) == 5
+    assert time.monotonic() - started < 10
+
+
+def test_sample_memory_stays_bounded_for_many_large_samples(make_server):
+    import psutil  # pylint: disable=g-import-not-at-top
+    server = make_server(table())
+    client = server.localhost_client()
+    client.insert(np.zeros(1 << 14, np.float32), priorities={"t": 1.0})  # 64 KiB
+    process = psutil.Process()
+    list(client.sample("t", 300, emit_timesteps=False))  # warm up allocators
+    before = process.memory_info().rss
+    generator = client.sample("t", 5000, emit_timesteps=False)
+    next(generator)
+    peak = process.memory_info().rss
+    for i, _ in enumerate(generator):
+        if i % 250 == 0:
+            peak = max(peak, process.memory_info().rss)
+    # 5000 samples of 64 KiB are 320 MiB; the stream holds at most 256 ahead.
+    assert peak - before < 100 << 20, (before, peak)
+
+
+def test_a_huge_unknown_table_name_is_not_found_with_a_bounded_message(make_server):
+    # Issue 14, defect 7: a 100 KB name echoed whole exceeded gRPC's error size
+    # limit, and the client saw RESOURCE_EXHAUSTED instead of NOT_FOUND.
+    server = make_server(table())
+    client = server.localhost_client()
+    with pytest.raises(errors.NotFoundError) as raised:
+        client.mutate_priorities("x" * 100_000, updates={1: 1.0})
+    assert "100000 bytes" in str(raised.value) and len(str(raised.value)) < 1000

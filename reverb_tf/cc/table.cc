@@ -121,6 +121,14 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
   return status;
 }
 
+absl::Status Table::EvictOverflowLocked(std::vector<Item>* graveyard) {
+  while (static_cast<int64_t>(items_.size()) > options_.max_size) {
+    ASSIGN_OR_RETURN(auto victim, remover_->Sample());
+    RETURN_IF_ERROR(DeleteLocked(victim.key, graveyard));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Table::CheckPriority(double priority) const {
   const bool weights = options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
                        options_.remover.kind == SelectorOptions::Kind::kPrioritized;
@@ -197,10 +205,6 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
   // Another writer may have inserted the same key while we waited.
   if (items_.contains(item.key)) return AssignLocked(&item);
 
-  if (static_cast<int64_t>(items_.size()) >= options_.max_size) {
-    ASSIGN_OR_RETURN(auto victim, remover_->Sample());
-    RETURN_IF_ERROR(DeleteLocked(victim.key, &graveyard));
-  }
   RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
   if (absl::Status status = remover_->Insert(item.key, item.priority);
       !status.ok()) {
@@ -211,6 +215,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
   CountEpisodeLocked(item, 1);
   items_.emplace(key, std::move(item));
   rate_limiter_.RecordInsert();
+  RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
   cv_.SignalAll();
   return absl::OkStatus();
 }
@@ -487,17 +492,14 @@ absl::Status Table::LoadItems(std::vector<Item> items) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table '", name(), "': item ", item.key, " appears twice"));
     }
-    if (static_cast<int64_t>(items_.size()) >= options_.max_size) {
-      ASSIGN_OR_RETURN(auto victim, remover_->Sample());
-      RETURN_IF_ERROR(DeleteLocked(victim.key, &graveyard));
-      ++load_discarded_;
-    }
     RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
     RETURN_IF_ERROR(remover_->Insert(item.key, item.priority));
     if (item.times_sampled > 0) ++num_unique_samples_;
     const Key key = item.key;
     CountEpisodeLocked(item, 1);
     items_.emplace(key, std::move(item));
+    if (static_cast<int64_t>(items_.size()) > options_.max_size) ++load_discarded_;
+    RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
     rate_limiter_.RecordInsert();
   }
   return absl::OkStatus();

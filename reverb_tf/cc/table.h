@@ -158,8 +158,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   // Inserts `item`, or, if its key is present, replaces its priority and
   // trajectory (a replacement is not rate limited and keeps times_sampled).
-  // A new key blocks until the rate limiter admits it; if the table is full,
-  // the remover's choice is evicted first.
+  // A new key blocks until the rate limiter admits it; if the table is then
+  // over max_size, the remover's choice among all items, the new one
+  // included, is evicted (EvictOverflowLocked).
   // Errors: InvalidArgument (bad priority, trajectory or signature mismatch),
   // DeadlineExceeded (limiter timeout), Cancelled (cancel or Close()).
   absl::Status InsertOrAssign(Item item,
@@ -230,6 +231,12 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   // Removes `key` and moves its item into `graveyard` for destruction
   // outside the lock.
+  // While the table holds more than max_size items, removes the one the
+  // remover picks. Called after an insert, so the remover weighs the new item
+  // too (a MinHeap remover turns away an item below every stored priority; a
+  // Lifo remover drops the newest item), as dm-reverb does.
+  absl::Status EvictOverflowLocked(std::vector<Item>* graveyard)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The priority rule of the table: a sampling weight (ValidatePriorityWeight)
   // if either selector is prioritized, else anything but NaN.
   absl::Status CheckPriority(double priority) const;

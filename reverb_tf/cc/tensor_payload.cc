@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -133,15 +134,54 @@ absl::Status TensorPayload::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid dtype ", static_cast<int32_t>(dtype)));
   }
+  if (compression != Compression::kNone && compression != Compression::kZstd) {
+    return absl::InvalidArgumentError("unknown compression");
+  }
+  // Element count and byte size, without overflowing: every partial product
+  // stays within kMaxPayloadBytes (a zero dimension ends the product at 0).
+  const int64_t element_bytes = dtype == DType::kString ? 1 : DTypeSize(dtype);
+  int64_t elements = 1;
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("negative dimension in shape ", ShapeDebugString(shape)));
     }
   }
-  if (compression == Compression::kZstd) return absl::OkStatus();
-  if (compression != Compression::kNone) {
-    return absl::InvalidArgumentError("unknown compression");
+  for (int64_t d : shape) {
+    if (d == 0) {
+      elements = 0;
+      break;
+    }
+    if (elements > kMaxPayloadBytes / element_bytes / d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DTypeName(dtype), ShapeDebugString(shape), " is larger than the ",
+          kMaxPayloadBytes, " bytes a tensor may have"));
+    }
+    elements *= d;
+  }
+  if (uncompressed_size < 0 || uncompressed_size > kMaxPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "uncompressed_size ", uncompressed_size, " is outside [0, ", kMaxPayloadBytes, "]"));
+  }
+  if (dtype != DType::kString && uncompressed_size != elements * element_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        DTypeName(dtype), ShapeDebugString(shape), " needs ", elements * element_bytes,
+        " bytes, the payload declares ", uncompressed_size));
+  }
+  if (dtype == DType::kString && uncompressed_size < elements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "string", ShapeDebugString(shape), " needs at least ", elements,
+        " bytes, the payload declares ", uncompressed_size));
+  }
+  if (compression == Compression::kZstd) {
+    const unsigned long long frame_size = ZSTD_getFrameContentSize(data.data(), data.size());
+    if (frame_size == ZSTD_CONTENTSIZE_ERROR || frame_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+        frame_size != static_cast<unsigned long long>(uncompressed_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compressed payload is not a zstd frame of the declared ", uncompressed_size,
+          " bytes"));
+    }
+    return absl::OkStatus();
   }
   if (uncompressed_size != static_cast<int64_t>(data.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -237,19 +277,45 @@ absl::StatusOr<TensorPayload> Compress(TensorPayload payload, int level) {
   return payload;
 }
 
+absl::Status VerifyCompressed(const TensorPayload& payload) {
+  RETURN_IF_ERROR(payload.Validate());
+  if (payload.compression == Compression::kNone) return absl::OkStatus();
+  if (payload.dtype == DType::kString) {
+    // The string encoding can only be checked whole; Validate() bounded it.
+    return Decompress(payload).status();
+  }
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(),
+                                                              ZSTD_freeDCtx);
+  if (context == nullptr) return absl::ResourceExhaustedError("no zstd context");
+  std::string buffer(64 << 10, '\0');
+  ZSTD_inBuffer in{payload.data.data(), payload.data.size(), 0};
+  int64_t produced = 0;
+  size_t remaining_hint = 1;
+  while (in.pos < in.size || remaining_hint != 0) {
+    ZSTD_outBuffer out{buffer.data(), buffer.size(), 0};
+    remaining_hint = ZSTD_decompressStream(context.get(), &out, &in);
+    if (ZSTD_isError(remaining_hint)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compressed payload does not decode: ", ZSTD_getErrorName(remaining_hint)));
+    }
+    produced += static_cast<int64_t>(out.pos);
+    if (produced > payload.uncompressed_size) break;
+    if (out.pos == 0 && in.pos == in.size) break;  // no progress: truncated frame
+  }
+  if (produced != payload.uncompressed_size || remaining_hint != 0 || in.pos != in.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed payload decodes to ", produced, "+ bytes, not the declared ",
+        payload.uncompressed_size, " in exactly one frame"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TensorPayload> Decompress(TensorPayload payload) {
   if (payload.compression == Compression::kNone) return payload;
-  if (payload.compression != Compression::kZstd) {
-    return absl::InvalidArgumentError("unknown compression");
-  }
-  if (payload.uncompressed_size < 0) {
-    return absl::InvalidArgumentError("negative uncompressed_size");
-  }
-  const unsigned long long frame_size =
-      ZSTD_getFrameContentSize(payload.data.data(), payload.data.size());
-  if (frame_size == ZSTD_CONTENTSIZE_ERROR ||
-      frame_size != static_cast<unsigned long long>(payload.uncompressed_size)) {
-    return absl::DataLossError("corrupt zstd payload: bad frame header");
+  // Checks the declared size against dtype, shape and kMaxPayloadBytes (and
+  // the frame header) before allocating it.
+  if (absl::Status status = payload.Validate(); !status.ok()) {
+    return absl::DataLossError(absl::StrCat("corrupt zstd payload: ", status.message()));
   }
   std::string raw(payload.uncompressed_size, '\0');
   const size_t size = ZSTD_decompress(raw.data(), raw.size(),

@@ -34,6 +34,12 @@ using Shape = absl::InlinedVector<int64_t, 4>;
 
 REVERB_TF_EXPORT std::string ShapeDebugString(absl::Span<const int64_t> shape);
 
+// The largest tensor (once uncompressed) a payload may describe. Every size
+// a payload declares is checked against its dtype and shape and against this
+// bound before anything is allocated for it, so no peer can make a process
+// allocate more than this for one tensor.
+inline constexpr int64_t kMaxPayloadBytes = int64_t{2} << 30;
+
 struct REVERB_TF_EXPORT TensorPayload {
   DType dtype = DType::kInvalid;
   Shape shape;
@@ -42,11 +48,16 @@ struct REVERB_TF_EXPORT TensorPayload {
   int64_t uncompressed_size = 0;
   std::string data;
 
+  // Only meaningful for a payload that passed Validate() (no overflow).
   int64_t num_elements() const;
 
-  // Checks that dtype and shape are valid and, for uncompressed fixed-size
-  // dtypes, that data holds exactly num_elements() * DTypeSize(dtype) bytes;
-  // for strings, that the encoding holds exactly num_elements() strings.
+  // Checks, without allocating: dtype and compression are known, dimensions
+  // are >= 0, the element count and byte size neither overflow nor exceed
+  // kMaxPayloadBytes, and uncompressed_size is what dtype and shape imply
+  // (for strings: at least one byte per element). Uncompressed data must
+  // hold exactly that (strings: exactly num_elements() encoded strings);
+  // compressed data must be one zstd frame declaring uncompressed_size.
+  // Whether a compressed frame really decodes is VerifyCompressed()'s job.
   absl::Status Validate() const;
 };
 
@@ -67,7 +78,15 @@ REVERB_TF_EXPORT absl::StatusOr<std::vector<std::string>> DecodeStrings(
 REVERB_TF_EXPORT absl::StatusOr<TensorPayload> Compress(TensorPayload payload,
                                                         int level);
 
-// Returns `payload` uncompressed (a no-op for uncompressed payloads).
+// Decodes a compressed payload without keeping the result (a bounded 64 KiB
+// buffer; strings are decoded whole, at most kMaxPayloadBytes) and checks it
+// yields exactly uncompressed_size bytes that form a valid payload. What a
+// server runs on each compressed chunk it accepts, so that no stored chunk
+// can fail, or lie, when a client decompresses it. OK for uncompressed ones.
+REVERB_TF_EXPORT absl::Status VerifyCompressed(const TensorPayload& payload);
+
+// Returns `payload` uncompressed (a no-op for uncompressed payloads). The
+// payload is validated before its declared size is allocated.
 REVERB_TF_EXPORT absl::StatusOr<TensorPayload> Decompress(
     TensorPayload payload);
 

@@ -123,5 +123,97 @@ TEST(TensorPayloadTest, SliceStrings) {
   EXPECT_EQ(*out, (std::vector<std::string>{"def", "g", "", "hij"}));
 }
 
+// A zstd frame header declaring `content_size` bytes (8-byte size field,
+// single segment) followed by one last raw block holding `block`.
+std::string ZstdFrame(uint64_t content_size, const std::string& block,
+                      uint32_t declared_block_size) {
+  std::string frame("\x28\xb5\x2f\xfd", 4);  // magic, little endian
+  frame.push_back(static_cast<char>(0xE0));    // 8-byte content size, single segment
+  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(content_size >> (8 * i)));
+  const uint32_t block_header = (declared_block_size << 3) | 1;  // raw, last
+  for (int i = 0; i < 3; ++i) frame.push_back(static_cast<char>(block_header >> (8 * i)));
+  return frame + block;
+}
+
+TensorPayload Compressed(DType dtype, Shape shape, int64_t declared, std::string data) {
+  TensorPayload p;
+  p.dtype = dtype;
+  p.shape = std::move(shape);
+  p.compression = Compression::kZstd;
+  p.uncompressed_size = declared;
+  p.data = std::move(data);
+  return p;
+}
+
+TEST(TensorPayloadTest, FrameClaimingATebibyteIsRejectedBeforeAllocating) {
+  // The poison chunk of issue 14: float32[3, 2] whose frame declares 2^40 bytes.
+  const int64_t tib = int64_t{1} << 40;
+  TensorPayload poison = Compressed(DType::kFloat, {3, 2}, tib, ZstdFrame(tib, "", 0));
+  EXPECT_EQ(poison.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyCompressed(poison).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Decompress(poison).status().code(), absl::StatusCode::kDataLoss);
+  // Declaring the right size in the payload but 2^40 in the frame: same.
+  poison.uncompressed_size = 24;
+  EXPECT_EQ(poison.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Decompress(poison).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification) {
+  // Header and payload agree on 24 bytes; the block holds 10.
+  TensorPayload short_frame =
+      Compressed(DType::kFloat, {3, 2}, 24, ZstdFrame(24, Bytes(10, 7), 10));
+  EXPECT_TRUE(short_frame.Validate().ok());
+  EXPECT_EQ(VerifyCompressed(short_frame).code(), absl::StatusCode::kInvalidArgument);
+  // A block that claims more bytes than the frame carries (truncated input).
+  TensorPayload truncated =
+      Compressed(DType::kFloat, {3, 2}, 24, ZstdFrame(24, Bytes(10, 7), 24));
+  EXPECT_EQ(VerifyCompressed(truncated).code(), absl::StatusCode::kInvalidArgument);
+  // Garbage that is not a frame at all.
+  TensorPayload garbage = Compressed(DType::kFloat, {3, 2}, 24, Bytes(21, 0xAB));
+  EXPECT_EQ(garbage.Validate().code(), absl::StatusCode::kInvalidArgument);
+  // Trailing bytes after a complete frame.
+  auto good = Compress(*MakePayload(DType::kFloat, {64}, Bytes(256, 1)), 3);
+  ASSERT_TRUE(good.ok());
+  ASSERT_EQ(good->compression, Compression::kZstd);
+  EXPECT_TRUE(VerifyCompressed(*good).ok());
+  TensorPayload trailing = *good;
+  trailing.data += "xyz";
+  EXPECT_FALSE(VerifyCompressed(trailing).ok());
+}
+
+TEST(TensorPayloadTest, CompressedStringsAreVerifiedWhole) {
+  auto strings = MakeStringPayload({64}, std::vector<std::string>(64, "abcabcabc"));
+  ASSERT_TRUE(strings.ok());
+  auto compressed = Compress(*strings, 3);
+  ASSERT_TRUE(compressed.ok());
+  ASSERT_EQ(compressed->compression, Compression::kZstd);
+  EXPECT_TRUE(VerifyCompressed(*compressed).ok());
+  TensorPayload wrong_count = *compressed;
+  wrong_count.shape = {65};
+  EXPECT_FALSE(VerifyCompressed(wrong_count).ok());
+}
+
+TEST(TensorPayloadTest, ShapesWhoseSizeOverflowsOrIsHugeAreRejected) {
+  TensorPayload overflow;
+  overflow.dtype = DType::kFloat;
+  overflow.shape = {1, int64_t{1} << 32, int64_t{1} << 32};
+  EXPECT_EQ(overflow.Validate().code(), absl::StatusCode::kInvalidArgument);
+  overflow.shape = {int64_t{1} << 62, 4};
+  EXPECT_EQ(overflow.Validate().code(), absl::StatusCode::kInvalidArgument);
+  TensorPayload huge;  // representable, but beyond kMaxPayloadBytes
+  huge.dtype = DType::kUint8;
+  huge.shape = {kMaxPayloadBytes + 1};
+  EXPECT_EQ(huge.Validate().code(), absl::StatusCode::kInvalidArgument);
+  TensorPayload empty;  // a zero dimension makes any other dimension fine
+  empty.dtype = DType::kDouble;
+  empty.shape = {0, int64_t{1} << 62};
+  EXPECT_TRUE(empty.Validate().ok());
+  TensorPayload negative_size;
+  negative_size.dtype = DType::kUint8;
+  negative_size.shape = {0};
+  negative_size.uncompressed_size = -1;
+  EXPECT_EQ(negative_size.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace reverb_tf

@@ -88,6 +88,14 @@ DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
         "Queue(0) and Prioritized(-1.0) raise ValueError at once; dm-reverb accepts "
         "them and the table then never serves (queue) or fails on first use",
         lambda o: _without("limiter_errors", "selector_errors")(o)),
+    "constructors.table_arguments": (
+        "Table(extensions=[...]) raises NotImplementedError: reverb_tf has no table "
+        "extensions (dm-reverb fails with AttributeError on an object that is not one)",
+        _without("extensions")),
+    "constructors.rate_limiter_arguments": (
+        "RateLimiter(min_diff > max_diff) raises ValueError at once; dm-reverb accepts it "
+        "and the table can then never insert",
+        _without("raw_inverted")),
     "module_surface.errors_module": (
         "DeadlineExceededError is also a TimeoutError (an extra base: code catching "
         "dm-reverb's classes still catches it)",

@@ -39,8 +39,10 @@ enum EntryType : uint8_t { kHeader = 1, kChunk = 2, kItems = 3, kEnd = 4 };
 
 absl::Status FsError(const std::string& what, const std::string& path,
                      const std::error_code& error) {
-  return absl::UnavailableError(
-      absl::StrCat("cannot ", what, " '", path, "': ", error.message()));
+  // absl's errno mapping: a full disk is RESOURCE_EXHAUSTED, a forbidden path
+  // PERMISSION_DENIED; only transient faults are UNAVAILABLE ("retry me").
+  return absl::Status(absl::ErrnoToStatusCode(error.value()),
+                      absl::StrCat("cannot ", what, " '", path, "': ", error.message()));
 }
 
 absl::Status FsyncPath(const std::string& path) {

@@ -47,8 +47,9 @@ struct REVERB_TF_EXPORT CheckpointerOptions {
   // A checkpoint directory to load when `root` holds none (e.g. one copied
   // from another experiment). Empty: none.
   std::string fallback_checkpoint_path;
-  // Complete checkpoints to keep under `root` (>= 1).
-  int keep = 3;
+  // Complete checkpoints to keep under `root` (>= 1). One, as dm-reverb
+  // keeps: the previous one is removed only once the new one is complete.
+  int keep = 1;
   // If not empty, checkpoint files and directories are given this group.
   std::string group;
 };

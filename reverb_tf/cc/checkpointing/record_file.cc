@@ -60,8 +60,10 @@ absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
     const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create checkpoint file '", path, "': ", std::strerror(errno)));
+    const int error = errno;
+    return absl::Status(absl::ErrnoToStatusCode(error),
+                        absl::StrCat("cannot create checkpoint file '", path, "': ",
+                                     std::strerror(error)));
   }
   std::unique_ptr<RecordWriter> writer(new RecordWriter(path, fd));
   std::string header(kMagic, sizeof(kMagic));
@@ -80,8 +82,9 @@ RecordWriter::~RecordWriter() {
 }
 
 absl::Status RecordWriter::IoError(const char* what, int error) const {
-  return absl::UnavailableError(absl::StrCat("cannot ", what, " checkpoint file '",
-                                             path_, "': ", std::strerror(error)));
+  return absl::Status(absl::ErrnoToStatusCode(error),
+                      absl::StrCat("cannot ", what, " checkpoint file '", path_, "': ",
+                                   std::strerror(error)));
 }
 
 absl::Status RecordWriter::WriteAll(absl::string_view bytes) {
@@ -173,7 +176,7 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
     const int error = errno;
     const std::string message =
         absl::StrCat("cannot open checkpoint file '", path, "': ", std::strerror(error));
-    return error == ENOENT ? absl::NotFoundError(message) : absl::UnavailableError(message);
+    return absl::Status(absl::ErrnoToStatusCode(error), message);
   }
   struct stat info;
   if (::fstat(fd, &info) != 0) {

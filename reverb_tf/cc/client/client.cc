@@ -200,6 +200,16 @@ absl::Status Sampler::Next(Sample* sample) {
   return absl::OkStatus();
 }
 
+bool Sampler::TryNext(Sample* sample) {
+  if (!error_.ok() || next_in_buffer_ == buffer_.size() ||
+      (options_.max_samples >= 0 && returned_ >= options_.max_samples)) {
+    return false;
+  }
+  *sample = std::move(buffer_[next_in_buffer_++]);
+  ++returned_;
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
                                                             const SamplerOptions& options) {
   if (options.max_in_flight < 1) {
@@ -250,9 +260,10 @@ absl::Status Unary(ClientStub& stub,
                    grpc::Status (proto::ReplayService::Stub::*method)(
                        grpc::ClientContext*, const Request&, Response*),
                    const Request& request, Response* response, absl::Duration timeout,
-                   Cancellation* cancel) {
+                   Cancellation* cancel, bool wait_for_ready = false) {
   grpc::ClientContext context;
   SetTimeout(&context, timeout);
+  context.set_wait_for_ready(wait_for_ready);
   ScopedRpcCancellation scoped(cancel, &context);
   return FromGrpcStatus((stub.stub()->*method)(&context, request, response));
 }
@@ -262,8 +273,13 @@ absl::Status Unary(ClientStub& stub,
 absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
                                                           Cancellation* cancel) {
   proto::ServerInfoResponse response;
+  // With a deadline, a server that is not up yet (a learner started before
+  // its replay server) is waited for until the deadline, as dm-reverb does;
+  // without one, an unreachable server fails at once instead of hanging.
+  const bool wait_for_ready = timeout != absl::InfiniteDuration();
   RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::ServerInfo,
-                        proto::ServerInfoRequest(), &response, timeout, cancel));
+                        proto::ServerInfoRequest(), &response, timeout, cancel,
+                        wait_for_ready));
   std::vector<TableInfo> tables;
   for (const proto::TableInfo& table : response.tables()) {
     ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(table));
@@ -325,9 +341,14 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
   if (cancel != nullptr && !cancel->Register([raw] { raw->Cancel(); }, &id)) {
     return absl::CancelledError("sampling was cancelled before it started");
   }
-  std::vector<Sample> samples(num_samples);
+  // Grown as samples arrive: a huge num_samples must not allocate up front.
+  std::vector<Sample> samples;
+  samples.reserve(static_cast<size_t>(std::min<int64_t>(num_samples, 1024)));
   absl::Status status;
-  for (int64_t i = 0; i < num_samples && status.ok(); ++i) status = sampler->Next(&samples[i]);
+  for (int64_t i = 0; i < num_samples && status.ok(); ++i) {
+    status = sampler->Next(&samples.emplace_back());
+  }
+  if (!status.ok() && !samples.empty()) samples.pop_back();
   if (cancel != nullptr) cancel->UnregisterAndWait(id);
   RETURN_IF_ERROR(status);
   return samples;

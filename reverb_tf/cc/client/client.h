@@ -93,6 +93,9 @@ class REVERB_TF_EXPORT Sampler {
   // reachable yet (UNAVAILABLE before the first sample) is retried
   // per RetryUnavailable() (1.5 s in all).
   absl::Status Next(Sample* sample);
+  // Moves out a sample already received without blocking; false if none is
+  // (or max_samples were returned). Errors are left for Next() to report.
+  bool TryNext(Sample* sample);
   void Cancel();
 
  private:
@@ -126,6 +129,9 @@ class REVERB_TF_EXPORT Client {
 
   const std::string& server_address() const { return address_; }
 
+  // With a finite `timeout`, waits for an unreachable server to come up
+  // until the deadline (DEADLINE_EXCEEDED); with an infinite one, fails at
+  // once with UNAVAILABLE.
   absl::StatusOr<std::vector<TableInfo>> ServerInfo(
       absl::Duration timeout, Cancellation* cancel = nullptr);
 

@@ -2,11 +2,16 @@
 // Client and TrajectoryWriter talking to it.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/service/replay_service.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
@@ -42,9 +47,11 @@ float FirstFloat(const TensorPayload& payload, int64_t index = 0) {
 
 class ClientServerTest : public ::testing::Test {
  protected:
-  void StartServer(std::vector<TableOptions> tables, int64_t max_message_bytes = 1 << 20) {
+  void StartServer(std::vector<TableOptions> tables, int64_t max_message_bytes = 1 << 20,
+                   int64_t max_stream_chunk_bytes = int64_t{1} << 30) {
     ServerOptions options;
     options.max_message_bytes = max_message_bytes;
+    options.max_stream_chunk_bytes = max_stream_chunk_bytes;
     auto server = ReplayServer::StartFromOptions(tables, options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -305,9 +312,142 @@ TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   flusher.join();
   EXPECT_FALSE(flush_status.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  // A new call to the stopped server fails fast instead of hanging.
-  EXPECT_EQ(client_->ServerInfo(absl::Seconds(5)).status().code(),
+  // A new call to the stopped server without a deadline fails fast instead
+  // of hanging; with one, it waits for the server until the deadline.
+  EXPECT_EQ(client_->ServerInfo(absl::InfiniteDuration()).status().code(),
             absl::StatusCode::kUnavailable);
+  const absl::Time waited_from = absl::Now();
+  EXPECT_EQ(client_->ServerInfo(absl::Milliseconds(300)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(absl::Now() - waited_from, absl::Milliseconds(250));
+}
+
+// Issue 14, defect 1: a chunk whose zstd frame declares far more bytes than
+// its dtype and shape (or that does not decode) must be refused by the
+// server, so that no client ever decompresses it.
+TEST_F(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
+      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  const int64_t tib = int64_t{1} << 40;
+  std::string frame("\x28\xb5\x2f\xfd\xe0", 5);  // zstd magic, 8-byte size, one segment
+  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(tib >> (8 * i)));
+  frame.append("\x01\x00\x00", 3);  // an empty last raw block
+  for (int64_t declared : {tib, int64_t{24}}) {
+    grpc::ClientContext context;
+    auto stream = stub->InsertStream(&context);
+    proto::InsertRequest request;
+    proto::Chunk* chunk = request.add_chunks();
+    chunk->set_key(7);
+    proto::Tensor* tensor = chunk->mutable_tensor();
+    tensor->set_dtype(static_cast<int32_t>(DType::kFloat));
+    tensor->add_shape(3);
+    tensor->add_shape(2);
+    tensor->set_compression(1);
+    tensor->set_uncompressed_size(declared);
+    tensor->set_data(frame);
+    proto::Item* item = request.add_items();
+    item->set_key(1);
+    item->set_table("t");
+    item->set_priority(1.0);
+    proto::Slice* slice = item->add_columns()->add_slices();
+    slice->set_chunk_key(7);
+    slice->set_length(1);
+    stream->Write(request);
+    stream->WritesDone();
+    proto::InsertResponse response;
+    EXPECT_FALSE(stream->Read(&response));
+    grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("chunk 7"), std::string::npos) << status.error_message();
+  }
+  EXPECT_EQ(TableSize("t"), 0);
+  // A normal round trip still works.
+  auto writer = NewWriter();
+  auto step = writer->Append({FloatStep(3)});
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  auto samples = client_->SampleItems("t", 1, Bounded());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(FirstFloat((*samples)[0].columns[0]), 3.0f);
+}
+
+// Issue 14, defect 3: one request must not take unbounded server work or
+// memory.
+TEST_F(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter();
+  auto step = writer->Append({FloatStep(1)});
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
+      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    auto stream = stub->SampleStream(&context);
+    proto::SampleRequest request;
+    request.set_table("t");
+    request.set_num_samples(int64_t{1} << 40);
+    request.set_flexible_batch_size(std::numeric_limits<int32_t>::max());
+    ASSERT_TRUE(stream->Write(request));
+    proto::SampleResponse response;
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_TRUE(stream->Read(&response));
+      EXPECT_LE(response.items_size(), ReplayService::kMaxSamplesPerCall);
+    }
+    // Other calls are served meanwhile.
+    const absl::Time start = absl::Now();
+    EXPECT_EQ(TableSize("t"), 1);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    context.TryCancel();
+  }
+  grpc::ClientContext context;
+  auto stream = stub->SampleStream(&context);
+  proto::SampleRequest request;
+  request.set_table("t");
+  request.set_num_samples(int64_t{1} << 62);
+  ASSERT_TRUE(stream->Write(request));
+  proto::SampleResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+              /*max_message_bytes=*/1 << 20, /*max_stream_chunk_bytes=*/1 << 20);
+  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
+      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->InsertStream(&context);
+  for (int i = 0; i < 20; ++i) {  // 20 x 100 KiB, never referenced or released
+    proto::InsertRequest request;
+    proto::Chunk* chunk = request.add_chunks();
+    chunk->set_key(100 + i);
+    PayloadToProto(*MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
+                   chunk->mutable_tensor());
+    if (!stream->Write(request)) break;
+  }
+  stream->WritesDone();
+  proto::InsertResponse response;
+  while (stream->Read(&response)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // The same bytes, released as they go, are fine.
+  grpc::ClientContext ok_context;
+  auto ok_stream = stub->InsertStream(&ok_context);
+  for (int i = 0; i < 20; ++i) {
+    proto::InsertRequest request;
+    proto::Chunk* chunk = request.add_chunks();
+    chunk->set_key(200 + i);
+    PayloadToProto(*MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
+                   chunk->mutable_tensor());
+    request.add_release_chunk_keys(200 + i);
+    ASSERT_TRUE(ok_stream->Write(request));
+    ASSERT_TRUE(ok_stream->Read(&response));
+  }
+  ok_stream->WritesDone();
+  EXPECT_TRUE(ok_stream->Finish().ok());
 }
 
 TEST(ServerTest, BadOptionsAreRejected) {

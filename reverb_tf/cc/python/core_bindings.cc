@@ -383,7 +383,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tables"), py::arg("port") = 0,
            py::arg("max_message_bytes") = int64_t{256} << 20,
            py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
-           py::arg("checkpoint_keep") = 3, py::arg("checkpoint_group") = "",
+           py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0)
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
@@ -559,6 +559,44 @@ PYBIND11_MODULE(_core, m) {
            })
       .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
 
+  py::class_<Sampler>(m, "Sampler")
+      .def("next_batch",
+           [](Sampler& sampler, int64_t max_items) {
+             // Blocks for the first sample only; returns what followed it up
+             // to max_items. An empty list: the stream ended (max_samples).
+             std::vector<Sample> batch;
+             const absl::Status status = RunCancellable([&](Cancellation* cancel) {
+               Cancellation::Id id = 0;
+               if (!cancel->Register([&sampler] { sampler.Cancel(); }, &id)) {
+                 return absl::CancelledError("sampling was cancelled");
+               }
+               Sample sample;
+               absl::Status result = sampler.Next(&sample);
+               if (result.ok()) {
+                 batch.push_back(std::move(sample));
+                 while (static_cast<int64_t>(batch.size()) < max_items &&
+                        sampler.TryNext(&sample)) {
+                   batch.push_back(std::move(sample));
+                 }
+               }
+               cancel->UnregisterAndWait(id);
+               return absl::IsOutOfRange(result) ? absl::OkStatus() : result;
+             });
+             CheckOk(status);
+             py::list out;
+             for (Sample& sample : batch) {
+               py::list columns;
+               for (TensorPayload& column : sample.columns) {
+                 columns.append(ArrayFromPayload(std::move(column)));
+               }
+               py::list squeezed;
+               for (bool flag : sample.squeezed) squeezed.append(py::bool_(flag));
+               out.append(py::make_tuple(SampleInfoTuple(sample.info), columns, squeezed));
+             }
+             return out;
+           },
+           py::arg("max_items"));
+
   py::class_<Client>(m, "Client")
       .def(py::init([](const std::string& address, int64_t max_message_bytes) {
              ClientOptions options;
@@ -613,27 +651,19 @@ PYBIND11_MODULE(_core, m) {
              }));
            },
            py::arg("timeout_s") = py::none())
-      .def("sample",
-           [](Client& client, const std::string& table, int64_t num_samples,
-              std::optional<double> timeout_s) {
-             SampleOptions options;
+      .def("new_sampler",
+           [](Client& client, const std::string& table, int64_t max_samples,
+              int64_t max_in_flight, std::optional<double> timeout_s) {
+             SamplerOptions options;
+             options.max_samples = max_samples;
+             options.max_in_flight = max_in_flight;
              options.rate_limiter_timeout = TimeoutFromSeconds(timeout_s);
-             auto samples = ValueOrRaise(RunCancellable([&](Cancellation* cancel) {
-               return client.SampleItems(table, num_samples, options, cancel);
-             }));
-             py::list out;
-             for (Sample& sample : samples) {
-               py::list columns;
-               for (TensorPayload& column : sample.columns) {
-                 columns.append(ArrayFromPayload(std::move(column)));
-               }
-               py::list squeezed;
-               for (bool flag : sample.squeezed) squeezed.append(py::bool_(flag));
-               out.append(py::make_tuple(SampleInfoTuple(sample.info), columns, squeezed));
-             }
-             return out;
+             return ValueOrRaise(client.NewSampler(table, options));
            },
-           py::arg("table"), py::arg("num_samples"), py::arg("timeout_s") = py::none())
+           "One sample stream: at most max_in_flight samples are requested ahead of "
+           "next_batch(), so memory stays bounded for any max_samples.",
+           py::arg("table"), py::arg("max_samples"), py::arg("max_in_flight"),
+           py::arg("timeout_s") = py::none())
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
               int32_t max_in_flight_items, bool legacy_items) {

@@ -57,8 +57,9 @@ absl::StatusOr<Item> ItemFromProto(
 }  // namespace
 
 ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
-                             int64_t max_response_bytes)
-    : max_response_bytes_(max_response_bytes) {
+                             int64_t max_response_bytes, int64_t max_stream_chunk_bytes)
+    : max_response_bytes_(max_response_bytes),
+      max_stream_chunk_bytes_(max_stream_chunk_bytes) {
   for (auto& table : tables) {
     const std::string name = table->name();
     tables_.emplace(name, std::move(table));
@@ -69,7 +70,14 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
     const std::string& name) const {
   auto it = tables_.find(name);
   if (it == tables_.end()) {
-    return absl::NotFoundError(absl::StrCat("no table named '", name, "'"));
+    // The name comes from the request: echo a bounded prefix, so that the
+    // error stays within gRPC's metadata limit whatever the client sent.
+    constexpr size_t kEchoed = 128;
+    return absl::NotFoundError(
+        name.size() <= kEchoed
+            ? absl::StrCat("no table named '", name, "'")
+            : absl::StrCat("no table named '", name.substr(0, kEchoed), "...' (",
+                           name.size(), " bytes)"));
   }
   return it->second;
 }
@@ -78,10 +86,18 @@ grpc::Status ReplayService::InsertStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<proto::InsertResponse, proto::InsertRequest>* stream) {
   absl::flat_hash_map<ChunkKey, ChunkRef> chunks;
+  int64_t chunk_bytes = 0;  // data of the chunks in `chunks`
   proto::InsertRequest request;
   while (stream->Read(&request)) {
     for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
       auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
+      // A stored chunk must decompress to what it declares for every client
+      // that samples it, so compressed chunks are decoded once here.
+      if (payload.ok()) {
+        if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
+          payload = verified;
+        }
+      }
       if (!payload.ok()) {
         return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
             "chunk ", proto_chunk.key(), ": ", payload.status().message())));
@@ -89,7 +105,15 @@ grpc::Status ReplayService::InsertStream(
       auto chunk = chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
                                        proto_chunk.episode_step(), *std::move(payload));
       if (!chunk.ok()) return ToGrpcStatus(chunk.status());
-      chunks[proto_chunk.key()] = *std::move(chunk);
+      ChunkRef& slot = chunks[proto_chunk.key()];
+      if (slot != nullptr) chunk_bytes -= static_cast<int64_t>(slot->data().size());
+      slot = *std::move(chunk);
+      chunk_bytes += static_cast<int64_t>(slot->data().size());
+      if (chunk_bytes > max_stream_chunk_bytes_) {
+        return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+            "this stream holds ", chunk_bytes, " bytes of chunks, more than the server's limit ",
+            "of ", max_stream_chunk_bytes_, "; release chunks no item will reference again")));
+      }
     }
     proto::InsertResponse response;
     const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
@@ -121,7 +145,12 @@ grpc::Status ReplayService::InsertStream(
       if (!status.ok()) return ToGrpcStatus(status);
       response.add_keys(proto_item.key());
     }
-    for (ChunkKey key : request.release_chunk_keys()) chunks.erase(key);
+    for (ChunkKey key : request.release_chunk_keys()) {
+      auto it = chunks.find(key);
+      if (it == chunks.end()) continue;
+      chunk_bytes -= static_cast<int64_t>(it->second->data().size());
+      chunks.erase(it);
+    }
     if (!stream->Write(response)) break;  // client gone
   }
   return grpc::Status::OK;
@@ -135,10 +164,17 @@ grpc::Status ReplayService::SampleStream(
   auto table_or = FindTable(request.table());
   if (!table_or.ok()) return ToGrpcStatus(table_or.status());
   const std::shared_ptr<Table> table = *table_or;
-  const int32_t batch = request.flexible_batch_size() > 0 ? request.flexible_batch_size() : 64;
+  // Bounded, so that no request holds the table's lock for unbounded work.
+  const int32_t batch = request.flexible_batch_size() > 0
+                            ? std::min(request.flexible_batch_size(), kMaxSamplesPerCall)
+                            : 64;
   const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
   if (request.num_samples() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
+  }
+  if (request.num_samples() > kMaxCredits) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("more than ", kMaxCredits, " samples requested on one stream")));
   }
   int64_t credits = request.num_samples();
   const std::string what = absl::StrCat("sample from table '", table->name(), "'");
@@ -147,6 +183,10 @@ grpc::Status ReplayService::SampleStream(
       if (!stream->Read(&request)) return grpc::Status::OK;  // client done
       if (request.num_samples() < 0) {
         return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
+      }
+      if (request.num_samples() > kMaxCredits - credits) {
+        return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+            "more than ", kMaxCredits, " samples requested on one stream")));
       }
       credits += request.num_samples();
     }

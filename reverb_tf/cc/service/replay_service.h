@@ -41,9 +41,19 @@ class ReplayService final : public proto::ReplayService::Service {
  public:
   static constexpr absl::Duration kCancellationPoll = absl::Milliseconds(100);
 
-  // `max_response_bytes` bounds the chunk bytes packed into one response.
+  // Most samples one table call takes (under the table's lock), whatever
+  // flexible_batch_size a client asks for.
+  static constexpr int32_t kMaxSamplesPerCall = 1024;
+  // Most credits a SampleStream may hold at once (a bound on the counter,
+  // not on memory: samples are only taken kMaxSamplesPerCall at a time).
+  static constexpr int64_t kMaxCredits = int64_t{1} << 50;
+
+  // `max_response_bytes` bounds the chunk bytes packed into one response;
+  // `max_stream_chunk_bytes` the chunk bytes one InsertStream may hold
+  // (sent and not yet released): beyond it the stream fails with
+  // RESOURCE_EXHAUSTED.
   ReplayService(std::vector<std::shared_ptr<Table>> tables,
-                int64_t max_response_bytes);
+                int64_t max_response_bytes, int64_t max_stream_chunk_bytes);
 
   // Writes a checkpoint and returns its path; unset, the Checkpoint RPC
   // fails with FAILED_PRECONDITION.
@@ -77,6 +87,7 @@ class ReplayService final : public proto::ReplayService::Service {
 
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const int64_t max_response_bytes_;
+  const int64_t max_stream_chunk_bytes_;
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
 };

@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   }
   // Half the message budget for chunk bytes leaves room for the framing.
   server->service_ = std::make_unique<ReplayService>(
-      std::move(tables), options.max_message_bytes / 2);
+      std::move(tables), options.max_message_bytes / 2, options.max_stream_chunk_bytes);
   ReplayServer* raw = server.get();
   server->service_->set_checkpoint_fn([raw]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(CheckpointStats stats, raw->Checkpoint());

@@ -39,6 +39,9 @@ struct REVERB_TF_EXPORT ServerOptions {
   int port = 0;
   // Largest message accepted or sent.
   int64_t max_message_bytes = int64_t{256} << 20;
+  // Chunk bytes one InsertStream may hold, sent and not yet released
+  // (writers release what leaves their keep-alive window).
+  int64_t max_stream_chunk_bytes = int64_t{1} << 30;
   // Saves and restores the tables; null: the Checkpoint RPC fails with
   // FAILED_PRECONDITION.
   std::shared_ptr<Checkpointer> checkpointer;

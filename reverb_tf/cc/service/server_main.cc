@@ -38,7 +38,7 @@ ABSL_FLAG(std::string, fallback_checkpoint_path, "",
           "Checkpoint loaded when the checkpoint directory holds none.");
 ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
           "Time between periodic checkpoints, e.g. 30m (0: only on request).");
-ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 3).");
+ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 1).");
 
 namespace reverb_tf {
 namespace {

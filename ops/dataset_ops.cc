@@ -1,5 +1,6 @@
-// Registration of reverb_tf's tf.data source op. The kernel is in
-// kernels/trajectory_dataset_kernel.cc.
+// Registration of reverb_tf's tf.data ops: the trajectory source (kernel in
+// kernels/trajectory_dataset_kernel.cc) and the PatternDataset (kernel in
+// kernels/pattern_dataset_kernel.cc).
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 
@@ -36,4 +37,35 @@ rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
 column_names: Paths of the data columns, to name them in errors.
 unsqueeze: Give single-step (squeezed) columns back their time dimension of
   1, so every column has one (what TimestepDataset splits on).
+)doc");
+
+REGISTER_OP("ReverbTfPatternDataset")
+    .Input("input_dataset: variant")
+    .Input("other_arguments: Targuments")
+    .Output("handle: variant")
+    .Attr("is_end_of_episode: func")
+    .Attr("Targuments: list(type) >= 0")
+    .Attr("dtypes: list(type) >= 1")
+    .Attr("shapes: list(shape) >= 1")
+    .Attr("configs: list(string) >= 1")
+    .Attr("clear_after_episode: bool")
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc(R"doc(
+Applies StructuredWriter configs to a dataset of steps (PatternDataset).
+
+Each input element is one step (its flattened columns). After every step,
+each config that applies (reverb_tf/cc/patterns/pattern_engine.h) produces
+one output element, the tensors its pattern nodes take in flat order (a
+single step as is, a slice of steps stacked along a new leading dimension).
+The kernel is in kernels/pattern_dataset_kernel.cc.
+
+input_dataset: The steps.
+other_arguments: Captured inputs of `is_end_of_episode`.
+is_end_of_episode: Maps a step to a scalar bool: the step ends its episode
+  (end-of-episode configs are then applied).
+dtypes: Dtypes of the produced elements' flat components.
+shapes: Shapes of the produced elements' flat components.
+configs: Serialized StructuredWriterConfig protos (same pattern structure).
+clear_after_episode: Forget the steps of an episode when it ends, so that no
+  element spans two episodes.
 )doc");

@@ -8,7 +8,7 @@ sequence writer, kept for code that still uses `Client.writer`.
 
 import collections
 import functools
-from typing import Any, Callable, Dict, Generator, List, Optional, Union
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
 from absl import logging
 import numpy as np
@@ -412,6 +412,29 @@ class Client:
                 self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
         return trajectory_writer_lib.TrajectoryWriter(
             core_writer, int(num_keep_alive_refs), get_signature)
+
+    def structured_writer(self, configs: Sequence[Any]):
+        """Creates a `StructuredWriter` that inserts items as `configs` say.
+
+        Args:
+          configs: `structured_writer.Config` protos (see
+            `structured_writer.create_config`).
+
+        Returns:
+          A `reverb_tf.structured_writer.StructuredWriter`.
+
+        Raises:
+          ValueError: If `configs` is empty or a config is invalid (the
+            message names its position, table and node).
+        """
+        # Imported here: the module needs TensorFlow (the configs' pattern
+        # structure is a tensorflow.StructuredValue).
+        from reverb_tf import structured_writer as structured_writer_lib  # pylint: disable=g-import-not-at-top
+        if not configs:
+            raise ValueError("At least one config must be provided.")
+        serialized = [config.SerializeToString() for config in configs]
+        return structured_writer_lib.StructuredWriter(
+            self._client.new_structured_writer(serialized))
 
     # -- sampling ------------------------------------------------------------
 

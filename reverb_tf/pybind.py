@@ -38,6 +38,7 @@ Server = _core.Server
 # One native writer serves the legacy and the trajectory API.
 Writer = _core.Writer
 TrajectoryWriter = _core.Writer
+StructuredWriter = _core.StructuredWriter
 
 
 class ChunkerOptions:

@@ -70,6 +70,15 @@ DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
         "order); dm-reverb's order for nested dicts is whatever its protobuf map "
         "iteration gives, which is unspecified. Same keys and values.",
         _sort_dict_items),
+    "structured.signature_and_trajectory_dataset": (
+        "reverb_tf gives dicts decoded from a pattern's or a table's nested structure "
+        "with sorted keys (tree.flatten's order); dm-reverb's order is its protobuf "
+        "map iteration order, which is unspecified. Same keys and values.",
+        _sort_dict_items),
+    "structured.pattern_dataset_dict_specs": (
+        "as structured.signature_and_trajectory_dataset: dict keys of a PatternDataset's "
+        "element_spec, elements and unpack_pattern are sorted",
+        _sort_dict_items),
     "client.mutate_priorities_and_delete": (
         "a NaN priority is rejected (InvalidArgumentError) on every path; dm-reverb "
         "rejects it on insert but accepts it in mutate_priorities, where it breaks a "

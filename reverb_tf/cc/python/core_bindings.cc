@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/service/server.h"
 
@@ -498,6 +499,66 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
       .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items);
 
+  // The C++ side of reverb_tf.structured_writer.StructuredWriter.
+  py::class_<StructuredWriter>(m, "StructuredWriter")
+      .def("append",
+           [](StructuredWriter& writer, const py::list& columns, bool partial_step) {
+             std::vector<std::optional<TensorPayload>> step(columns.size());
+             for (size_t i = 0; i < columns.size(); ++i) {
+               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
+             }
+             // Fast path: the items fit in the in-flight window.
+             absl::Status status = writer.Append(std::move(step), partial_step, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreatePendingItems(slice);
+             });
+           },
+           py::arg("columns"), py::arg("partial_step") = false)
+      // Pending items are created first (they wait only on the in-flight
+      // window, which is effectively unlimited); then the wait for
+      // acknowledgements is sliced like the Writer's.
+      .def("flush",
+           [](StructuredWriter& writer, int32_t block_until_num_items,
+              std::optional<double> timeout_s) {
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreatePendingItems(slice);
+             });
+             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+             absl::Status status = trajectory_writer.Flush(block_until_num_items,
+                                                           absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return trajectory_writer.Flush(block_until_num_items, slice);
+             });
+           },
+           py::arg("block_until_num_items") = 0, py::arg("timeout_s") = py::none())
+      .def("end_episode",
+           [](StructuredWriter& writer, bool clear_buffers, std::optional<double> timeout_s) {
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreatePendingItems(slice);
+             });
+             // Ends the episode at once; DEADLINE_EXCEEDED only says that the
+             // flush it starts is still running.
+             absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+               return trajectory_writer.Flush(0, slice);
+             });
+           },
+           py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+      .def("close",
+           [](StructuredWriter& writer) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = writer.Close();
+             }
+             CheckOk(status);
+           })
+      .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
+
   py::class_<Sampler>(m, "Sampler")
       .def("next_batch",
            [](Sampler& sampler, int64_t max_items) {
@@ -614,7 +675,13 @@ PYBIND11_MODULE(_core, m) {
              return ValueOrRaise(client.NewTrajectoryWriter(options));
            },
            py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
-           py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false);
+           py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false)
+      .def("new_structured_writer",
+           [](Client& client, const std::vector<py::bytes>& configs) {
+             std::vector<std::string> serialized(configs.begin(), configs.end());
+             return ValueOrRaise(StructuredWriter::Create(client, serialized));
+           },
+           py::arg("serialized_configs"));
 }
 
 }  // namespace reverb_tf

@@ -1,0 +1,467 @@
+"""StructuredWriter: insert trajectories described by static patterns.
+
+Instead of cutting every item out of the history by hand (as with
+`TrajectoryWriter`), the caller declares once, as configs, which items to
+build from the stream of steps, and only appends steps:
+
+    ref = structured_writer.create_reference_step(step_structure)
+    config = structured_writer.create_config(
+        pattern={'obs': ref['obs'][-3:], 'action': ref['action'][-1]},
+        table='replay',
+        conditions=[structured_writer.Condition.step_index() >= 2])
+    writer = client.structured_writer([config])
+    writer.append(step)  # inserts an item whenever `config` applies
+
+A config is a `reverb_tf.cc.patterns_pb2.StructuredWriterConfig`: the
+pattern's leaves (`PatternNode`: a flat column of the step and a step or a
+slice of steps counted back from the most recent), the structure they are
+unflattened into, the target table, a priority function and conditions. The
+configs are evaluated in C++ (reverb_tf/cc/patterns/pattern_engine.h, which
+states the semantics) after every append; the data of each step is sent to
+the server once, however many items reference it.
+
+This module mirrors dm-reverb 0.14's `reverb.structured_writer`: the same
+names, signatures and config messages (field for field), so configs built by
+either can be used by both.
+"""
+
+import copy
+import re
+from typing import Any, Callable, NewType, Optional, Sequence
+
+import tree
+
+from reverb_tf import errors
+from reverb_tf.cc import patterns_pb2
+
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.framework import tensor_shape
+from tensorflow.python.framework import tensor_spec
+from tensorflow.python.saved_model import nested_structure_coder
+# pylint: enable=g-direct-tensorflow-import
+
+Config = patterns_pb2.StructuredWriterConfig
+ConditionProto = patterns_pb2.Condition
+
+Pattern = tree.Structure[patterns_pb2.PatternNode]
+ReferenceStep = NewType("ReferenceStep", Any)
+PatternTransform = Callable[[ReferenceStep], Pattern]
+
+# dm-reverb's reverb_types.SpecNest: a nest of tf.TensorSpec.
+_SpecNest = Any
+
+_COLUMN_IN_MESSAGE = re.compile(r"\bcolumn (\d+)\b")
+
+
+class StructuredWriter:
+    """Appends steps and inserts the items its configs describe.
+
+    Created by `Client.structured_writer(configs)`. After every `append` (and
+    at `end_episode`) each config is checked; every config that applies
+    inserts one item into its table. Must be used by one thread at a time.
+    """
+
+    def __init__(self, cpp_writer: Any):
+        """Wraps the native writer (`reverb_tf._core.StructuredWriter`).
+
+        Args:
+          cpp_writer: The native writer, made by `Client.structured_writer`.
+        """
+        self._writer = cpp_writer
+        self._data_structure = None
+        self._flat_data_length = None
+
+    def append(self, data: Any, *, partial_step: bool = False):
+        """Adds data to the current step and inserts the items that apply.
+
+        Every step must flatten (`tree.flatten`) to the same number of leaves
+        as the first one; a leaf may be None (that column is missing in the
+        step). With `partial_step=True` the step stays open: later calls add
+        the columns that were None, until a call without it closes the step.
+        A column must not be given twice in one step. Configs are checked
+        after every call, so an item can be inserted as soon as the columns
+        it needs have arrived (each config applies at most once per step).
+
+        Args:
+          data: The (possibly nested) data of the step.
+          partial_step: Leave the step open for more columns. Defaults to
+            False.
+
+        Raises:
+          ValueError: If the number of flattened leaves differs from the first
+            step's, or a column's dtype or shape changed (the message names
+            the column's path).
+          RuntimeError: If a column was already given in the open step.
+        """
+        flat_data = tree.flatten(data)
+        if self._flat_data_length is None:
+            self._flat_data_length = len(flat_data)
+            self._data_structure = tree.map_structure(lambda _: None, data)
+        if len(flat_data) != self._flat_data_length:
+            raise ValueError(
+                f"Flattened data has an unexpected length, got {len(flat_data)} "
+                f"but wanted {self._flat_data_length}.")
+        try:
+            # The native writer converts each leaf as np.asarray would.
+            self._writer.append(flat_data, partial_step)
+        except errors.InvalidArgumentError as e:
+            raise self._with_path(e) from None
+
+    def _with_path(self, error: errors.InvalidArgumentError) -> Exception:
+        """Adds the step path of the column the native error names."""
+        match = _COLUMN_IN_MESSAGE.search(str(error))
+        if match is None:
+            return error
+        index = int(match.group(1))
+        paths = [path for path, _ in tree.flatten_with_path(self._data_structure)]
+        if index >= len(paths):
+            return error
+        return type(error)(f"{error} (column {index} is path={paths[index]} of the step)")
+
+    def flush(self,
+              block_until_num_items: int = 0,
+              timeout_ms: Optional[int] = None):
+        """Waits until at most `block_until_num_items` items are unconfirmed.
+
+        Items whose data is still being chunked are sent first; then the call
+        waits (without the GIL) for the server to confirm them.
+
+        Args:
+          block_until_num_items: How many items may remain unconfirmed.
+          timeout_ms: Maximum milliseconds to wait; None waits forever. The
+            items keep being inserted in the background after a timeout.
+
+        Raises:
+          ValueError: If `block_until_num_items` < 0.
+          DeadlineExceededError: If the items were not confirmed in time.
+        """
+        if block_until_num_items < 0:
+            raise ValueError(
+                f"block_until_num_items must be >= 0, got {block_until_num_items}")
+        self._writer.flush(block_until_num_items, _seconds(timeout_ms))
+
+    def end_episode(self,
+                    clear_buffers: bool = True,
+                    timeout_ms: Optional[int] = None):
+        """Applies the end-of-episode configs, flushes and starts an episode.
+
+        Configs with a `Condition.is_end_episode()` condition are checked
+        (with the last step as the most recent) and their items inserted;
+        then every pending item is flushed. The step index restarts at 0.
+
+        Args:
+          clear_buffers: Forget the steps of the ended episode. Keep them
+            (False) only for trajectories that span episodes.
+          timeout_ms: Maximum milliseconds to wait for the flush; None waits
+            forever. The episode ends (and buffers are cleared) even when the
+            flush times out; the items keep being inserted in the background.
+
+        Raises:
+          DeadlineExceededError: If the flush did not complete in time.
+        """
+        self._writer.end_episode(clear_buffers, _seconds(timeout_ms))
+
+    @property
+    def step_is_open(self) -> bool:
+        """True if the most recent `append` had `partial_step=True`."""
+        return self._writer.step_is_open
+
+
+def _seconds(timeout_ms: Optional[int]) -> Optional[float]:
+    return None if timeout_ms is None else timeout_ms / 1000.0
+
+
+class _RefNode:
+    """A column of the reference step; indexing it makes a `PatternNode`."""
+
+    def __init__(self, idx: int):
+        self._idx = idx
+
+    def __getitem__(self, key):
+        # An int k selects one step, stored as the slice [:k] whose stop says
+        # which: PatternNode(stop=k) without start.
+        if isinstance(key, int):
+            key = slice(key)
+        elif not isinstance(key, slice):
+            raise ValueError(f"Key must be int or slice by got {key} (type {type(key)}).")
+        return patterns_pb2.PatternNode(
+            flat_source_index=self._idx, start=key.start, stop=key.stop, step=key.step)
+
+
+def create_reference_step(step_structure: tree.Structure[Any]) -> ReferenceStep:
+    """Returns a structure like the step whose leaves build pattern nodes.
+
+    Indexing a leaf of the result like a history (`ref['obs'][-1]`,
+    `ref['obs'][-3:]`, `ref['obs'][-5::2]`) gives the `PatternNode` that
+    takes those steps of that column.
+
+    Args:
+      step_structure: The structure of the steps that will be appended (the
+        leaves' values do not matter).
+
+    Returns:
+      `step_structure` with each leaf replaced by a node builder.
+    """
+    return tree.unflatten_as(
+        step_structure, [_RefNode(i) for i in range(len(tree.flatten(step_structure)))])
+
+
+def pattern_from_transform(step_structure: tree.Structure[Any],
+                           transform: Callable[[ReferenceStep], Pattern]) -> Pattern:
+    """Builds a pattern by applying `transform` to a reference step.
+
+    Args:
+      step_structure: The structure of the steps that will be appended.
+      transform: Maps a reference step (see `create_reference_step`) to the
+        structure of the items to insert.
+
+    Returns:
+      The structure `transform` returns, with `PatternNode` leaves.
+    """
+    return transform(create_reference_step(step_structure))
+
+
+def create_config(pattern: Pattern,
+                  table: str,
+                  conditions: Sequence[ConditionProto] = (),
+                  priority: Optional[patterns_pb2.Priority] = None) -> Config:
+    """Builds a `StructuredWriterConfig`.
+
+    Args:
+      pattern: A structure with `PatternNode` leaves (see
+        `create_reference_step`); items have this structure.
+      table: The table the items are inserted into.
+      conditions: Conditions that must all hold for the config to apply.
+      priority: The priority function; None means `constant_priority_fn(1.0)`.
+
+    Returns:
+      The config.
+    """
+    structure = tree.map_structure(lambda _: None, pattern)
+    if priority is None:
+        priority = constant_priority_fn(1.0)
+    return patterns_pb2.StructuredWriterConfig(
+        flat=tree.flatten(pattern),
+        pattern_structure=nested_structure_coder.encode_structure(structure),
+        table=table,
+        priority=priority,
+        conditions=conditions)
+
+
+def unpack_pattern(config: Config) -> Pattern:
+    """Returns the pattern of `config` in its original structure.
+
+    Args:
+      config: A config.
+
+    Returns:
+      The pattern's `PatternNode`s in the structure it was created with
+      (dicts with sorted keys), or `config.flat` itself if the config has no
+      `pattern_structure`.
+    """
+    if not config.HasField("pattern_structure"):
+        return config.flat
+    structure = _sorted_dicts(nested_structure_coder.decode_proto(config.pattern_structure))
+    return tree.unflatten_as(structure, config.flat)
+
+
+def _sorted_dicts(structure: Any) -> Any:
+    """`structure` with the keys of its plain dicts in sorted order.
+
+    A decoded pattern structure lists dict keys in protobuf map order, which
+    the protobuf runtime does not specify; sorted keys (tree.flatten's order)
+    make it deterministic. Flattened order is the same either way.
+    """
+    if type(structure) is dict:  # pylint: disable=unidiomatic-typecheck
+        return {key: _sorted_dicts(structure[key]) for key in sorted(structure)}
+    if type(structure) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
+        return type(structure)(_sorted_dicts(item) for item in structure)
+    return structure
+
+
+def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNest:
+    """Infers the signature of a table from the configs that fill it.
+
+    The leading dimension of a slice node is `(stop - start) // step`, as in
+    dm-reverb (for slices whose length is not a multiple of `step` that is one
+    less than the number of steps they take, which dm-reverb shares).
+
+    Args:
+      configs: Every config that inserts into the table.
+      step_spec: A structure of `tf.TensorSpec` like the appended steps.
+
+    Returns:
+      A structure of `tf.TensorSpec` like the items, each named by its path
+      ('/'-joined); the leading dimension is None where configs disagree on
+      it.
+
+    Raises:
+      ValueError: If `configs` is empty, if they have different pattern
+        structures or tables, or if they put different dtypes or shapes
+        (beyond the leading dimension) at the same place.
+    """
+    if not configs:
+        raise ValueError("At least one config must be provided.")
+    first = configs[0]
+    if any(config.pattern_structure != first.pattern_structure for config in configs):
+        raise ValueError("All configs must have exactly the same pattern_structure.")
+    if any(config.table != first.table for config in configs):
+        tables = ", ".join(sorted(set(config.table for config in configs)))
+        raise ValueError(
+            f"All configs must target the same table but provided configs included {tables}.")
+
+    flat_step_spec = tree.flatten(step_spec)
+
+    def spec_at(path, *nodes):
+        step_specs = [flat_step_spec[node.flat_source_index] for node in nodes]
+        dtypes = [spec.dtype for spec in step_specs]
+        if any(dtype != dtypes[0] for dtype in dtypes):
+            raise ValueError(
+                f"Configs produce trajectories with multiple dtypes at {path}. Got {dtypes}.")
+        shapes = []
+        for node, spec in zip(nodes, step_specs):
+            dims = list(spec.shape)
+            if node.HasField("start"):
+                dims = [(node.stop - node.start) // (node.step or 1)] + dims
+            shapes.append(tensor_shape.TensorShape(dims))
+        rank = shapes[0].rank
+        if (any(shape.rank != rank for shape in shapes) or
+                (rank > 1 and any(shape[1:] != shapes[0][1:] for shape in shapes))):
+            raise ValueError(
+                f"Configs produce trajectories with incompatible shapes at {path}. "
+                f"Got {shapes}.")
+        if all(shape == shapes[0] for shape in shapes):
+            shape = shapes[0]
+        else:
+            shape = [None] + list(shapes[0][1:])
+        return tensor_spec.TensorSpec(
+            shape=shape, dtype=dtypes[0], name="/".join(str(part) for part in path))
+
+    patterns = [unpack_pattern(config) for config in configs]
+    return tree.map_structure_with_path(spec_at, *patterns)
+
+
+class _ConditionBuilder:
+    """A condition's left-hand side; comparing it gives a `Condition` proto.
+
+    `builder % m` sets a modulus first, so `step_index() % 3 == 1` is a
+    `mod_eq` condition. `>`, `<`, `<=` and `!=` are expressed with `ge`, `eq`
+    and `inverse`.
+    """
+
+    def __init__(self, incomplete_condition: ConditionProto):
+        self._incomplete_condition = incomplete_condition
+
+    def __mod__(self, cmp: int) -> "_ConditionBuilder":
+        condition = copy.deepcopy(self._incomplete_condition)
+        condition.mod_eq.mod = cmp
+        return _ConditionBuilder(condition)
+
+    # pytype: disable=signature-mismatch
+    def __eq__(self, cmp: int) -> ConditionProto:
+        condition = copy.deepcopy(self._incomplete_condition)
+        if condition.mod_eq.mod:
+            condition.mod_eq.eq = cmp
+        else:
+            condition.eq = cmp
+        return condition
+
+    def __ne__(self, cmp: int) -> ConditionProto:
+        condition = self == cmp
+        condition.inverse = True
+        return condition
+
+    def __gt__(self, cmp: int) -> ConditionProto:
+        return self >= cmp + 1
+
+    def __ge__(self, cmp: int) -> ConditionProto:
+        condition = copy.deepcopy(self._incomplete_condition)
+        condition.ge = cmp
+        return condition
+
+    def __lt__(self, cmp: int) -> ConditionProto:
+        return self <= cmp - 1
+
+    def __le__(self, cmp: int) -> ConditionProto:
+        condition = self > cmp
+        condition.inverse = True
+        return condition
+    # pytype: enable=signature-mismatch
+
+
+class Condition:
+    """The left-hand sides conditions are built from."""
+
+    @staticmethod
+    def step_index():
+        """The 0-based index of the most recent step within its episode."""
+        return _ConditionBuilder(ConditionProto(step_index=True))
+
+    @staticmethod
+    def steps_since_applied():
+        """Steps appended since the config last inserted an item (1 at first)."""
+        return _ConditionBuilder(ConditionProto(steps_since_applied=True))
+
+    @staticmethod
+    def is_end_episode():
+        """A complete condition: true only while `end_episode` is called."""
+        return ConditionProto(is_end_episode=True, eq=1)
+
+    @staticmethod
+    def data(step_structure: tree.Structure[Any]):
+        """The value of a scalar integer or bool column in the most recent step.
+
+        Args:
+          step_structure: The structure of the appended steps.
+
+        Returns:
+          `step_structure` with each leaf replaced by a condition builder for
+          that column (`Condition.data(s)['done'] == 1`).
+        """
+        builders = [
+            _ConditionBuilder(ConditionProto(flat_source_index=i))
+            for i in range(len(tree.flatten(step_structure)))
+        ]
+        return tree.unflatten_as(step_structure, builders)
+
+
+def constant_priority_fn(value: float) -> patterns_pb2.Priority:
+    """Returns a priority function that always gives `value`.
+
+    Args:
+      value: The priority of every item.
+
+    Returns:
+      A `Priority` proto.
+    """
+    return patterns_pb2.Priority(
+        constant_fn=patterns_pb2.Priority.ConstantPriorityFn(value=value))
+
+
+def td_error(max_priority_weight: float, step_structure: tree.Structure[Any],
+             get_field_from_step_fn: Callable[[tree.Structure[Any]], Any]
+             ) -> patterns_pb2.Priority:
+    """Returns a priority function computed from per-step TD errors.
+
+    With `td` the values of the TD-error column in the item (the last
+    pattern node, in flattened order, that reads that column):
+    `max_priority_weight * max(|td|) + (1 - max_priority_weight) * mean(|td|)`
+    (see https://openreview.net/pdf?id=r1lyTjAqYX). Items that do not read
+    the column get priority 0. The column's values must be scalars.
+
+    Args:
+      max_priority_weight: Weight of the maximum against the mean.
+      step_structure: The structure of the appended steps.
+      get_field_from_step_fn: Picks the TD-error field from a step-shaped
+        structure (e.g. `lambda step: step['td_error']`).
+
+    Returns:
+      A `Priority` proto.
+    """
+    indices = tree.unflatten_as(step_structure,
+                                list(range(len(tree.flatten(step_structure)))))
+    index = get_field_from_step_fn(indices)
+    return patterns_pb2.Priority(
+        td_error=patterns_pb2.Priority.TDError(
+            max_priority_weight=max_priority_weight, flat_source_index=index))
+

@@ -1,0 +1,128 @@
+"""Black-box protocol fuzzing: hostile bytes on every RPC never take the server down.
+
+Each method of the replay service gets random byte strings and mutated
+serializations of valid requests (bit flips, truncations, splices, extreme
+field values), sent with plain grpcio and no reverb_tf client code in the
+path. After every batch the server must still answer a normal round trip
+(insert, sample, server_info) through the regular client. The case count and
+the time are bounded; the seed is fixed so that a failure reproduces.
+"""
+
+import random
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import reverb_tf as reverb
+from reverb_tf.cc import reverb_tf_pb2 as pb
+
+_SERVICE = "/reverb_tf.proto.ReplayService/"
+_CASES_PER_METHOD = 400
+_RPC_TIMEOUT_S = 2.0
+
+
+def _valid_requests():
+    """One valid serialized request per method, plus hostile-but-well-formed ones."""
+    tensor = pb.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
+    chunk = pb.Chunk(key=11, tensor=tensor)
+    item = pb.Item(key=5, table="t", priority=1.0,
+                   columns=[pb.Column(slices=[pb.Slice(chunk_key=11, length=1)])])
+    return {
+        "InsertStream": [
+            pb.InsertRequest(chunks=[chunk], items=[item]),
+            pb.InsertRequest(items=[item]),  # chunk never sent
+            pb.InsertRequest(chunks=[pb.Chunk(key=12, tensor=pb.Tensor(
+                dtype=1, shape=[1, 2 ** 32, 2 ** 32], uncompressed_size=0))]),
+            pb.InsertRequest(chunks=[chunk], items=[pb.Item(
+                key=6, table="t", priority=float("nan"),
+                columns=[pb.Column(slices=[pb.Slice(chunk_key=11, offset=-3, length=9)])])]),
+        ],
+        "SampleStream": [
+            pb.SampleRequest(table="t", num_samples=2),
+            pb.SampleRequest(table="t", num_samples=2 ** 62, flexible_batch_size=2 ** 31 - 1),
+            pb.SampleRequest(table="t", num_samples=-5),
+            pb.SampleRequest(table="x" * 10_000, num_samples=1),
+        ],
+        "MutatePriorities": [
+            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0],
+                                       deletes=[3]),
+            pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[]),
+        ],
+        "Reset": [pb.ResetRequest(table="nope")],
+        "ServerInfo": [pb.ServerInfoRequest()],
+        "Checkpoint": [pb.CheckpointRequest()],
+    }
+
+
+def _mutations(rng, valid):
+    """Yields hostile byte strings: random, and mutated from `valid`."""
+    for _ in range(_CASES_PER_METHOD):
+        kind = rng.randrange(5)
+        base = bytearray(rng.choice(valid).SerializeToString())
+        if kind == 0 or not base:
+            yield bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 64)))
+        elif kind == 1:  # bit flips
+            for _ in range(rng.randrange(1, 4)):
+                i = rng.randrange(len(base))
+                base[i] ^= 1 << rng.randrange(8)
+            yield bytes(base)
+        elif kind == 2:  # truncation
+            yield bytes(base[:rng.randrange(len(base))])
+        elif kind == 3:  # splice of random bytes
+            i = rng.randrange(len(base) + 1)
+            yield bytes(base[:i]) + bytes(rng.getrandbits(8) for _ in range(8)) + bytes(base[i:])
+        else:  # a huge varint where a length or number was
+            i = rng.randrange(len(base) + 1)
+            yield bytes(base[:i]) + b"\xff" * 9 + b"\x01" + bytes(base[i:])
+
+
+def _round_trip(address):
+    client = reverb.Client(address)
+    client.insert(np.float32(1.5), {"t": 1.0})
+    sample = next(client.sample("t", emit_timesteps=False))
+    assert len(sample.data) == 1  # items the fuzzer got in are valid items too
+    assert client.server_info(timeout=5)["t"].current_size >= 1
+
+
+@pytest.mark.parametrize("method", ["InsertStream", "SampleStream", "MutatePriorities",
+                                    "Reset", "ServerInfo", "Checkpoint"])
+def test_hostile_bytes_never_take_the_server_down(method):
+    rng = random.Random(f"reverb_tf-{method}")
+    table = reverb.Table("t", sampler=reverb.selectors.Uniform(),
+                         remover=reverb.selectors.Fifo(), max_size=100,
+                         rate_limiter=reverb.rate_limiters.MinSize(1))
+    with reverb.Server([table]) as server:
+        address = f"localhost:{server.port}"
+        _round_trip(address)
+        identity = lambda b: b  # pylint: disable=unnecessary-lambda-assignment
+        codes = {}
+        started = time.monotonic()
+        with grpc.insecure_channel(address) as channel:
+            if method.endswith("Stream"):
+                call = channel.stream_stream(_SERVICE + method, request_serializer=identity,
+                                             response_deserializer=identity)
+            else:
+                call = channel.unary_unary(_SERVICE + method, request_serializer=identity,
+                                           response_deserializer=identity)
+            for i, payload in enumerate(_mutations(rng, _valid_requests()[method])):
+                try:
+                    if method.endswith("Stream"):
+                        # Several messages per stream: a good one between bad ones.
+                        messages = [payload, payload[: len(payload) // 2], payload]
+                        for _ in call(iter(messages), timeout=_RPC_TIMEOUT_S):
+                            pass
+                    else:
+                        call(payload, timeout=_RPC_TIMEOUT_S)
+                    code = grpc.StatusCode.OK
+                except grpc.RpcError as e:
+                    code = e.code()
+                codes[code] = codes.get(code, 0) + 1
+                if i % 40 == 39:
+                    _round_trip(address)
+        _round_trip(address)
+        # Bounded: a hostile request is answered within its deadline.
+        assert time.monotonic() - started < _CASES_PER_METHOD * (_RPC_TIMEOUT_S + 0.5)
+        assert sum(codes.values()) == _CASES_PER_METHOD, codes
+        print(method, {code.name: n for code, n in codes.items()})

@@ -333,3 +333,18 @@ def test_a_checkpoint_that_cannot_be_written_reports_a_permanent_error(tmp_path)
         assert not isinstance(raised.value, reverb.errors.UnavailableError), raised.value
     finally:
         server.stop()
+
+
+def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
+    # Issue 14, defect 8: it used to fall back silently to the older one.
+    root = str(tmp_path / "root")
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(root, keep=2)
+    with reverb.Server([reverb.Table.queue("q", 5)], checkpointer=checkpointer) as server:
+        client = reverb.Client(f"localhost:{server.port}")
+        client.checkpoint()
+        client.insert(np.int32(1), {"q": 1.0})
+        newest = client.checkpoint()
+    os.remove(os.path.join(newest, "replay.rtfckpt"))
+    with pytest.raises(errors.DataLossError, match="newest checkpoint .* is damaged"):
+        reverb.Server([reverb.Table.queue("q", 5)],
+                      checkpointer=reverb.checkpointers.DefaultCheckpointer(root, keep=2))

@@ -398,6 +398,15 @@ std::string TimestampName(absl::Time time) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E6S", time, absl::UTCTimeZone());
 }
 
+// What TimestampName() makes (possibly with '+' appended): "YYYY-MM-DDTHH...".
+bool IsCheckpointName(const std::string& name) {
+  if (name.size() < 19 || name[4] != '-' || name[7] != '-' || name[10] != 'T') return false;
+  for (int i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12}) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ Checkpointer
@@ -426,9 +435,11 @@ absl::StatusOr<std::vector<std::string>> Checkpointer::List() const {
   for (fs::directory_iterator it(options_.root, error), end; !error && it != end;
        it.increment(error)) {
     const std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.') continue;
+    // Every directory named like a checkpoint counts, with its data file or
+    // not: one that lost it is a damaged checkpoint (LoadLatest says so),
+    // not one to skip silently.
     std::error_code ignored;
-    if (fs::is_regular_file(it->path() / kDataFile, ignored)) names.push_back(name);
+    if (IsCheckpointName(name) && fs::is_directory(it->path(), ignored)) names.push_back(name);
   }
   if (error) return FsError("list checkpoint directory", options_.root, error);
   std::sort(names.begin(), names.end());
@@ -541,7 +552,16 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
   } else {
     return std::string();
   }
-  RETURN_IF_ERROR(LoadCheckpoint(path, tables));
+  if (absl::Status status = LoadCheckpoint(path, tables); !status.ok()) {
+    // One rule for a damaged newest checkpoint, whatever the damage (a bad
+    // record or a lost file): fail loudly, never fall back silently.
+    if (!existing.empty() && absl::IsNotFound(status)) {
+      return absl::DataLossError(absl::StrCat(
+          "the newest checkpoint '", path, "' is damaged: ", status.message(),
+          ". Move it out of '", options_.root, "' to load the previous one."));
+    }
+    return status;
+  }
   return path;
 }
 

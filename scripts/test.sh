@@ -18,6 +18,9 @@ bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/summarize_test_xml.py" \
   "$(bazel info bazel-testlogs 2>/dev/null)" $(bazel query 'tests(//...)' 2>/dev/null)
 
+# The same C++ tests under ASan + UBSan (their own Bazel output base).
+bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
+
 if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
   "${ROOT}/.venv/bin/python" -m pytest -q "${ROOT}/tests" || status=$?
 fi

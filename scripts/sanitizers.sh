@@ -17,7 +17,10 @@ if [[ "${1:-}" != "--no-setup" ]]; then
 fi
 cd "${ROOT}"
 status=0
+# --symlink_prefix=/: no bazel-* links in the checkout; they would point into
+# this output base, and the normal build would then walk them as packages.
 bazel --output_base="${CACHE}/bazel-sanitize" test --config=sanitize --build_tests_only \
+  --symlink_prefix=/ \
   --test_tag_filters=-nosan \
   --test_env=LSAN_OPTIONS="suppressions=${ROOT}/reverb_tf/cc/testing/lsan_suppressions.txt" \
   --noshow_progress --ui_event_filters=-info,-debug //reverb_tf/cc/... || status=$?

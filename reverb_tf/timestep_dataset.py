@@ -4,7 +4,7 @@ Built on the C++ source of `trajectory_dataset.TrajectoryDataset`: each
 sampled item is split into its steps by a vectorized tf.data `unbatch`, so
 no Python runs per element.
 """
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 import tree
@@ -67,44 +67,3 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
         self._dataset = items.map(per_step).unbatch()
         self._element_spec = self._dataset.element_spec
         super().__init__(self._dataset._variant_tensor)  # pylint: disable=protected-access
-
-    @classmethod
-    def from_table_signature(cls,
-                             server_address: str,
-                             table: str,
-                             max_in_flight_samples_per_worker: int,
-                             num_workers_per_iterator: int = -1,
-                             max_samples_per_stream: int = -1,
-                             rate_limiter_timeout_ms: int = -1,
-                             get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1) -> "TimestepDataset":
-        """Creates a dataset whose timesteps have the table's signature.
-
-        The signature must describe one timestep, i.e. the table holds
-        single-step items written without a time dimension (a
-        `TrajectoryWriter` item of `history[...][-1]` columns); each becomes
-        one element. For multi-step items pass per-step `dtypes`/`shapes` to
-        the constructor.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table; it must have a signature.
-          max_in_flight_samples_per_worker: As in the constructor.
-          num_workers_per_iterator: As in the constructor.
-          max_samples_per_stream: As in the constructor.
-          rate_limiter_timeout_ms: As in the constructor.
-          get_signature_timeout_secs: How long to wait for the server.
-          max_samples: As in the constructor.
-
-        Returns:
-          The dataset.
-
-        Raises:
-          ValueError: If the table has no signature, or (InvalidArgumentError)
-            the server has no such table.
-        """
-        shapes, dtypes = trajectory_dataset._signature_shapes_and_dtypes(  # pylint: disable=protected-access
-            server_address, table, get_signature_timeout_secs)
-        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples)

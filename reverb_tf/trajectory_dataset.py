@@ -33,6 +33,49 @@ class _ReplaySource(dataset_ops.DatasetSource):
         """`ReplaySample(info=SampleInfo(...), data=...)` of `tf.TensorSpec`."""
         return self._element_spec
 
+    @classmethod
+    def from_table_signature(cls,
+                             server_address: str,
+                             table: str,
+                             max_in_flight_samples_per_worker: int,
+                             num_workers_per_iterator: int = -1,
+                             max_samples_per_stream: int = -1,
+                             rate_limiter_timeout_ms: int = -1,
+                             get_signature_timeout_secs: Optional[float] = None,
+                             max_samples: int = -1) -> Any:
+        """Creates the dataset with the table's signature as its dtypes and shapes.
+
+        For `TrajectoryDataset` the signature is the structure of each item;
+        for `TimestepDataset` it must describe one timestep (items written
+        without a time dimension, e.g. `history[...][-1]` columns, each one
+        element); for multi-step items pass per-step `dtypes`/`shapes` to its
+        constructor instead.
+
+        Args:
+          server_address: "host:port" of the server.
+          table: Name of the table; it must have a signature.
+          max_in_flight_samples_per_worker: As in the constructor.
+          num_workers_per_iterator: As in the constructor.
+          max_samples_per_stream: As in the constructor.
+          rate_limiter_timeout_ms: As in the constructor.
+          get_signature_timeout_secs: How long to wait for the server to
+            answer; None waits forever.
+          max_samples: As in the constructor.
+
+        Returns:
+          The dataset.
+
+        Raises:
+          ValueError: If the table has no signature, or (InvalidArgumentError)
+            the server has no such table.
+          DeadlineExceededError: If the server does not answer in time.
+        """
+        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
+                                                      get_signature_timeout_secs)
+        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
+                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
+                   max_samples)
+
     def make_initializable_iterator(self, shared_name: Optional[str] = None) -> Any:
         """A TF1 iterator to run in a `tf.compat.v1.Session` (graph mode).
 
@@ -149,43 +192,6 @@ class TrajectoryDataset(_ReplaySource):
             dtypes=[spec.dtype for spec in flat_specs],
             shapes=[spec.shape for spec in flat_specs])
         super().__init__(variant)
-
-    @classmethod
-    def from_table_signature(cls,
-                             server_address: str,
-                             table: str,
-                             max_in_flight_samples_per_worker: int,
-                             num_workers_per_iterator: int = -1,
-                             max_samples_per_stream: int = -1,
-                             rate_limiter_timeout_ms: int = -1,
-                             get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1) -> "TrajectoryDataset":
-        """Creates a dataset whose element structure is the table's signature.
-
-        Args:
-          server_address: "host:port" of the server.
-          table: Name of the table; it must have a signature.
-          max_in_flight_samples_per_worker: As in the constructor.
-          num_workers_per_iterator: As in the constructor.
-          max_samples_per_stream: As in the constructor.
-          rate_limiter_timeout_ms: As in the constructor.
-          get_signature_timeout_secs: How long to wait for the server to
-            answer; None waits forever.
-          max_samples: As in the constructor.
-
-        Returns:
-          The dataset.
-
-        Raises:
-          ValueError: If the table has no signature, or (InvalidArgumentError)
-            the server has no such table.
-          DeadlineExceededError: If the server does not answer in time.
-        """
-        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
-                                                      get_signature_timeout_secs)
-        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples)
 
 
 ReverbDataset = TrajectoryDataset

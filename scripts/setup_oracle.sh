@@ -8,7 +8,7 @@ set -euo pipefail
 CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
 PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
 VENV="${CACHE}/dm-reverb-venv"
-# psutil: the shared benchmark harness (../shared/bench) needs it too.
+# psutil and portpicker: benchmarks and scenarios run under this venv need them.
 PINS=(dm-reverb==0.14.0 tensorflow-cpu==2.14.0 "numpy<2" psutil portpicker)
 log() { printf '[setup_oracle %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 

@@ -175,11 +175,25 @@ def decode_structure(blob: bytes) -> Any:
         raise ValueError(
             "the table's nested_structure is not in an encoding this version of "
             "reverb_tf knows")
-    tf = _tf()
     # pylint: disable=g-import-not-at-top
     from tensorflow.core.protobuf import struct_pb2
-    proto = struct_pb2.StructuredValue.FromString(blob[len(_FORMAT_TAG):])
-    return _sorted_dicts(tf.__internal__.saved_model.decode_proto(proto))
+    return decode_structured_value(
+        struct_pb2.StructuredValue.FromString(blob[len(_FORMAT_TAG):]))
+
+
+def decode_structured_value(proto: Any) -> Any:
+    """Decodes a `tensorflow.StructuredValue` with every dict's keys sorted.
+
+    What table signatures and StructuredWriter pattern structures are both
+    encoded as.
+
+    Args:
+      proto: The `StructuredValue` message.
+
+    Returns:
+      The nested structure it encodes.
+    """
+    return _sorted_dicts(_tf().__internal__.saved_model.decode_proto(proto))
 
 
 def _sorted_dicts(structure: Any) -> Any:

@@ -32,6 +32,7 @@ from typing import Any, Callable, NewType, Optional, Sequence
 import tree
 
 from reverb_tf import errors
+from reverb_tf import signatures
 from reverb_tf.cc import patterns_pb2
 
 # pylint: disable=g-direct-tensorflow-import
@@ -261,22 +262,8 @@ def unpack_pattern(config: Config) -> Pattern:
     """
     if not config.HasField("pattern_structure"):
         return config.flat
-    structure = _sorted_dicts(nested_structure_coder.decode_proto(config.pattern_structure))
+    structure = signatures.decode_structured_value(config.pattern_structure)
     return tree.unflatten_as(structure, config.flat)
-
-
-def _sorted_dicts(structure: Any) -> Any:
-    """`structure` with the keys of its plain dicts in sorted order.
-
-    A decoded pattern structure lists dict keys in protobuf map order, which
-    the protobuf runtime does not specify; sorted keys (tree.flatten's order)
-    make it deterministic. Flattened order is the same either way.
-    """
-    if type(structure) is dict:  # pylint: disable=unidiomatic-typecheck
-        return {key: _sorted_dicts(structure[key]) for key in sorted(structure)}
-    if type(structure) in (list, tuple):  # pylint: disable=unidiomatic-typecheck
-        return type(structure)(_sorted_dicts(item) for item in structure)
-    return structure
 
 
 def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNest:

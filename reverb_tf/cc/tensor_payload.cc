@@ -278,8 +278,10 @@ absl::StatusOr<TensorPayload> Compress(TensorPayload payload, int level) {
 }
 
 absl::Status VerifyCompressed(const TensorPayload& payload) {
-  RETURN_IF_ERROR(payload.Validate());
+  // Uncompressed payloads: Validate() is their whole check, which callers
+  // have made (walking a string payload twice on the insert path is waste).
   if (payload.compression == Compression::kNone) return absl::OkStatus();
+  RETURN_IF_ERROR(payload.Validate());
   if (payload.dtype == DType::kString) {
     // The string encoding can only be checked whole; Validate() bounded it.
     return Decompress(payload).status();

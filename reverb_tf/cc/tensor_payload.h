@@ -82,7 +82,8 @@ REVERB_TF_EXPORT absl::StatusOr<TensorPayload> Compress(TensorPayload payload,
 // buffer; strings are decoded whole, at most kMaxPayloadBytes) and checks it
 // yields exactly uncompressed_size bytes that form a valid payload. What a
 // server runs on each compressed chunk it accepts, so that no stored chunk
-// can fail, or lie, when a client decompresses it. OK for uncompressed ones.
+// can fail, or lie, when a client decompresses it. OK for uncompressed ones,
+// whose whole check is Validate().
 REVERB_TF_EXPORT absl::Status VerifyCompressed(const TensorPayload& payload);
 
 // Returns `payload` uncompressed (a no-op for uncompressed payloads). The

@@ -332,7 +332,9 @@ class Server:
     def __init__(self,
                  tables: Optional[Sequence[Table]] = None,
                  port: Optional[int] = None,
-                 checkpointer: Optional[Any] = None) -> None:
+                 checkpointer: Optional[Any] = None,
+                 *,
+                 max_active_streams: int = 4096) -> None:
         """Starts a server.
 
         Args:
@@ -344,6 +346,9 @@ class Server:
             starts serving (`reverb_tf.checkpointers`). None: a
             `TempDirCheckpointer` (nothing to load, checkpoints go to a new
             temporary directory).
+          max_active_streams: Most writer and sampler streams served at once
+            (each holds a server thread); more fail with
+            `ResourceExhaustedError` until others end. Not in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -380,6 +385,7 @@ class Server:
         core = _native.core()
         configs = [table._core_config() for table in self._tables]
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
+                                   max_active_streams=int(max_active_streams),
                                    **checkpointer.internal_checkpointer().native_options())
         if self._server.loaded_checkpoint:
             logging.info("reverb_tf.Server: loaded checkpoint %s",

@@ -15,6 +15,7 @@ void Cancellation::Cancel() {
     if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
     for (auto& [id, wakeup] : wakeups_) to_run.push_back(std::move(wakeup));
     wakeups_.clear();
+    num_wakeups_.store(0, std::memory_order_relaxed);
     running_wakeups_ = true;
   }
   for (auto& wakeup : to_run) wakeup();
@@ -25,6 +26,7 @@ void Cancellation::Cancel() {
 void Cancellation::UnregisterAndWait(Id id) {
   absl::MutexLock lock(&mu_);
   wakeups_.erase(id);
+  num_wakeups_.store(wakeups_.size(), std::memory_order_relaxed);
   mu_.Await(absl::Condition(
       +[](bool* running) { return !*running; }, &running_wakeups_));
 }
@@ -34,12 +36,14 @@ bool Cancellation::Register(std::function<void()> wakeup, Id* id) {
   if (cancelled_.load(std::memory_order_acquire)) return false;
   *id = next_id_++;
   wakeups_.emplace(*id, std::move(wakeup));
+  num_wakeups_.store(wakeups_.size(), std::memory_order_relaxed);
   return true;
 }
 
 void Cancellation::Unregister(Id id) {
   absl::MutexLock lock(&mu_);
   wakeups_.erase(id);
+  num_wakeups_.store(wakeups_.size(), std::memory_order_relaxed);
 }
 
 }  // namespace reverb_tf

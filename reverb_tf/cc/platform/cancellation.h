@@ -38,6 +38,9 @@ class REVERB_TF_EXPORT Cancellation {
 
   bool IsCancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
+  // Whether a blocked call has registered a wakeup (is waiting) right now.
+  bool HasWakeups() const { return num_wakeups_.load(std::memory_order_relaxed) > 0; }
+
   // Registers `wakeup` to run on Cancel(). Returns false (and registers
   // nothing) if already cancelled: callers usually hold a lock the wakeup
   // would take, so running it inline could self-deadlock.
@@ -54,6 +57,7 @@ class REVERB_TF_EXPORT Cancellation {
 
  private:
   std::atomic<bool> cancelled_{false};
+  std::atomic<size_t> num_wakeups_{0};  // wakeups_.size(), readable without mu_
   absl::Mutex mu_;
   Id next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool running_wakeups_ ABSL_GUARDED_BY(mu_) = false;

@@ -357,10 +357,12 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes,
                        const std::string& checkpoint_root,
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
-                       const std::string& checkpoint_group, double checkpoint_interval_s) {
+                       const std::string& checkpoint_group, double checkpoint_interval_s,
+                       int64_t max_active_streams) {
              ServerOptions options;
              options.port = port;
              options.max_message_bytes = max_message_bytes;
+             options.max_active_streams = max_active_streams;
              options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
              py::gil_scoped_release release;
              if (!checkpoint_root.empty()) {
@@ -384,7 +386,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_message_bytes") = int64_t{256} << 20,
            py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
            py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
-           py::arg("checkpoint_interval_s") = 0.0)
+           py::arg("checkpoint_interval_s") = 0.0,
+           py::arg("max_active_streams") = ServerOptions().max_active_streams)
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
       .def("checkpoint",

@@ -5,6 +5,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/method_handler.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/conversions.h"
@@ -12,23 +15,71 @@
 namespace reverb_tf {
 namespace {
 
-// Runs a blocking table call in slices, so that a cancelled RPC is noticed
-// within kCancellationPoll (the sync API cannot wake it), and words the
-// timeout for the client.
-template <typename Call>
-auto CallTableInSlices(grpc::ServerContext* context, absl::Duration timeout,
-                       const std::string& what, Call call) -> decltype(call(timeout)) {
-  auto result = CallInSlices(timeout, ReplayService::kCancellationPoll, call, [&] {
-    return context->IsCancelled()
-               ? absl::CancelledError(absl::StrCat("call cancelled while waiting to ", what))
-               : absl::OkStatus();
-  });
-  if (StatusOf(result).code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
-  }
-  return result;
+// Words a rate limiter timeout for the client.
+absl::Status WordTimeout(absl::Status status, absl::Duration timeout, const std::string& what) {
+  if (status.code() != absl::StatusCode::kDeadlineExceeded) return status;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
 }
+
+// A typed view of a stream the service reads as raw bytes: Read() tells a
+// message it cannot parse from the end of the stream.
+template <typename Request, typename Response>
+class ParsedStream {
+ public:
+  explicit ParsedStream(ReplayService::RawStream* raw) : raw_(raw) {}
+
+  // True with a message, false at the end of the stream (the client
+  // half-closed or went away), INVALID_ARGUMENT if a message does not parse.
+  absl::StatusOr<bool> Read(Request* message) {
+    grpc::ByteBuffer buffer;
+    if (!raw_->Read(&buffer)) return false;
+    ++count_;
+    const size_t bytes = buffer.Length();
+    message->Clear();
+    grpc::Status parsed = grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "message ", count_, " of this stream is not a valid ",
+          Request::descriptor()->name(), " (", bytes, " bytes)"));
+    }
+    return true;
+  }
+
+  // False if the client is gone.
+  bool Write(const Response& message) {
+    grpc::ByteBuffer buffer;
+    bool own_buffer = false;
+    if (!grpc::SerializationTraits<Response>::Serialize(message, &buffer, &own_buffer).ok()) {
+      return false;
+    }
+    return raw_->Write(buffer);
+  }
+
+ private:
+  ReplayService::RawStream* raw_;
+  int64_t count_ = 0;
+};
+
+// Counts a stream as active for its lifetime.
+class StreamSlot {
+ public:
+  StreamSlot(std::atomic<int64_t>* active, int64_t limit) : active_(active) {
+    if (active_->fetch_add(1, std::memory_order_relaxed) >= limit) {
+      active_->fetch_sub(1, std::memory_order_relaxed);
+      active_ = nullptr;
+    }
+  }
+  StreamSlot(const StreamSlot&) = delete;
+  StreamSlot& operator=(const StreamSlot&) = delete;
+  ~StreamSlot() {
+    if (active_ != nullptr) active_->fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool ok() const { return active_ != nullptr; }
+
+ private:
+  std::atomic<int64_t>* active_;
+};
 
 absl::StatusOr<Item> ItemFromProto(
     const proto::Item& proto_item,
@@ -57,13 +108,28 @@ absl::StatusOr<Item> ItemFromProto(
 }  // namespace
 
 ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
-                             int64_t max_response_bytes, int64_t max_stream_chunk_bytes)
-    : max_response_bytes_(max_response_bytes),
-      max_stream_chunk_bytes_(max_stream_chunk_bytes) {
+                             const Limits& limits)
+    : limits_(limits) {
   for (auto& table : tables) {
     const std::string name = table->name();
     tables_.emplace(name, std::move(table));
   }
+  // Serve the streaming methods over raw bytes (see the header). gRPC's
+  // generated code offers this only for its async and callback APIs;
+  // MarkMethodStreamed replaces a sync method's handler and keeps it sync.
+  // Indices are the methods' positions in the proto's service.
+  constexpr int kInsertStream = 0;
+  constexpr int kSampleStream = 1;
+  using RawHandler =
+      grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer, grpc::ByteBuffer>;
+  MarkMethodStreamed(kInsertStream, new RawHandler(&ReplayService::HandleInsertStream, this));
+  MarkMethodStreamed(kSampleStream, new RawHandler(&ReplayService::HandleSampleStream, this));
+}
+
+grpc::Status ReplayService::TooManyStreams() const {
+  return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+      "this server already serves ", limits_.max_active_streams,
+      " streams, its limit; retry later or raise max_active_streams")));
 }
 
 absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
@@ -82,13 +148,21 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
   return it->second;
 }
 
-grpc::Status ReplayService::InsertStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<proto::InsertResponse, proto::InsertRequest>* stream) {
+grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
+                                               RawStream* raw_stream) {
+  StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
+  if (!slot_in_limit.ok()) return TooManyStreams();
+  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream);
+  Cancellation cancel;
+  const auto watch =
+      cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
   absl::flat_hash_map<ChunkKey, ChunkRef> chunks;
   int64_t chunk_bytes = 0;  // data of the chunks in `chunks`
   proto::InsertRequest request;
-  while (stream->Read(&request)) {
+  while (true) {
+    absl::StatusOr<bool> read = stream.Read(&request);
+    if (!read.ok()) return ToGrpcStatus(read.status());
+    if (!*read) break;
     for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
       auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
       // A stored chunk must decompress to what it declares for every client
@@ -109,10 +183,10 @@ grpc::Status ReplayService::InsertStream(
       if (slot != nullptr) chunk_bytes -= static_cast<int64_t>(slot->data().size());
       slot = *std::move(chunk);
       chunk_bytes += static_cast<int64_t>(slot->data().size());
-      if (chunk_bytes > max_stream_chunk_bytes_) {
+      if (chunk_bytes > limits_.max_stream_chunk_bytes) {
         return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
             "this stream holds ", chunk_bytes, " bytes of chunks, more than the server's limit ",
-            "of ", max_stream_chunk_bytes_, "; release chunks no item will reference again")));
+            "of ", limits_.max_stream_chunk_bytes, "; release chunks no item will reference again")));
       }
     }
     proto::InsertResponse response;
@@ -136,12 +210,11 @@ grpc::Status ReplayService::InsertStream(
       // About to wait for the rate limiter: acknowledge what is already
       // stored, so the client's flush(block_until_num_items) sees it.
       if (response.keys_size() > 0) {
-        if (!stream->Write(response)) return grpc::Status::OK;
+        if (!stream.Write(response)) return grpc::Status::OK;
         response.Clear();
       }
-      status = CallTableInSlices(
-          context, timeout, absl::StrCat("insert into table '", proto_item.table(), "'"),
-          [&](absl::Duration slice) { return (*table)->InsertOrAssign(*item, slice); });
+      status = WordTimeout((*table)->InsertOrAssign(*item, timeout, &cancel), timeout,
+                           absl::StrCat("insert into table '", proto_item.table(), "'"));
       if (!status.ok()) return ToGrpcStatus(status);
       response.add_keys(proto_item.key());
     }
@@ -151,16 +224,20 @@ grpc::Status ReplayService::InsertStream(
       chunk_bytes -= static_cast<int64_t>(it->second->data().size());
       chunks.erase(it);
     }
-    if (!stream->Write(response)) break;  // client gone
+    if (!stream.Write(response)) break;  // client gone
   }
   return grpc::Status::OK;
 }
 
-grpc::Status ReplayService::SampleStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<proto::SampleResponse, proto::SampleRequest>* stream) {
+grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
+                                               RawStream* raw_stream) {
+  StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
+  if (!slot_in_limit.ok()) return TooManyStreams();
+  ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream);
   proto::SampleRequest request;
-  if (!stream->Read(&request)) return grpc::Status::OK;
+  absl::StatusOr<bool> read = stream.Read(&request);
+  if (!read.ok()) return ToGrpcStatus(read.status());
+  if (!*read) return grpc::Status::OK;
   auto table_or = FindTable(request.table());
   if (!table_or.ok()) return ToGrpcStatus(table_or.status());
   const std::shared_ptr<Table> table = *table_or;
@@ -178,9 +255,14 @@ grpc::Status ReplayService::SampleStream(
   }
   int64_t credits = request.num_samples();
   const std::string what = absl::StrCat("sample from table '", table->name(), "'");
+  Cancellation cancel;
+  const auto watch =
+      cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
   while (true) {
     while (credits == 0) {
-      if (!stream->Read(&request)) return grpc::Status::OK;  // client done
+      read = stream.Read(&request);
+      if (!read.ok()) return ToGrpcStatus(read.status());
+      if (!*read) return grpc::Status::OK;  // client done
       if (request.num_samples() < 0) {
         return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
       }
@@ -190,10 +272,9 @@ grpc::Status ReplayService::SampleStream(
       }
       credits += request.num_samples();
     }
-    auto samples = CallTableInSlices(context, timeout, what, [&](absl::Duration slice) {
-      return table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), slice);
-    });
-    if (!samples.ok()) return ToGrpcStatus(samples.status());
+    auto samples =
+        table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), timeout, &cancel);
+    if (!samples.ok()) return ToGrpcStatus(WordTimeout(samples.status(), timeout, what));
     credits -= static_cast<int64_t>(samples->size());
 
     // Pack samples into as few responses as the byte budget allows.
@@ -201,8 +282,8 @@ grpc::Status ReplayService::SampleStream(
     absl::flat_hash_set<ChunkKey> sent;
     int64_t bytes = 0;
     for (const SampledItem& sample : *samples) {
-      if (response.items_size() > 0 && bytes >= max_response_bytes_) {
-        if (!stream->Write(response)) return grpc::Status::OK;
+      if (response.items_size() > 0 && bytes >= limits_.max_response_bytes) {
+        if (!stream.Write(response)) return grpc::Status::OK;
         response.Clear();
         sent.clear();
         bytes = 0;
@@ -230,7 +311,7 @@ grpc::Status ReplayService::SampleStream(
         }
       }
     }
-    if (!stream->Write(response)) return grpc::Status::OK;
+    if (!stream.Write(response)) return grpc::Status::OK;
   }
 }
 

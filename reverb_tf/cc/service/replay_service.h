@@ -10,18 +10,26 @@
 // sends at most that many samples, in responses of at most
 // flexible_batch_size items, each chunk once per response.
 //
-// Threading: the synchronous gRPC API, one handler thread per active stream
-// (replay setups have tens of streams, not thousands). That API has no
-// cancellation callback, so blocking table calls run in slices of
-// kCancellationPoll and check the RPC between slices: a cancelled or
-// abandoned call frees its thread within that interval, and Close() on the
-// tables frees every thread at once when the server stops.
+// Streams: the synchronous gRPC API, one handler thread per active stream,
+// at most `max_active_streams` at once (more fail with RESOURCE_EXHAUSTED,
+// so a flood of streams cannot exhaust the server's threads). The streaming
+// methods are served over raw byte buffers and parsed here, because gRPC's
+// typed reader reports a message it cannot parse as the end of the stream:
+// a malformed message fails its stream with INVALID_ARGUMENT instead.
+//
+// Cancellation: a stream's blocking table calls carry a Cancellation that one
+// CancellationWatcher thread fires when gRPC reports the call cancelled (the
+// sync API has no callback for it), so an abandoned call frees its thread
+// within kMaxCancellationCheck (kFirstCancellationCheck if it had just
+// blocked), at about one check per blocked stream per second.
+// Close() on the tables frees every thread at once when the server stops.
 //
 // Thread safety: all handlers may run concurrently; the service itself holds
 // only immutable state (the table map) and thread-safe objects.
 #ifndef REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 #define REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,7 +39,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/platform/cancellation_watcher.h"
 #include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
 #include "reverb_tf/cc/table.h"
 
@@ -39,7 +49,10 @@ namespace reverb_tf {
 
 class ReplayService final : public proto::ReplayService::Service {
  public:
-  static constexpr absl::Duration kCancellationPoll = absl::Milliseconds(100);
+  // When a blocked stream is first asked whether its client is gone, and the
+  // most the asking interval grows to (see CancellationWatcher).
+  static constexpr absl::Duration kFirstCancellationCheck = absl::Milliseconds(100);
+  static constexpr absl::Duration kMaxCancellationCheck = absl::Seconds(1);
 
   // Most samples one table call takes (under the table's lock), whatever
   // flexible_batch_size a client asks for.
@@ -48,12 +61,18 @@ class ReplayService final : public proto::ReplayService::Service {
   // not on memory: samples are only taken kMaxSamplesPerCall at a time).
   static constexpr int64_t kMaxCredits = int64_t{1} << 50;
 
-  // `max_response_bytes` bounds the chunk bytes packed into one response;
-  // `max_stream_chunk_bytes` the chunk bytes one InsertStream may hold
-  // (sent and not yet released): beyond it the stream fails with
-  // RESOURCE_EXHAUSTED.
-  ReplayService(std::vector<std::shared_ptr<Table>> tables,
-                int64_t max_response_bytes, int64_t max_stream_chunk_bytes);
+  struct Limits {
+    // Chunk bytes packed into one response.
+    int64_t max_response_bytes;
+    // Chunk bytes one InsertStream may hold (sent and not yet released):
+    // beyond it the stream fails with RESOURCE_EXHAUSTED.
+    int64_t max_stream_chunk_bytes;
+    // InsertStreams and SampleStreams open at once; more fail with
+    // RESOURCE_EXHAUSTED.
+    int64_t max_active_streams;
+  };
+
+  ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
 
   // Writes a checkpoint and returns its path; unset, the Checkpoint RPC
   // fails with FAILED_PRECONDITION.
@@ -61,14 +80,11 @@ class ReplayService final : public proto::ReplayService::Service {
     checkpoint_fn_ = std::move(fn);
   }
 
-  grpc::Status InsertStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<proto::InsertResponse, proto::InsertRequest>* stream)
-      override;
-  grpc::Status SampleStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<proto::SampleResponse, proto::SampleRequest>* stream)
-      override;
+  // The streaming methods; registered over raw byte buffers (see above).
+  using RawStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status HandleInsertStream(grpc::ServerContext* context, RawStream* stream);
+  grpc::Status HandleSampleStream(grpc::ServerContext* context, RawStream* stream);
+
   grpc::Status MutatePriorities(grpc::ServerContext* context,
                                 const proto::MutatePrioritiesRequest* request,
                                 proto::MutatePrioritiesResponse* response) override;
@@ -85,9 +101,13 @@ class ReplayService final : public proto::ReplayService::Service {
  private:
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 
+  // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
+  grpc::Status TooManyStreams() const;
+
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
-  const int64_t max_response_bytes_;
-  const int64_t max_stream_chunk_bytes_;
+  const Limits limits_;
+  std::atomic<int64_t> active_streams_{0};
+  CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
 };

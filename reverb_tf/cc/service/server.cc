@@ -30,6 +30,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
           absl::StrCat("two tables are named '", table->name(), "'"));
     }
   }
+  if (options.max_active_streams < 1 || options.max_stream_chunk_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_active_streams and max_stream_chunk_bytes must be >= 1, got ",
+        options.max_active_streams, " and ", options.max_stream_chunk_bytes));
+  }
   if (options.checkpoint_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
@@ -42,8 +47,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                      server->checkpointer_->LoadLatest(server->tables_));
   }
   // Half the message budget for chunk bytes leaves room for the framing.
-  server->service_ = std::make_unique<ReplayService>(
-      std::move(tables), options.max_message_bytes / 2, options.max_stream_chunk_bytes);
+  ReplayService::Limits limits;
+  limits.max_response_bytes = options.max_message_bytes / 2;
+  limits.max_stream_chunk_bytes = options.max_stream_chunk_bytes;
+  limits.max_active_streams = options.max_active_streams;
+  server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
   ReplayServer* raw = server.get();
   server->service_->set_checkpoint_fn([raw]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(CheckpointStats stats, raw->Checkpoint());
@@ -119,8 +127,8 @@ void ReplayServer::Stop() {
   // discarded anyway); none starts after this.
   if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   for (const auto& table : tables_) table->Close();
-  // Handlers wake from their tables within ReplayService::kCancellationPoll;
-  // the deadline cancels whatever is still running after that.
+  // Closed tables have woken every blocked handler; the deadline cancels
+  // whatever is still running after that.
   // Null when Start() failed before gRPC was up.
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

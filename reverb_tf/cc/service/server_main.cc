@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, fallback_checkpoint_path, "",
           "Checkpoint loaded when the checkpoint directory holds none.");
 ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
           "Time between periodic checkpoints, e.g. 30m (0: only on request).");
+ABSL_FLAG(int64_t, max_active_streams, reverb_tf::ServerOptions().max_active_streams,
+          "Most writer and sampler streams served at once; more fail with "
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 1).");
 
 namespace reverb_tf {
@@ -136,6 +139,7 @@ int Run() {
   ServerOptions options;
   options.port = config->port();
   if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
+  options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
   auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
   if (!checkpointer.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n",

@@ -1,0 +1,186 @@
+"""Stream-level guard rails of the server: malformed messages, a cap on open
+streams, and abandoned streams giving their threads back.
+
+Raw requests go through plain grpcio (no reverb_tf client code in the path),
+so what is tested is the server's answer to what a hostile or broken client
+can put on the wire.
+"""
+
+import os
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import reverb_tf as reverb
+from reverb_tf.cc import reverb_tf_pb2 as pb
+
+_SERVICE = "/reverb_tf.proto.ReplayService/"
+
+
+def _identity(payload: bytes) -> bytes:
+    return payload
+
+
+def _table(name="t", max_size=100, min_size=1):
+    return reverb.Table(name, sampler=reverb.selectors.Uniform(),
+                        remover=reverb.selectors.Fifo(), max_size=max_size,
+                        rate_limiter=reverb.rate_limiters.MinSize(min_size))
+
+
+def _insert_request(key: int) -> bytes:
+    tensor = pb.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
+    return pb.InsertRequest(
+        chunks=[pb.Chunk(key=1000 + key, tensor=tensor)],
+        items=[pb.Item(key=key, table="t", priority=1.0,
+                       columns=[pb.Column(slices=[pb.Slice(chunk_key=1000 + key, length=1)])])],
+    ).SerializeToString()
+
+
+# Not a valid InsertRequest or SampleRequest: field 1 as a length-delimited
+# field whose declared length runs past the end of the message.
+_GARBAGE = b"\x0a\xff\xff\x03\x01"
+
+
+def _blocking_sample_request(table: str) -> bytes:
+    """A sample request that waits for its rate limiter without a timeout."""
+    return pb.SampleRequest(table=table, num_samples=1,
+                            rate_limiter_timeout_ms=-1).SerializeToString()
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_malformed_insert_message_fails_its_stream_and_nothing_after_it_is_stored():
+    with reverb.Server([_table()]) as server, \
+            grpc.insecure_channel(f"localhost:{server.port}") as channel:
+        call = channel.stream_stream(_SERVICE + "InsertStream", request_serializer=_identity,
+                                     response_deserializer=pb.InsertResponse.FromString)
+        acked = []
+        with pytest.raises(grpc.RpcError) as error:
+            for response in call(iter([_insert_request(1), _GARBAGE, _insert_request(2)]),
+                                 timeout=10):
+                acked.extend(response.keys)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "message 2 of this stream is not a valid InsertRequest" in error.value.details()
+        assert acked == [1]
+        info = reverb.Client(f"localhost:{server.port}").server_info(timeout=5)
+        assert info["t"].current_size == 1  # the valid item after the bad one is not stored
+
+
+def test_a_malformed_sample_message_fails_its_stream():
+    with reverb.Server([_table()]) as server, \
+            grpc.insecure_channel(f"localhost:{server.port}") as channel:
+        reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"t": 1.0})
+        call = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
+                                     response_deserializer=pb.SampleResponse.FromString)
+        first = pb.SampleRequest(table="t", num_samples=1).SerializeToString()
+        again = pb.SampleRequest(num_samples=1).SerializeToString()
+        received = 0
+        with pytest.raises(grpc.RpcError) as error:
+            for response in call(iter([first, _GARBAGE, again]), timeout=10):
+                received += len(response.items)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not a valid SampleRequest" in error.value.details()
+        assert received == 1
+        # Malformed as the very first message too.
+        with pytest.raises(grpc.RpcError) as error:
+            for _ in call(iter([_GARBAGE]), timeout=10):
+                pass
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_streams_beyond_the_limit_are_refused_until_one_ends():
+    limit = 3
+    with reverb.Server([_table(), _table("never", min_size=10**6)],
+                       max_active_streams=limit) as server:
+        address = f"localhost:{server.port}"
+        client = reverb.Client(address)
+        # Samplers blocked on a table that never fills hold their streams.
+        channels = [grpc.insecure_channel(address) for _ in range(limit)]
+        calls = []
+        request = _blocking_sample_request("never")
+        for channel in channels:
+            stream = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
+                                           response_deserializer=_identity)
+            calls.append(stream(iter([request]), timeout=60))
+        deadline = time.monotonic() + 10
+        while True:  # until the server has taken all of them
+            try:
+                with client.trajectory_writer(1) as writer:
+                    writer.append([np.float32(0)])
+                    writer.create_item("t", 1.0, writer.history[0][-1:])
+                    writer.flush(timeout_ms=2000)
+            except reverb.errors.ResourceExhaustedError as e:
+                assert "already serves 3 streams" in str(e)
+                break
+            # Served: the samplers' streams were not all open yet.
+            assert time.monotonic() < deadline, "a stream beyond the limit was served"
+            time.sleep(0.05)
+        with pytest.raises(reverb.errors.ResourceExhaustedError):
+            next(client.sample("t", emit_timesteps=False))
+
+        calls[0].cancel()
+        # The freed slot is usable again (the cancelled sampler's handler
+        # returns within the cancellation poll).
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.insert(np.float32(2), {"t": 1.0})
+                break
+            except reverb.errors.ResourceExhaustedError:
+                assert time.monotonic() < deadline, "the cancelled stream was never released"
+                time.sleep(0.1)
+        for call in calls[1:]:
+            call.cancel()
+        for channel in channels:
+            channel.close()
+
+
+def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_server):
+    # The server runs in its own process so that its threads can be counted.
+    config = ('port: 0 tables { table_name: "t" sampler { uniform: true } '
+              'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
+              'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+    process, port = start_server(server_binary, "--config=" + config)
+    try:
+        address = f"localhost:{port}"
+        reverb.Client(address).server_info(timeout=10)
+        baseline = _threads(process.pid)
+        baseline_fds = _fds(process.pid)
+        channels, calls = [], []
+        for _ in range(200):
+            channel = grpc.insecure_channel(address)
+            stream = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
+                                           response_deserializer=_identity)
+            calls.append(stream(iter([_blocking_sample_request("t")]), timeout=120))
+            channels.append(channel)
+        deadline = time.monotonic() + 20
+        while _threads(process.pid) < baseline + 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _threads(process.pid) >= baseline + 200  # a handler per blocked stream
+        assert not any(call.done() for call in calls)
+        started = time.monotonic()
+        for call, channel in zip(calls, channels):
+            call.cancel()
+            channel.close()
+        while ((_threads(process.pid) > baseline + 5 or _fds(process.pid) > baseline_fds + 5)
+               and time.monotonic() - started < 20):
+            time.sleep(0.05)
+        released_s = time.monotonic() - started
+        assert _threads(process.pid) <= baseline + 5, released_s
+        assert _fds(process.pid) <= baseline_fds + 5, released_s
+        # The server still serves.
+        client = reverb.Client(address)
+        client.insert(np.float32(3), {"t": 1.0})
+        assert len(next(client.sample("t", emit_timesteps=False)).data) == 1
+    finally:
+        process.kill()
+        process.wait()

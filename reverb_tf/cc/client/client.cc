@@ -156,14 +156,14 @@ absl::Status Sampler::Refill() {
             : static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
     request.set_rate_limiter_timeout_ms(TimeoutToMs(options_.rate_limiter_timeout));
     if (!stream_->rw->Write(request)) {
-      absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+      absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
       return status.ok() ? absl::UnavailableError("the sample stream closed") : status;
     }
     granted_ = target;
   }
   proto::SampleResponse response;
   if (!stream_->rw->Read(&response)) {
-    absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+    absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
     return status.ok() ? absl::UnavailableError("the server ended the sample stream") : status;
   }
   if (absl::Status status = DecodeResponse(&response, &buffer_); !status.ok()) {
@@ -244,7 +244,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
       server_address, grpc::InsecureChannelCredentials(), arguments);
   return std::unique_ptr<Client>(new Client(
       server_address,
-      std::make_shared<ClientStub>(std::move(channel), options.max_message_bytes)));
+      std::make_shared<ClientStub>(server_address, std::move(channel),
+                                   options.max_message_bytes)));
 }
 
 Client::Client(std::string address, std::shared_ptr<ClientStub> stub)
@@ -265,7 +266,7 @@ absl::Status Unary(ClientStub& stub,
   SetTimeout(&context, timeout);
   context.set_wait_for_ready(wait_for_ready);
   ScopedRpcCancellation scoped(cancel, &context);
-  return FromGrpcStatus((stub.stub()->*method)(&context, request, response));
+  return stub.RpcStatus((stub.stub()->*method)(&context, request, response));
 }
 
 }  // namespace

@@ -5,26 +5,43 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/service/conversions.h"
 
 namespace reverb_tf {
 
 class ClientStub {
  public:
-  ClientStub(std::shared_ptr<grpc::Channel> channel, int64_t max_message_bytes)
-      : channel_(std::move(channel)),
+  ClientStub(std::string address, std::shared_ptr<grpc::Channel> channel,
+             int64_t max_message_bytes)
+      : address_(std::move(address)),
+        channel_(std::move(channel)),
         stub_(proto::ReplayService::NewStub(channel_)),
         max_message_bytes_(max_message_bytes) {}
 
   proto::ReplayService::Stub* stub() { return stub_.get(); }
   int64_t max_message_bytes() const { return max_message_bytes_; }
 
+  // The outcome of an RPC for the caller: a lost or refused connection
+  // (UNAVAILABLE) names the server, since gRPC's own words ("Socket
+  // closed") do not say which one.
+  absl::Status RpcStatus(const grpc::Status& status) const {
+    absl::Status converted = FromGrpcStatus(status);
+    if (converted.code() != absl::StatusCode::kUnavailable) return converted;
+    return absl::UnavailableError(
+        absl::StrCat("replay server ", address_, " unavailable: ", converted.message()));
+  }
+
  private:
+  const std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::ReplayService::Stub> stub_;
   const int64_t max_message_bytes_;

@@ -463,7 +463,7 @@ void TrajectoryWriter::ReceiveLoop() {
   // Finish() must not race the sender's Write()/WritesDone().
   mu_.Await(absl::Condition(&stream_->sender_done));
   mu_.Unlock();
-  const absl::Status status = FromGrpcStatus(stream_->rw->Finish());
+  const absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
   mu_.Lock();
   if (closing_) {
     // Close() ended the stream; nothing is waiting for the outcome.

@@ -1,0 +1,208 @@
+"""Fault tests: a server killed with SIGKILL under load, and clients killed
+mid-stream.
+
+The server is the `reverb_tf_server` binary in a child process, so that it
+can really die (and its threads and fds can be counted). Every client call
+caught by the kill must raise a clear error naming the server within a
+bounded time; a server restarted on the same port must serve the old
+`Client` again; clients killed with open streams must leave the server's
+threads and fds where they were.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reverb_tf as reverb
+
+# How long a call caught by the kill may take to raise. Measured about 1.5 s
+# (the channel's reconnect attempt); the bound leaves room for a loaded CI.
+_RAISES_WITHIN_S = 10.0
+
+_CONFIG = """
+port: {port}
+tables {{ table_name: "t" sampler {{ uniform: true }} remover {{ fifo: true }} max_size: 100
+  rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}
+tables {{ table_name: "q" sampler {{ fifo: true }} remover {{ fifo: true }} max_size: 2
+  max_times_sampled: 1
+  rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 min_diff: 0 max_diff: 2 }} }}
+"""
+
+
+def _start(server_binary, port=0):
+    process = subprocess.Popen([server_binary, "--config=" + _CONFIG.format(port=port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    match = re.search(r"on port (\d+)", process.stdout.readline())
+    if match is None:
+        process.kill()
+        pytest.fail(f"server did not start: {process.stderr.read()}")
+    return process, int(match.group(1))
+
+
+def _count(pid, what):
+    return len(os.listdir(f"/proc/{pid}/{what}"))
+
+
+class _Outcome:
+    """What a call running in a thread ended with, and when."""
+
+    def __init__(self, call):
+        self.error = None
+        self.ended_at = None
+        self.returned = False
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call):
+        try:
+            call()
+            self.returned = True
+        except Exception as e:  # pylint: disable=broad-except
+            self.error = e
+        self.ended_at = time.monotonic()
+
+    def join(self, timeout):
+        self._thread.join(timeout)
+
+
+def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client(server_binary):
+    process, port = _start(server_binary)
+    address = f"localhost:{port}"
+    client = reverb.Client(address)
+    client.server_info(timeout=10)
+
+    def blocked_sample():  # "t" is empty: waits for its first item
+        next(client.sample("t", emit_timesteps=False))
+
+    def flushing_writer():  # "q" admits 2 items: the flush waits for a sampler
+        writer = client.trajectory_writer(num_keep_alive_refs=1)
+        for step in range(5):
+            writer.append([np.float32(step)])
+            writer.create_item("q", 1.0, writer.history[0][-1:])
+        writer.flush()
+
+    dataset = reverb.TrajectoryDataset(address, "t", tf.float32, tf.TensorShape([]),
+                                       max_in_flight_samples_per_worker=2)
+    iterator = iter(dataset)
+
+    def dataset_iterator():
+        next(iterator)
+
+    outcomes = {name: _Outcome(call) for name, call in [
+        ("sampler", blocked_sample), ("writer", flushing_writer),
+        ("dataset", dataset_iterator)]}
+    deadline = time.monotonic() + 20
+    while client.server_info(timeout=10)["q"].current_size < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)  # all three are blocked now
+    assert not any(outcome.ended_at for outcome in outcomes.values())
+
+    process.kill()
+    process.wait()
+    killed_at = time.monotonic()
+    for name, outcome in outcomes.items():
+        outcome.join(_RAISES_WITHIN_S + 5)
+        assert outcome.ended_at is not None, f"{name} still blocked after the kill"
+        assert not outcome.returned, name
+        assert isinstance(outcome.error, (reverb.errors.UnavailableError,
+                                          tf.errors.UnavailableError)), (name, outcome.error)
+        assert outcome.ended_at - killed_at < _RAISES_WITHIN_S, name
+        print(f"{name}: raised {type(outcome.error).__name__} "
+              f"{outcome.ended_at - killed_at:.2f} s after the kill")
+    assert address in str(outcomes["sampler"].error)
+    assert address in str(outcomes["writer"].error)
+
+    # Meanwhile calls fail fast and clearly, with the server down.
+    with pytest.raises(reverb.errors.DeadlineExceededError):
+        client.server_info(timeout=1)
+
+    restarted, restarted_port = _start(server_binary, port)
+    try:
+        assert restarted_port == port
+        assert client.server_info(timeout=10)["t"].current_size == 0  # nothing checkpointed
+        client.insert(np.float32(7), {"t": 1.0})
+        assert next(client.sample("t", emit_timesteps=False)).data[0] == 7
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            writer.append([np.float32(8)])
+            writer.create_item("t", 1.0, writer.history[0][-1:])
+        assert client.server_info(timeout=10)["t"].current_size == 2
+        # A new dataset: its fail-fast stream may first meet the channel
+        # still backing off from the kill (at most 2 s), so it is retried.
+        deadline = time.monotonic() + _RAISES_WITHIN_S
+        while True:
+            try:
+                sample = next(reverb.TrajectoryDataset(
+                    address, "t", tf.float32, tf.TensorShape([1]),
+                    max_in_flight_samples_per_worker=2).take(1).as_numpy_iterator())
+                break
+            except tf.errors.UnavailableError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert float(sample.data[0]) in (7.0, 8.0)
+    finally:
+        restarted.kill()
+        restarted.wait()
+
+
+_MANY_STREAMS_CLIENT = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    import reverb_tf as reverb
+    client = reverb.Client(sys.argv[1])
+    writers, samplers = [], []
+    for i in range(100):
+        writer = client.trajectory_writer(num_keep_alive_refs=2)
+        writer.append([np.float32(i)])
+        writer.create_item("t", 1.0, writer.history[0][-1:])
+        writer.flush()
+        writer.append([np.float32(i)])  # a step sent, no item yet: the stream stays open
+        writers.append(writer)
+    def sample_forever():
+        for _ in client.sample("q", num_samples=10**9, emit_timesteps=False):
+            pass
+    for _ in range(100):
+        threading.Thread(target=sample_forever, daemon=True).start()
+    print("streams open", flush=True)
+    threading.Event().wait()
+""")
+
+
+def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline(server_binary):
+    process, port = _start(server_binary)
+    address = f"localhost:{port}"
+    try:
+        reverb.Client(address).server_info(timeout=10)
+        baseline = {what: _count(process.pid, what) for what in ("task", "fd")}
+        clients = [subprocess.Popen([sys.executable, "-c", _MANY_STREAMS_CLIENT, address],
+                                    stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        for client in clients:
+            assert client.stdout.readline().strip() == "streams open"
+        deadline = time.monotonic() + 20
+        while _count(process.pid, "task") < baseline["task"] + 300:
+            assert time.monotonic() < deadline, _count(process.pid, "task")
+            time.sleep(0.1)
+        for client in clients:
+            client.send_signal(signal.SIGKILL)
+            client.wait()
+        deadline = time.monotonic() + 20
+        while any(_count(process.pid, what) > baseline[what] + 5 for what in baseline):
+            assert time.monotonic() < deadline, {w: _count(process.pid, w) for w in baseline}
+            time.sleep(0.1)
+        # Still serving, and the killed writers' flushed items are kept.
+        client = reverb.Client(address)
+        assert client.server_info(timeout=10)["t"].current_size == 100
+        client.insert(np.float32(1), {"q": 1.0})
+        assert next(client.sample("q", emit_timesteps=False)).data[0] == 1
+    finally:
+        process.kill()
+        process.wait()

@@ -42,7 +42,9 @@ class DefaultCheckpointer(CheckpointerBase):
                  path: str,
                  group: str = "",
                  fallback_checkpoint_path: Optional[str] = None,
-                 keep: int = 1) -> None:
+                 keep: int = 1,
+                 *,
+                 load_previous_if_damaged: bool = False) -> None:
         """Describes a checkpointer.
 
         Args:
@@ -52,6 +54,11 @@ class DefaultCheckpointer(CheckpointerBase):
             `Client.checkpoint()` returned in another run) loaded when `path`
             holds no checkpoint yet.
           keep: How many checkpoints to keep under `path` (>= 1).
+          load_previous_if_damaged: If the newest checkpoint is damaged (a
+            record fails its checksum or a file is missing), load the newest
+            intact one instead of failing; the server logs a warning and
+            lists what it skipped in `Server.skipped_checkpoints`. Needs
+            `keep` > 1 to have an older one. Not in dm-reverb.
 
         Raises:
           ValueError: If `path` is empty or `keep` < 1.
@@ -64,6 +71,7 @@ class DefaultCheckpointer(CheckpointerBase):
         self._group = group
         self._fallback = fallback_checkpoint_path or ""
         self._keep = int(keep)
+        self._load_previous_if_damaged = bool(load_previous_if_damaged)
 
     @property
     def path(self) -> str:
@@ -80,6 +88,7 @@ class DefaultCheckpointer(CheckpointerBase):
             "fallback_checkpoint_path": os.fspath(self._fallback),
             "checkpoint_keep": self._keep,
             "checkpoint_group": self._group,
+            "checkpoint_load_previous_if_damaged": self._load_previous_if_damaged,
         }
 
     def __repr__(self) -> str:

@@ -387,7 +387,11 @@ class Server:
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
                                    max_active_streams=int(max_active_streams),
                                    **checkpointer.internal_checkpointer().native_options())
-        if self._server.loaded_checkpoint:
+        if self._server.skipped_checkpoints:
+            logging.warning(
+                "reverb_tf.Server: loaded the older checkpoint %s; skipped damaged ones: %s",
+                self._server.loaded_checkpoint, "; ".join(self._server.skipped_checkpoints))
+        elif self._server.loaded_checkpoint:
             logging.info("reverb_tf.Server: loaded checkpoint %s",
                          self._server.loaded_checkpoint)
         for table in self._tables:
@@ -402,6 +406,15 @@ class Server:
     def loaded_checkpoint(self) -> Optional[str]:
         """The checkpoint loaded when the server started, or None."""
         return self._server.loaded_checkpoint or None
+
+    @property
+    def skipped_checkpoints(self) -> List[str]:
+        """Newer checkpoints skipped as damaged at start ("path: damage").
+
+        Empty unless the checkpointer was created with
+        `load_previous_if_damaged=True` and the newest checkpoint was damaged.
+        """
+        return list(self._server.skipped_checkpoints)
 
     def stop(self) -> None:
         """Stops the server; blocked calls on its tables fail with CancelledError.

@@ -348,3 +348,42 @@ def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
     with pytest.raises(errors.DataLossError, match="newest checkpoint .* is damaged"):
         reverb.Server([reverb.Table.queue("q", 5)],
                       checkpointer=reverb.checkpointers.DefaultCheckpointer(root, keep=2))
+    # Opted in: the older checkpoint is loaded, loudly.
+    with reverb.Server([reverb.Table.queue("q", 5)],
+                       checkpointer=reverb.checkpointers.DefaultCheckpointer(
+                           root, keep=2, load_previous_if_damaged=True)) as server:
+        assert server.loaded_checkpoint is not None and server.loaded_checkpoint != newest
+        assert len(server.skipped_checkpoints) == 1
+        assert server.skipped_checkpoints[0].startswith(newest + ": ")
+        info = reverb.Client(f"localhost:{server.port}").server_info(timeout=10)
+        assert info["q"].current_size == 0  # what the older checkpoint held
+
+
+def test_binary_on_damaged_checkpoint_previous_loads_the_older_one(
+        server_binary, start_server, tmp_path):
+    root = tmp_path / "ckpt"
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
+                             "--checkpoint_keep=2")
+    try:
+        _insert_frames(client, 2, seed=4)
+        older = client.checkpoint()
+        _insert_frames(client, 3, seed=5)
+        newest = client.checkpoint()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    data = pathlib.Path(newest) / "replay.rtfckpt"
+    data.write_bytes(data.read_bytes()[:-100])
+    refused = subprocess.run([server_binary, f"--config={CONFIG}", f"--checkpoint_dir={root}",
+                              "--checkpoint_keep=2"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "on_damaged_checkpoint" in refused.stderr or "load_previous_if_damaged" in refused.stderr
+    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
+                             "--checkpoint_keep=2", "--on_damaged_checkpoint=previous")
+    try:
+        assert client.server_info(timeout=10)["frames"].current_size == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    stderr = process.stderr.read()
+    assert "WARNING" in stderr and newest in stderr and older in stderr

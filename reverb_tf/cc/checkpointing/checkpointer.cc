@@ -540,29 +540,45 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   return stats;
 }
 
-absl::StatusOr<std::string> Checkpointer::LoadLatest(
+absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
     absl::Span<const std::shared_ptr<Table>> tables) {
   RETURN_IF_ERROR(RemoveStaleTemporaries());
   ASSIGN_OR_RETURN(std::vector<std::string> existing, List());
-  std::string path;
-  if (!existing.empty()) {
-    path = existing.back();
-  } else if (!options_.fallback_checkpoint_path.empty()) {
-    path = options_.fallback_checkpoint_path;
-  } else {
-    return std::string();
+  LoadedCheckpoint loaded;
+  if (existing.empty()) {
+    if (options_.fallback_checkpoint_path.empty()) return loaded;
+    RETURN_IF_ERROR(LoadCheckpoint(options_.fallback_checkpoint_path, tables));
+    loaded.path = options_.fallback_checkpoint_path;
+    return loaded;
   }
-  if (absl::Status status = LoadCheckpoint(path, tables); !status.ok()) {
-    // One rule for a damaged newest checkpoint, whatever the damage (a bad
-    // record or a lost file): fail loudly, never fall back silently.
-    if (!existing.empty() && absl::IsNotFound(status)) {
-      return absl::DataLossError(absl::StrCat(
-          "the newest checkpoint '", path, "' is damaged: ", status.message(),
-          ". Move it out of '", options_.root, "' to load the previous one."));
+  for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
+    absl::Status status = LoadCheckpoint(*it, tables);
+    if (status.ok()) {
+      loaded.path = *it;
+      if (!loaded.skipped.empty()) {
+        std::fprintf(stderr,
+                     "reverb_tf: WARNING: loaded the older checkpoint '%s' because %zu newer "
+                     "one(s) are damaged: %s\n",
+                     it->c_str(), loaded.skipped.size(),
+                     absl::StrJoin(loaded.skipped, "; ").c_str());
+      }
+      return loaded;
     }
-    return status;
+    // One rule for damage, whatever its kind (a bad record or a lost file).
+    const bool damaged = absl::IsDataLoss(status) || absl::IsNotFound(status);
+    if (!damaged) return status;
+    if (!options_.load_previous_if_damaged) {
+      return absl::DataLossError(absl::StrCat(
+          "the newest checkpoint '", *it, "' is damaged: ", status.message(),
+          ". Move it out of '", options_.root,
+          "' or allow loading the previous one (load_previous_if_damaged).",
+          existing.size() > 1 ? "" : " No older checkpoint is kept (keep=1)."));
+    }
+    loaded.skipped.push_back(absl::StrCat(*it, ": ", status.message()));
   }
-  return path;
+  return absl::DataLossError(absl::StrCat(
+      "every checkpoint under '", options_.root, "' is damaged: ",
+      absl::StrJoin(loaded.skipped, "; ")));
 }
 
 absl::Status LoadCheckpoint(const std::string& path,

@@ -52,6 +52,21 @@ struct REVERB_TF_EXPORT CheckpointerOptions {
   int keep = 1;
   // If not empty, checkpoint files and directories are given this group.
   std::string group;
+  // What LoadLatest does when the newest checkpoint is damaged (a record
+  // fails its checksum or a file is missing): by default it fails, so that
+  // nobody trains on an older buffer without knowing. With this set it loads
+  // the newest intact checkpoint instead (keep > 1 leaves older ones on
+  // disk), warns on stderr and reports the skipped ones. Errors that are not
+  // damage (a table missing or with another signature) fail either way.
+  bool load_previous_if_damaged = false;
+};
+
+struct REVERB_TF_EXPORT LoadedCheckpoint {
+  // The checkpoint loaded, or "" if there was nothing to load.
+  std::string path;
+  // Newer checkpoints skipped as damaged, newest first, each with the
+  // damage ("<path>: <error>"); empty unless load_previous_if_damaged.
+  std::vector<std::string> skipped;
 };
 
 struct REVERB_TF_EXPORT CheckpointStats {
@@ -76,9 +91,9 @@ class REVERB_TF_EXPORT Checkpointer {
       absl::Span<const std::shared_ptr<Table>> tables);
 
   // Loads the newest checkpoint under the root into `tables` (which must be
-  // empty), or the fallback checkpoint if the root holds none. Returns the
-  // path loaded, or "" if there was nothing to load.
-  absl::StatusOr<std::string> LoadLatest(
+  // empty), or the fallback checkpoint if the root holds none. A damaged
+  // newest checkpoint is DATA_LOSS unless load_previous_if_damaged (above).
+  absl::StatusOr<LoadedCheckpoint> LoadLatest(
       absl::Span<const std::shared_ptr<Table>> tables);
 
   // Complete checkpoints under the root, oldest first.

@@ -46,11 +46,13 @@ std::string FreshDir(const std::string& name) {
 }
 
 std::unique_ptr<Checkpointer> MakeCheckpointer(const std::string& root, int keep = 3,
-                                               const std::string& fallback = "") {
+                                               const std::string& fallback = "",
+                                               bool load_previous_if_damaged = false) {
   CheckpointerOptions options;
   options.root = root;
   options.keep = keep;
   options.fallback_checkpoint_path = fallback;
+  options.load_previous_if_damaged = load_previous_if_damaged;
   auto checkpointer = Checkpointer::Create(options);
   EXPECT_TRUE(checkpointer.ok()) << checkpointer.status();
   return *std::move(checkpointer);
@@ -155,7 +157,7 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
   auto restored = MakeTables();
   auto loaded = MakeCheckpointer(root)->LoadLatest(restored);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(*loaded, stats->path);
+  EXPECT_EQ(loaded->path, stats->path);
   for (size_t i = 0; i < tables.size(); ++i) {
     SCOPED_TRACE(tables[i]->name());
     EXPECT_TRUE(restored[i]->CheckInvariants().ok()) << restored[i]->CheckInvariants();
@@ -430,8 +432,58 @@ TEST_F(CheckpointerTest, KeepsTheNewestAndLoadsTheLatest) {
   auto restored = MakeTable(table->options());
   auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(*loaded, paths[4]);
+  EXPECT_EQ(loaded->path, paths[4]);
   EXPECT_EQ(restored->size(), 5);
+}
+
+TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
+  const std::string root = FreshDir("previous");
+  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                          RateLimiterOptions::MinSize(1)));
+  auto checkpointer = MakeCheckpointer(root, /*keep=*/3);
+  std::vector<std::string> paths;
+  for (Key k = 1; k <= 3; ++k) {
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    auto stats = checkpointer->Save({table});
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    paths.push_back(stats->path);
+  }
+  // The newest loses its data file, the middle one gets a flipped bit.
+  fs::remove(DataFile(paths[2]));
+  {
+    std::fstream file(DataFile(paths[1]), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(30);
+    char byte;
+    file.read(&byte, 1);
+    file.seekp(30);
+    byte = static_cast<char>(byte ^ 0x01);
+    file.write(&byte, 1);
+  }
+
+  auto refused = MakeTable(table->options());
+  auto status = MakeCheckpointer(root)->LoadLatest({refused}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find(paths[2]), std::string::npos) << status;
+  EXPECT_NE(status.message().find("load_previous_if_damaged"), std::string::npos) << status;
+  EXPECT_EQ(refused->size(), 0);
+
+  auto restored = MakeTable(table->options());
+  auto loaded = MakeCheckpointer(root, 3, "", /*load_previous_if_damaged=*/true)
+                    ->LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->path, paths[0]);
+  ASSERT_EQ(loaded->skipped.size(), 2u);
+  EXPECT_EQ(loaded->skipped[0].rfind(paths[2], 0), 0u) << loaded->skipped[0];
+  EXPECT_EQ(loaded->skipped[1].rfind(paths[1], 0), 0u) << loaded->skipped[1];
+  EXPECT_EQ(restored->size(), 1);  // what the oldest checkpoint held, nothing of the others
+  EXPECT_TRUE(restored->CheckInvariants().ok());
+
+  fs::remove(DataFile(paths[0]));
+  auto none = MakeTable(table->options());
+  status = MakeCheckpointer(root, 3, "", true)->LoadLatest({none}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_NE(status.message().find("every checkpoint"), std::string::npos) << status;
+  EXPECT_EQ(none->size(), 0);
 }
 
 TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
@@ -455,7 +507,7 @@ TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
   auto restored = MakeTable(table->options());
   auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(*loaded, stats->path);
+  EXPECT_EQ(loaded->path, stats->path);
   EXPECT_EQ(restored->size(), 1);
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_TRUE(fs::exists(live));
@@ -473,13 +525,13 @@ TEST_F(CheckpointerTest, FallsBackWhenTheRootIsEmpty) {
   auto loaded =
       MakeCheckpointer(FreshDir("fallback_root"), 3, stats->path)->LoadLatest({restored});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(*loaded, stats->path);
+  EXPECT_EQ(loaded->path, stats->path);
   EXPECT_EQ(restored->size(), 1);
 
   auto nothing = MakeTable(table->options());
   loaded = MakeCheckpointer(FreshDir("empty_root"))->LoadLatest({nothing});
   ASSERT_TRUE(loaded.ok());
-  EXPECT_EQ(*loaded, "");
+  EXPECT_EQ(loaded->path, "");
 
   auto status =
       MakeCheckpointer(FreshDir("bad_fallback"), 3, other)->LoadLatest({nothing}).status();

@@ -358,7 +358,7 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& checkpoint_root,
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
                        const std::string& checkpoint_group, double checkpoint_interval_s,
-                       int64_t max_active_streams) {
+                       bool checkpoint_load_previous_if_damaged, int64_t max_active_streams) {
              ServerOptions options;
              options.port = port;
              options.max_message_bytes = max_message_bytes;
@@ -371,6 +371,7 @@ PYBIND11_MODULE(_core, m) {
                checkpointer.fallback_checkpoint_path = fallback_checkpoint_path;
                checkpointer.keep = checkpoint_keep;
                checkpointer.group = checkpoint_group;
+               checkpointer.load_previous_if_damaged = checkpoint_load_previous_if_damaged;
                auto created = Checkpointer::Create(std::move(checkpointer));
                if (!created.ok()) {
                  py::gil_scoped_acquire acquire;
@@ -387,9 +388,11 @@ PYBIND11_MODULE(_core, m) {
            py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
            py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0,
+           py::arg("checkpoint_load_previous_if_damaged") = false,
            py::arg("max_active_streams") = ServerOptions().max_active_streams)
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
+      .def_property_readonly("skipped_checkpoints", &ReplayServer::skipped_checkpoints)
       .def("checkpoint",
            [](ReplayServer& server) {
              py::gil_scoped_release release;

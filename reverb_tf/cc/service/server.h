@@ -69,7 +69,12 @@ class REVERB_TF_EXPORT ReplayServer {
 
   int port() const { return port_; }
   // The checkpoint Start() loaded, or "" if none.
-  const std::string& loaded_checkpoint() const { return loaded_checkpoint_; }
+  const std::string& loaded_checkpoint() const { return loaded_checkpoint_.path; }
+  // Newer checkpoints Start() skipped as damaged (see
+  // CheckpointerOptions::load_previous_if_damaged), with their damage.
+  const std::vector<std::string>& skipped_checkpoints() const {
+    return loaded_checkpoint_.skipped;
+  }
 
   // Saves a checkpoint (what the Checkpoint RPC does).
   absl::StatusOr<CheckpointStats> Checkpoint();
@@ -90,7 +95,7 @@ class REVERB_TF_EXPORT ReplayServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::shared_ptr<Checkpointer> checkpointer_;
-  std::string loaded_checkpoint_;
+  LoadedCheckpoint loaded_checkpoint_;
   std::thread checkpoint_thread_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

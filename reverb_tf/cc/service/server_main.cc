@@ -41,6 +41,10 @@ ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
 ABSL_FLAG(int64_t, max_active_streams, reverb_tf::ServerOptions().max_active_streams,
           "Most writer and sampler streams served at once; more fail with "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, on_damaged_checkpoint, "fail",
+          "What to do when the newest checkpoint is damaged: 'fail' (exit with a "
+          "message naming it) or 'previous' (load the newest intact one, with a "
+          "warning; needs --checkpoint_keep > 1 to have one).");
 ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 1).");
 
 namespace reverb_tf {
@@ -97,6 +101,12 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
   } else if (config.checkpoint_keep() > 0) {
     options.keep = config.checkpoint_keep();
   }
+  const std::string on_damaged = absl::GetFlag(FLAGS_on_damaged_checkpoint);
+  if (on_damaged != "fail" && on_damaged != "previous") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--on_damaged_checkpoint must be 'fail' or 'previous', got '", on_damaged, "'"));
+  }
+  options.load_previous_if_damaged = on_damaged == "previous";
   *interval = absl::GetFlag(FLAGS_checkpoint_interval);
   if (*interval == absl::ZeroDuration() && config.checkpoint_interval_s() > 0) {
     *interval = absl::Seconds(config.checkpoint_interval_s());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up (idempotently), builds everything with
-# Bazel offline, runs every C++ test, then the Python tests (including the
+# Bazel offline, runs every C++ test (also under ASan + UBSan), fuzzes the
+# wire decoding paths for 90 s, then the Python tests (including the
 # differential tests against dm-reverb 0.14 in its own venv, made by
 # scripts/setup_oracle.sh), then builds the wheel and smoke-tests it in a
 # brand-new venv (scripts/build_wheel.sh).
@@ -20,6 +21,8 @@ bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
 
 # The same C++ tests under ASan + UBSan (their own Bazel output base).
 bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
+# Coverage-guided fuzzing of the wire decoding paths, 90 s (libFuzzer).
+bash "${ROOT}/scripts/fuzz.sh" --no-setup || status=$?
 
 if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
   "${ROOT}/.venv/bin/python" -m pytest -q "${ROOT}/tests" || status=$?

@@ -59,8 +59,10 @@ absl::StatusOr<TensorPayload> AssembleColumn(
   return result;
 }
 
-// Appends the samples of `response` to `samples` (consumes its chunk bytes).
-absl::Status DecodeResponse(proto::SampleResponse* response, std::vector<Sample>* samples) {
+}  // namespace
+
+absl::Status DecodeSampleResponse(proto::SampleResponse* response,
+                                  std::vector<Sample>* samples) {
   absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
   for (proto::Chunk& chunk : *response->mutable_chunks()) chunks[chunk.key()] = &chunk;
   absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
@@ -81,8 +83,6 @@ absl::Status DecodeResponse(proto::SampleResponse* response, std::vector<Sample>
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
                               absl::FunctionRef<bool()> may_retry) {
@@ -166,7 +166,7 @@ absl::Status Sampler::Refill() {
     absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
     return status.ok() ? absl::UnavailableError("the server ended the sample stream") : status;
   }
-  if (absl::Status status = DecodeResponse(&response, &buffer_); !status.ok()) {
+  if (absl::Status status = DecodeSampleResponse(&response, &buffer_); !status.ok()) {
     return Fail(status);
   }
   if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));

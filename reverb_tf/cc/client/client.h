@@ -32,6 +32,9 @@
 namespace reverb_tf {
 
 class ClientStub;
+namespace proto {
+class SampleResponse;
+}  // namespace proto
 
 struct REVERB_TF_EXPORT SampleInfo {
   Key key = 0;
@@ -73,6 +76,13 @@ struct REVERB_TF_EXPORT SamplerOptions {
 };
 
 struct SamplerStream;
+
+// Appends the samples of a server's `response` to `samples`, consuming its
+// chunk bytes. Nothing in the response is trusted: sizes are checked before
+// anything is allocated; a malformed response is an error (INVALID_ARGUMENT
+// or INTERNAL), never a crash.
+absl::Status DecodeSampleResponse(proto::SampleResponse* response,
+                                  std::vector<Sample>* samples);
 
 // The client's one retry policy for a server that is briefly unreachable:
 // calls `attempt(i)` for i = 0, 1, ... while it returns UNAVAILABLE and

@@ -9,6 +9,10 @@
 #ifndef REVERB_TF_CC_SERVICE_CONVERSIONS_H_
 #define REVERB_TF_CC_SERVICE_CONVERSIONS_H_
 
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "grpcpp/support/status.h"
@@ -26,6 +30,17 @@ REVERB_TF_EXPORT absl::Status FromGrpcStatus(const grpc::Status& status);
 absl::StatusOr<TensorPayload> PayloadFromProto(proto::Tensor* tensor);
 void PayloadToProto(TensorPayload payload, proto::Tensor* tensor);
 void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
+
+// The server's view of a written item: its slices resolved against the
+// chunks the stream holds. INVALID_ARGUMENT if a slice names a chunk not in
+// `chunks` (slice bounds are the table's to check).
+absl::StatusOr<Item> ItemFromProto(const proto::Item& proto_item,
+                                   const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks);
+
+// Appends `sample` to `response`, with each chunk not yet in `sent` (which
+// it extends); returns the chunk bytes added.
+int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response,
+                      absl::flat_hash_set<ChunkKey>* sent);
 
 REVERB_TF_EXPORT absl::StatusOr<TableOptions> TableOptionsFromConfig(
     const proto::TableConfig& config);

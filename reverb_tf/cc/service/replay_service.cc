@@ -81,30 +81,6 @@ class StreamSlot {
   std::atomic<int64_t>* active_;
 };
 
-absl::StatusOr<Item> ItemFromProto(
-    const proto::Item& proto_item,
-    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks) {
-  Item item;
-  item.key = proto_item.key();
-  item.priority = proto_item.priority();
-  item.legacy_steps = proto_item.legacy_steps();
-  item.trajectory.reserve(proto_item.columns_size());
-  for (const proto::Column& proto_column : proto_item.columns()) {
-    TrajectoryColumn& column = item.trajectory.emplace_back();
-    column.squeeze = proto_column.squeeze();
-    for (const proto::Slice& slice : proto_column.slices()) {
-      auto it = chunks.find(slice.chunk_key());
-      if (it == chunks.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "item ", item.key, " references chunk ", slice.chunk_key(),
-            " which this stream has not sent or has released"));
-      }
-      column.slices.push_back(ChunkSlice{it->second, slice.offset(), slice.length()});
-    }
-  }
-  return item;
-}
-
 }  // namespace
 
 ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
@@ -288,28 +264,7 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
         sent.clear();
         bytes = 0;
       }
-      proto::SampledItem* out = response.add_items();
-      proto::SampleInfo* info = out->mutable_info();
-      info->set_key(sample.key);
-      info->set_probability(sample.probability);
-      info->set_table_size(sample.table_size);
-      info->set_priority(sample.priority);
-      info->set_times_sampled(sample.times_sampled);
-      info->set_rate_limited(sample.rate_limited);
-      for (const TrajectoryColumn& column : sample.trajectory) {
-        proto::Column* out_column = out->add_columns();
-        out_column->set_squeeze(column.squeeze);
-        for (const ChunkSlice& slice : column.slices) {
-          proto::Slice* out_slice = out_column->add_slices();
-          out_slice->set_chunk_key(slice.chunk->key());
-          out_slice->set_offset(slice.offset);
-          out_slice->set_length(slice.length);
-          if (sent.insert(slice.chunk->key()).second) {
-            ChunkToProto(*slice.chunk, response.add_chunks());
-            bytes += static_cast<int64_t>(slice.chunk->data().size());
-          }
-        }
-      }
+      bytes += SampleToProto(sample, &response, &sent);
     }
     if (!stream.Write(response)) return grpc::Status::OK;
   }

@@ -1,7 +1,7 @@
 """Build macros shared by every native target of reverb_tf."""
 
 # Linker flags for any shared object that may be loaded into a Python process
-# that imported TensorFlow first (../shared/DESIGN.md §3, docs/native_linking.md):
+# that imported TensorFlow first (docs/native_linking.md):
 #   --exclude-libs,ALL  nothing from a static archive (gRPC, protobuf, zlib,
 #                       zstd) is exported, so TF's global copies cannot bind to
 #                       ours or ours to theirs;

@@ -1,6 +1,6 @@
 // Native ceiling of the hot paths, without Python: a server in this process
 // and the C++ client over loopback gRPC. Compare with bench/python_bench.py
-// and ../shared/bench/replay_bench.py to see what the Python layer costs.
+// and the Python-level benchmarks to see what the Python layer costs.
 #include <cstdio>
 #include <cstring>
 

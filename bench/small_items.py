@@ -1,8 +1,8 @@
-"""The small-item workload our benchmarks share with the shared harness.
+"""The small-item workload of our benchmarks (the replay benchmark's scenario a).
 
 Each step is `{observation: f32[4], action: i32, reward: f32}`, written with
 `num_keep_alive_refs=1` and one item per step, flushing every 24 items, as
-`../shared/bench/replay_bench.py` does.
+the team's side-by-side replay benchmark does.
 """
 import numpy as np
 

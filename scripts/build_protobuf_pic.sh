@@ -4,7 +4,7 @@
 #
 # Why: Debian ships libprotobuf.a without -fPIC, and every .so we load into a
 # Python process must carry protobuf statically with hidden symbols, because
-# TensorFlow exports its own protobuf globally (../shared/DESIGN.md §3).
+# TensorFlow exports its own protobuf globally (docs/native_linking.md).
 #
 # Usage: build_protobuf_pic.sh <install-prefix>
 # Idempotent: does nothing once <install-prefix>/.complete exists.

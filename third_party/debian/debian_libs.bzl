@@ -1,7 +1,7 @@
 """Repository rules for the native libraries this project takes from Debian
 and from the project's venv, so that Bazel builds fully offline.
 
-Linking policy (see docs/native_linking.md and ../shared/DESIGN.md §3):
+Linking policy (see docs/native_linking.md):
   * gRPC (the *_unsecure flavour: loopback/plaintext only, so no OpenSSL at
     all), upb, gpr, c-ares, address_sorting, zlib, zstd and protobuf are
     linked STATICALLY, and every shared object we build hides their symbols.

@@ -56,9 +56,27 @@ def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
     assert result.stdout.strip().endswith("OK")
 
 
+def _communicate_or_dump(process, timeout):
+    """Like communicate(), but on a hang fails with every thread's stack.
+
+    The child registers faulthandler on SIGUSR1 (see the scripts below).
+    """
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"the child hung; its stacks:\n{err[-6000:]}\nstdout: {out!r}")
+
+
+_DUMP_ON_SIGUSR1 = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1)\n"
+
+
 def test_ctrl_c_interrupts_a_blocked_sample():
     process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
+        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + textwrap.dedent("""
             import sys, time
             import reverb_tf as reverb
             table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(),
@@ -81,10 +99,45 @@ def test_ctrl_c_interrupts_a_blocked_sample():
     time.sleep(0.5)
     start = time.monotonic()
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    out, err = _communicate_or_dump(process, timeout=30)
     assert process.returncode == 0, err[-3000:]
     assert "interrupted" in out
     assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("blocked_in", ["sample", "flush", "server_wait"])
+def test_exit_with_a_daemon_thread_blocked_in_a_call_is_clean(blocked_in):
+    # A daemon thread blocked in a native call when the interpreter finalizes
+    # used to abort the process ("terminate called without an active
+    # exception"): retaking the GIL ends such a thread with a forced unwind.
+    process = subprocess.Popen(
+        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + textwrap.dedent(f"""
+            import threading, time
+            import numpy as np
+            import reverb_tf as reverb
+            server = reverb.Server([reverb.Table.queue("q", 1)])
+            client = reverb.Client(f"localhost:{{server.port}}")
+            def blocked():
+                if "{blocked_in}" == "sample":
+                    next(client.sample("q"))  # empty queue
+                elif "{blocked_in}" == "flush":
+                    writer = client.trajectory_writer(1)
+                    for i in range(3):  # the queue holds 1
+                        writer.append([np.float32(i)])
+                        writer.create_item("q", 1.0, writer.history[0][-1:])
+                    writer.flush()
+                else:
+                    server.wait()
+            threading.Thread(target=blocked, daemon=True).start()
+            time.sleep(0.5)
+            print("exiting", flush=True)
+        """)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    out, err = _communicate_or_dump(process, timeout=60)
+    assert out.strip() == "exiting"
+    assert process.returncode == 0, err[-3000:]
+    assert "terminate called" not in err
 
 
 def test_server_stopped_while_a_sampler_blocks_and_a_writer_flushes():

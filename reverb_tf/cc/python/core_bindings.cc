@@ -10,11 +10,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cxxabi.h>
+
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,6 +59,31 @@ absl::Duration TimeoutFromSeconds(std::optional<double> seconds) {
   return absl::Seconds(*seconds);
 }
 
+// Runs `f()` without the GIL and returns its result. Deliberately not a
+// scoped guard (py::gil_scoped_release): when the interpreter is finalizing,
+// retaking the GIL on a daemon thread ends that thread with a forced unwind,
+// which a guard's noexcept destructor would turn into std::terminate (an
+// abort at exit for any program with a daemon thread blocked in a call).
+template <typename F>
+auto WithoutGil(F f) -> decltype(f()) {
+  PyThreadState* saved = PyEval_SaveThread();
+  try {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      PyEval_RestoreThread(saved);  // may end this thread (see above)
+    } else {
+      auto result = f();
+      PyEval_RestoreThread(saved);  // may end this thread (see above)
+      return result;
+    }
+  } catch (abi::__forced_unwind&) {
+    throw;  // from PyEval_RestoreThread: the GIL is not ours to retake
+  } catch (...) {
+    PyEval_RestoreThread(saved);
+    throw;
+  }
+}
+
 // Runs `call(slice)` (returning absl::Status, DEADLINE_EXCEEDED when a slice
 // expires) without the GIL until it succeeds, fails otherwise, `timeout`
 // passes or Ctrl-C is pressed. Used for waits on our own condition
@@ -64,10 +92,7 @@ template <typename Call>
 void WaitInSlices(absl::Duration timeout, Call call) {
   const absl::Status status = CallInSlices(
       timeout, kSignalPoll,
-      [&](absl::Duration slice) {
-        py::gil_scoped_release release;
-        return call(slice);
-      },
+      [&](absl::Duration slice) { return WithoutGil([&] { return call(slice); }); },
       [] {
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
         return absl::OkStatus();
@@ -90,22 +115,35 @@ auto RunCancellable(Call call) -> decltype(call(nullptr)) {
   std::optional<Result> result;
   absl::Notification done;
   bool interrupted = false;
-  {
-    py::gil_scoped_release release;
-    std::thread worker([&] {
-      result.emplace(call(&cancel));
-      done.Notify();
-    });
+  // The GIL is released and retaken by hand, not by RAII: when the
+  // interpreter is finalizing, retaking it on a daemon thread ends that
+  // thread with a forced unwind, and a scoped guard would then try to retake
+  // it again inside the unwind (std::terminate).
+  PyThreadState* saved = PyEval_SaveThread();
+  std::thread worker([&] {
+    result.emplace(call(&cancel));
+    done.Notify();
+  });
+  try {
     while (!done.WaitForNotificationWithTimeout(kSignalPoll)) {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) {
+      PyEval_RestoreThread(saved);  // may end this thread (see above)
+      const bool signalled = PyErr_CheckSignals() != 0;
+      saved = PyEval_SaveThread();
+      if (signalled) {
         interrupted = true;
         cancel.Cancel();
         break;
       }
     }
+  } catch (abi::__forced_unwind&) {
+    // This thread is being ended: end the call too, so that the worker
+    // (which references this frame) is gone before the frame is.
+    cancel.Cancel();
     worker.join();
+    throw;
   }
+  worker.join();
+  PyEval_RestoreThread(saved);
   if (interrupted) throw py::error_already_set();
   return *std::move(result);
 }
@@ -364,7 +402,6 @@ PYBIND11_MODULE(_core, m) {
              options.max_message_bytes = max_message_bytes;
              options.max_active_streams = max_active_streams;
              options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
-             py::gil_scoped_release release;
              if (!checkpoint_root.empty()) {
                CheckpointerOptions checkpointer;
                checkpointer.root = checkpoint_root;
@@ -372,16 +409,12 @@ PYBIND11_MODULE(_core, m) {
                checkpointer.keep = checkpoint_keep;
                checkpointer.group = checkpoint_group;
                checkpointer.load_previous_if_damaged = checkpoint_load_previous_if_damaged;
-               auto created = Checkpointer::Create(std::move(checkpointer));
-               if (!created.ok()) {
-                 py::gil_scoped_acquire acquire;
-                 CheckOk(created.status());
-               }
-               options.checkpointer = *std::move(created);
+               options.checkpointer = ValueOrRaise(WithoutGil(
+                   [&] { return Checkpointer::Create(std::move(checkpointer)); }));
              }
-             auto server = ReplayServer::StartFromOptions(tables, options);
-             py::gil_scoped_acquire acquire;
-             return ValueOrRaise(std::move(server));
+             // Loading a checkpoint can take a while: other Python threads run.
+             return ValueOrRaise(
+                 WithoutGil([&] { return ReplayServer::StartFromOptions(tables, options); }));
            }),
            py::arg("tables"), py::arg("port") = 0,
            py::arg("max_message_bytes") = int64_t{256} << 20,
@@ -395,9 +428,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("skipped_checkpoints", &ReplayServer::skipped_checkpoints)
       .def("checkpoint",
            [](ReplayServer& server) {
-             py::gil_scoped_release release;
-             auto stats = server.Checkpoint();
-             py::gil_scoped_acquire acquire;
+             auto stats = WithoutGil([&] { return server.Checkpoint(); });
              CheckOk(stats.status());
              py::dict out;
              out["path"] = stats->path;
@@ -421,23 +452,11 @@ PYBIND11_MODULE(_core, m) {
              CheckOk(found.status());
              return ValueOrRaise((*found)->CanSample(n));
            })
-      .def("stop", &ReplayServer::Stop, py::call_guard<py::gil_scoped_release>())
+      .def("stop", [](ReplayServer& server) { WithoutGil([&] { server.Stop(); }); })
       .def("wait", [](ReplayServer& server) {
         // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.
-        struct Waiter {
-          absl::Notification done;
-          std::thread thread;
-        };
-        auto waiter = std::make_shared<Waiter>();
-        waiter->thread = std::thread([&server, waiter] {
-          server.Wait();
-          waiter->done.Notify();
-        });
-        waiter->thread.detach();
         WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-          return waiter->done.WaitForNotificationWithTimeout(slice)
-                     ? absl::OkStatus()
-                     : absl::DeadlineExceededError("waiting");
+          return server.WaitFor(slice) ? absl::OkStatus() : absl::DeadlineExceededError("waiting");
         });
       });
 
@@ -494,12 +513,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("column"), py::arg("num_keep_alive_refs") = py::none(),
            py::arg("max_chunk_length") = py::none())
       .def("close", [](TrajectoryWriter& writer) {
-        absl::Status status;
-        {
-          py::gil_scoped_release release;
-          status = writer.Close();
-        }
-        CheckOk(status);
+        CheckOk(WithoutGil([&] { return writer.Close(); }));
       })
       .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
@@ -555,14 +569,7 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
       .def("close",
-           [](StructuredWriter& writer) {
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = writer.Close();
-             }
-             CheckOk(status);
-           })
+           [](StructuredWriter& writer) { CheckOk(WithoutGil([&] { return writer.Close(); })); })
       .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
 
   py::class_<Sampler>(m, "Sampler")

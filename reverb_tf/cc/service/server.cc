@@ -143,4 +143,9 @@ void ReplayServer::Wait() {
   mu_.Await(absl::Condition(&shut_down_));
 }
 
+bool ReplayServer::WaitFor(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&shut_down_), timeout);
+}
+
 }  // namespace reverb_tf

@@ -85,6 +85,8 @@ class REVERB_TF_EXPORT ReplayServer {
   void Stop();
   // Blocks until Stop() has completed.
   void Wait();
+  // Waits at most `timeout` for Stop() to complete; true if it has.
+  bool WaitFor(absl::Duration timeout);
 
  private:
   ReplayServer() = default;

@@ -74,24 +74,5 @@ if [[ "$(cat "${ROOT}/.bazelrc.local" 2>/dev/null)" != "${rc_local}" ]]; then
   printf '%s\n' "${rc_local}" > "${ROOT}/.bazelrc.local"
 fi
 
-log "bazel build //..."
-cd "${ROOT}"
-bazel build --noshow_progress --ui_event_filters=-info,-debug //...
-
-# Put the native files next to the Python package, so `import reverb_tf`
-# and `python -m reverb_tf._server_binary` work from the checkout (the wheel
-# build packs the same files, listed in //pip_package:native_files).
-while read -r native; do
-  target="${ROOT}/reverb_tf/$(basename "${native}")"
-  if ! cmp -s "bazel-bin/${native}" "${target}"; then
-    install -m 0755 "bazel-bin/${native}" "${target}"
-  fi
-done < bazel-bin/pip_package/native_files.txt
-# Generated Python modules (protobuf) go to reverb_tf/cc/, as in the wheel.
-while read -r generated; do
-  target="${ROOT}/reverb_tf/cc/$(basename "${generated}")"
-  if ! cmp -s "bazel-bin/${generated}" "${target}"; then
-    install -m 0644 "bazel-bin/${generated}" "${target}"
-  fi
-done < bazel-bin/pip_package/generated_python_files.txt
+bash "${ROOT}/scripts/sync_native.sh"
 log "ready"

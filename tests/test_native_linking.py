@@ -81,4 +81,7 @@ def test_no_undefined_symbol_binds_into_tensorflow(package_dir, library):
 def test_loads_after_tensorflow(package_dir, library):
     import tensorflow as tf  # noqa: F401  (first, as in a user's process)
     handle = ctypes.CDLL(str(package_dir / library), mode=ctypes.RTLD_LOCAL)
-    assert handle is not None
+    # Loaded, and its exported code runs (it takes an absl mutex setting; a
+    # library that bound into TensorFlow's copies would crash or fail here).
+    handle._ZN9reverb_tf29DisableMutexDeadlockDetectionEv.restype = None
+    handle._ZN9reverb_tf29DisableMutexDeadlockDetectionEv()

@@ -17,7 +17,7 @@ from reverb_tf import trajectory_writer
 
 
 class RecordingCoreWriter:
-    """Records calls; numbers steps within the episode like _core.Writer."""
+    """Records calls; numbers steps like _core.Writer (never restarting)."""
 
     def __init__(self):
         self.calls = []
@@ -49,7 +49,6 @@ class RecordingCoreWriter:
 
     def end_episode(self, clear_buffers, timeout_s):
         self.calls.append(("end_episode", clear_buffers, timeout_s))
-        self._next_step = 0
 
     def configure(self, column, num_keep_alive_refs, max_chunk_length):
         self.calls.append(("configure", column, num_keep_alive_refs, max_chunk_length))
@@ -213,7 +212,9 @@ def test_end_episode_clears_history_and_invalidates_old_references():
     with pytest.raises(ValueError, match="end_episode"):
         writer.create_item("t", 1.0, old)
     writer.create_item("t", 1.0, writer.history["x"][-1])
-    assert core.items[-1][2] == [(0, [0], True)]
+    # Step ids run on across episodes: the new episode's first step is the
+    # writer's third.
+    assert core.items[-1][2] == [(0, [2], True)]
 
 
 def test_end_episode_keeping_buffers():

@@ -158,7 +158,14 @@ TEST_F(ClientServerTest, ChunksCrossTheWireOnce) {
   EXPECT_EQ(TableSize("a"), 37);
   EXPECT_EQ(TableSize("b"), 37);
   // Every step's data lives on the server exactly once, shared by the items
-  // of both tables that cover it.
+  // of both tables that cover it. The first item closes a chunk of steps
+  // 0-3; every later item closes a chunk of its newest step: 37 chunks, not
+  // one per item (74) or per item step (185).
+  EXPECT_EQ(server_->num_live_chunks(), 37);
+  const int64_t bytes = server_->num_live_chunk_bytes();
+  writer.reset();  // the stream's references go; the items' stay
+  EXPECT_EQ(server_->num_live_chunks(), 37);
+  EXPECT_EQ(server_->num_live_chunk_bytes(), bytes);
   auto samples = client_->SampleItems("a", 37, Bounded());
   ASSERT_TRUE(samples.ok());
   for (const Sample& sample : *samples) {

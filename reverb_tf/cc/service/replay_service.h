@@ -85,6 +85,10 @@ class ReplayService final : public proto::ReplayService::Service {
   grpc::Status HandleInsertStream(grpc::ServerContext* context, RawStream* stream);
   grpc::Status HandleSampleStream(grpc::ServerContext* context, RawStream* stream);
 
+  // Chunks written through this service and still held by an item or a
+  // stream.
+  const ChunkStore& chunk_store() const { return chunk_store_; }
+
   grpc::Status MutatePriorities(grpc::ServerContext* context,
                                 const proto::MutatePrioritiesRequest* request,
                                 proto::MutatePrioritiesResponse* response) override;

@@ -110,6 +110,14 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
 
 ReplayServer::~ReplayServer() { Stop(); }
 
+int64_t ReplayServer::num_live_chunks() const {
+  return service_->chunk_store().num_live_chunks();
+}
+
+int64_t ReplayServer::num_live_chunk_bytes() const {
+  return service_->chunk_store().num_live_bytes();
+}
+
 absl::StatusOr<std::shared_ptr<Table>> ReplayServer::FindTable(const std::string& name) const {
   for (const auto& table : tables_) {
     if (table->name() == name) return table;

@@ -76,6 +76,11 @@ class REVERB_TF_EXPORT ReplayServer {
     return loaded_checkpoint_.skipped;
   }
 
+  // Chunks written by clients that items or writer streams still hold, and
+  // their bytes (chunks loaded from a checkpoint are not counted).
+  int64_t num_live_chunks() const;
+  int64_t num_live_chunk_bytes() const;
+
   // Saves a checkpoint (what the Checkpoint RPC does).
   absl::StatusOr<CheckpointStats> Checkpoint();
 

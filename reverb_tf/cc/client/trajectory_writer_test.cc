@@ -1,0 +1,142 @@
+// The C++ TrajectoryWriter against a real server on a free loopback port:
+// partial steps, per-column configuration, episodes, and the release of
+// chunks that left the keep-alive window (counted on the server).
+#include "reverb_tf/cc/client/trajectory_writer.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/test_util.h"
+
+namespace reverb_tf {
+namespace {
+
+using ::reverb_tf::testing::Fifo;
+using ::reverb_tf::testing::MakeTableOptions;
+using ::reverb_tf::testing::Uniform;
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+TensorPayload FloatStep(float value) {
+  std::string bytes(sizeof(float), '\0');
+  std::memcpy(bytes.data(), &value, sizeof(float));
+  return *MakePayload(DType::kFloat, {1}, bytes);
+}
+
+class TrajectoryWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = ReplayServer::StartFromOptions(
+        {MakeTableOptions("small", Uniform(), Fifo(), 8, RateLimiterOptions::MinSize(1)),
+         MakeTableOptions("big", Uniform(), Fifo(), 10000, RateLimiterOptions::MinSize(1))},
+        ServerOptions());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()));
+  }
+
+  std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive) {
+    TrajectoryWriterOptions options;
+    options.num_keep_alive_refs = keep_alive;
+    return *client_->NewTrajectoryWriter(options);
+  }
+
+  int64_t TableSize(const std::string& name) {
+    auto tables = client_->ServerInfo(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    if (!tables.ok()) return -2;
+    for (const TableInfo& info : *tables) {
+      if (info.options.name == name) return info.current_size;
+    }
+    return -1;
+  }
+
+  std::unique_ptr<ReplayServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(TrajectoryWriterTest, ChunksThatLeaveTheWindowAreReleasedOnTheServer) {
+  // Items go to a table of 8: once they are evicted, only the writer's
+  // keep-alive window (3 steps) may keep chunks alive on the server. A
+  // writer that never released would leave all 2,000 there.
+  auto writer = NewWriter(3);
+  for (int t = 0; t < 2000; ++t) {
+    const int64_t step = *writer->Append({FloatStep(t)});
+    ASSERT_TRUE(writer->CreateItem("small", 1.0, {ItemColumn{0, {step}, true}}, kTimeout).ok());
+  }
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("small"), 8);
+  // 8 items' chunks plus at most the window's 3.
+  EXPECT_LE(server_->num_live_chunks(), 8 + 3);
+  writer.reset();
+  EXPECT_LE(server_->num_live_chunks(), 8);
+}
+
+TEST_F(TrajectoryWriterTest, PartialStepsShareOneIndexAndRejectAColumnGivenTwice) {
+  auto writer = NewWriter(2);
+  auto first = writer->Append({FloatStep(1), std::nullopt}, /*partial_step=*/true);
+  ASSERT_TRUE(first.ok());
+  auto second = writer->Append({std::nullopt, FloatStep(2)}, /*partial_step=*/true);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*first, *second);
+  auto twice = writer->Append({FloatStep(3), std::nullopt}, /*partial_step=*/false);
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument) << twice.status();
+  // The open step's cells can be referenced before it is closed.
+  EXPECT_TRUE(writer->CreateItem("big", 1.0,
+                                 {ItemColumn{0, {*first}, true}, ItemColumn{1, {*first}, true}},
+                                 kTimeout)
+                  .ok());
+  auto closed = writer->Append({}, /*partial_step=*/false);
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(*closed, *first);
+  auto next = writer->Append({FloatStep(4), FloatStep(5)});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, *first + 1);
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("big"), 1);
+}
+
+TEST_F(TrajectoryWriterTest, ConfigureWidensOneColumnsWindow) {
+  auto writer = NewWriter(1);
+  std::vector<int64_t> steps;
+  for (int t = 0; t < 3; ++t) steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
+  // Column 0 keeps one step: its older steps are gone.
+  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[0]}, true}}, kTimeout).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->Configure(1, /*num_keep_alive_refs=*/4, /*max_chunk_length=*/0).ok());
+  for (int t = 3; t < 6; ++t) steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
+  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{1, {steps[2], steps[3], steps[4],
+                                                             steps[5]}, false}},
+                                 kTimeout)
+                  .ok());
+  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[4]}, true}}, kTimeout).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->Configure(7, 2, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->Configure(0, -1, 0).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("big"), 1);
+}
+
+TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
+  auto writer = NewWriter(4);
+  const int64_t old_step = *writer->Append({FloatStep(1)});
+  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout).ok());
+  EXPECT_EQ(writer->episode_steps(), 1);
+  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/true, kTimeout).ok());
+  EXPECT_EQ(writer->num_in_flight_items(), 0);  // flushed
+  EXPECT_EQ(TableSize("big"), 1);
+  EXPECT_EQ(writer->episode_steps(), 0);
+  const int64_t new_step = *writer->Append({FloatStep(2)});
+  EXPECT_GT(new_step, old_step);  // ids run on across episodes
+  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}}, kTimeout).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("big"), 2);
+}
+
+}  // namespace
+}  // namespace reverb_tf

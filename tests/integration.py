@@ -1,0 +1,95 @@
+"""Helpers shared by the end-to-end tests (test_*_integration.py).
+
+Every such test starts `reverb_tf.Server` and therefore needs the native
+module `reverb_tf._core`: without it they fail (ImportError), they are never
+skipped.
+"""
+import faulthandler
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import reverb_tf as reverb
+
+DEADLINE_S = 20.0
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    # A hung native call must not hang the suite (and CI) forever.
+    faulthandler.dump_traceback_later(180, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def make_server():
+    servers = []
+
+    def make(*tables, **kwargs):
+        server = reverb.Server(list(tables), **kwargs)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+def table(name="t", sampler=None, remover=None, max_size=100, limiter=None, **kwargs):
+    return reverb.Table(name=name,
+                        sampler=sampler or reverb.selectors.Uniform(),
+                        remover=remover or reverb.selectors.Fifo(),
+                        max_size=max_size,
+                        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
+                        **kwargs)
+
+
+def wait_until(condition, what):
+    """Waits for `condition()` with a deadline (the server offers no event)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.01)
+
+
+def sample_one(client, name="t"):
+    return next(client.sample(name, 1, emit_timesteps=False))
+
+
+class Background:
+    """Runs `fn` in a thread and keeps its result or exception."""
+
+    def __init__(self, fn):
+        self.result = self.error = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn):
+        try:
+            self.result = fn()
+        except BaseException as e:  # pylint: disable=broad-except
+            self.error = e
+
+    def join(self):
+        self.thread.join(DEADLINE_S)
+        assert not self.thread.is_alive(), "background call did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def insert_values(client, name, priorities):
+    """Inserts items 0, 1, ... (one step each) with the given priorities."""
+    for value, priority in enumerate(priorities):
+        client.insert(np.int64(value), priorities={name: priority})
+
+
+def value_of(sample):
+    """The value an `insert_values` item holds (inserts have a time dim of 1)."""
+    data = sample.data[0]
+    assert data.shape == (1,)
+    return int(data[0])

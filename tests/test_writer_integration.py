@@ -1,0 +1,164 @@
+"""TrajectoryWriter and the legacy Writer end to end, against real servers."""
+import collections
+import time
+
+import numpy as np
+import pytest
+
+import reverb_tf as reverb
+from reverb_tf import errors
+from integration import make_server, sample_one, table, watchdog  # noqa: F401  (fixtures)
+
+
+def test_history_slicing_shapes(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    with client.trajectory_writer(num_keep_alive_refs=4) as writer:
+        for i in range(4):
+            writer.append({"x": np.float32(i), "v": np.full(2, i, np.int32)})
+        h = writer.history
+        writer.create_item("t", 1.0, [h["x"][-1], h["x"][-3:], h["v"][[0, 2]], h["v"][1]])
+    data = sample_one(client).data
+    assert [d.shape for d in data] == [(), (3,), (2, 2), (2,)]
+    assert data[0] == 3.0
+    np.testing.assert_array_equal(data[1], [1, 2, 3])
+    np.testing.assert_array_equal(data[2], [[0, 0], [2, 2]])
+    np.testing.assert_array_equal(data[3], [1, 1])
+
+
+def test_keep_alive_refs(make_server):
+    server = make_server(table())
+    writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=2)
+    for i in range(5):
+        writer.append({"x": i})
+    writer.create_item("t", 1.0, writer.history["x"][-2:])
+    with pytest.raises(ValueError):
+        writer.history["x"][-3]
+    with pytest.raises(ValueError):
+        writer.history["x"][0:3]
+    writer.flush()
+    np.testing.assert_array_equal(sample_one(server.localhost_client()).data[0], [3, 4])
+    writer.close()
+
+
+def test_end_episode(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    writer = client.trajectory_writer(num_keep_alive_refs=3)
+    for episode in range(2):
+        for step in range(3):
+            writer.append({"e": episode, "s": step})
+        assert writer.episode_steps == 3
+        writer.create_item("t", 1.0, {"e": writer.history["e"][-1],
+                                      "s": writer.history["s"][:]})
+        writer.end_episode()
+        assert writer.episode_steps == 0
+        with pytest.raises(IndexError):
+            writer.history["e"][-1]
+    seen = set()
+    for sample in client.sample("t", 20, emit_timesteps=False):
+        e, s = sample.data
+        np.testing.assert_array_equal(s, [0, 1, 2])
+        seen.add(int(e))
+    assert seen == {0, 1}
+    writer.close()
+
+
+def test_partial_steps(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    for step in range(3):
+        writer.append({"obs": np.float32(step)}, partial_step=True)
+        # Items may reference the open step before it is complete.
+        writer.create_item("t", 1.0, writer.history["obs"][-1])
+        writer.append({"action": np.int32(10 * step)})
+    assert writer.episode_steps == 3
+    writer.create_item("t", 1.0, [writer.history["obs"][-1], writer.history["action"][-1]])
+    writer.end_episode()
+    sizes = collections.Counter(len(s.data) for s in client.sample("t", 40, emit_timesteps=False))
+    assert set(sizes) == {1, 2}
+    for sample in client.sample("t", 40, emit_timesteps=False):
+        if len(sample.data) == 2:
+            assert (float(sample.data[0]), int(sample.data[1])) == (2.0, 20)
+    writer.close()
+
+
+def test_flush_timeout_and_block_until_num_items(make_server):
+    server = make_server(reverb.Table.queue("q", 1))
+    client = server.localhost_client()
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for i in range(2):
+        writer.append({"x": i})
+        writer.create_item("q", 1.0, writer.history["x"][-1])
+    # The queue holds one item; the second insert waits for a sample.
+    with pytest.raises(errors.DeadlineExceededError):
+        writer.flush(timeout_ms=200)
+    writer.flush(block_until_num_items=1, timeout_ms=10_000)
+    assert int(sample_one(client, "q").data[0]) == 0
+    writer.flush(timeout_ms=10_000)
+    assert int(sample_one(client, "q").data[0]) == 1
+    writer.close()
+
+
+def test_end_episode_timeout(make_server):
+    server = make_server(reverb.Table.queue("q", 1))
+    writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=1)
+    for i in range(2):
+        writer.append({"x": i})
+        writer.create_item("q", 1.0, writer.history["x"][-1])
+    with pytest.raises(errors.DeadlineExceededError):
+        writer.end_episode(timeout_ms=200)
+    # The new episode began all the same.
+    assert writer.episode_steps == 0
+    client = server.localhost_client()
+    assert [int(sample_one(client, "q").data[0]) for _ in range(2)] == [0, 1]
+    writer.flush(timeout_ms=10_000)
+    writer.close()
+
+
+def test_close_does_not_wait_for_rate_limited_items(make_server):
+    # As in dm-reverb, close() drops what is still pending instead of waiting
+    # for the rate limiter (flush/end_episode are the calls that wait).
+    server = make_server(reverb.Table.queue("q", 1))
+    writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=1)
+    for i in range(2):
+        writer.append({"x": i})
+        writer.create_item("q", 1.0, writer.history["x"][-1])
+    start = time.monotonic()
+    writer.close()
+    assert time.monotonic() - start < 5.0
+
+
+def test_strings_and_many_dtypes(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    step = {"s": "hello", "b": b"\x00bytes", "f16": np.float16(1.5), "u64": np.uint64(2**63),
+            "bool": np.array([True, False]), "c": np.complex64(1 + 2j), "i8": np.int8(-3)}
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        writer.append(step)
+        writer.create_item("t", 1.0, {k: writer.history[k][-1] for k in step})
+    data = dict(zip(sorted(step), sample_one(client).data))
+    assert data["s"] in (b"hello", "hello") and data["b"] == b"\x00bytes"
+    for key in ["f16", "u64", "bool", "c", "i8"]:
+        np.testing.assert_array_equal(data[key], step[key])
+        assert data[key].dtype == np.asarray(step[key]).dtype
+
+
+def test_legacy_writer(make_server):
+    server = make_server(table())
+    client = server.localhost_client()
+    with client.writer(max_sequence_length=3) as writer:
+        for i in range(4):
+            writer.append({"x": np.int32(i)})
+        writer.create_item("t", num_timesteps=2, priority=1.0)
+        with pytest.raises(errors.InvalidArgumentError):
+            writer.create_item("t", num_timesteps=4, priority=1.0)
+        writer.append_sequence({"x": np.arange(10, 13, dtype=np.int32)})
+        writer.create_item("t", num_timesteps=3, priority=1.0)
+    lengths = set()
+    for timesteps in client.sample("t", 20):
+        values = [int(ts.data[0]) for ts in timesteps]
+        assert values in ([2, 3], [10, 11, 12])
+        lengths.add(len(values))
+    assert lengths == {2, 3}

@@ -42,8 +42,8 @@ def _table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
     limiter = info.rate_limiter_info
     return reverb_types.TableInfo(
         name=info.name,
-        sampler_options=item_selectors.options_proto(*info.sampler_options),
-        remover_options=item_selectors.options_proto(*info.remover_options),
+        sampler_options=item_selectors.options_proto(info.sampler_options),
+        remover_options=item_selectors.options_proto(info.remover_options),
         max_size=info.max_size,
         max_times_sampled=info.max_times_sampled,
         rate_limiter_info=schema_pb2.RateLimiterInfo(
@@ -502,7 +502,7 @@ class Client:
             if not batch:
                 return
             for info_tuple, data, squeezed in batch:
-                info = sample_info(info_tuple[:5])
+                info = sample_info(info_tuple)
                 if not emit_timesteps:
                     yield sample(info, data if unflatten is None else unflatten(data))
                     continue

@@ -3,7 +3,8 @@
 A `Table` takes two selectors: the `sampler` decides which item a sample
 returns, the `remover` which item is evicted when an insert finds the table
 full. These classes only describe the strategy; the native core implements
-them (`_core_options` is what it receives).
+them and names the kinds (`_core.SelectorKind`); `_core_options` is the
+`_core.SelectorOptions` a table hands it.
 
 Also importable as `reverb_tf.selectors`, as in dm-reverb.
 """
@@ -11,13 +12,15 @@ Also importable as `reverb_tf.selectors`, as in dm-reverb.
 import math
 from typing import Any, Tuple
 
+from reverb_tf import _native
+
 
 class ItemSelector:
     """Base class of the item selection strategies.
 
     Attributes:
-      _core_options: `(kind, priority_exponent)` as `_core.TableConfig`
-        expects; the exponent only matters for `Prioritized`.
+      _core_options: The `_core.SelectorOptions` (kind and priority
+        exponent; the exponent only matters for `Prioritized`).
     """
 
     _kind: str = ""
@@ -30,7 +33,14 @@ class ItemSelector:
         """
         if not self._kind:
             raise TypeError("ItemSelector is abstract: use one of its subclasses")
-        self._core_options: Tuple[str, float] = (self._kind, 1.0)
+        self._set_exponent(1.0)
+
+    def _set_exponent(self, exponent: float) -> None:
+        core = _native.core()
+        self._core_options = core.SelectorOptions(getattr(core.SelectorKind, self._kind), exponent)
+
+    def _key(self) -> Tuple[str, float]:
+        return (self._kind, self._core_options.priority_exponent)
 
     @property
     def kind(self) -> str:
@@ -40,10 +50,10 @@ class ItemSelector:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ItemSelector):
             return NotImplemented
-        return self._core_options == other._core_options
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._core_options)
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -80,12 +90,12 @@ class Prioritized(ItemSelector):
         if not math.isfinite(exponent) or exponent < 0:
             raise ValueError(
                 f"priority_exponent must be finite and >= 0, got {priority_exponent!r}")
-        self._core_options = (self._kind, exponent)
+        self._set_exponent(exponent)
 
     @property
     def priority_exponent(self) -> float:
         """The exponent applied to priorities."""
-        return self._core_options[1]
+        return self._core_options.priority_exponent
 
     def __repr__(self) -> str:
         return f"Prioritized(priority_exponent={self.priority_exponent!r})"
@@ -135,27 +145,21 @@ class HeapSelector(ItemSelector):
         return "MinHeap()" if self._kind == "min_heap" else "MaxHeap()"
 
 
-_BY_KIND = {cls._kind: cls for cls in (Uniform, Prioritized, Fifo, Lifo, MinHeap, MaxHeap)}
 
-
-def options_proto(kind: str, priority_exponent: float) -> Any:
+def options_proto(core_options: Any) -> Any:
     """The `schema_pb2.KeyDistributionOptions` dm-reverb reports for a selector.
 
     Args:
-      kind: The core's selector kind ("uniform", "prioritized", "fifo",
-        "lifo", "min_heap" or "max_heap").
-      priority_exponent: The exponent (only meaningful for "prioritized").
+      core_options: The selector's `_core.SelectorOptions` (as a table's
+        native info reports it).
 
     Returns:
       The message; `is_deterministic` is set for every kind but the random
       ones, as dm-reverb sets it.
-
-    Raises:
-      ValueError: If `kind` is unknown.
     """
     from reverb_tf.cc import schema_pb2  # pylint: disable=g-import-not-at-top
-    if kind not in _BY_KIND:
-        raise ValueError(f"unknown selector kind {kind!r}")
+    kind = core_options.kind.name
+    priority_exponent = core_options.priority_exponent
     options = schema_pb2.KeyDistributionOptions()
     if kind == "prioritized":
         options.prioritized.priority_exponent = priority_exponent

@@ -8,16 +8,18 @@ an insert may proceed while the table holds fewer than `min_size_to_sample`
 items or while `diff + samples_per_insert <= max_diff`; a sample may proceed
 once the table holds at least `min_size_to_sample` items and while
 `diff - 1 >= min_diff`. Calls that may not proceed block (with a timeout where
-the API offers one) rather than fail. The native core enforces this; these
-classes validate and carry the parameters (`_core_options`).
+the API offers one) rather than fail. The native core enforces this and
+defines the presets (`_core.RateLimiterOptions`); these classes check Python
+arguments and carry the native options (`_core_options`).
 """
 
 import math
 import operator
-import sys
-from typing import Tuple, Union
+from typing import Any, Tuple, Union
 
 from absl import logging
+
+from reverb_tf import _native
 
 
 def _check_number(name: str, value: float) -> float:
@@ -73,41 +75,54 @@ class RateLimiter:
         min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
         min_diff = _check_number("min_diff", min_diff)
         max_diff = _check_number("max_diff", max_diff)
-        if min_diff > max_diff:
-            raise ValueError(f"min_diff ({min_diff}) must be <= max_diff ({max_diff})")
-        self._core_options: Tuple[float, int, float, float] = (
-            samples_per_insert, min_size_to_sample, min_diff, max_diff)
+        self._use(_native.core().RateLimiterOptions(
+            samples_per_insert, min_size_to_sample, min_diff, max_diff))
+
+    def _use(self, options: Any) -> None:
+        """Adopts native options (built directly or by a native preset).
+
+        Raises:
+          ValueError: If the native core rejects them (its message says why).
+        """
+        error = options.error()
+        if error is not None:
+            raise ValueError(error)
+        self._core_options = options
+
+    def _key(self) -> Tuple[float, int, float, float]:
+        o = self._core_options
+        return (o.samples_per_insert, o.min_size_to_sample, o.min_diff, o.max_diff)
 
     @property
     def samples_per_insert(self) -> float:
         """Target number of samples per inserted item."""
-        return self._core_options[0]
+        return self._core_options.samples_per_insert
 
     @property
     def min_size_to_sample(self) -> int:
         """Samples block until the table holds this many items."""
-        return self._core_options[1]
+        return self._core_options.min_size_to_sample
 
     @property
     def min_diff(self) -> float:
         """Lower bound of `inserts * samples_per_insert - samples` for sampling."""
-        return self._core_options[2]
+        return self._core_options.min_diff
 
     @property
     def max_diff(self) -> float:
         """Upper bound of `inserts * samples_per_insert - samples` for inserting."""
-        return self._core_options[3]
+        return self._core_options.max_diff
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RateLimiter):
             return NotImplemented
-        return self._core_options == other._core_options
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._core_options)
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        spi, min_size, min_diff, max_diff = self._core_options
+        spi, min_size, min_diff, max_diff = self._key()
         return (f"{type(self).__name__}(samples_per_insert={spi}, "
                 f"min_size_to_sample={min_size}, min_diff={min_diff}, "
                 f"max_diff={max_diff})")
@@ -129,10 +144,8 @@ class MinSize(RateLimiter):
         Raises:
           ValueError: If `min_size_to_sample` is not a positive integer.
         """
-        super().__init__(samples_per_insert=1.0,
-                         min_size_to_sample=min_size_to_sample,
-                         min_diff=-sys.float_info.max,
-                         max_diff=sys.float_info.max)
+        min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
+        self._use(_native.core().RateLimiterOptions.min_size(min_size_to_sample))
 
 
 class SampleToInsertRatio(RateLimiter):
@@ -153,9 +166,10 @@ class SampleToInsertRatio(RateLimiter):
             sampled over its lifetime.
           min_size_to_sample: Items the table must hold before sampling starts.
           error_buffer: Either a number, the slack on both sides of
-            `offset = max(1, min_size_to_sample * samples_per_insert)` (so
+            `offset = min_size_to_sample * samples_per_insert` (so
             `min_diff = offset - error_buffer`, `max_diff = offset +
-            error_buffer`), or a `(min_diff, max_diff)` pair used as is.
+            error_buffer`, as in dm-reverb), or a `(min_diff, max_diff)` pair
+            used as is.
 
         Raises:
           ValueError: If `samples_per_insert` is not finite and > 0, if
@@ -177,13 +191,14 @@ class SampleToInsertRatio(RateLimiter):
                     f"got {error_buffer!r}")
             min_diff = _check_number("error_buffer[0]", error_buffer[0])
             max_diff = _check_number("error_buffer[1]", error_buffer[1])
+            options = _native.core().RateLimiterOptions(spi, min_size, min_diff, max_diff)
         else:
             buffer = _check_number("error_buffer", error_buffer)
             if buffer < 0:
                 raise ValueError(f"error_buffer ({buffer}) must be >= 0")
-            offset = max(1.0, min_size * spi)
-            min_diff = offset - buffer
-            max_diff = offset + buffer
+            options = _native.core().RateLimiterOptions.sample_to_insert_ratio(
+                spi, min_size, buffer)
+            min_diff, max_diff = options.min_diff, options.max_diff
 
         # One insert moves diff up by spi and one sample down by 1: a narrower
         # window can leave no state from which both are possible.
@@ -207,8 +222,7 @@ class SampleToInsertRatio(RateLimiter):
                 "samples_per_insert (%s); inserts will block once the table is "
                 "full enough to sample until samples catch up, which deadlocks a "
                 "single thread that inserts and then samples.", max_diff, start)
-        super().__init__(samples_per_insert=spi, min_size_to_sample=min_size,
-                         min_diff=min_diff, max_diff=max_diff)
+        self._use(options)
 
 
 class _SingleUse(RateLimiter):
@@ -225,8 +239,7 @@ class _SingleUse(RateLimiter):
           ValueError: If `size` is not a positive integer.
         """
         size = _check_positive_int("size", size)
-        super().__init__(samples_per_insert=1.0, min_size_to_sample=1,
-                         min_diff=0.0, max_diff=float(size))
+        self._use(_native.core().RateLimiterOptions.queue(size))
 
 
 class Queue(_SingleUse):

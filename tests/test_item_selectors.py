@@ -10,7 +10,8 @@ from reverb_tf import item_selectors as selectors
     (selectors.Uniform, "uniform"), (selectors.Fifo, "fifo"), (selectors.Lifo, "lifo"),
     (selectors.MinHeap, "min_heap"), (selectors.MaxHeap, "max_heap")])
 def test_parameterless_selectors_core_options(cls, kind):
-    assert cls()._core_options == (kind, 1.0)
+    assert cls()._key() == (kind, 1.0)
+    assert cls()._core_options.kind.name == kind
     assert cls().kind == kind
     assert cls() == cls() and hash(cls()) == hash(cls())
 
@@ -18,7 +19,7 @@ def test_parameterless_selectors_core_options(cls, kind):
 @pytest.mark.parametrize("exponent", [0, 0.6, 1, 2.5])
 def test_prioritized_core_options(exponent):
     selector = selectors.Prioritized(exponent)
-    assert selector._core_options == ("prioritized", float(exponent))
+    assert selector._key() == ("prioritized", float(exponent))
     assert selector.priority_exponent == exponent
     assert selectors.Prioritized(priority_exponent=exponent) == selector
     assert "Prioritized" in repr(selector)
@@ -47,20 +48,20 @@ def test_base_class_is_abstract():
 
 
 def test_options_proto_answers_like_dm_reverb_protos():
-    prioritized = selectors.options_proto("prioritized", 0.8)
+    proto = lambda selector: selectors.options_proto(selector._core_options)  # noqa: E731
+    prioritized = proto(selectors.Prioritized(0.8))
     assert prioritized.WhichOneof("distribution") == "prioritized"
     assert prioritized.prioritized.priority_exponent == 0.8
     assert not prioritized.is_deterministic and not prioritized.fifo
-    min_heap = selectors.options_proto("min_heap", 1.0)
+    min_heap = proto(selectors.MinHeap())
     assert min_heap.heap.min_heap and min_heap.is_deterministic
-    max_heap = selectors.options_proto("max_heap", 1.0)
+    max_heap = proto(selectors.MaxHeap())
     assert max_heap.HasField("heap") and not max_heap.heap.min_heap
-    assert selectors.options_proto("fifo", 1.0).fifo
-    assert selectors.options_proto("lifo", 1.0).lifo
-    uniform = selectors.options_proto("uniform", 1.0)
+    assert proto(selectors.Fifo()).fifo
+    assert proto(selectors.Lifo()).lifo
+    uniform = proto(selectors.Uniform())
     assert uniform.uniform and not uniform.is_deterministic
-    with pytest.raises(ValueError):
-        selectors.options_proto("random", 1.0)
+    assert proto(selectors.HeapSelector(True)) == min_heap
 
 
 def test_selectors_alias_module():

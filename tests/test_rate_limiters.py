@@ -9,7 +9,7 @@ from reverb_tf import rate_limiters
 
 def test_min_size():
     limiter = rate_limiters.MinSize(3)
-    assert limiter._core_options == (1.0, 3, -sys.float_info.max, sys.float_info.max)
+    assert limiter._key() == (1.0, 3, -sys.float_info.max, sys.float_info.max)
     assert limiter.min_size_to_sample == 3
 
 
@@ -32,23 +32,24 @@ def test_min_size_takes_numpy_integers():
 
 
 @pytest.mark.parametrize("spi,min_size,buffer,expected", [
-    # offset = max(1, min_size * spi); diffs = offset -/+ buffer.
+    # offset = min_size * spi; diffs = offset -/+ buffer (as dm-reverb: no
+    # clamping of a small offset, checked by tests/compat).
     (2.0, 10, 5.0, (15.0, 25.0)),
     (4.0, 1000, 2048.0, (4000.0 - 2048.0, 4000.0 + 2048.0)),
-    (0.25, 1, 1.0, (0.0, 2.0)),   # offset clamped to 1
+    (0.25, 1, 1.0, (-0.75, 1.25)),  # an offset below 1 is kept
     (1.0, 1, 1, (0.0, 2.0)),      # int buffer
 ])
 def test_sample_to_insert_ratio_with_number_buffer(spi, min_size, buffer, expected):
     limiter = rate_limiters.SampleToInsertRatio(spi, min_size, buffer)
-    assert limiter._core_options == (spi, min_size) + expected
+    assert limiter._key() == (spi, min_size) + expected
     assert (limiter.min_diff, limiter.max_diff) == expected
 
 
 def test_sample_to_insert_ratio_with_pair_buffer_used_verbatim():
     limiter = rate_limiters.SampleToInsertRatio(2.0, 5, (3.0, 30.0))
-    assert limiter._core_options == (2.0, 5, 3.0, 30.0)
+    assert limiter._key() == (2.0, 5, 3.0, 30.0)
     limiter = rate_limiters.SampleToInsertRatio(1.0, 5, [0, 10])
-    assert limiter._core_options == (1.0, 5, 0.0, 10.0)
+    assert limiter._key() == (1.0, 5, 0.0, 10.0)
 
 
 @pytest.mark.parametrize("spi,buffer", [
@@ -93,13 +94,13 @@ def test_sample_to_insert_ratio_rejects_bad_min_size():
 
 @pytest.mark.parametrize("cls", [rate_limiters.Queue, rate_limiters.Stack])
 def test_queue_and_stack(cls):
-    assert cls(7)._core_options == (1.0, 1, 0.0, 7.0)
+    assert cls(7)._key() == (1.0, 1, 0.0, 7.0)
     with pytest.raises(ValueError):
         cls(0)
 
 
 def test_raw_rate_limiter_validation():
-    assert rate_limiters.RateLimiter(2.0, 3, -1.0, 5.0)._core_options == (2.0, 3, -1.0, 5.0)
+    assert rate_limiters.RateLimiter(2.0, 3, -1.0, 5.0)._key() == (2.0, 3, -1.0, 5.0)
     with pytest.raises(ValueError, match="min_diff"):
         rate_limiters.RateLimiter(1.0, 1, 5.0, 1.0)
     with pytest.raises(ValueError):

@@ -56,7 +56,7 @@ def test_queue_and_stack_presets(factory, selector):
     t = factory("q", 5)
     assert t.sampler == selector and t.remover == selector
     assert t.max_times_sampled == 1 and t.max_size == 5
-    assert t.rate_limiter._core_options == (1.0, 1, 0.0, 5.0)
+    assert t.rate_limiter._key() == (1.0, 1, 0.0, 5.0)
 
 
 def test_info_requires_a_server():

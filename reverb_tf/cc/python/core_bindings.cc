@@ -259,53 +259,22 @@ py::array ArrayFromPayload(TensorPayload payload) {
 
 // ---------------------------------------------------------- options
 
-SelectorOptions SelectorFromTuple(const std::tuple<std::string, double>& spec) {
-  static const auto* kinds = new std::map<std::string, SelectorOptions::Kind>{
-      {"uniform", SelectorOptions::Kind::kUniform},
-      {"prioritized", SelectorOptions::Kind::kPrioritized},
-      {"fifo", SelectorOptions::Kind::kFifo},
-      {"lifo", SelectorOptions::Kind::kLifo},
-      {"min_heap", SelectorOptions::Kind::kMinHeap},
-      {"max_heap", SelectorOptions::Kind::kMaxHeap}};
-  auto it = kinds->find(std::get<0>(spec));
-  if (it == kinds->end()) {
-    RaiseStatus(absl::InvalidArgumentError(
-        absl::StrCat("unknown selector kind '", std::get<0>(spec), "'")));
-  }
-  return SelectorOptions{it->second, std::get<1>(spec)};
-}
-
-std::tuple<std::string, double> SelectorToTuple(const SelectorOptions& options) {
-  switch (options.kind) {
-    case SelectorOptions::Kind::kUniform: return {"uniform", options.priority_exponent};
-    case SelectorOptions::Kind::kPrioritized: return {"prioritized", options.priority_exponent};
-    case SelectorOptions::Kind::kFifo: return {"fifo", options.priority_exponent};
-    case SelectorOptions::Kind::kLifo: return {"lifo", options.priority_exponent};
-    case SelectorOptions::Kind::kMinHeap: return {"min_heap", options.priority_exponent};
-    case SelectorOptions::Kind::kMaxHeap: return {"max_heap", options.priority_exponent};
-  }
-  return {"uniform", 1.0};
-}
-
 using SignatureList = std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
 
 TableOptions MakeTableOptions(const std::string& name,
-                              const std::tuple<std::string, double>& sampler,
-                              const std::tuple<std::string, double>& remover,
+                              const SelectorOptions& sampler,
+                              const SelectorOptions& remover,
                               int64_t max_size, int32_t max_times_sampled,
-                              const std::tuple<double, int64_t, double, double>& limiter,
+                              const RateLimiterOptions& limiter,
                               std::optional<SignatureList> signature,
                               const py::bytes& nested_structure) {
   TableOptions options;
   options.name = name;
-  options.sampler = SelectorFromTuple(sampler);
-  options.remover = SelectorFromTuple(remover);
+  options.sampler = sampler;
+  options.remover = remover;
   options.max_size = max_size;
   options.max_times_sampled = max_times_sampled;
-  options.rate_limiter.samples_per_insert = std::get<0>(limiter);
-  options.rate_limiter.min_size_to_sample = std::get<1>(limiter);
-  options.rate_limiter.min_diff = std::get<2>(limiter);
-  options.rate_limiter.max_diff = std::get<3>(limiter);
+  options.rate_limiter = limiter;
   if (signature.has_value()) {
     TableSignature table_signature;
     for (const auto& [column, dtype, shape] : *signature) {
@@ -321,15 +290,71 @@ TableOptions MakeTableOptions(const std::string& name,
 
 // ----------------------------------------------------------- objects
 
+// In the order of reverb_tf.replay_sample.SampleInfo's fields (dm-reverb's),
+// which Python builds with SampleInfo._make: a tuple is the cheapest thing
+// to hand over per sample.
 py::tuple SampleInfoTuple(const SampleInfo& info) {
   return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
-                        info.times_sampled, info.rate_limited);
+                        info.times_sampled);
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Native core of reverb_tf (see docs/core_module_api.md).";
+
+  // Selector kinds under the names Python's reverb_tf.item_selectors uses.
+  py::enum_<SelectorOptions::Kind>(m, "SelectorKind")
+      .value("uniform", SelectorOptions::Kind::kUniform)
+      .value("prioritized", SelectorOptions::Kind::kPrioritized)
+      .value("fifo", SelectorOptions::Kind::kFifo)
+      .value("lifo", SelectorOptions::Kind::kLifo)
+      .value("min_heap", SelectorOptions::Kind::kMinHeap)
+      .value("max_heap", SelectorOptions::Kind::kMaxHeap);
+
+  py::class_<SelectorOptions>(m, "SelectorOptions")
+      .def(py::init([](SelectorOptions::Kind kind, double priority_exponent) {
+             return SelectorOptions{kind, priority_exponent};
+           }),
+           py::arg("kind"), py::arg("priority_exponent") = 1.0)
+      .def_readonly("kind", &SelectorOptions::kind)
+      .def_readonly("priority_exponent", &SelectorOptions::priority_exponent)
+      .def("__repr__", [](const SelectorOptions& o) {
+        return absl::StrCat("SelectorOptions(", py::str(py::cast(o.kind).attr("name")).cast<std::string>(),
+                            ", priority_exponent=", o.priority_exponent, ")");
+      });
+
+  // The rate limiter's parameters and presets: the one definition Python's
+  // reverb_tf.rate_limiters builds on.
+  py::class_<RateLimiterOptions>(m, "RateLimiterOptions")
+      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample, double min_diff,
+                       double max_diff) {
+             RateLimiterOptions options;
+             options.samples_per_insert = samples_per_insert;
+             options.min_size_to_sample = min_size_to_sample;
+             options.min_diff = min_diff;
+             options.max_diff = max_diff;
+             return options;
+           }),
+           py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
+           py::arg("max_diff"))
+      .def_static("min_size", &RateLimiterOptions::MinSize, py::arg("min_size_to_sample"))
+      .def_static("sample_to_insert_ratio", &RateLimiterOptions::SampleToInsertRatio,
+                  py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
+                  py::arg("error_buffer"))
+      .def_static("queue", &RateLimiterOptions::Queue, py::arg("max_size"))
+      .def_static("stack", &RateLimiterOptions::Stack, py::arg("max_size"))
+      .def_readonly("samples_per_insert", &RateLimiterOptions::samples_per_insert)
+      .def_readonly("min_size_to_sample", &RateLimiterOptions::min_size_to_sample)
+      .def_readonly("min_diff", &RateLimiterOptions::min_diff)
+      .def_readonly("max_diff", &RateLimiterOptions::max_diff)
+      // None, or what is wrong with the parameters.
+      .def("error", [](const RateLimiterOptions& o) -> std::optional<std::string> {
+        absl::Status status = o.Validate();
+        if (status.ok()) return std::nullopt;
+        return std::string(status.message());
+      })
+      .def("__repr__", &RateLimiterOptions::DebugString);
 
   py::class_<TableOptions>(m, "TableConfig")
       .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
@@ -370,8 +395,8 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<TableInfo>(m, "TableInfo")
       .def_property_readonly("name", [](const TableInfo& i) { return i.options.name; })
-      .def_property_readonly("sampler_options", [](const TableInfo& i) { return SelectorToTuple(i.options.sampler); })
-      .def_property_readonly("remover_options", [](const TableInfo& i) { return SelectorToTuple(i.options.remover); })
+      .def_property_readonly("sampler_options", [](const TableInfo& i) { return i.options.sampler; })
+      .def_property_readonly("remover_options", [](const TableInfo& i) { return i.options.remover; })
       .def_property_readonly("max_size", [](const TableInfo& i) { return i.options.max_size; })
       .def_property_readonly("max_times_sampled", [](const TableInfo& i) { return i.options.max_times_sampled; })
       .def_readonly("current_size", &TableInfo::current_size)

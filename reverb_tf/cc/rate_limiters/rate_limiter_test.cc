@@ -25,6 +25,17 @@ TEST(RateLimiterOptionsTest, InvalidArgumentsAreRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RateLimiterOptionsTest, SampleToInsertRatioCentresTheWindowWithoutClamping) {
+  // offset = min_size_to_sample * samples_per_insert, also below 1 (what
+  // dm-reverb computes; the Python layer uses this preset).
+  const auto small = RateLimiterOptions::SampleToInsertRatio(0.1, 1, 5.0);
+  EXPECT_DOUBLE_EQ(small.min_diff, 0.1 - 5.0);
+  EXPECT_DOUBLE_EQ(small.max_diff, 0.1 + 5.0);
+  const auto large = RateLimiterOptions::SampleToInsertRatio(2.0, 3, 10.0);
+  EXPECT_DOUBLE_EQ(large.min_diff, -4.0);
+  EXPECT_DOUBLE_EQ(large.max_diff, 16.0);
+}
+
 TEST(RateLimiterTest, MinSizeBlocksSamplingUntilFilled) {
   RateLimiter limiter(RateLimiterOptions::MinSize(3));
   for (int size = 0; size < 3; ++size) {

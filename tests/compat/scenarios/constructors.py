@@ -96,3 +96,18 @@ def scenario_client_pickles(ctx):
     copy = pickle.loads(pickle.dumps(client))
     copy.insert(np.int32(4), {"q": 1.0})
     return {"type": type(copy).__name__, "size": client.server_info()["q"].current_size}
+
+
+def scenario_sample_to_insert_ratio_window(ctx):
+    # The window (min_diff, max_diff) is centred on min_size_to_sample *
+    # samples_per_insert, also when that is below 1.
+    reverb = ctx.reverb
+    result = {}
+    for spi, min_size, buffer in [(0.1, 1, 5.0), (0.5, 1, 3.0), (2.0, 3, 10.0), (0.25, 2, 1.5)]:
+        limiter = reverb.rate_limiters.SampleToInsertRatio(spi, min_size, buffer)
+        table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
+                             limiter)
+        _, client = ctx.server([table])
+        info = client.server_info()["t"].rate_limiter_info
+        result[f"{spi}/{min_size}/{buffer}"] = (round(info.min_diff, 9), round(info.max_diff, 9))
+    return result

@@ -14,7 +14,8 @@ NATIVE_LIBRARY_LINKOPTS = [
     "-Wl,--as-needed",
 ]
 
-def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False, **kwargs):
+def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False,
+                             python_extension = False, **kwargs):
     """A hermetically linked shared object (pybind module, TF ops library).
 
     Our own code is compiled with hidden visibility (.bazelrc); gRPC, protobuf,
@@ -28,11 +29,18 @@ def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False
       srcs: extra sources compiled into the shared object.
       deps: cc_library targets linked statically into it.
       uses_tensorflow: link against the venv's libtensorflow_framework.so.2.
+      python_extension: a Python extension module, whose references to the
+        Python C API are resolved by the interpreter that loads it: -z,defs
+        cannot apply to it.
       **kwargs: passed to cc_binary.
     """
     # The soname is the file name, so dependents record "libreverb_tf.so"
     # rather than Bazel's internal path, and find it next to themselves.
-    linkopts = list(NATIVE_LIBRARY_LINKOPTS) + [
+    linkopts = [
+        opt
+        for opt in NATIVE_LIBRARY_LINKOPTS
+        if not (python_extension and opt == "-Wl,-z,defs")
+    ] + [
         "-Wl,-soname," + name,
         "-Wl,-rpath,$$ORIGIN",
     ]

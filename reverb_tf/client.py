@@ -207,8 +207,9 @@ class Writer:
         """Flushes and closes the writer; it cannot be used afterwards.
 
         Args:
-          retry_on_unavailable: Accepted for dm-reverb compatibility; the native
-            writer applies its own bounded retries.
+          retry_on_unavailable: Accepted for dm-reverb compatibility and
+            ignored: reverb_tf's writer does not retry a lost connection (the
+            error is raised by the call that meets it).
 
         Raises:
           ValueError: If the writer is already closed.

@@ -42,3 +42,6 @@ cc_library(
     name = "gtest_main",
     linkopts = ["-lgmock_main", "-lgmock", "-lgtest", "-lpthread"],
 )
+
+# Debian's protoc and gRPC C++ plugin (see debian_libs.bzl).
+exports_files(["bin/protoc", "bin/grpc_cpp_plugin"])

@@ -68,6 +68,14 @@ def _debian_libs_impl(rctx):
         fail("missing {}: run scripts/setup.sh (it builds a PIC protobuf)".format(pic_archive))
     rctx.symlink(pic_archive, "lib/libprotobuf_pic.a")
 
+    # The code generators, from the same Debian packages as the libraries:
+    # protoc 3.21 must match the PIC libprotobuf built from its source.
+    for tool in ["protoc", "grpc_cpp_plugin"]:
+        path = rctx.which(tool)
+        if path == None:
+            fail("missing {}: run scripts/setup.sh (it installs the Debian packages)".format(tool))
+        rctx.symlink(path, "bin/" + tool)
+
     rctx.template("BUILD", rctx.attr._build_template, {
         "%{STATIC_ARCHIVES}": repr(["lib/lib{}.a".format(n) for n in _STATIC_ARCHIVES]),
         "%{ABSL_LINKOPTS}": repr([f for f in absl_libs if f]),

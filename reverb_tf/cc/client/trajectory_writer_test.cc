@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/client_test_util.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -38,21 +39,10 @@ class TrajectoryWriterTest : public ::testing::Test {
     client_ = *Client::Create(absl::StrCat("localhost:", server_->port()));
   }
 
-  std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive) {
-    TrajectoryWriterOptions options;
-    options.num_keep_alive_refs = keep_alive;
-    return *client_->NewTrajectoryWriter(options);
+  std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive = 1) {
+    return testing::NewWriter(*client_, keep_alive);
   }
-
-  int64_t TableSize(const std::string& name) {
-    auto tables = client_->ServerInfo(kTimeout);
-    EXPECT_TRUE(tables.ok()) << tables.status();
-    if (!tables.ok()) return -2;
-    for (const TableInfo& info : *tables) {
-      if (info.options.name == name) return info.current_size;
-    }
-    return -1;
-  }
+  int64_t TableSize(const std::string& name) { return testing::TableSize(*client_, name); }
 
   std::unique_ptr<ReplayServer> server_;
   std::unique_ptr<Client> client_;

@@ -1,0 +1,22 @@
+// Helpers for tests that talk to a real server through the C++ client.
+#ifndef REVERB_TF_CC_TESTING_CLIENT_TEST_UTIL_H_
+#define REVERB_TF_CC_TESTING_CLIENT_TEST_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "reverb_tf/cc/client/client.h"
+
+namespace reverb_tf::testing {
+
+// A writer with `keep_alive` keep-alive references; dies on error.
+std::unique_ptr<TrajectoryWriter> NewWriter(Client& client, int keep_alive = 1);
+
+// The current size of table `name` as server_info reports it; -1 (and a test
+// failure) if the call fails or the server has no such table.
+int64_t TableSize(Client& client, const std::string& name);
+
+}  // namespace reverb_tf::testing
+
+#endif  // REVERB_TF_CC_TESTING_CLIENT_TEST_UTIL_H_

@@ -18,8 +18,8 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/item_key.h"
 #include "reverb_tf/cc/platform/export.h"
-#include "reverb_tf/cc/selectors/item_selector.h"
 
 namespace reverb_tf {
 

@@ -23,7 +23,7 @@
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/reverb_tf.pb.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 namespace {

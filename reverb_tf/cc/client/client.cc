@@ -11,7 +11,7 @@
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 namespace {

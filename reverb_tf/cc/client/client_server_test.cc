@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/replay_service.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/client_test_util.h"

@@ -9,7 +9,7 @@
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 

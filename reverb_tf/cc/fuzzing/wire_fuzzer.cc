@@ -29,7 +29,7 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/reverb_tf.pb.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {

@@ -31,10 +31,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "reverb_tf/cc/item_key.h"
 
 namespace reverb_tf {
-
-using Key = uint64_t;
 
 // Serializable description of a selector; enough to rebuild it (the server
 // config, server_info and checkpoints all use it).

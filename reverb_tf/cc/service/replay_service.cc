@@ -10,7 +10,7 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 namespace {

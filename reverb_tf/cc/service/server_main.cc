@@ -27,7 +27,7 @@
 #include "google/protobuf/text_format.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/reverb_tf.pb.h"
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/server.h"
 
 ABSL_FLAG(std::string, config, "", "ServerConfig as a textproto string.");

@@ -6,8 +6,8 @@
 // DEADLINE_EXCEEDED, an unknown table NOT_FOUND, a bad signature
 // INVALID_ARGUMENT, and the Python layer maps the number to an exception
 // class (reverb_tf/errors.py).
-#ifndef REVERB_TF_CC_SERVICE_CONVERSIONS_H_
-#define REVERB_TF_CC_SERVICE_CONVERSIONS_H_
+#ifndef REVERB_TF_CC_WIRE_CONVERSIONS_H_
+#define REVERB_TF_CC_WIRE_CONVERSIONS_H_
 
 #include <cstdint>
 
@@ -51,4 +51,4 @@ absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& info);
 
 }  // namespace reverb_tf
 
-#endif  // REVERB_TF_CC_SERVICE_CONVERSIONS_H_
+#endif  // REVERB_TF_CC_WIRE_CONVERSIONS_H_

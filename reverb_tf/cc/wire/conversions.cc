@@ -1,4 +1,4 @@
-#include "reverb_tf/cc/service/conversions.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 #include <string>
 #include <utility>

@@ -334,18 +334,24 @@ class Server:
                  port: Optional[int] = None,
                  checkpointer: Optional[Any] = None,
                  *,
+                 host: str = "localhost",
                  max_active_streams: int = 4096) -> None:
         """Starts a server.
 
         Args:
           tables: The tables to host; at least one, with distinct names.
-          port: Port to listen on (all interfaces). None picks a free port;
-            read it back from `port`.
+          port: Port to listen on. None picks a free port; read it back from
+            `port`.
           checkpointer: Where `Client.checkpoint()` saves the tables and
             from where the newest checkpoint is loaded before the server
             starts serving (`reverb_tf.checkpointers`). None: a
             `TempDirCheckpointer` (nothing to load, checkpoints go to a new
             temporary directory).
+          host: Interface to listen on. The default, "localhost", accepts
+            only connections from this machine (loopback);
+            "0.0.0.0" or "::" accept them on every interface, an address on
+            that one. Anyone who can connect may insert, sample, reset and
+            checkpoint. Not in dm-reverb, which listens on every interface.
           max_active_streams: Most writer and sampler streams served at once
             (each holds a server thread); more fail with
             `ResourceExhaustedError` until others end. Not in dm-reverb.
@@ -386,6 +392,7 @@ class Server:
         configs = [table._core_config() for table in self._tables]
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
                                    max_active_streams=int(max_active_streams),
+                                   host=str(host),
                                    **checkpointer.internal_checkpointer().native_options())
         if self._server.skipped_checkpoints:
             logging.warning(

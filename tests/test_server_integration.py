@@ -252,3 +252,40 @@ def test_a_huge_unknown_table_name_is_not_found_with_a_bounded_message(make_serv
     with pytest.raises(errors.NotFoundError) as raised:
         client.mutate_priorities("x" * 100_000, updates={1: 1.0})
     assert "100000 bytes" in str(raised.value) and len(str(raised.value)) < 1000
+
+
+def _listening_addresses(port):
+    """The local addresses a socket of this machine listens on at `port`."""
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    addresses.add(address)
+    return addresses
+
+
+_ANY_V4, _ANY_V6 = "00000000", "0" * 32
+_LOOPBACK_V4, _LOOPBACK_V4_IN_V6 = "0100007F", "0000000000000000FFFF00000100007F"
+
+
+@pytest.mark.parametrize("host,expected", [
+    (None, {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),  # the default
+    ("127.0.0.1", {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),
+    ("0.0.0.0", {_ANY_V4, _ANY_V6}),
+])
+def test_listens_on_loopback_unless_told_otherwise(host, expected):
+    kwargs = {} if host is None else {"host": host}
+    with reverb.Server([table()], **kwargs) as server:
+        addresses = _listening_addresses(server.port)
+        assert addresses and addresses <= expected, addresses
+        assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
+
+
+def test_a_host_that_cannot_be_bound_is_a_clear_error():
+    with pytest.raises(errors.UnavailableError, match="could not start a gRPC server on 192.0.2.1"):
+        reverb.Server([table()], host="192.0.2.1")  # TEST-NET-1: never local
+    with pytest.raises(errors.InvalidArgumentError, match="host must be"):
+        reverb.Server([table()], host="bad host")

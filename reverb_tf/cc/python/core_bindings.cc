@@ -421,9 +421,11 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& checkpoint_root,
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
                        const std::string& checkpoint_group, double checkpoint_interval_s,
-                       bool checkpoint_load_previous_if_damaged, int64_t max_active_streams) {
+                       bool checkpoint_load_previous_if_damaged, int64_t max_active_streams,
+                       const std::string& host) {
              ServerOptions options;
              options.port = port;
+             options.host = host;
              options.max_message_bytes = max_message_bytes;
              options.max_active_streams = max_active_streams;
              options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
@@ -447,7 +449,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0,
            py::arg("checkpoint_load_previous_if_damaged") = false,
-           py::arg("max_active_streams") = ServerOptions().max_active_streams)
+           py::arg("max_active_streams") = ServerOptions().max_active_streams,
+           py::arg("host") = ServerOptions().host)
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
       .def_property_readonly("skipped_checkpoints", &ReplayServer::skipped_checkpoints)

@@ -19,6 +19,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("invalid port ", options.port));
   }
+  if (options.host.empty() || options.host.find_first_of(" /[]") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host must be a name or an address such as localhost, 0.0.0.0 or ::1, got '",
+        options.host, "'"));
+  }
   if (options.max_message_bytes < 1024 || options.max_message_bytes > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
@@ -59,15 +64,19 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   });
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("[::]:", options.port),
+  // IPv6 literals are bracketed in a gRPC address.
+  const std::string host = options.host.find(':') != std::string::npos
+                               ? absl::StrCat("[", options.host, "]")
+                               : options.host;
+  builder.AddListeningPort(absl::StrCat(host, ":", options.port),
                            grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("could not start a gRPC server on port ", options.port));
+    return absl::UnavailableError(absl::StrCat(
+        "could not start a gRPC server on ", host, ":", options.port));
   }
   if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
     const absl::Duration interval = options.checkpoint_interval;

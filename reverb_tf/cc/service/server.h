@@ -37,6 +37,11 @@ class ReplayService;
 struct REVERB_TF_EXPORT ServerOptions {
   // 0 picks a free port.
   int port = 0;
+  // The interface to listen on: "localhost" (the default: loopback only),
+  // an address such as "10.0.0.5" or "::1", or "0.0.0.0" / "::" for every
+  // interface. Anything reachable may insert, sample, reset and
+  // checkpoint, so exposing the server is an explicit choice.
+  std::string host = "localhost";
   // Largest message accepted or sent.
   int64_t max_message_bytes = int64_t{256} << 20;
   // Chunk bytes one InsertStream may hold, sent and not yet released
@@ -56,7 +61,7 @@ struct REVERB_TF_EXPORT ServerOptions {
 class REVERB_TF_EXPORT ReplayServer {
  public:
   // Starts serving `tables` (names must be unique). Fails with
-  // INVALID_ARGUMENT on bad options and UNAVAILABLE if the port cannot be
+  // INVALID_ARGUMENT on bad options and UNAVAILABLE if the address cannot be
   // bound.
   static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(
       std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options);

@@ -5,8 +5,11 @@
 //       sampler { uniform: true } remover { fifo: true } max_size: 100000
 //       rate_limiter { samples_per_insert: 1 min_size_to_sample: 1
 //                      min_diff: -1e300 max_diff: 1e300 } }'
-//   reverb_tf_server --config_file=server.textproto
+//   reverb_tf_server --config_file=server.textproto --bind=0.0.0.0
 //       --checkpoint_dir=/data/replay --checkpoint_interval=15m
+//
+// It listens on loopback only unless --bind names another interface (or
+// 0.0.0.0 / :: for all of them).
 //
 // With a checkpoint directory the newest checkpoint in it is loaded before
 // the port opens, Client.checkpoint() writes there, and --checkpoint_interval
@@ -38,6 +41,9 @@ ABSL_FLAG(std::string, fallback_checkpoint_path, "",
           "Checkpoint loaded when the checkpoint directory holds none.");
 ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
           "Time between periodic checkpoints, e.g. 30m (0: only on request).");
+ABSL_FLAG(std::string, bind, "localhost",
+          "Interface to listen on: localhost (loopback only, the default), an "
+          "address, or 0.0.0.0 / :: for every interface.");
 ABSL_FLAG(int64_t, max_active_streams, reverb_tf::ServerOptions().max_active_streams,
           "Most writer and sampler streams served at once; more fail with "
           "RESOURCE_EXHAUSTED.");
@@ -150,6 +156,7 @@ int Run() {
   options.port = config->port();
   if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
+  options.host = absl::GetFlag(FLAGS_bind);
   auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
   if (!checkpointer.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n",

@@ -71,7 +71,11 @@ def _communicate_or_dump(process, timeout):
         pytest.fail(f"the child hung; its stacks:\n{err[-6000:]}\nstdout: {out!r}")
 
 
-_DUMP_ON_SIGUSR1 = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1)\n"
+# Also restores Python's Ctrl-C handling: a suite started in the background
+# (`cmd &` without job control) passes SIGINT on as ignored, and Python then
+# never raises KeyboardInterrupt.
+_DUMP_ON_SIGUSR1 = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "
+                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n")
 
 
 def test_ctrl_c_interrupts_a_blocked_sample():

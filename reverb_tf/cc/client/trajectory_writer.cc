@@ -129,6 +129,19 @@ void TrajectoryWriter::FailLocked(absl::Status status) {
   cv_.SignalAll();
 }
 
+absl::Status TrajectoryWriter::ErrorLocked() {
+  if (!error_.ok() && stream_ != nullptr && stream_->provisional_error) {
+    // A write failed, and the receiver is about to learn why from Finish():
+    // the server's status names the cause (RESOURCE_EXHAUSTED, a rejected
+    // item), the placeholder only says that the stream broke.
+    mu_.AwaitWithTimeout(
+        absl::Condition(+[](WriterStream* stream) { return !stream->provisional_error; },
+                        stream_.get()),
+        kStatusWait);
+  }
+  return error_;
+}
+
 absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
                                            absl::Duration timeout,
                                            Cancellation* cancel,
@@ -145,7 +158,7 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
   absl::Status status;
   while (!done()) {
     if (!error_.ok()) {
-      status = error_;
+      status = ErrorLocked();
       break;
     }
     if (cancel != nullptr && cancel->IsCancelled()) {
@@ -165,7 +178,7 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
 absl::StatusOr<int64_t> TrajectoryWriter::Append(
     std::vector<std::optional<TensorPayload>> step, bool partial_step) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(error_);
+  RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
   if (step.size() < columns_.size()) step.resize(columns_.size());
   // Validate everything before changing anything.
@@ -290,7 +303,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
                                           absl::Duration timeout,
                                           Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(error_);
+  RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
   if (columns.empty()) {
     return absl::InvalidArgumentError("an item needs at least one column");
@@ -481,7 +494,7 @@ absl::Status TrajectoryWriter::Flush(int32_t block_until_num_items,
                                      absl::Duration timeout,
                                      Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(error_);
+  RETURN_IF_ERROR(ErrorLocked());
   if (block_until_num_items < 0) {
     return absl::InvalidArgumentError("block_until_num_items must be >= 0");
   }
@@ -498,7 +511,7 @@ absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
                                           Cancellation* cancel) {
   {
     absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(error_);
+    RETURN_IF_ERROR(ErrorLocked());
     if (step_open_) RETURN_IF_ERROR(FinishStepLocked());
     for (size_t c = 0; c < columns_.size(); ++c) {
       RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));

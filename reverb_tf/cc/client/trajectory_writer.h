@@ -144,6 +144,12 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   TrajectoryWriter(std::shared_ptr<ClientStub> stub,
                    const TrajectoryWriterOptions& options);
 
+  // How long ErrorLocked() waits for the status of a stream that broke.
+  static constexpr absl::Duration kStatusWait = absl::Seconds(5);
+
+  // error_, once it is final: a broken stream's placeholder is replaced by
+  // the server's status (waiting up to kStatusWait for it).
+  absl::Status ErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CloseOpenChunkLocked(int32_t column) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current step: columns without a value close their open chunk.
   absl::Status FinishStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

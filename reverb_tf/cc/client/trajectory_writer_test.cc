@@ -4,6 +4,7 @@
 #include "reverb_tf/cc/client/trajectory_writer.h"
 
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -126,6 +127,35 @@ TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
   EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}}, kTimeout).ok());
   ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
   EXPECT_EQ(TableSize("big"), 2);
+}
+
+TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus) {
+  // One stream allowed, held by a blocked sampler: every writer stream is
+  // refused with RESOURCE_EXHAUSTED. Its write may fail before the status
+  // arrives; the writer must still report the server's status, not a
+  // placeholder ("the stream broke", UNAVAILABLE).
+  ServerOptions options;
+  options.max_active_streams = 1;
+  auto server = ReplayServer::StartFromOptions(
+      {MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(5))}, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
+  SamplerOptions sampler_options;
+  auto sampler = *client->NewSampler("t", sampler_options);
+  std::thread blocked([&] {
+    Sample sample;
+    sampler->Next(&sample).IgnoreError();  // until cancelled
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // the sampler's stream is open
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto writer = testing::NewWriter(*client, 1);
+    const int64_t step = *writer->Append({FloatStep(attempt)});
+    absl::Status status = writer->CreateItem("t", 1.0, {ItemColumn{0, {step}, true}}, kTimeout);
+    if (status.ok()) status = writer->Flush(0, kTimeout);
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  }
+  sampler->Cancel();
+  blocked.join();
 }
 
 }  // namespace

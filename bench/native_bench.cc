@@ -46,12 +46,12 @@ int main() {
   start = absl::Now();
   int64_t sampled = 0;
   while (absl::Now() - start < absl::Seconds(2)) {
-    sampled += static_cast<int64_t>(client->SampleItems("t", 256, SampleOptions())->size());
+    sampled += static_cast<int64_t>(client->SampleItems("t", 256, SamplerOptions())->size());
   }
   std::printf("sample (256 per call): %.0f items/s\n",
               sampled / absl::ToDoubleSeconds(absl::Now() - start));
 
-  auto keys = *client->SampleItems("t", 256, SampleOptions());
+  auto keys = *client->SampleItems("t", 256, SamplerOptions());
   std::vector<std::pair<Key, double>> updates;
   for (const Sample& s : keys) updates.push_back({s.info.key, 2.0});
   start = absl::Now();

@@ -83,7 +83,7 @@ class Writer:
         """Wraps a native writer. Use `Client.writer` instead.
 
         Args:
-          core_writer: A `_core.Writer`.
+          core_writer: A `_core.TrajectoryWriter`.
           max_sequence_length: The longest item that can be created.
         """
         self._writer = core_writer

@@ -36,8 +36,8 @@ WeakCellRef = _trajectory_writer.WeakCellRef
 Client = _core.Client
 Server = _core.Server
 # One native writer serves the legacy and the trajectory API.
-Writer = _core.Writer
-TrajectoryWriter = _core.Writer
+Writer = _core.TrajectoryWriter
+TrajectoryWriter = _core.TrajectoryWriter
 StructuredWriter = _core.StructuredWriter
 
 

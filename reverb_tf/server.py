@@ -300,11 +300,11 @@ class Table:
                      signature=pick(signature, self._signature))
 
     def _core_config(self) -> Any:
-        """Builds the `_core.TableConfig` this table describes."""
+        """Builds the `_core.TableOptions` this table describes."""
         core_signature = None
         if self._columns is not None:
             core_signature = [(c.name, c.dtype, list(c.shape)) for c in self._columns]
-        return _native.core().TableConfig(
+        return _native.core().TableOptions(
             self._name,
             self._sampler._core_options,
             self._remover._core_options,

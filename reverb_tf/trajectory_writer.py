@@ -3,7 +3,7 @@
 Data flows in two stages:
 
 * `append(step)` flattens a (possibly nested) step into columns, one per
-  leaf, and hands the row to the native writer (`_core.Writer`), which builds,
+  leaf, and hands the row to the native writer (`_core.TrajectoryWriter`), which builds,
   compresses and sends chunks. The caller gets nothing back; instead
   `history` exposes, structured like the steps, the most recent cells of every
   column (the last `num_keep_alive_refs` of them).
@@ -365,7 +365,7 @@ def _make_column(hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...]
     column._hist = hist
     column._box = hist._box
     column._cells = cells
-    # Exactly what _core.Writer.create_item takes for this column.
+    # Exactly what _core.TrajectoryWriter.create_item takes for this column.
     column._entry = (hist._column, [cell[0] for cell in cells], squeeze)
     return column
 
@@ -399,7 +399,7 @@ class TrajectoryWriter:
         """Wraps a native writer. Use `Client.trajectory_writer` instead.
 
         Args:
-          core_writer: A `_core.Writer`.
+          core_writer: A `_core.TrajectoryWriter`.
           num_keep_alive_refs: Default keep-alive window of every column.
           get_signature: Returns a table's flat signature columns (None if the
             table has none); used to check items before they are sent. None

@@ -1,6 +1,6 @@
-"""TrajectoryWriter's Python logic, checked against what it hands `_core.Writer`.
+"""TrajectoryWriter's Python logic, checked against what it hands `_core.TrajectoryWriter`.
 
-`RecordingCoreWriter` plays the documented `_core.Writer` contract
+`RecordingCoreWriter` plays the documented `_core.TrajectoryWriter` contract
 (docs/core_module_api.md) and records every call, so these tests pin down
 how steps become column rows and how history references become
 `(column, steps, squeeze)` entries. End-to-end behaviour against a real server
@@ -17,7 +17,7 @@ from reverb_tf import trajectory_writer
 
 
 class RecordingCoreWriter:
-    """Records calls; numbers steps like _core.Writer (never restarting)."""
+    """Records calls; numbers steps like _core.TrajectoryWriter (never restarting)."""
 
     def __init__(self):
         self.calls = []

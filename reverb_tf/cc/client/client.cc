@@ -325,18 +325,15 @@ absl::StatusOr<std::string> Client::Checkpoint(absl::Duration timeout,
 }
 
 absl::StatusOr<std::vector<Sample>> Client::SampleItems(
-    const std::string& table, int64_t num_samples, const SampleOptions& options,
+    const std::string& table, int64_t num_samples, SamplerOptions options,
     Cancellation* cancel) {
   if (num_samples < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
-  SamplerOptions sampler_options;
-  sampler_options.max_in_flight = num_samples;
-  sampler_options.max_samples = num_samples;
-  sampler_options.rate_limiter_timeout = options.rate_limiter_timeout;
-  sampler_options.flexible_batch_size = options.flexible_batch_size;
-  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, NewSampler(table, sampler_options));
+  options.max_in_flight = num_samples;
+  options.max_samples = num_samples;
+  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, NewSampler(table, options));
   Cancellation::Id id = 0;
   Sampler* raw = sampler.get();
   if (cancel != nullptr && !cancel->Register([raw] { raw->Cancel(); }, &id)) {

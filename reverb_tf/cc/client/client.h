@@ -57,13 +57,6 @@ struct REVERB_TF_EXPORT ClientOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
 };
 
-struct REVERB_TF_EXPORT SampleOptions {
-  // Samples per response message.
-  int32_t flexible_batch_size = 256;
-  // How long the server may wait for the rate limiter; infinite by default.
-  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
-};
-
 struct REVERB_TF_EXPORT SamplerOptions {
   // Samples requested ahead of consumption (flow-control credits).
   int64_t max_in_flight = 256;
@@ -157,9 +150,11 @@ class REVERB_TF_EXPORT Client {
   absl::StatusOr<std::string> Checkpoint(absl::Duration timeout,
                                          Cancellation* cancel = nullptr);
 
-  // Samples exactly `num_samples` items (unless an error ends the stream).
+  // Samples exactly `num_samples` items (unless an error ends the stream),
+  // through a Sampler with `options` whose max_in_flight and max_samples are
+  // num_samples.
   absl::StatusOr<std::vector<Sample>> SampleItems(
-      const std::string& table, int64_t num_samples, const SampleOptions& options,
+      const std::string& table, int64_t num_samples, SamplerOptions options,
       Cancellation* cancel = nullptr);
 
   absl::StatusOr<std::unique_ptr<TrajectoryWriter>> NewTrajectoryWriter(

@@ -28,8 +28,8 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 
 // Sample options whose rate-limiter wait is bounded, so a failing test
 // cannot hang.
-SampleOptions Bounded() {
-  SampleOptions options;
+SamplerOptions Bounded() {
+  SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
   return options;
 }
@@ -172,7 +172,7 @@ TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
   EXPECT_EQ(client_->SampleItems("nope", 1, Bounded()).status().code(),
             absl::StatusCode::kNotFound);
   // Rate limiter timeout: DEADLINE_EXCEEDED.
-  SampleOptions short_timeout;
+  SamplerOptions short_timeout;
   short_timeout.rate_limiter_timeout = absl::Milliseconds(100);
   EXPECT_EQ(client_->SampleItems("sig", 1, short_timeout).status().code(),
             absl::StatusCode::kDeadlineExceeded);
@@ -282,7 +282,7 @@ TEST_F(ClientServerTest, CancellationAbortsABlockedSample) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
   Cancellation cancel;
   absl::Status status;
-  std::thread sampler([&] { status = client_->SampleItems("t", 1, SampleOptions(), &cancel).status(); });
+  std::thread sampler([&] { status = client_->SampleItems("t", 1, SamplerOptions(), &cancel).status(); });
   absl::SleepFor(absl::Milliseconds(200));
   const absl::Time start = absl::Now();
   cancel.Cancel();

@@ -44,7 +44,7 @@ class StructuredWriterTest : public ::testing::Test {
   }
 
   std::vector<Sample> SampleAll(int n) {
-    SampleOptions options;
+    SamplerOptions options;
     options.rate_limiter_timeout = kTimeout;
     auto samples = client_->SampleItems("t", n, options);
     EXPECT_TRUE(samples.ok()) << samples.status();

@@ -356,7 +356,7 @@ PYBIND11_MODULE(_core, m) {
       })
       .def("__repr__", &RateLimiterOptions::DebugString);
 
-  py::class_<TableOptions>(m, "TableConfig")
+  py::class_<TableOptions>(m, "TableOptions")
       .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
            py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
            py::arg("rate_limiter"), py::arg("signature"),
@@ -488,7 +488,7 @@ PYBIND11_MODULE(_core, m) {
         });
       });
 
-  py::class_<TrajectoryWriter>(m, "Writer")
+  py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def("append",
            [](TrajectoryWriter& writer, const py::list& columns, bool partial_step) {
              std::vector<std::optional<TensorPayload>> step(columns.size());

@@ -7,7 +7,7 @@ namespace reverb_tf {
 namespace {
 
 // The shape a column of `trajectory` has once materialized.
-Shape ColumnShape(const TrajectoryColumn& column) {
+Shape ColumnShape(const SlicedColumn& column) {
   const absl::Span<const int64_t> chunk_shape = column.slices.front().chunk->shape();
   Shape shape;
   if (!column.squeeze) shape.push_back(column.num_steps());
@@ -26,7 +26,7 @@ bool ShapeCompatible(absl::Span<const int64_t> spec,
 
 }  // namespace
 
-int64_t TrajectoryColumn::num_steps() const {
+int64_t SlicedColumn::num_steps() const {
   int64_t n = 0;
   for (const ChunkSlice& slice : slices) n += slice.length;
   return n;
@@ -37,7 +37,7 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
     return absl::InvalidArgumentError("trajectory has no columns");
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
-    const TrajectoryColumn& column = trajectory[c];
+    const SlicedColumn& column = trajectory[c];
     if (column.slices.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("column ", c, " of the trajectory is empty"));

@@ -30,7 +30,10 @@ struct ChunkSlice {
   int32_t length = 0;
 };
 
-struct TrajectoryColumn {
+// One column of a stored item: slices of chunks, concatenated in order. (The
+// writer's reference to the steps it will become is an ItemColumn; Python's
+// TrajectoryColumn is that reference.)
+struct SlicedColumn {
   // Almost every column is a single slice; keep that case allocation-free.
   absl::InlinedVector<ChunkSlice, 1> slices;
   // A squeezed column must have exactly one step and is returned without its
@@ -40,7 +43,7 @@ struct TrajectoryColumn {
   int64_t num_steps() const;
 };
 
-using Trajectory = std::vector<TrajectoryColumn>;
+using Trajectory = std::vector<SlicedColumn>;
 
 // Checks that every slice is non-empty and inside its chunk and that squeezed
 // columns have exactly one step.

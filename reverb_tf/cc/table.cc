@@ -400,7 +400,7 @@ TableSnapshot Table::Snapshot() const {
     if (!items_.empty()) {
       const Trajectory& first = items_.begin()->second.trajectory;
       columns_per_item = first.size();
-      for (const TrajectoryColumn& column : first) slices_per_item += column.slices.size();
+      for (const SlicedColumn& column : first) slices_per_item += column.slices.size();
     }
   }
   // Some slack for items inserted in between.
@@ -424,7 +424,7 @@ TableSnapshot Table::Snapshot() const {
       snapshot.items[item_count++] = {item.key, item.priority, item.times_sampled,
                                       static_cast<uint32_t>(item.trajectory.size()),
                                       column_count, 0};
-      for (const TrajectoryColumn& column : item.trajectory) {
+      for (const SlicedColumn& column : item.trajectory) {
         if (column_count == snapshot.columns.size()) {
           snapshot.columns.resize(2 * column_count + 16);
         }

@@ -40,7 +40,7 @@ Item SmallItem(ChunkStore& store, Key key) {
       StepChunk(store, 3 * key + 2, DType::kFloat, {}),
   };
   for (const auto& chunk : columns) {
-    TrajectoryColumn column;
+    SlicedColumn column;
     column.slices.push_back(ChunkSlice{chunk, 0, 1});
     column.squeeze = true;
     item.trajectory.push_back(std::move(column));

@@ -175,7 +175,7 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
     if (!in->ok()) break;
     item.times_sampled = static_cast<int32_t>(times_sampled);
     item.trajectory.resize(num_columns);
-    for (TrajectoryColumn& column : item.trajectory) {
+    for (SlicedColumn& column : item.trajectory) {
       uint64_t slices;
       if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
       column.squeeze = (slices & 1) != 0;

@@ -128,7 +128,7 @@ class CheckpointerTest : public ::testing::Test {
     for (const auto& table : tables) {
       for (int k = 0; k < n; ++k) {
         Item item = MakeItem(1000 + k, (rng() % 7) * 0.5, {chunks[k]});
-        TrajectoryColumn partial;
+        SlicedColumn partial;
         partial.slices.push_back({chunks[k + 1], 1, 1});
         partial.squeeze = true;
         item.trajectory.push_back(std::move(partial));

@@ -157,7 +157,7 @@ void Mutate(const uint8_t* data, size_t size) {
       Item item;
       item.key = key;
       item.priority = static_cast<double>(key);
-      item.trajectory.push_back(TrajectoryColumn{{ChunkSlice{*chunk, 0, 1}}, false});
+      item.trajectory.push_back(SlicedColumn{{ChunkSlice{*chunk, 0, 1}}, false});
       if (!each->InsertOrAssign(std::move(item), absl::ZeroDuration()).ok()) std::abort();
     }
   }

@@ -38,7 +38,7 @@ Item MakeItem(Key key, double priority,
   item.key = key;
   item.priority = priority;
   for (const auto& chunk : columns) {
-    TrajectoryColumn column;
+    SlicedColumn column;
     column.slices.push_back(ChunkSlice{chunk, 0, chunk->num_steps()});
     item.trajectory.push_back(std::move(column));
   }

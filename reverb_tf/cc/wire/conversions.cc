@@ -235,7 +235,7 @@ absl::StatusOr<Item> ItemFromProto(
   item.legacy_steps = proto_item.legacy_steps();
   item.trajectory.reserve(proto_item.columns_size());
   for (const proto::Column& proto_column : proto_item.columns()) {
-    TrajectoryColumn& column = item.trajectory.emplace_back();
+    SlicedColumn& column = item.trajectory.emplace_back();
     column.squeeze = proto_column.squeeze();
     for (const proto::Slice& slice : proto_column.slices()) {
       auto it = chunks.find(slice.chunk_key());
@@ -261,7 +261,7 @@ int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response
   info->set_priority(sample.priority);
   info->set_times_sampled(sample.times_sampled);
   info->set_rate_limited(sample.rate_limited);
-  for (const TrajectoryColumn& column : sample.trajectory) {
+  for (const SlicedColumn& column : sample.trajectory) {
     proto::Column* out_column = out->add_columns();
     out_column->set_squeeze(column.squeeze);
     for (const ChunkSlice& slice : column.slices) {

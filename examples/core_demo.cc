@@ -57,7 +57,7 @@ int main() {
           Item item;
           item.key = next_key++;
           item.priority = 1.0;
-          TrajectoryColumn column;
+          SlicedColumn column;
           for (int k = t + 1 - kTrajectoryLength; k <= t; ++k) {
             column.slices.push_back(ChunkSlice{steps[k], 0, 1});
           }

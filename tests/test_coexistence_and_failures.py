@@ -48,6 +48,18 @@ def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
             assert obs.shape == (3, 4), obs.shape
             assert np.all(obs[1] == obs[0] + 1)
             client.mutate_priorities("t", updates={int(sample.info.key): 5.0})
+            # The health service and reflection (our static gRPC, hidden from
+            # TF's) answer a client of the process's grpcio.
+            import grpc
+            from grpc_health.v1 import health_pb2, health_pb2_grpc
+            from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+                ProtoReflectionDescriptorDatabase)
+            with grpc.insecure_channel(f"localhost:{server.port}") as channel:
+                health = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=10)
+                assert health.status == health_pb2.HealthCheckResponse.SERVING
+                services = ProtoReflectionDescriptorDatabase(channel).get_services()
+                assert "reverb_tf.proto.ReplayService" in services, services
             # TF still works alongside.
             assert float(tf.reduce_sum(tf.constant(obs))) == float(obs.sum())
         print("OK")

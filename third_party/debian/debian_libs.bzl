@@ -15,6 +15,7 @@ Linking policy (see docs/native_linking.md):
 
 _STATIC_ARCHIVES = [
     # Order matters for the static link: each archive after those using it.
+    "grpc++_reflection",
     "grpc++_unsecure",
     "grpc_unsecure",
     "upb",

@@ -6,6 +6,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
@@ -63,6 +65,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     return stats.path;
   });
 
+  // The standard health service (grpc.health.v1: grpc_health_probe,
+  // Kubernetes probes) and server reflection (grpcurl). Both settings are
+  // process-wide and apply to servers built from here on.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // IPv6 literals are bracketed in a gRPC address.
   const std::string host = options.host.find(':') != std::string::npos
@@ -77,6 +84,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "could not start a gRPC server on ", host, ":", options.port));
+  }
+  // SERVING for the whole server ("") and for the replay service by name.
+  if (grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kHealthServiceName, true);
   }
   if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
     const absl::Duration interval = options.checkpoint_interval;
@@ -139,6 +151,13 @@ void ReplayServer::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+  }
+  // Probes see NOT_SERVING from now on (watchers are told at once), before
+  // any call starts failing.
+  if (server_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->Shutdown();
+    }
   }
   // A periodic checkpoint in progress finishes (a half-written one would be
   // discarded anyway); none starts after this.

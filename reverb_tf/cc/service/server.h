@@ -1,4 +1,6 @@
-// ReplayServer: a set of tables served over gRPC on one port.
+// ReplayServer: a set of tables served over gRPC on one port, with the
+// standard health service (grpc.health.v1: SERVING while up, NOT_SERVING from
+// the start of Stop()) and server reflection beside the replay service.
 //
 // Used by the Python `reverb_tf.Server` (in-process) and by the
 // `reverb_tf_server` binary. Stop() closes every table first, so RPCs blocked
@@ -60,6 +62,10 @@ struct REVERB_TF_EXPORT ServerOptions {
 
 class REVERB_TF_EXPORT ReplayServer {
  public:
+  // The name under which grpc.health.v1 reports the replay service (the
+  // empty name reports the whole server).
+  static constexpr char kHealthServiceName[] = "reverb_tf.proto.ReplayService";
+
   // Starts serving `tables` (names must be unique). Fails with
   // INVALID_ARGUMENT on bad options and UNAVAILABLE if the address cannot be
   // bound.

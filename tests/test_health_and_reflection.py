@@ -1,0 +1,88 @@
+"""The standard gRPC health service and server reflection, beside the replay
+service, in the in-process server and in the binary.
+
+Checked with the ecosystem's own clients (grpcio-health-checking,
+grpcio-reflection), as grpc_health_probe, Kubernetes probes and grpcurl would.
+"""
+
+import queue
+import signal
+import threading
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase)
+
+import reverb_tf as reverb
+
+_REPLAY = "reverb_tf.proto.ReplayService"
+
+
+def _table():
+    return reverb.Table.queue("q", 10)
+
+
+def _status(channel, service):
+    stub = health_pb2_grpc.HealthStub(channel)
+    return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+
+
+def test_serving_while_up_and_not_serving_once_stopping():
+    server = reverb.Server([_table()])
+    try:
+        with grpc.insecure_channel(f"localhost:{server.port}") as channel:
+            assert _status(channel, "") == health_pb2.HealthCheckResponse.SERVING
+            assert _status(channel, _REPLAY) == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as unknown:
+                _status(channel, "no.such.Service")
+            assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+            # A watcher (what a probe that streams does) sees the change.
+            seen = queue.Queue()
+            watch = health_pb2_grpc.HealthStub(channel).Watch(
+                health_pb2.HealthCheckRequest(service=_REPLAY), timeout=30)
+
+            def follow():
+                try:
+                    for response in watch:
+                        seen.put(response.status)
+                except grpc.RpcError as e:
+                    seen.put(e.code())
+
+            thread = threading.Thread(target=follow, daemon=True)
+            thread.start()
+            assert seen.get(timeout=10) == health_pb2.HealthCheckResponse.SERVING
+            server.stop()
+            assert seen.get(timeout=10) == health_pb2.HealthCheckResponse.NOT_SERVING
+            watch.cancel()
+    finally:
+        server.stop()
+
+
+def test_reflection_describes_the_replay_and_health_services():
+    with reverb.Server([_table()]) as server, \
+            grpc.insecure_channel(f"localhost:{server.port}") as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        services = set(database.get_services())
+        assert {_REPLAY, "grpc.health.v1.Health"} <= services
+        replay = database.FindFileContainingSymbol(_REPLAY)
+        assert replay.package == "reverb_tf.proto"
+        methods = {m.name for s in replay.service if s.name == "ReplayService" for m in s.method}
+        assert {"InsertStream", "SampleStream", "MutatePriorities", "Reset", "ServerInfo",
+                "Checkpoint"} <= methods
+
+
+def test_the_binary_answers_health_probes(server_binary, start_server):
+    config = ('port: 0 tables { table_name: "q" sampler { fifo: true } remover { fifo: true } '
+              'max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
+              'min_diff: 0 max_diff: 10 } }')
+    process, port = start_server(server_binary, "--config=" + config)
+    try:
+        with grpc.insecure_channel(f"localhost:{port}") as channel:
+            assert _status(channel, "") == health_pb2.HealthCheckResponse.SERVING
+            assert _status(channel, _REPLAY) == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0

@@ -289,3 +289,21 @@ def test_a_host_that_cannot_be_bound_is_a_clear_error():
         reverb.Server([table()], host="192.0.2.1")  # TEST-NET-1: never local
     with pytest.raises(errors.InvalidArgumentError, match="host must be"):
         reverb.Server([table()], host="bad host")
+
+
+def test_no_other_socket_can_share_a_served_port():
+    # gRPC servers set SO_REUSEPORT by default; then another server of the
+    # same user could bind the same port (or be handed it for port 0) and the
+    # kernel would split connections between them ("Method not found" from a
+    # stranger). A served port is the server's alone.
+    import socket  # pylint: disable=g-import-not-at-top
+    with reverb.Server([table()]) as server:
+        for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::")):
+            other = socket.socket(family, socket.SOCK_STREAM)
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                with pytest.raises(OSError) as refused:
+                    other.bind((address, server.port))
+                assert refused.value.errno == 98  # EADDRINUSE
+            finally:
+                other.close()

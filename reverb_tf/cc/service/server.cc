@@ -77,6 +77,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                                : options.host;
   builder.AddListeningPort(absl::StrCat(host, ":", options.port),
                            grpc::InsecureServerCredentials(), &server->port_);
+  // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
+  // same user can bind the same port, or be handed it for port 0, and the
+  // kernel then splits connections between the two; clients met "Method not
+  // found" from another process's server. A port is one server's.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(server->service_.get());

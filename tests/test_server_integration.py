@@ -298,6 +298,8 @@ def test_no_other_socket_can_share_a_served_port():
     # stranger). A served port is the server's alone.
     import socket  # pylint: disable=g-import-not-at-top
     with reverb.Server([table()]) as server:
+        with pytest.raises(errors.UnavailableError, match="could not start a gRPC server"):
+            reverb.Server([table()], port=server.port)
         for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::")):
             other = socket.socket(family, socket.SOCK_STREAM)
             other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)

@@ -88,6 +88,12 @@ DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
         "Queue(0) and Prioritized(-1.0) raise ValueError at once; dm-reverb accepts "
         "them and the table then never serves (queue) or fails on first use",
         lambda o: _without("limiter_errors", "selector_errors")(o)),
+    "constructors.server_arguments": (
+        "a second Server on a port in use raises UnavailableError; dm-reverb's gRPC "
+        "sets SO_REUSEPORT, so its second server binds the same port and the kernel "
+        "splits clients' connections between the two (tested in "
+        "test_server_integration.py)",
+        _without("port_in_use")),
     "constructors.table_arguments": (
         "Table(extensions=[...]) raises NotImplementedError: reverb_tf has no table "
         "extensions (dm-reverb fails with AttributeError on an object that is not one)",

@@ -5,6 +5,7 @@ module `reverb_tf._core`: without it they fail (ImportError), they are never
 skipped.
 """
 import faulthandler
+import os
 import threading
 import time
 
@@ -93,3 +94,22 @@ def value_of(sample):
     data = sample.data[0]
     assert data.shape == (1,)
     return int(data[0])
+
+
+def listening_addresses(port):
+    """The local addresses (hex, as /proc/net/tcp* gives them) on which a socket
+    of this machine listens at `port`."""
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    addresses.add(address)
+    return addresses
+
+
+def proc_count(pid, what):
+    """How many entries /proc/PID/WHAT has ("task": threads, "fd": open fds)."""
+    return len(os.listdir(f"/proc/{pid}/{what}"))

@@ -9,7 +9,6 @@ bounded time; a server restarted on the same port must serve the old
 threads and fds where they were.
 """
 
-import os
 import re
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
+from integration import proc_count
 
 # How long a call caught by the kill may take to raise. Measured about 1.5 s
 # (the channel's reconnect attempt); the bound leaves room for a loaded CI.
@@ -46,10 +46,6 @@ def _start(server_binary, port=0):
         process.kill()
         pytest.fail(f"server did not start: {process.stderr.read()}")
     return process, int(match.group(1))
-
-
-def _count(pid, what):
-    return len(os.listdir(f"/proc/{pid}/{what}"))
 
 
 class _Outcome:
@@ -182,21 +178,21 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
     address = f"localhost:{port}"
     try:
         reverb.Client(address).server_info(timeout=10)
-        baseline = {what: _count(process.pid, what) for what in ("task", "fd")}
+        baseline = {what: proc_count(process.pid, what) for what in ("task", "fd")}
         clients = [subprocess.Popen([sys.executable, "-c", _MANY_STREAMS_CLIENT, address],
                                     stdout=subprocess.PIPE, text=True) for _ in range(2)]
         for client in clients:
             assert client.stdout.readline().strip() == "streams open"
         deadline = time.monotonic() + 20
-        while _count(process.pid, "task") < baseline["task"] + 300:
-            assert time.monotonic() < deadline, _count(process.pid, "task")
+        while proc_count(process.pid, "task") < baseline["task"] + 300:
+            assert time.monotonic() < deadline, proc_count(process.pid, "task")
             time.sleep(0.1)
         for client in clients:
             client.send_signal(signal.SIGKILL)
             client.wait()
         deadline = time.monotonic() + 20
-        while any(_count(process.pid, what) > baseline[what] + 5 for what in baseline):
-            assert time.monotonic() < deadline, {w: _count(process.pid, w) for w in baseline}
+        while any(proc_count(process.pid, what) > baseline[what] + 5 for what in baseline):
+            assert time.monotonic() < deadline, {w: proc_count(process.pid, w) for w in baseline}
             time.sleep(0.1)
         # Still serving, and the killed writers' flushed items are kept.
         client = reverb.Client(address)

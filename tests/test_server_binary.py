@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import reverb_tf
+from integration import listening_addresses
 
 GOOD_CONFIG = """
 port: 0
@@ -107,22 +108,11 @@ def test_missing_config_file_is_a_clear_error(server_binary, tmp_path):
     assert "cannot read --config_file" in result.stderr
 
 
-def _listens_on_any_interface(port):
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                address, hex_port = line.split()[1].split(":")
-                if line.split()[3] == "0A" and int(hex_port, 16) == port:
-                    if set(address) == {"0"}:
-                        return True
-    return False
-
-
 @pytest.mark.parametrize("flags, everywhere", [((), False), (("--bind=0.0.0.0",), True)])
 def test_binds_loopback_unless_told_otherwise(server_binary, start_server, flags, everywhere):
     process, port = start_server(server_binary, "--config=" + GOOD_CONFIG, *flags)
     try:
-        assert _listens_on_any_interface(port) == everywhere
+        assert any(set(a) == {"0"} for a in listening_addresses(port)) == everywhere
         assert "queue" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
     finally:
         process.send_signal(signal.SIGTERM)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import insert_values, Background, make_server, sample_one, table, wait_until, watchdog  # noqa: F401  (fixtures)
+from integration import listening_addresses, insert_values, Background, make_server, sample_one, table, wait_until, watchdog  # noqa: F401  (fixtures)
 
 
 def test_quick_start(make_server):
@@ -254,19 +254,6 @@ def test_a_huge_unknown_table_name_is_not_found_with_a_bounded_message(make_serv
     assert "100000 bytes" in str(raised.value) and len(str(raised.value)) < 1000
 
 
-def _listening_addresses(port):
-    """The local addresses a socket of this machine listens on at `port`."""
-    addresses = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                local, state = line.split()[1], line.split()[3]
-                address, hex_port = local.split(":")
-                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
-                    addresses.add(address)
-    return addresses
-
-
 _ANY_V4, _ANY_V6 = "00000000", "0" * 32
 _LOOPBACK_V4, _LOOPBACK_V4_IN_V6 = "0100007F", "0000000000000000FFFF00000100007F"
 
@@ -279,7 +266,7 @@ _LOOPBACK_V4, _LOOPBACK_V4_IN_V6 = "0100007F", "0000000000000000FFFF00000100007F
 def test_listens_on_loopback_unless_told_otherwise(host, expected):
     kwargs = {} if host is None else {"host": host}
     with reverb.Server([table()], **kwargs) as server:
-        addresses = _listening_addresses(server.port)
+        addresses = listening_addresses(server.port)
         assert addresses and addresses <= expected, addresses
         assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
 

@@ -6,7 +6,6 @@ so what is tested is the server's answer to what a hostile or broken client
 can put on the wire.
 """
 
-import os
 import threading
 import time
 
@@ -16,6 +15,7 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf.cc import reverb_tf_pb2 as pb
+from integration import proc_count
 
 _SERVICE = "/reverb_tf.proto.ReplayService/"
 
@@ -48,14 +48,6 @@ def _blocking_sample_request(table: str) -> bytes:
     """A sample request that waits for its rate limiter without a timeout."""
     return pb.SampleRequest(table=table, num_samples=1,
                             rate_limiter_timeout_ms=-1).SerializeToString()
-
-
-def _threads(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/task"))
-
-
-def _fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def test_a_malformed_insert_message_fails_its_stream_and_nothing_after_it_is_stored():
@@ -153,8 +145,8 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
     try:
         address = f"localhost:{port}"
         reverb.Client(address).server_info(timeout=10)
-        baseline = _threads(process.pid)
-        baseline_fds = _fds(process.pid)
+        baseline = proc_count(process.pid, "task")
+        baseline_fds = proc_count(process.pid, "fd")
         channels, calls = [], []
         for _ in range(200):
             channel = grpc.insecure_channel(address)
@@ -163,20 +155,20 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
             calls.append(stream(iter([_blocking_sample_request("t")]), timeout=120))
             channels.append(channel)
         deadline = time.monotonic() + 20
-        while _threads(process.pid) < baseline + 200 and time.monotonic() < deadline:
+        while proc_count(process.pid, "task") < baseline + 200 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _threads(process.pid) >= baseline + 200  # a handler per blocked stream
+        assert proc_count(process.pid, "task") >= baseline + 200  # a handler per blocked stream
         assert not any(call.done() for call in calls)
         started = time.monotonic()
         for call, channel in zip(calls, channels):
             call.cancel()
             channel.close()
-        while ((_threads(process.pid) > baseline + 5 or _fds(process.pid) > baseline_fds + 5)
+        while ((proc_count(process.pid, "task") > baseline + 5 or proc_count(process.pid, "fd") > baseline_fds + 5)
                and time.monotonic() - started < 20):
             time.sleep(0.05)
         released_s = time.monotonic() - started
-        assert _threads(process.pid) <= baseline + 5, released_s
-        assert _fds(process.pid) <= baseline_fds + 5, released_s
+        assert proc_count(process.pid, "task") <= baseline + 5, released_s
+        assert proc_count(process.pid, "fd") <= baseline_fds + 5, released_s
         # The server still serves.
         client = reverb.Client(address)
         client.insert(np.float32(3), {"t": 1.0})

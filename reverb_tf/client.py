@@ -64,13 +64,6 @@ def _timeout_s(timeout_ms: Optional[float]) -> Optional[float]:
     return None if timeout_ms is None else timeout_ms / 1000.0
 
 
-def _to_array(value: Any) -> np.ndarray:
-    array = value.copy() if type(value) is np.ndarray else np.array(value)
-    if array.dtype.kind in "SU":
-        array = array.astype(object)
-    return array
-
-
 class Writer:
     """dm-reverb's legacy writer: items are the last N appended steps.
 
@@ -88,7 +81,8 @@ class Writer:
         """
         self._writer = core_writer
         self._steps: collections.deque = collections.deque(maxlen=max_sequence_length)
-        self._specs: Optional[List[Any]] = None
+        # Leaves per step, fixed by the first step.
+        self._num_leaves: Optional[int] = None
         self._closed = False
 
     def __enter__(self) -> "Writer":
@@ -124,27 +118,23 @@ class Writer:
           ReverbError: If the native writer fails.
         """
         flat = tree.flatten(data)
-        arrays = []
         for i, value in enumerate(flat):
             if value is None:
                 # TypeError, as dm-reverb raises for a None leaf here.
                 raise TypeError(
                     f"Writer.append: leaf {i} of the step is None; every step of the legacy "
                     "Writer must have a value in every leaf")
-            arrays.append(_to_array(value))
-        specs = [(a.dtype, a.shape) for a in arrays]
-        if self._specs is None:
-            self._specs = specs
-        elif specs != self._specs:
-            if len(specs) != len(self._specs):
-                raise errors.InvalidArgumentError(
-                    f"Writer.append: the step has {len(specs)} leaves but earlier steps "
-                    f"had {len(self._specs)}")
-            for i, (got, want) in enumerate(zip(specs, self._specs)):
-                if got != want:
-                    raise errors.InvalidArgumentError(
-                        f"Writer.append: leaf {i} is {signatures.describe(*got)} but was "
-                        f"{signatures.describe(*want)} in earlier steps")
+        if self._num_leaves is None:
+            self._num_leaves = len(flat)
+            for i in range(len(flat)):
+                self._writer.set_column_name(i, f"leaf {i}")
+        elif len(flat) != self._num_leaves:
+            raise errors.InvalidArgumentError(
+                f"Writer.append: the step has {len(flat)} leaves but earlier steps "
+                f"had {self._num_leaves}")
+        # The native writer copies the values and checks each leaf's dtype
+        # and shape against its first value.
+        arrays = flat
         self._steps.append(self._writer.append(arrays))
 
     def append_sequence(self, sequence: Any) -> None:
@@ -192,7 +182,7 @@ class Writer:
                 f"{len(self._steps)} steps available (max_sequence_length="
                 f"{self._steps.maxlen})")
         steps = list(self._steps)[-num_timesteps:]
-        columns = [(c, steps, False) for c in range(len(self._specs))]
+        columns = [(c, steps, False) for c in range(self._num_leaves)]
         self._writer.create_item(table, float(priority), columns)
 
     def flush(self) -> None:
@@ -402,17 +392,13 @@ class Client:
         Raises:
           ValueError: If `num_keep_alive_refs` < 1.
         """
-        if num_keep_alive_refs < 1:
-            raise ValueError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
         core_writer = self._client.new_writer(
             int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
         get_signature = None
         if validate_items and get_signature_timeout_ms is not None:
             get_signature = functools.partial(
                 self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
-        return trajectory_writer_lib.TrajectoryWriter(
-            core_writer, int(num_keep_alive_refs), get_signature)
+        return trajectory_writer_lib.TrajectoryWriter(core_writer, get_signature)
 
     def structured_writer(self, configs: Sequence[Any]):
         """Creates a `StructuredWriter` that inserts items as `configs` say.

@@ -24,7 +24,6 @@ key order of trajectories.
 Thread safety: a TrajectoryWriter must be used by one thread at a time.
 """
 
-import collections
 import itertools
 from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union)
 
@@ -120,108 +119,86 @@ def _union(old: Any, new: Any, path: Path = ()) -> Any:
 _new_object = object.__new__
 
 
-class _ColumnHistory:
-    """The most recent cells of one column, indexable like a list.
+class _Generation:
+    """One history of a writer: replaced when `end_episode` clears it.
 
-    Index i counts steps since the episode began (or since the history was
-    last cleared), across all columns alike; negative indices count from the
-    newest step. Cells older than the column's keep-alive window, or steps in
-    which the column had no value, cannot be referenced.
-
-    Each cell is `(step, array)`: the step id the native writer returned and
-    the step's value, kept so that `TrajectoryColumn.numpy()` can return it.
+    Columns cut from a history remember its generation, which is how
+    references from before a clear are told apart. Everything else about the
+    cells (which exist, their values, the keep-alive window) is the native
+    writer's to know.
     """
 
-    __slots__ = ("_path", "_column", "_cells", "_box", "dtype", "shape")
+    __slots__ = ()
 
-    def __init__(self, path: Path, column: int, keep_alive: int, box: List[int]) -> None:
+
+class _ColumnHistory:
+    """The recent cells of one column, indexable like a list.
+
+    Index i counts steps since the history began (the writer's creation or
+    the last `end_episode(clear_buffers=True)`), across all columns alike;
+    negative indices count from the newest step. Cells older than the
+    column's keep-alive window, or steps in which the column had no value,
+    cannot be referenced. The native writer answers every question about the
+    cells; this class only names the column.
+    """
+
+    __slots__ = ("_core", "_path", "_column", "_generation", "_type")
+
+    def __init__(self, core: Any, path: Path, column: int, generation: _Generation) -> None:
+        self._core = core
         self._path = path
         self._column = column
-        # Steps before the column existed read as missing; only the part that
-        # fits in the window needs storing.
-        self._cells: collections.deque = collections.deque(
-            itertools.repeat(None, min(box[0], keep_alive)), maxlen=keep_alive)
-        # Shared by all columns of one writer: [number of steps]. Replaced by a
-        # new list when the history is cleared, which is how references made
-        # before the clear are told apart.
-        self._box = box
-        self.dtype: Optional[np.dtype] = None
-        self.shape: Optional[Tuple[int, ...]] = None
+        self._generation = generation
+        # (dtype, step shape) once the native writer knows it; fixed from then on.
+        self._type: Optional[Tuple[np.dtype, Tuple[int, ...]]] = None
 
     @property
     def path(self) -> Path:
         """The column's path in the step structure."""
         return self._path
 
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """The column's numpy dtype (`object` for strings); None before its first value."""
+        if self._type is None:
+            self._type = self._core.column_type(self._column)
+        return None if self._type is None else self._type[0]
+
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """The shape of one step of the column; None before its first value."""
+        if self._type is None:
+            self._type = self._core.column_type(self._column)
+        return None if self._type is None else self._type[1]
+
     def __len__(self) -> int:
-        return self._box[0]
-
-    def _admit(self, array: np.ndarray) -> np.ndarray:
-        """Slow path of `append`: first value, strings, or a mismatch."""
-        if array.dtype.kind in "SU":
-            array = array.astype(object)
-        if self.dtype is None:
-            self.dtype, self.shape = array.dtype, array.shape
-            return array
-        if array.dtype == self.dtype and array.shape == self.shape:
-            return array
-        raise errors.InvalidArgumentError(
-            f"append: column '{signatures.column_name(self._path)}' was "
-            f"{signatures.describe(self.dtype, self.shape)} in earlier steps but is "
-            f"{signatures.describe(array.dtype, array.shape)} now; every value of a "
-            "column must have the same dtype and shape")
-
-    def _cell(self, index: int) -> Tuple[int, np.ndarray]:
-        length = self._box[0]
-        cells = self._cells
-        if index < 0:
-            if index < -length:
-                raise IndexError(
-                    f"history index {index} out of range for {length} steps")
-            position = len(cells) + index
-        else:
-            if index >= length:
-                raise IndexError(
-                    f"history index {index} out of range for {length} steps")
-            position = index - (length - len(cells))
-        cell = cells[position] if position >= 0 else None
-        if cell is None:
-            what = ("is older than the keep-alive window (num_keep_alive_refs="
-                    f"{cells.maxlen})" if position < 0 else "has no value in that step")
-            raise ValueError(
-                f"history['{signatures.column_name(self._path)}'][{index}] cannot be "
-                f"referenced: the cell {what}")
-        return cell
+        return self._core.history_length
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
+        core, column = self._core, self._column
         if type(index) is int:
-            cells = self._cells
-            # Fast path for the common `history[k][-1]`.
-            if 0 < -index <= len(cells):
-                cell = cells[index]
-                if cell is not None:
-                    column = _new_object(TrajectoryColumn)
-                    column._hist = self
-                    column._box = self._box
-                    column._cells = (cell,)
-                    column._entry = (self._column, [cell[0]], True)
-                    return column
-            return _make_column(self, (self._cell(index),), True)
+            return _make_column(self, (core.history_step(column, index),), True)
         if isinstance(index, slice):
-            indices = range(self._box[0])[index]
+            indices = range(core.history_length)[index]
         elif isinstance(index, (list, tuple, np.ndarray)):
             indices = [int(i) for i in index]
         elif isinstance(index, (int, np.integer)):
-            return _make_column(self, (self._cell(int(index)),), True)
+            return _make_column(self, (core.history_step(column, int(index)),), True)
         else:
             raise TypeError(
                 f"history indices must be integers, slices or lists of integers, not "
                 f"{type(index).__name__}")
-        return _make_column(self, tuple(self._cell(i) for i in indices), False)
+        return _make_column(self, tuple(core.history_step(column, i) for i in indices), False)
 
     def __repr__(self) -> str:
-        return (f"_ColumnHistory(path={self._path!r}, steps={self._box[0]}, "
-                f"keep_alive={self._cells.maxlen})")
+        return f"_ColumnHistory(path={self._path!r}, steps={len(self)})"
+
+
+def _expired_error(what: str) -> RuntimeError:
+    # A plain RuntimeError, as dm-reverb raises.
+    return RuntimeError(
+        f"{what} references cells that left the keep-alive window or were cleared by "
+        "end_episode(clear_buffers=True); the writer no longer holds their data")
 
 
 class WeakCellRef:
@@ -232,20 +209,20 @@ class WeakCellRef:
     window, or the episode's history is cleared, it is `expired`.
     """
 
-    __slots__ = ("_hist", "_box", "_cell")
+    __slots__ = ("_hist", "_generation", "_step")
 
-    def __init__(self, hist: "_ColumnHistory", box: List[int],
-                 cell: Tuple[int, np.ndarray]) -> None:
+    def __init__(self, hist: _ColumnHistory, generation: _Generation, step: int) -> None:
         """Not for direct use: iterate a `TrajectoryColumn` instead."""
         self._hist = hist
-        self._box = box
-        self._cell = cell
+        self._generation = generation
+        self._step = step
 
     @property
     def expired(self) -> bool:
         """True once the cell can no longer be referenced by new items."""
-        return (self._hist._box is not self._box  # pylint: disable=protected-access
-                or not any(c is self._cell for c in self._hist._cells))  # pylint: disable=protected-access
+        hist = self._hist
+        return (hist._generation is not self._generation  # pylint: disable=protected-access
+                or not hist._core.is_referenceable(hist._column, self._step))  # pylint: disable=protected-access
 
     @property
     def dtype(self) -> np.dtype:
@@ -258,12 +235,19 @@ class WeakCellRef:
         return list(self._hist.shape)
 
     def numpy(self) -> np.ndarray:
-        """Returns a copy of the cell's value."""
-        return self._cell[1].copy()
+        """Returns a copy of the cell's value.
+
+        Raises:
+          RuntimeError: If the reference has expired.
+        """
+        if self.expired:
+            raise _expired_error("the WeakCellRef")
+        hist = self._hist
+        return hist._core.read_cells(hist._column, [self._step])[0]  # pylint: disable=protected-access
 
     def __repr__(self) -> str:
         return (f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, "
-                f"step={self._cell[0]})")
+                f"step={self._step})")
 
 
 class TrajectoryColumn:
@@ -274,7 +258,7 @@ class TrajectoryColumn:
     and lists give a column with a leading time dimension.
     """
 
-    __slots__ = ("_hist", "_box", "_cells", "_entry")
+    __slots__ = ("_hist", "_generation", "_steps", "_entry")
 
     def __init__(self) -> None:
         """Not for direct use: index `TrajectoryWriter.history` instead.
@@ -290,12 +274,12 @@ class TrajectoryColumn:
         return self._entry[2]
 
     def __len__(self) -> int:
-        return len(self._cells)
+        return len(self._steps)
 
     def __iter__(self) -> Iterator[WeakCellRef]:
         """Yields a `WeakCellRef` per cell, oldest first."""
-        for cell in self._cells:
-            yield WeakCellRef(self._hist, self._box, cell)
+        for step in self._steps:
+            yield WeakCellRef(self._hist, self._generation, step)
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         """Selects some of the column's cells.
@@ -311,27 +295,26 @@ class TrajectoryColumn:
           IndexError: For indices out of range.
         """
         if isinstance(index, (int, np.integer)):
-            return self._sub((self._cells[int(index)],), True)
+            return self._sub((self._steps[int(index)],), True)
         if isinstance(index, slice):
-            return self._sub(self._cells[index], False)
+            return self._sub(self._steps[index], False)
         if isinstance(index, (list, tuple, np.ndarray)):
-            return self._sub(tuple(self._cells[int(i)] for i in index), False)
+            return self._sub(tuple(self._steps[int(i)] for i in index), False)
         raise TypeError(
             f"TrajectoryColumn indices must be integers, slices or lists of integers, "
             f"not {type(index).__name__}")
 
-    def _sub(self, cells: Tuple[Tuple[int, np.ndarray], ...], squeeze: bool
-             ) -> "TrajectoryColumn":
-        column = _make_column(self._hist, cells, squeeze)
+    def _sub(self, steps: Tuple[int, ...], squeeze: bool) -> "TrajectoryColumn":
+        column = _make_column(self._hist, steps, squeeze)
         # Cut from this column, so valid exactly as long as this column is.
-        column._box = self._box
+        column._generation = self._generation
         return column
 
     @property
     def shape(self) -> Tuple[int, ...]:
         """Shape of the column as an item holds it (time dimension first)."""
         shape = self._hist.shape
-        return shape if self.is_squeezed else (len(self._cells),) + shape
+        return shape if self.is_squeezed else (len(self._steps),) + shape
 
     @property
     def dtype(self) -> np.dtype:
@@ -339,34 +322,37 @@ class TrajectoryColumn:
         return self._hist.dtype
 
     def numpy(self) -> np.ndarray:
-        """Returns the referenced values.
+        """Returns the referenced values, read from the native writer.
 
-        The writer keeps its own copy of every value it appended, so this is
-        what was appended even if the caller has since changed its arrays.
+        The writer copied every value when it was appended, so this is what
+        was appended even if the caller has since changed its arrays.
 
         Returns:
           The value itself for a squeezed column, otherwise the values stacked
           along a new leading time dimension.
+
+        Raises:
+          RuntimeError: If a cell left the keep-alive window or the history
+            was cleared since the column was cut.
         """
-        if self.is_squeezed:
-            return self._cells[0][1].copy()
-        if not self._cells:
-            return np.zeros((0,) + self._hist.shape, self._hist.dtype)
-        return np.stack([cell[1] for cell in self._cells])
+        hist = self._hist
+        if hist._generation is not self._generation:  # pylint: disable=protected-access
+            raise _expired_error("the TrajectoryColumn")
+        values = hist._core.read_cells(hist._column, list(self._steps))  # pylint: disable=protected-access
+        return values[0] if self.is_squeezed else values
 
     def __repr__(self) -> str:
         return (f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
-                f"steps={self._entry[1]}, squeezed={self.is_squeezed})")
+                f"steps={list(self._steps)}, squeezed={self.is_squeezed})")
 
 
-def _make_column(hist: _ColumnHistory, cells: Tuple[Tuple[int, np.ndarray], ...],
-                 squeeze: bool) -> TrajectoryColumn:
+def _make_column(hist: _ColumnHistory, steps: Tuple[int, ...], squeeze: bool) -> TrajectoryColumn:
     column = _new_object(TrajectoryColumn)
     column._hist = hist
-    column._box = hist._box
-    column._cells = cells
+    column._generation = hist._generation
+    column._steps = steps
     # Exactly what _core.TrajectoryWriter.create_item takes for this column.
-    column._entry = (hist._column, [cell[0] for cell in cells], squeeze)
+    column._entry = (hist._column, list(steps), squeeze)
     return column
 
 
@@ -393,34 +379,34 @@ class TrajectoryWriter:
 
     def __init__(self,
                  core_writer: Any,
-                 num_keep_alive_refs: int,
                  get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None
                  ) -> None:
         """Wraps a native writer. Use `Client.trajectory_writer` instead.
 
         Args:
           core_writer: A `_core.TrajectoryWriter`.
-          num_keep_alive_refs: Default keep-alive window of every column.
           get_signature: Returns a table's flat signature columns (None if the
             table has none); used to check items before they are sent. None
             skips the check (the server still checks).
         """
+        # The native writer owns the steps, cells, chunks, keep-alive windows
+        # and the checks on them; this adapter owns only what is Python's: the
+        # mapping between nested structures and flat columns.
         self._writer = core_writer
-        self._keep_alive = num_keep_alive_refs
         self._get_signature = get_signature
-        # table -> (per-position sets of column keys known to fit, signature).
-        self._checks: Dict[str, Tuple[Optional[List[set]], Any]] = {}
+        # Tables whose signature the native writer was given (or told there
+        # is none to check).
+        self._signed: set = set()
         # Union of the structures of all steps, leaves = column indices.
         self._structure: Any = None
         # True when _structure is a plain dict of leaves (the fast path).
         self._flat = False
         self._path_to_column: Dict[Path, int] = {}
         self._columns: List[_ColumnHistory] = []
+        # configure() calls for columns that do not exist yet.
         self._pending_configs: Dict[Path, Tuple[int, Optional[int]]] = {}
-        self._box = [0]
+        self._generation = _Generation()
         self._history: Any = None
-        self._step_open = False
-        self._episode_steps = 0
         self._trajectory_key_order: Dict[Tuple[Any, ...], List[Any]] = {}
         self._closed = False
 
@@ -448,18 +434,15 @@ class TrajectoryWriter:
     @property
     def episode_steps(self) -> int:
         """Steps appended since the last `end_episode` (open partial steps excluded)."""
-        return self._episode_steps
+        return self._writer.episode_steps
 
     # -- appending -----------------------------------------------------------
 
     def _new_column(self, path: Path) -> int:
         column = len(self._columns)
-        keep_alive = self._keep_alive
-        config = self._pending_configs.get(path)
-        if config is not None:
-            keep_alive = config[0]
-        self._columns.append(_ColumnHistory(path, column, keep_alive, self._box))
+        self._columns.append(_ColumnHistory(self._writer, path, column, self._generation))
         self._path_to_column[path] = column
+        self._writer.set_column_name(column, signatures.column_name(path))
         return column
 
     def _flatten_general(self, data: Any) -> List[Any]:
@@ -520,8 +503,7 @@ class TrajectoryWriter:
         """
         if self._closed:
             raise _closed_error()
-        columns = self._columns
-        num_columns = len(columns)
+        num_columns = len(self._columns)
         out = [None] * num_columns
         structure = self._structure
         try:
@@ -534,61 +516,21 @@ class TrajectoryWriter:
                 _fill(structure, data, out)
         except (KeyError, _Mismatch):
             out = self._flatten_general(data)
-            columns = self._columns
-
-        for i, value in enumerate(out):
-            if value is None:
-                continue
-            kind = type(value)
-            if kind is np.ndarray:
-                array = value.copy()
-            elif kind in _LEAF_TYPES or not tree.is_nested(value):
-                array = np.array(value)
-            else:
-                # Only the flat-dict fast path lets a nested value get here;
-                # the general path reports the structure change.
-                self._flatten_general(data)
-                raise AssertionError("unreachable: nested value for a leaf column")
-            column = columns[i]
-            if array.dtype is not column.dtype or array.shape != column.shape:
-                array = column._admit(array)
-            out[i] = array
-
-        if not (partial_step or self._step_open):
-            step = self._writer.append(out)
-            self._box[0] += 1
-            for column, array in zip(columns, out):
-                column._cells.append(None if array is None else (step, array))
-            self._episode_steps += 1
         else:
-            self._append_partial(columns, out, bool(partial_step))
-
-        if self._pending_configs and num_columns != len(columns):
+            if self._flat:
+                # Only the flat-dict fast path can place a nest in a leaf
+                # column; the general path reports the structure change.
+                for value in out:
+                    if (value is not None and type(value) not in _LEAF_TYPES
+                            and tree.is_nested(value)):
+                        self._flatten_general(data)
+                        raise AssertionError("unreachable: nested value for a leaf column")
+        # The native writer copies the values, checks them against their
+        # columns (naming the column) and rejects a column given twice in a
+        # partial step, all before it changes anything.
+        self._writer.append(out, bool(partial_step))
+        if self._pending_configs and num_columns != len(self._columns):
             self._apply_pending_configs()
-
-    def _append_partial(self, columns: List[_ColumnHistory], out: List[Any],
-                        partial_step: bool) -> None:
-        if self._step_open:
-            for column, array in zip(columns, out):
-                if array is not None and column._cells and column._cells[-1] is not None:
-                    raise errors.InvalidArgumentError(
-                        f"append: column '{signatures.column_name(column.path)}' was "
-                        "already given in the open (partial) step; omit it or set it to None")
-        # Needs the native writer's partial-step support (see
-        # docs/core_module_api.md): the cells of an open step must be
-        # referenceable before the step is complete.
-        step = self._writer.append(out, partial_step)
-        if self._step_open:
-            for column, array in zip(columns, out):
-                if array is not None:
-                    column._cells[-1] = (step, array)
-        else:
-            self._box[0] += 1
-            for column, array in zip(columns, out):
-                column._cells.append(None if array is None else (step, array))
-        self._step_open = partial_step
-        if not partial_step:
-            self._episode_steps += 1
 
     def _apply_pending_configs(self) -> None:
         for path in [p for p in self._pending_configs if p in self._path_to_column]:
@@ -613,24 +555,20 @@ class TrajectoryWriter:
             return [trajectory]
         return tree.flatten(trajectory)
 
-    def _checks_for(self, table: str) -> Optional[List[set]]:
-        """Per trajectory position, the column keys known to fit `table`.
-
-        None when items for `table` are not checked (no signature, or the
-        writer was created without signature checks).
-        """
-        if self._get_signature is None:
-            checks = None
-        else:
+    def _sign(self, table: str) -> None:
+        """Gives the native writer `table`'s signature to check items against."""
+        signature = None
+        if self._get_signature is not None:
             try:
-                expected = self._get_signature(table)
+                signature = self._get_signature(table)
             except errors.NotFoundError as e:
                 # An item for a table the server lacks is a bad argument of
                 # create_item (dm-reverb raises ValueError too).
                 raise errors.InvalidArgumentError(str(e)) from None
-            checks = None if expected is None else [set() for _ in expected]
-        self._checks[table] = (checks, None if checks is None else expected)
-        return checks
+        self._writer.set_table_signature(
+            table, None if signature is None else
+            [(c.name, c.dtype, list(c.shape)) for c in signature])
+        self._signed.add(table)
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Inserts an item into `table` that references `trajectory`'s cells.
@@ -659,28 +597,14 @@ class TrajectoryWriter:
         if self._closed:
             raise _closed_error()
         flat = self._flatten_trajectory(trajectory)
-        box = self._box
-        cached = self._checks.get(table)
-        checks = cached[0] if cached is not None else self._checks_for(table)
+        generation = self._generation
         entries = []
-        if checks is None:
-            for column in flat:
-                if type(column) is not TrajectoryColumn or column._box is not box:
-                    self._reject(column)
-                entries.append(column._entry)
-        else:
-            if len(flat) != len(checks):
-                self._check_signature(table, flat, trajectory)
-            for column, known in zip(flat, checks):
-                if type(column) is not TrajectoryColumn or column._box is not box:
-                    self._reject(column)
-                entry = column._entry
-                # Squeezed: the column index; else the column and its length.
-                key = entry[0] if entry[2] else (entry[0], len(entry[1]))
-                if key not in known:
-                    self._check_signature(table, flat, trajectory)
-                    known.add(key)
-                entries.append(entry)
+        for column in flat:
+            if type(column) is not TrajectoryColumn or column._generation is not generation:
+                self._reject(column)
+            entries.append(column._entry)
+        if table not in self._signed:
+            self._sign(table)
         self._writer.create_item(table, float(priority), entries)
 
     def _reject(self, column: Any) -> None:
@@ -692,18 +616,6 @@ class TrajectoryWriter:
             "trajectory references cells of another writer or from before "
             "end_episode(clear_buffers=True); cut columns from this writer's "
             "current history")
-
-    def _check_signature(self, table: str, flat: List[Any], trajectory: Any) -> None:
-        """Raises unless every column of `flat` fits the table's signature."""
-        expected = self._checks[table][1]
-        actual = []
-        for column in flat:
-            if type(column) is not TrajectoryColumn:
-                self._reject(column)
-            actual.append((column.dtype, column.shape))
-        paths = [signatures.column_name(p) for p, _ in tree.flatten_with_path(trajectory)]
-        signatures.check_columns(actual, expected,
-                                 context=f"create_item for table '{table}'", paths=paths)
 
     # -- flow control --------------------------------------------------------
 
@@ -727,9 +639,6 @@ class TrajectoryWriter:
         """
         if self._closed:
             raise _closed_error()
-        if block_until_num_items < 0:
-            raise ValueError(
-                f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._writer.flush(int(block_until_num_items),
                            None if timeout_ms is None else timeout_ms / 1000.0)
 
@@ -750,7 +659,7 @@ class TrajectoryWriter:
         """
         if self._closed:
             raise _closed_error()
-        if self._step_open:
+        if self._writer.step_open:
             raise errors.FailedPreconditionError(
                 "end_episode called while a partial step is open; complete it with "
                 "append(..., partial_step=False) first")
@@ -763,13 +672,10 @@ class TrajectoryWriter:
         self._start_episode(clear_buffers)
 
     def _start_episode(self, clear_buffers: bool) -> None:
-        self._episode_steps = 0
         if clear_buffers:
-            self._box = [0]
+            self._generation = _Generation()
             for column in self._columns:
-                column._box = self._box
-                column._cells.clear()
-            self._history = None
+                column._generation = self._generation
 
     def configure(self, path: Path, *, num_keep_alive_refs: int,
                   max_chunk_length: Optional[int]) -> None:
@@ -790,21 +696,13 @@ class TrajectoryWriter:
         """
         if self._closed:
             raise _closed_error()
-        if num_keep_alive_refs < 1:
-            raise ValueError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
-        if max_chunk_length is not None and not 1 <= max_chunk_length <= num_keep_alive_refs:
-            raise ValueError(
-                f"max_chunk_length ({max_chunk_length}) must be None or a positive "
-                f"integer <= num_keep_alive_refs ({num_keep_alive_refs})")
+        self._writer.validate_column_options(num_keep_alive_refs, max_chunk_length)
         path = tuple(path)
         column = self._path_to_column.get(path)
         if column is None:
             self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
             return
         self._writer.configure(column, num_keep_alive_refs, max_chunk_length)
-        hist = self._columns[column]
-        hist._cells = collections.deque(hist._cells, maxlen=num_keep_alive_refs)
 
     def close(self) -> None:
         """Closes the writer; items not yet flushed may be dropped.

@@ -1,80 +1,108 @@
-"""TrajectoryWriter's Python logic, checked against what it hands `_core.TrajectoryWriter`.
+"""TrajectoryWriter's Python adapter, checked against what it hands the native writer.
 
-`RecordingCoreWriter` plays the documented `_core.TrajectoryWriter` contract
-(docs/core_module_api.md) and records every call, so these tests pin down
-how steps become column rows and how history references become
-`(column, steps, squeeze)` entries. End-to-end behaviour against a real server
-is in test_server_integration.py.
+`RecordingCoreWriter` wraps a real `_core.TrajectoryWriter` (of a client of
+an in-process server) and records what the adapter passes it, so these tests
+pin down how steps become column rows and how history references become
+`(column, steps, squeeze)` entries, while the native writer does what it
+does in production: numbering steps, keeping the keep-alive window, checking
+values and signatures, serving `numpy()`. Behaviour against the server's
+tables is in test_writer_integration.py.
 """
 import collections
 
 import numpy as np
 import pytest
 
+import reverb_tf
 from reverb_tf import errors
 from reverb_tf import signatures
 from reverb_tf import trajectory_writer
 
 
-class RecordingCoreWriter:
-    """Records calls; numbers steps like _core.TrajectoryWriter (never restarting)."""
+@pytest.fixture(scope="module")
+def server():
+    server = reverb_tf.Server([reverb_tf.Table.queue("t", 1000),
+                               reverb_tf.Table.queue("free", 1000)])
+    yield server
+    server.stop()
 
-    def __init__(self):
+
+class RecordingCoreWriter:
+    """Forwards to a real native writer, recording the adapter's calls."""
+
+    def __init__(self, core):
+        self._core = core
         self.calls = []
         self.rows = []
         self.items = []
-        self._next_step = 0
-        self._open = False
 
-    def append(self, columns, partial_step=None):
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+    def append(self, columns, partial_step=False):
+        was_open = self._core.step_open
+        step = self._core.append(columns, partial_step)
         self.calls.append(("append", partial_step))
-        if self._open:
-            step = self._next_step - 1
+        if was_open:
             self.rows[-1].extend([None] * (len(columns) - len(self.rows[-1])))
             for i, value in enumerate(columns):
                 if value is not None:
                     self.rows[-1][i] = value
         else:
-            step = self._next_step
-            self._next_step += 1
             self.rows.append(list(columns))
-        self._open = bool(partial_step)
         return step
 
     def create_item(self, table, priority, columns):
+        self._core.create_item(table, priority, columns)
         self.items.append((table, priority, columns))
 
     def flush(self, block_until_num_items, timeout_s):
         self.calls.append(("flush", block_until_num_items, timeout_s))
+        self._core.flush(block_until_num_items, timeout_s)
 
     def end_episode(self, clear_buffers, timeout_s):
         self.calls.append(("end_episode", clear_buffers, timeout_s))
+        self._core.end_episode(clear_buffers, timeout_s)
 
     def configure(self, column, num_keep_alive_refs, max_chunk_length):
         self.calls.append(("configure", column, num_keep_alive_refs, max_chunk_length))
+        self._core.configure(column, num_keep_alive_refs, max_chunk_length)
 
     def close(self):
         self.calls.append(("close",))
+        self._core.close()
 
 
-def make_writer(keep_alive=5, signature=None):
-    core = RecordingCoreWriter()
-    get_signature = None if signature is None else (lambda table: signature.get(table))
-    return trajectory_writer.TrajectoryWriter(core, keep_alive, get_signature), core
+@pytest.fixture
+def make_writer(server):
+    client = reverb_tf.Client(f"localhost:{server.port}")
+    writers = []
+
+    def make(keep_alive=5, signature=None):
+        core = RecordingCoreWriter(client._client.new_writer(keep_alive, None, 1 << 20))  # pylint: disable=protected-access
+        get_signature = None if signature is None else (lambda table: signature.get(table))
+        writer = trajectory_writer.TrajectoryWriter(core, get_signature)
+        writers.append(writer)
+        return writer, core
+
+    yield make
+    for writer in writers:
+        writer.close()
 
 
-def test_steps_become_rows_of_flat_columns():
+def test_steps_become_rows_of_flat_columns(make_writer):
     writer, core = make_writer()
     writer.append({"obs": np.arange(3, dtype=np.float32), "a": 1})
     writer.append({"obs": np.ones(3, np.float32), "a": 2})
     # Columns are created in tree.flatten order of the first step.
-    assert [r[0].tolist() for r in core.rows] == [1, 2]
-    assert [r[1].tolist() for r in core.rows] == [[0, 1, 2], [1, 1, 1]]
-    assert all(type(v) is np.ndarray for row in core.rows for v in row)
+    assert [np.asarray(r[0]).tolist() for r in core.rows] == [1, 2]
+    assert [np.asarray(r[1]).tolist() for r in core.rows] == [[0, 1, 2], [1, 1, 1]]
+    # The native writer holds the values: numpy() reads them back from it.
+    np.testing.assert_array_equal(writer.history["a"][:].numpy(), [1, 2])
     assert writer.episode_steps == 2
 
 
-def test_history_indexing_to_entries():
+def test_history_indexing_to_entries(make_writer):
     writer, core = make_writer()
     for i in range(4):
         writer.append({"x": np.float32(i), "y": np.int32(i)})
@@ -93,7 +121,7 @@ def test_history_indexing_to_entries():
                        (0, [1, 2], False), (1, [0, 3], False)]
 
 
-def test_trajectory_column_shape_dtype_numpy_and_copying():
+def test_trajectory_column_shape_dtype_numpy_and_copying(make_writer):
     writer, _ = make_writer()
     obs = np.zeros(2, np.float32)
     for i in range(3):
@@ -109,7 +137,7 @@ def test_trajectory_column_shape_dtype_numpy_and_copying():
     assert column[1:]._entry == (0, [2], False)
 
 
-def test_keep_alive_window():
+def test_keep_alive_window(make_writer):
     writer, _ = make_writer(keep_alive=2)
     for i in range(4):
         writer.append({"x": i})
@@ -126,13 +154,13 @@ def test_keep_alive_window():
     assert len(writer.history["x"]) == 4
 
 
-def test_new_fields_and_missing_fields():
+def test_new_fields_and_missing_fields(make_writer):
     writer, core = make_writer()
     writer.append({"obs": 1})
     writer.append({"obs": 2, "action": 10})
     writer.append({"action": 11})
     assert [len(r) for r in core.rows] == [1, 2, 2]
-    assert core.rows[2][0] is None and core.rows[0][0].tolist() == 1
+    assert core.rows[2][0] is None and np.asarray(core.rows[0][0]).tolist() == 1
     h = writer.history
     assert set(h) == {"obs", "action"}
     with pytest.raises(ValueError, match="no value"):
@@ -142,7 +170,7 @@ def test_new_fields_and_missing_fields():
     assert h["action"][1:]._entry == (1, [1, 2], False)
 
 
-def test_nested_steps_and_history_structure():
+def test_nested_steps_and_history_structure(make_writer):
     Step = collections.namedtuple("Step", ["o", "r"])
     writer, core = make_writer()
     writer.append({"s": Step(o=np.zeros(2), r=0.0), "l": [1, 2]})
@@ -157,7 +185,7 @@ def test_nested_steps_and_history_structure():
     assert core.rows[-1][2] is None and core.rows[-1][3] is None
 
 
-def test_dtype_and_shape_fixed_by_first_value():
+def test_dtype_and_shape_fixed_by_first_value(make_writer):
     writer, _ = make_writer()
     writer.append({"obs": np.zeros(3, np.float32)})
     with pytest.raises(errors.InvalidArgumentError, match="'obs'.*float32\\[3\\].*float64\\[3\\]"):
@@ -166,21 +194,22 @@ def test_dtype_and_shape_fixed_by_first_value():
         writer.append({"obs": np.zeros(4, np.float32)})
 
 
-def test_strings_are_object_columns():
+def test_strings_are_object_columns(make_writer):
     writer, core = make_writer()
     writer.append({"s": "ab"})
     writer.append({"s": "longer"})
-    assert core.rows[1][0].dtype == object and writer.history["s"][-1].dtype == object
+    assert writer.history["s"][-1].dtype == object
+    assert writer.history["s"][:].numpy().tolist() == [b"ab", b"longer"]
 
 
-def test_structure_change_between_leaf_and_nest_is_rejected():
+def test_structure_change_between_leaf_and_nest_is_rejected(make_writer):
     writer, _ = make_writer()
     writer.append({"a": 1})
     with pytest.raises(errors.InvalidArgumentError, match="'a'"):
         writer.append({"a": {"b": 1}})
 
 
-def test_partial_steps_fill_the_same_step():
+def test_partial_steps_fill_the_same_step(make_writer):
     writer, core = make_writer()
     writer.append({"obs": 1}, partial_step=True)
     assert writer.episode_steps == 0
@@ -188,7 +217,7 @@ def test_partial_steps_fill_the_same_step():
     writer.create_item("t", 1.0, writer.history["obs"][-1])
     writer.append({"action": 7})
     assert writer.episode_steps == 1
-    assert len(core.rows) == 1 and core.rows[0][0].tolist() == 1 and core.rows[0][1].tolist() == 7
+    assert len(core.rows) == 1 and np.asarray(core.rows[0][0]).tolist() == 1 and np.asarray(core.rows[0][1]).tolist() == 7
     assert core.calls[:2] == [("append", True), ("append", False)]
     assert writer.history["action"][-1]._entry == (1, [0], True)
     writer.append({"obs": 2}, partial_step=True)
@@ -198,7 +227,7 @@ def test_partial_steps_fill_the_same_step():
         writer.end_episode()
 
 
-def test_end_episode_clears_history_and_invalidates_old_references():
+def test_end_episode_clears_history_and_invalidates_old_references(make_writer):
     writer, core = make_writer()
     writer.append({"x": 1})
     writer.append({"x": 2})
@@ -217,7 +246,7 @@ def test_end_episode_clears_history_and_invalidates_old_references():
     assert core.items[-1][2] == [(0, [2], True)]
 
 
-def test_end_episode_keeping_buffers():
+def test_end_episode_keeping_buffers(make_writer):
     writer, core = make_writer()
     writer.append({"x": 1})
     writer.end_episode(clear_buffers=False)
@@ -226,7 +255,7 @@ def test_end_episode_keeping_buffers():
     writer.history["x"][-1]
 
 
-def test_create_item_rejects_non_columns():
+def test_create_item_rejects_non_columns(make_writer):
     writer, _ = make_writer()
     writer.append({"x": 1})
     with pytest.raises(TypeError, match="TrajectoryColumn"):
@@ -237,7 +266,7 @@ def test_create_item_rejects_non_columns():
         writer.create_item("t", 1.0, other.history["x"][-1])
 
 
-def test_signature_check_names_the_column():
+def test_signature_check_names_the_column(make_writer):
     signature = {"t": [signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
                        signatures.Column("r", np.dtype(np.float32), ())],
                  "free": None}
@@ -249,11 +278,11 @@ def test_signature_check_names_the_column():
     writer.create_item("t", 1.0, {"obs": h["obs"][-3:], "r": h["r"][-1]})
     writer.create_item("t", 1.0, {"obs": h["obs"][-2:], "r": h["r"][-1]})
     with pytest.raises(errors.InvalidArgumentError,
-                       match=r"column 'obs' must be float32\[\?,4\] but is float32\[4\]"):
+                       match=r"table 't': column 'obs' must be float32\[-1, 4\] .* but the item has float32\[4\]"):
         writer.create_item("t", 1.0, {"obs": h["obs"][-1], "r": h["r"][-1]})
-    with pytest.raises(errors.InvalidArgumentError, match=r"'obs' .* float32\[2,5\]"):
+    with pytest.raises(errors.InvalidArgumentError, match=r"'obs' \(data path 'bad'\) .* float32\[2, 5\]"):
         writer.create_item("t", 1.0, {"obs": h["bad"][-2:], "r": h["r"][-1]})
-    with pytest.raises(errors.InvalidArgumentError, match="data path '0'"):
+    with pytest.raises(errors.InvalidArgumentError, match="column 'obs' \\(data path 'bad'\\)"):
         writer.create_item("t", 1.0, [h["bad"][-2:], h["r"][-1]])
     with pytest.raises(errors.InvalidArgumentError, match="2 columns"):
         writer.create_item("t", 1.0, {"obs": h["obs"][-2:]})
@@ -261,7 +290,7 @@ def test_signature_check_names_the_column():
     assert len(core.items) == 3
 
 
-def test_flush_configure_close():
+def test_flush_configure_close(make_writer):
     writer, core = make_writer(keep_alive=4)
     writer.configure(("x",), num_keep_alive_refs=2, max_chunk_length=1)
     writer.append({"x": 1, "y": 2})
@@ -290,7 +319,7 @@ def test_flush_configure_close():
     assert core.calls.count(("close",)) == 1
 
 
-def test_history_before_append():
+def test_history_before_append(make_writer):
     writer, _ = make_writer()
     with pytest.raises(RuntimeError):
         writer.history

@@ -1,6 +1,7 @@
 #include "reverb_tf/cc/item.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 
 namespace reverb_tf {
@@ -74,28 +75,44 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
   return absl::OkStatus();
 }
 
+absl::Status CheckColumnCount(size_t num_columns, const TableSignature& signature) {
+  if (num_columns == signature.columns.size()) return absl::OkStatus();
+  std::vector<absl::string_view> names;
+  for (const ColumnSpec& spec : signature.columns) names.push_back(spec.name);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the table signature has ", signature.columns.size(), " columns (",
+      absl::StrJoin(names, ", "), ") but the item has ", num_columns));
+}
+
+absl::Status CheckColumnAgainstSpec(const ColumnSpec& spec, size_t index, DType dtype,
+                                    absl::Span<const int64_t> shape, bool squeeze,
+                                    bool legacy_steps, absl::string_view data_name) {
+  const bool shape_ok =
+      ShapeCompatible(spec.shape, shape) ||
+      (legacy_steps && !squeeze && !shape.empty() &&
+       ShapeCompatible(spec.shape, shape.subspan(1)));
+  if (dtype == spec.dtype && shape_ok) return absl::OkStatus();
+  const std::string name = spec.name.empty() ? absl::StrCat(index) : spec.name;
+  const std::string data =
+      data_name.empty() || data_name == name ? "" : absl::StrCat(" (data path '", data_name, "')");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "column '", name, "'", data, " must be ", DTypeName(spec.dtype),
+      ShapeDebugString(spec.shape), " (-1: any size) but the item has ",
+      DTypeName(dtype), ShapeDebugString(shape)));
+}
+
 absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
                                       const TableSignature& signature,
                                       bool legacy_steps) {
-  if (trajectory.size() != signature.columns.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the table signature has ", signature.columns.size(),
-                     " columns but the item has ", trajectory.size()));
+  if (absl::Status status = CheckColumnCount(trajectory.size(), signature); !status.ok()) {
+    return status;
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
-    const ColumnSpec& spec = signature.columns[c];
-    const DType dtype = trajectory[c].slices.front().chunk->dtype();
-    const Shape shape = ColumnShape(trajectory[c]);
-    const bool shape_ok =
-        ShapeCompatible(spec.shape, shape) ||
-        (legacy_steps && !trajectory[c].squeeze && !shape.empty() &&
-         ShapeCompatible(spec.shape, absl::MakeConstSpan(shape).subspan(1)));
-    if (dtype != spec.dtype || !shape_ok) {
-      const std::string name = spec.name.empty() ? absl::StrCat(c) : spec.name;
-      return absl::InvalidArgumentError(absl::StrCat(
-          "column '", name, "' must be ", DTypeName(spec.dtype),
-          ShapeDebugString(spec.shape), " (-1: any size) but the item has ",
-          DTypeName(dtype), ShapeDebugString(shape)));
+    if (absl::Status status = CheckColumnAgainstSpec(
+            signature.columns[c], c, trajectory[c].slices.front().chunk->dtype(),
+            ColumnShape(trajectory[c]), trajectory[c].squeeze, legacy_steps);
+        !status.ok()) {
+      return status;
     }
   }
   return absl::OkStatus();

@@ -17,6 +17,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/item_key.h"
 #include "reverb_tf/cc/platform/export.h"
@@ -88,6 +90,19 @@ struct TableSignature {
 REVERB_TF_EXPORT absl::Status ValidateAgainstSignature(
     const Trajectory& trajectory, const TableSignature& signature,
     bool legacy_steps = false);
+
+// The per-column part of ValidateAgainstSignature, for callers that know a
+// column's dtype and materialized shape without holding its chunks (the
+// client's writer, before it sends an item). `data_name`, if not empty, is
+// the caller's name for the column, shown when it differs from the spec's.
+REVERB_TF_EXPORT absl::Status CheckColumnAgainstSpec(
+    const ColumnSpec& spec, size_t index, DType dtype,
+    absl::Span<const int64_t> shape, bool squeeze, bool legacy_steps,
+    absl::string_view data_name = "");
+
+// The column-count part of ValidateAgainstSignature.
+REVERB_TF_EXPORT absl::Status CheckColumnCount(size_t num_columns,
+                                               const TableSignature& signature);
 
 }  // namespace reverb_tf
 

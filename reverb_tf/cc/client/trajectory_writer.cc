@@ -13,8 +13,10 @@
 
 namespace reverb_tf {
 
-// A closed chunk of one column. Its payload is kept only until a queued item
-// first needs it; then the sender moves it into a message.
+// A closed chunk of one column. Its payload stays here while any of its cells
+// is referenceable (ReadCells() serves Python's TrajectoryColumn.numpy() from
+// it); the sender lends the bytes to the one message that carries the chunk
+// and takes them back once the message is written, so nothing is copied.
 struct WriterChunk {
   uint64_t key = 0;
   uint64_t episode_id = 0;
@@ -23,6 +25,8 @@ struct WriterChunk {
   std::optional<TensorPayload> payload;
   // Attached to a queued item, so on (or on its way to) the server.
   bool scheduled = false;
+  // payload->data is lent to a message being written.
+  bool in_transit = false;
 };
 
 struct TrajectoryWriter::ColumnState {
@@ -64,16 +68,11 @@ constexpr size_t kReleaseBatch = 64;
 constexpr size_t kSendBatch = 64;
 constexpr absl::Duration kLinger = absl::Milliseconds(1);
 
-absl::Status CheckStepValue(int32_t column, const TensorPayload& value) {
+absl::Status CheckStepValue(const TensorPayload& value) {
   if (value.compression != Compression::kNone) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("column ", column, ": step values must be uncompressed"));
+    return absl::InvalidArgumentError("step values must be uncompressed");
   }
-  if (absl::Status status = value.Validate(); !status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("column ", column, ": ", status.message()));
-  }
-  return absl::OkStatus();
+  return value.Validate();
 }
 
 }  // namespace
@@ -184,18 +183,23 @@ absl::StatusOr<int64_t> TrajectoryWriter::Append(
   // Validate everything before changing anything.
   for (size_t c = 0; c < step.size(); ++c) {
     if (!step[c].has_value()) continue;
-    RETURN_IF_ERROR(CheckStepValue(static_cast<int32_t>(c), *step[c]));
+    if (absl::Status status = CheckStepValue(*step[c]); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("append: ", ColumnLabelLocked(c), ": ", status.message()));
+    }
     if (step_open_ && c < filled_.size() && filled_[c]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "column ", c, " was already given in the open (partial) step"));
+          "append: ", ColumnLabelLocked(c),
+          " was already given in the open (partial) step; omit it or set it to None"));
     }
     if (c < columns_.size() && columns_[c]->initialized &&
         (step[c]->dtype != columns_[c]->dtype ||
          step[c]->shape != columns_[c]->step_shape)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "column ", c, " holds ", DTypeName(columns_[c]->dtype),
-          ShapeDebugString(columns_[c]->step_shape), " but the step has ",
-          DTypeName(step[c]->dtype), ShapeDebugString(step[c]->shape)));
+          "append: ", ColumnLabelLocked(c), " was ", DTypeName(columns_[c]->dtype),
+          ShapeDebugString(columns_[c]->step_shape), " in earlier steps but is ",
+          DTypeName(step[c]->dtype), ShapeDebugString(step[c]->shape),
+          " now; every value of a column must have the same dtype and shape"));
     }
   }
   while (columns_.size() < step.size()) {
@@ -308,6 +312,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
   if (columns.empty()) {
     return absl::InvalidArgumentError("an item needs at least one column");
   }
+  RETURN_IF_ERROR(CheckSignatureLocked(table, columns));
   auto queued = std::make_unique<QueuedItem>();
   queued->item.set_key(rng_());
   queued->item.set_table(table);
@@ -337,7 +342,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
           [](const Cell& cell, int64_t s) { return cell.step < s; });
       if (it == column.cells.end() || it->step != step) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "column ", ref.column, " has no value at step ", step,
+            ColumnLabelLocked(ref.column), " has no value at step ", step,
             ": it is missing there, not appended yet, or older than the last ",
             column.keep_alive, " steps (num_keep_alive_refs)"));
       }
@@ -423,6 +428,8 @@ void TrajectoryWriter::SendLoop() {
     proto::InsertRequest request;
     request.set_rate_limiter_timeout_ms(timeout_ms);
     int64_t bytes = 0;
+    // Chunks whose bytes the request borrows, and where.
+    std::vector<std::pair<std::shared_ptr<WriterChunk>, std::string*>> lent;
     while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
       QueuedItem& queued = *queue_.front();
       for (const auto& chunk : queued.chunks) {
@@ -430,9 +437,16 @@ void TrajectoryWriter::SendLoop() {
         out->set_key(chunk->key);
         out->set_episode_id(chunk->episode_id);
         out->set_episode_step(chunk->episode_step);
-        bytes += static_cast<int64_t>(chunk->payload->data.size());
-        PayloadToProto(*std::move(chunk->payload), out->mutable_tensor());
-        chunk->payload.reset();
+        const TensorPayload& payload = *chunk->payload;
+        bytes += static_cast<int64_t>(payload.data.size());
+        proto::Tensor* tensor = out->mutable_tensor();
+        tensor->set_dtype(static_cast<int32_t>(payload.dtype));
+        tensor->mutable_shape()->Assign(payload.shape.begin(), payload.shape.end());
+        tensor->set_compression(static_cast<uint32_t>(payload.compression));
+        tensor->set_uncompressed_size(payload.uncompressed_size);
+        tensor->mutable_data()->swap(chunk->payload->data);
+        chunk->in_transit = true;
+        lent.emplace_back(chunk, tensor->mutable_data());
       }
       *request.add_items() = std::move(queued.item);
       queue_.pop_front();
@@ -445,8 +459,14 @@ void TrajectoryWriter::SendLoop() {
       release_queue_.clear();
     }
     mu_.Unlock();
+    // Serialized before Write() returns: the borrowed bytes can go back.
     const bool written = stream_->rw->Write(request);
     mu_.Lock();
+    for (auto& [chunk, data] : lent) {
+      chunk->payload->data.swap(*data);
+      chunk->in_transit = false;
+    }
+    if (!lent.empty()) cv_.SignalAll();
     if (!written) {
       // Finish() (in the receiver) will tell why; until then, a placeholder.
       if (error_.ok()) stream_->provisional_error = true;
@@ -517,6 +537,7 @@ absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
       RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
     }
     if (clear_buffers) {
+      history_start_ = step_counter_;
       for (auto& column : columns_) {
         std::shared_ptr<WriterChunk> previous;
         for (Cell& cell : column->cells) {
@@ -543,12 +564,18 @@ absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_
         "cannot configure column ", column, ": the writer has ", columns_.size()));
   }
   ColumnState& state = *columns_[column];
-  const int32_t keep_alive = num_keep_alive_refs > 0 ? num_keep_alive_refs : state.keep_alive;
-  const int32_t chunk_length = max_chunk_length > 0 ? max_chunk_length : state.max_chunk_length;
-  if (num_keep_alive_refs < 0 || max_chunk_length < 0 || chunk_length > keep_alive) {
+  if (num_keep_alive_refs < 0 || max_chunk_length < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "column ", column, ": need 1 <= max_chunk_length (", chunk_length,
-        ") <= num_keep_alive_refs (", keep_alive, ")"));
+        "configure: num_keep_alive_refs (", num_keep_alive_refs, ") and max_chunk_length (",
+        max_chunk_length, ") must not be negative"));
+  }
+  const int32_t keep_alive = num_keep_alive_refs > 0 ? num_keep_alive_refs : state.keep_alive;
+  // Unset: the current length, shortened to fit a smaller window.
+  const int32_t chunk_length =
+      max_chunk_length > 0 ? max_chunk_length : std::min(state.max_chunk_length, keep_alive);
+  if (absl::Status status = ValidateColumnOptions(keep_alive, chunk_length); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ColumnLabelLocked(column), ": ", status.message()));
   }
   state.keep_alive = keep_alive;
   state.max_chunk_length = chunk_length;
@@ -557,6 +584,201 @@ absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_
   }
   ReleaseOldChunksLocked();
   return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::ValidateColumnOptions(int32_t num_keep_alive_refs,
+                                                     int32_t max_chunk_length) {
+  if (num_keep_alive_refs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_keep_alive_refs (", num_keep_alive_refs, ") must be a positive integer"));
+  }
+  if (max_chunk_length != 0 && (max_chunk_length < 1 || max_chunk_length > num_keep_alive_refs)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_chunk_length (", max_chunk_length,
+        ") must be None or a positive integer <= num_keep_alive_refs (", num_keep_alive_refs,
+        ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string TrajectoryWriter::ColumnLabelLocked(int32_t column) const {
+  if (column >= 0 && column < static_cast<int32_t>(column_names_.size()) &&
+      !column_names_[column].empty()) {
+    return absl::StrCat("column '", column_names_[column], "'");
+  }
+  return absl::StrCat("column ", column);
+}
+
+void TrajectoryWriter::SetColumnName(int32_t column, std::string name) {
+  absl::MutexLock lock(&mu_);
+  if (column < 0) return;
+  if (column >= static_cast<int32_t>(column_names_.size())) column_names_.resize(column + 1);
+  column_names_[column] = std::move(name);
+}
+
+void TrajectoryWriter::SetTableSignature(const std::string& table,
+                                         std::optional<TableSignature> signature) {
+  absl::MutexLock lock(&mu_);
+  if (signature.has_value()) {
+    signatures_[table] = *std::move(signature);
+  } else {
+    signatures_.erase(table);
+  }
+}
+
+absl::Status TrajectoryWriter::CheckSignatureLocked(
+    const std::string& table, const std::vector<ItemColumn>& columns) const {
+  auto it = signatures_.find(table);
+  if (it == signatures_.end()) return absl::OkStatus();
+  const TableSignature& signature = it->second;
+  const auto in_table = [&table](const absl::Status& status) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("create_item for table '", table, "': ", status.message()));
+  };
+  if (absl::Status status = CheckColumnCount(columns.size(), signature); !status.ok()) {
+    return in_table(status);
+  }
+  Shape shape;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const ItemColumn& ref = columns[i];
+    // Bad references are CreateItem's to report.
+    if (ref.column < 0 || ref.column >= static_cast<int32_t>(columns_.size()) ||
+        !columns_[ref.column]->initialized) {
+      continue;
+    }
+    const ColumnState& column = *columns_[ref.column];
+    shape.clear();
+    if (!ref.squeeze) shape.push_back(static_cast<int64_t>(ref.steps.size()));
+    shape.insert(shape.end(), column.step_shape.begin(), column.step_shape.end());
+    const absl::string_view name = ref.column < static_cast<int32_t>(column_names_.size())
+                                       ? absl::string_view(column_names_[ref.column])
+                                       : absl::string_view();
+    if (absl::Status status =
+            CheckColumnAgainstSpec(signature.columns[i], i, column.dtype, shape, ref.squeeze,
+                                   options_.legacy_items, name);
+        !status.ok()) {
+      return in_table(status);
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t TrajectoryWriter::history_length() const {
+  absl::MutexLock lock(&mu_);
+  return step_counter_ - history_start_;
+}
+
+int64_t TrajectoryWriter::CellIndexLocked(int32_t column, int64_t step) const {
+  if (column < 0 || column >= static_cast<int32_t>(columns_.size())) return -1;
+  const std::deque<Cell>& cells = columns_[column]->cells;
+  const int64_t size = static_cast<int64_t>(cells.size());
+  // Almost always one of the newest cells.
+  for (int64_t i = size - 1; i >= 0 && i >= size - 4; --i) {
+    if (cells[i].step == step) return i;
+    if (cells[i].step < step) return -1;
+  }
+  auto it = std::lower_bound(cells.begin(), cells.end(), step,
+                             [](const Cell& cell, int64_t s) { return cell.step < s; });
+  return it != cells.end() && it->step == step ? it - cells.begin() : -1;
+}
+
+absl::StatusOr<int64_t> TrajectoryWriter::HistoryStep(int32_t column, int64_t index) const {
+  absl::MutexLock lock(&mu_);
+  const int64_t length = step_counter_ - history_start_;
+  const int64_t position = index < 0 ? length + index : index;
+  if (position < 0 || position >= length) {
+    return absl::OutOfRangeError(
+        absl::StrCat("history index ", index, " out of range for ", length, " steps"));
+  }
+  const int64_t step = history_start_ + position;
+  if (CellIndexLocked(column, step) >= 0) return step;
+  const int32_t keep_alive = column >= 0 && column < static_cast<int32_t>(columns_.size())
+                                 ? columns_[column]->keep_alive
+                                 : options_.num_keep_alive_refs;
+  const std::string why =
+      step < step_counter_ - keep_alive
+          ? absl::StrCat("is older than the keep-alive window (num_keep_alive_refs=",
+                         keep_alive, ")")
+          : "has no value in that step";
+  return absl::FailedPreconditionError(absl::StrCat(
+      ColumnLabelLocked(column), ": history index ", index,
+      " cannot be referenced: the cell ", why));
+}
+
+bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {
+  absl::MutexLock lock(&mu_);
+  return CellIndexLocked(column, step) >= 0;
+}
+
+absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
+                                                          absl::Span<const int64_t> steps) {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    bool in_transit = false;
+    for (int64_t step : steps) {
+      const int64_t index = CellIndexLocked(column, step);
+      if (index < 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            ColumnLabelLocked(column), " no longer holds step ", step,
+            ": it left the keep-alive window or the history was cleared"));
+      }
+      const Cell& cell = columns_[column]->cells[index];
+      in_transit |= cell.chunk != nullptr && cell.chunk->in_transit;
+    }
+    if (!in_transit) break;
+    cv_.Wait(&mu_);
+  }
+  const ColumnState& state = *columns_[column];
+  std::vector<TensorPayload> rows;
+  rows.reserve(steps.size());
+  // Chunks decompressed for this call.
+  absl::flat_hash_map<const WriterChunk*, TensorPayload> uncompressed;
+  for (int64_t step : steps) {
+    const int64_t index = CellIndexLocked(column, step);
+    const Cell& cell = state.cells[index];
+    if (cell.chunk == nullptr) {
+      // Still in the open chunk (the newest cells): no time dimension yet.
+      TensorPayload row =
+          state.open[index - static_cast<int64_t>(state.cells.size() - state.open.size())];
+      row.shape.insert(row.shape.begin(), 1);
+      rows.push_back(std::move(row));
+      continue;
+    }
+    const TensorPayload* source = &*cell.chunk->payload;
+    if (source->compression != Compression::kNone) {
+      auto it = uncompressed.find(cell.chunk.get());
+      if (it == uncompressed.end()) {
+        ASSIGN_OR_RETURN(TensorPayload plain, Decompress(*source));
+        it = uncompressed.emplace(cell.chunk.get(), std::move(plain)).first;
+      }
+      source = &it->second;
+    }
+    ASSIGN_OR_RETURN(TensorPayload row, SliceRows(*source, cell.offset_in_chunk, 1));
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) {
+    TensorPayload empty;
+    empty.dtype = state.dtype;
+    empty.shape.push_back(0);
+    empty.shape.insert(empty.shape.end(), state.step_shape.begin(), state.step_shape.end());
+    return empty;
+  }
+  if (rows.size() == 1) return std::move(rows[0]);
+  return ConcatRows(rows);
+}
+
+std::optional<std::pair<DType, Shape>> TrajectoryWriter::ColumnType(int32_t column) const {
+  absl::MutexLock lock(&mu_);
+  if (column < 0 || column >= static_cast<int32_t>(columns_.size()) ||
+      !columns_[column]->initialized) {
+    return std::nullopt;
+  }
+  return std::make_pair(columns_[column]->dtype, columns_[column]->step_shape);
+}
+
+bool TrajectoryWriter::step_open() const {
+  absl::MutexLock lock(&mu_);
+  return step_open_;
 }
 
 absl::Status TrajectoryWriter::Close(absl::Duration grace) {

@@ -36,13 +36,16 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "reverb_tf/cc/item.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/export.h"
@@ -113,7 +116,9 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::Status EndEpisode(bool clear_buffers, absl::Duration timeout,
                           Cancellation* cancel = nullptr);
 
-  // Per-column overrides; 0 keeps the current value.
+  // Per-column overrides; 0 keeps the current value (max_chunk_length
+  // shortened to fit a smaller keep-alive window). The result must pass
+  // ValidateColumnOptions().
   absl::Status Configure(int32_t column, int32_t num_keep_alive_refs,
                          int32_t max_chunk_length);
 
@@ -123,6 +128,48 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // the stream is cancelled and items still waiting for a rate limiter are
   // dropped.
   absl::Status Close(absl::Duration grace = absl::Seconds(1));
+
+  // Configure()'s rule: num_keep_alive_refs >= 1, and max_chunk_length 0
+  // (unset) or in [1, num_keep_alive_refs]. Static, so a column that does not
+  // exist yet can be checked.
+  static absl::Status ValidateColumnOptions(int32_t num_keep_alive_refs,
+                                            int32_t max_chunk_length);
+
+  // -- What the Python adapter reads instead of keeping its own copy --------
+
+  // Names `column` (its path in the step structure) for error messages. The
+  // column may not exist yet: names are kept until it does.
+  void SetColumnName(int32_t column, std::string name);
+
+  // CreateItem() checks items for `table` against `signature` (none: not
+  // checked here; the server still checks), naming the signature's column
+  // and this writer's column in the error.
+  void SetTableSignature(const std::string& table,
+                         std::optional<TableSignature> signature);
+
+  // Steps since the history began: since the writer was created or the last
+  // EndEpisode(clear_buffers=true), counting an open partial step.
+  int64_t history_length() const;
+
+  // The step index of history entry `index` of `column` (negative indices
+  // count back from the newest step). OUT_OF_RANGE: no such entry;
+  // FAILED_PRECONDITION: the cell left the keep-alive window, or the column
+  // has no value in that step.
+  absl::StatusOr<int64_t> HistoryStep(int32_t column, int64_t index) const;
+
+  // Whether an item may still reference (column, step).
+  bool IsReferenceable(int32_t column, int64_t step) const;
+
+  // The values of `steps` of `column`, stacked along a new dimension 0
+  // (uncompressed). FAILED_PRECONDITION if a cell cannot be referenced any
+  // more: the writer keeps only the keep-alive window.
+  absl::StatusOr<TensorPayload> ReadCells(int32_t column, absl::Span<const int64_t> steps);
+
+  // The dtype and step shape of `column`, once its first value arrived.
+  std::optional<std::pair<DType, Shape>> ColumnType(int32_t column) const;
+
+  // A partial step is open (Append(..., partial_step=true) was the last call).
+  bool step_open() const;
 
   int32_t num_columns() const;
   int32_t episode_steps() const;
@@ -154,6 +201,14 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // Ends the current step: columns without a value close their open chunk.
   absl::Status FinishStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseOldChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "column 'name'" (or "column N" for an unnamed one), for messages.
+  std::string ColumnLabelLocked(int32_t column) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Index in columns_[column]->cells of the cell at `step`, or -1.
+  int64_t CellIndexLocked(int32_t column, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckSignatureLocked(const std::string& table,
+                                    const std::vector<ItemColumn>& columns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
                            Cancellation* cancel, const char* what)
@@ -171,6 +226,10 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
   int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  // step_counter_ when the history last began (see history_length()).
+  int64_t history_start_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> column_names_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TableSignature> signatures_ ABSL_GUARDED_BY(mu_);
   // A partial step is open; `filled_[c]`: column c has a value in it.
   bool step_open_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<bool> filled_ ABSL_GUARDED_BY(mu_);

@@ -158,5 +158,102 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   blocked.join();
 }
 
+float FloatAt(const TensorPayload& payload, int64_t row) {
+  float value;
+  std::memcpy(&value, payload.data.data() + row * sizeof(float), sizeof(float));
+  return value;
+}
+
+TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
+  // Chunks of 2 steps: cells are read from the open chunk, from a closed one
+  // that is still queued, and from one whose bytes went out in a message.
+  auto writer = NewWriter(4);
+  for (int t = 0; t < 3; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
+  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());  // steps 0-1 were sent
+  absl::StatusOr<TensorPayload> cells = writer->ReadCells(0, {0, 1, 2});
+  ASSERT_TRUE(cells.ok()) << cells.status();
+  EXPECT_EQ(cells->shape, (Shape{3, 1}));
+  EXPECT_EQ(FloatAt(*cells, 0), 0.0f);
+  EXPECT_EQ(FloatAt(*cells, 1), 1.0f);
+  EXPECT_EQ(FloatAt(*cells, 2), 2.0f);
+  // Sending lent the bytes to the message and took them back: a second item
+  // on the same chunk still reads them, and the server stored both items.
+  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(FloatAt(*writer->ReadCells(0, {1}), 0), 1.0f);
+  EXPECT_EQ(TableSize("big"), 2);
+  // Out of the window: the writer no longer has the data.
+  for (int t = 3; t < 8; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
+  EXPECT_EQ(writer->ReadCells(0, {1}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(writer->IsReferenceable(0, 3));
+  EXPECT_TRUE(writer->IsReferenceable(0, 4));
+  EXPECT_EQ(FloatAt(*writer->ReadCells(0, {7}), 0), 7.0f);
+}
+
+TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses) {
+  auto writer = NewWriter(2);
+  writer->SetColumnName(1, "obs");
+  ASSERT_TRUE(writer->Append({FloatStep(0), std::nullopt}).ok());
+  ASSERT_TRUE(writer->Append({FloatStep(1), FloatStep(1)}).ok());
+  ASSERT_TRUE(writer->Append({FloatStep(2), FloatStep(2)}).ok());
+  EXPECT_EQ(writer->history_length(), 3);
+  EXPECT_EQ(*writer->HistoryStep(0, -1), 2);
+  EXPECT_EQ(*writer->HistoryStep(1, 1), 1);
+  absl::StatusOr<int64_t> old = writer->HistoryStep(0, 0);
+  EXPECT_EQ(old.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(old.status().message().find("keep-alive window"), std::string::npos);
+  EXPECT_EQ(writer->HistoryStep(0, 3).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(writer->HistoryStep(0, -4).status().code(), absl::StatusCode::kOutOfRange);
+  // Step ids run on across episodes; the history restarts only when cleared.
+  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/false, kTimeout).ok());
+  ASSERT_TRUE(writer->Append({std::nullopt, FloatStep(3)}).ok());
+  EXPECT_EQ(writer->history_length(), 4);
+  absl::StatusOr<int64_t> missing = writer->HistoryStep(0, -1);
+  EXPECT_NE(missing.status().message().find("no value"), std::string::npos);
+  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/true, kTimeout).ok());
+  EXPECT_EQ(writer->history_length(), 0);
+  ASSERT_TRUE(writer->Append({FloatStep(4), FloatStep(4)}).ok());
+  EXPECT_EQ(*writer->HistoryStep(1, 0), 4);
+  // Column names reach the value checks.
+  absl::StatusOr<int64_t> bad =
+      writer->Append({FloatStep(5), *MakePayload(DType::kInt32, {1}, std::string(4, '\0'))});
+  EXPECT_NE(bad.status().message().find("column 'obs' was float32[1]"), std::string::npos)
+      << bad.status();
+}
+
+TEST_F(TrajectoryWriterTest, CreateItemChecksTheTableSignatureItWasGiven) {
+  auto writer = NewWriter(3);
+  writer->SetColumnName(0, "x");
+  for (int t = 0; t < 3; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
+  TableSignature signature;
+  signature.columns.push_back(ColumnSpec{"obs", DType::kFloat, {-1, 1}});
+  writer->SetTableSignature("big", signature);
+  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout).ok());
+  absl::Status squeezed = writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout);
+  EXPECT_EQ(squeezed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(squeezed.message().find("column 'obs' (data path 'x') must be float32[-1, 1]"),
+            std::string::npos)
+      << squeezed;
+  absl::Status count = writer->CreateItem(
+      "big", 1.0, {ItemColumn{0, {1}, false}, ItemColumn{0, {2}, false}}, kTimeout);
+  EXPECT_NE(count.message().find("has 1 columns (obs) but the item has 2"), std::string::npos)
+      << count;
+  // The rejected items changed nothing: the writer goes on.
+  writer->SetTableSignature("big", std::nullopt);
+  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("big"), 2);
+}
+
+TEST_F(TrajectoryWriterTest, ConfigureWithoutChunkLengthFitsASmallerWindow) {
+  auto writer = NewWriter(4);
+  ASSERT_TRUE(writer->Append({FloatStep(0)}).ok());
+  EXPECT_TRUE(writer->Configure(0, 2, 0).ok());
+  EXPECT_FALSE(writer->Configure(0, 2, 3).ok());
+  EXPECT_FALSE(TrajectoryWriter::ValidateColumnOptions(0, 0).ok());
+  EXPECT_TRUE(TrajectoryWriter::ValidateColumnOptions(3, 0).ok());
+}
+
 }  // namespace
 }  // namespace reverb_tf

@@ -261,6 +261,15 @@ py::array ArrayFromPayload(TensorPayload payload) {
 
 using SignatureList = std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
 
+TableSignature MakeTableSignature(const SignatureList& columns) {
+  TableSignature signature;
+  for (const auto& [column, dtype, shape] : columns) {
+    signature.columns.push_back(
+        ColumnSpec{column, DTypeFromNumpy(py::dtype::from_args(dtype)), shape});
+  }
+  return signature;
+}
+
 TableOptions MakeTableOptions(const std::string& name,
                               const SelectorOptions& sampler,
                               const SelectorOptions& remover,
@@ -276,13 +285,8 @@ TableOptions MakeTableOptions(const std::string& name,
   options.max_times_sampled = max_times_sampled;
   options.rate_limiter = limiter;
   if (signature.has_value()) {
-    TableSignature table_signature;
-    for (const auto& [column, dtype, shape] : *signature) {
-      table_signature.columns.push_back(
-          ColumnSpec{column, DTypeFromNumpy(py::dtype::from_args(dtype)), shape});
-    }
-    table_signature.nested_structure = nested_structure;
-    options.signature = std::move(table_signature);
+    options.signature = MakeTableSignature(*signature);
+    options.signature->nested_structure = nested_structure;
   }
   CheckOk(options.Validate());
   return options;
@@ -543,6 +547,51 @@ PYBIND11_MODULE(_core, m) {
       .def("close", [](TrajectoryWriter& writer) {
         CheckOk(WithoutGil([&] { return writer.Close(); }));
       })
+      .def_static("validate_column_options",
+                  [](int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length) {
+                    CheckOk(TrajectoryWriter::ValidateColumnOptions(
+                        num_keep_alive_refs, max_chunk_length.value_or(0)));
+                  })
+      .def("set_column_name", &TrajectoryWriter::SetColumnName)
+      .def("set_table_signature",
+           [](TrajectoryWriter& writer, const std::string& table,
+              std::optional<SignatureList> signature) {
+             std::optional<TableSignature> table_signature;
+             if (signature.has_value()) table_signature = MakeTableSignature(*signature);
+             writer.SetTableSignature(table, std::move(table_signature));
+           })
+      .def("history_step",
+           [](const TrajectoryWriter& writer, int32_t column, int64_t index) {
+             // IndexError and ValueError, as for a Python sequence.
+             absl::StatusOr<int64_t> step = writer.HistoryStep(column, index);
+             if (step.ok()) return *step;
+             const std::string message(step.status().message());
+             if (step.status().code() == absl::StatusCode::kOutOfRange) {
+               throw py::index_error(message);
+             }
+             throw py::value_error(message);
+           })
+      .def("is_referenceable", &TrajectoryWriter::IsReferenceable)
+      .def("read_cells",
+           [](TrajectoryWriter& writer, int32_t column, const std::vector<int64_t>& steps) {
+             absl::StatusOr<TensorPayload> payload =
+                 WithoutGil([&] { return writer.ReadCells(column, steps); });
+             // A plain RuntimeError for expired cells, as dm-reverb raises.
+             if (payload.status().code() == absl::StatusCode::kFailedPrecondition) {
+               throw std::runtime_error(std::string(payload.status().message()));
+             }
+             return ArrayFromPayload(ValueOrRaise(std::move(payload)));
+           })
+      .def("column_type",
+           [](const TrajectoryWriter& writer, int32_t column) -> py::object {
+             std::optional<std::pair<DType, Shape>> type = writer.ColumnType(column);
+             if (!type.has_value()) return py::none();
+             py::tuple shape(type->second.size());
+             for (size_t i = 0; i < type->second.size(); ++i) shape[i] = type->second[i];
+             return py::make_tuple(NumpyDType(type->first), shape);
+           })
+      .def_property_readonly("history_length", &TrajectoryWriter::history_length)
+      .def_property_readonly("step_open", &TrajectoryWriter::step_open)
       .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
       .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items);

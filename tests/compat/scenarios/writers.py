@@ -50,6 +50,12 @@ def scenario_trajectory_writer_history_and_columns(ctx):
         writer.append({"a": np.arange(3, dtype=np.int32) + 3})
         result["expired_after_window"] = [c.expired for c in cells]
         result["old_reference"] = ctx.call(writer.create_item, "q", 1.0, column)
+        # The writer keeps only the window: expired cells have no data.
+        result["expired_column_numpy"] = ctx.call(column.numpy)
+        result["expired_cell_numpy"] = ctx.call(cells[0].numpy)
+        squeezed = writer.history["a"][-1]
+        writer.end_episode(clear_buffers=True)
+        result["cleared_column_numpy"] = ctx.call(squeezed.numpy)
     return result
 
 

@@ -17,7 +17,7 @@ import time
 import grpc
 
 import reverb_tf as reverb
-from reverb_tf.cc import reverb_tf_pb2 as pb
+from reverb_tf.cc.proto import service_pb2 as pb
 
 _CONFIG = ('port: 0 tables { table_name: "never" sampler { uniform: true } '
            'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '

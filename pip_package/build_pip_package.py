@@ -87,12 +87,15 @@ def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
     manifests = runfiles / "pip_package"
     python_files = (manifests / "python_files.txt").read_text().split()
     native_files = (manifests / "native_files.txt").read_text().split()
-    generated_python = (manifests / "generated_python_files.txt").read_text().split()
+    # "source destination" per line.
+    generated_python = [line.split() for line in
+                        (manifests / "generated_python_files.txt").read_text().splitlines()
+                        if line.strip()]
     if f"{PACKAGE}/__init__.py" not in python_files:
         raise SystemExit(f"python_files.txt lacks {PACKAGE}/__init__.py: {python_files}")
     staged = [(f, f) for f in python_files] + [
         (f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files] + [
-        (f, f"{PACKAGE}/cc/{pathlib.Path(f).name}") for f in generated_python]
+        (source, destination) for source, destination in generated_python]
     for source, destination in staged:
         target = root / destination
         target.parent.mkdir(parents=True, exist_ok=True)

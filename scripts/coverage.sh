@@ -51,7 +51,7 @@ echo "C++ line coverage (reverb_tf/cc, tests excluded):"
 
 echo "Python line coverage (reverb_tf/):"
 "${PY}" -m coverage erase
-"${PY}" -m coverage run --source="${ROOT}/reverb_tf" --omit='*/cc/*_pb2.py' \
+"${PY}" -m coverage run --source="${ROOT}/reverb_tf" --omit='*/cc/*_pb2.py,*/cc/proto/*_pb2.py' \
   -m pytest -q -p no:cacheprovider --ignore="${ROOT}/tests/compat" "${ROOT}/tests" >/dev/null || true
 "${PY}" -m coverage report --sort=cover > "${CACHE}/coverage-py.txt" || true
 tail -1 "${CACHE}/coverage-py.txt"

@@ -23,9 +23,12 @@ while read -r native; do
     install -m 0755 "bazel-bin/${native}" "${target}"
   fi
 done < bazel-bin/pip_package/native_files.txt
-while read -r generated; do
-  target="${ROOT}/reverb_tf/cc/$(basename "${generated}")"
+while read -r generated destination; do
+  target="${ROOT}/${destination}"
   if ! cmp -s "bazel-bin/${generated}" "${target}"; then
     install -m 0644 "bazel-bin/${generated}" "${target}"
   fi
 done < bazel-bin/pip_package/generated_python_files.txt
+# The single wire module of earlier checkouts: its messages now live in
+# reverb_tf/cc/proto/, and a stale copy would register them twice.
+rm -f "${ROOT}/reverb_tf/cc/reverb_tf_pb2.py"

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import reverb_tf as reverb
-from reverb_tf.cc import reverb_tf_pb2 as pb
+from reverb_tf.cc.proto import data_pb2
+from reverb_tf.cc.proto import service_pb2 as pb
 
 _SERVICE = "/reverb_tf.proto.ReplayService/"
 _CASES_PER_METHOD = 400
@@ -25,19 +26,19 @@ _RPC_TIMEOUT_S = 2.0
 
 def _valid_requests():
     """One valid serialized request per method, plus hostile-but-well-formed ones."""
-    tensor = pb.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
-    chunk = pb.Chunk(key=11, tensor=tensor)
-    item = pb.Item(key=5, table="t", priority=1.0,
-                   columns=[pb.Column(slices=[pb.Slice(chunk_key=11, length=1)])])
+    tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
+    chunk = data_pb2.Chunk(key=11, tensor=tensor)
+    item = data_pb2.Item(key=5, table="t", priority=1.0,
+                   columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, length=1)])])
     return {
         "InsertStream": [
             pb.InsertRequest(chunks=[chunk], items=[item]),
             pb.InsertRequest(items=[item]),  # chunk never sent
-            pb.InsertRequest(chunks=[pb.Chunk(key=12, tensor=pb.Tensor(
+            pb.InsertRequest(chunks=[data_pb2.Chunk(key=12, tensor=data_pb2.Tensor(
                 dtype=1, shape=[1, 2 ** 32, 2 ** 32], uncompressed_size=0))]),
-            pb.InsertRequest(chunks=[chunk], items=[pb.Item(
+            pb.InsertRequest(chunks=[chunk], items=[data_pb2.Item(
                 key=6, table="t", priority=float("nan"),
-                columns=[pb.Column(slices=[pb.Slice(chunk_key=11, offset=-3, length=9)])])]),
+                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, offset=-3, length=9)])])]),
         ],
         "SampleStream": [
             pb.SampleRequest(table="t", num_samples=2),

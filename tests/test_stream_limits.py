@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import reverb_tf as reverb
-from reverb_tf.cc import reverb_tf_pb2 as pb
+from reverb_tf.cc.proto import data_pb2
+from reverb_tf.cc.proto import service_pb2 as pb
 from integration import proc_count
 
 _SERVICE = "/reverb_tf.proto.ReplayService/"
@@ -31,11 +32,11 @@ def _table(name="t", max_size=100, min_size=1):
 
 
 def _insert_request(key: int) -> bytes:
-    tensor = pb.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
+    tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
     return pb.InsertRequest(
-        chunks=[pb.Chunk(key=1000 + key, tensor=tensor)],
-        items=[pb.Item(key=key, table="t", priority=1.0,
-                       columns=[pb.Column(slices=[pb.Slice(chunk_key=1000 + key, length=1)])])],
+        chunks=[data_pb2.Chunk(key=1000 + key, tensor=tensor)],
+        items=[data_pb2.Item(key=key, table="t", priority=1.0,
+                       columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1000 + key, length=1)])])],
     ).SerializeToString()
 
 

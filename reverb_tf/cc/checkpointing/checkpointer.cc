@@ -22,7 +22,8 @@
 #include "reverb_tf/cc/checkpointing/record_file.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/proto/checkpoint.pb.h"
+#include "reverb_tf/cc/proto/config.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {

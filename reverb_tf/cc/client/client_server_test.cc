@@ -9,7 +9,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
-#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/replay_service.h"
 #include "reverb_tf/cc/service/server.h"

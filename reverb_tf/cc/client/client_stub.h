@@ -13,7 +13,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "reverb_tf/cc/platform/cancellation.h"
-#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {

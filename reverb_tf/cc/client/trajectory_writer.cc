@@ -8,7 +8,7 @@
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {

@@ -12,14 +12,15 @@ import sys
 
 import numpy as np
 
-from reverb_tf.cc import reverb_tf_pb2 as pb
+from reverb_tf.cc.proto import data_pb2
+from reverb_tf.cc.proto import service_pb2 as pb
 
 _FLOAT, _INT32 = 1, 3  # wire dtype numbers of float32 and int32
 
 
-def _tensor(array: np.ndarray, dtype: int, compress: bool = False) -> pb.Tensor:
+def _tensor(array: np.ndarray, dtype: int, compress: bool = False) -> data_pb2.Tensor:
     data = array.tobytes()
-    tensor = pb.Tensor(dtype=dtype, shape=list(array.shape), uncompressed_size=len(data),
+    tensor = data_pb2.Tensor(dtype=dtype, shape=list(array.shape), uncompressed_size=len(data),
                        data=data)
     if compress:
         tensor.compression = 1
@@ -33,30 +34,30 @@ def _tensor(array: np.ndarray, dtype: int, compress: bool = False) -> pb.Tensor:
 def _inserts():
     steps = np.arange(12, dtype=np.float32).reshape(6, 2)
     ints = np.arange(6, dtype=np.int32)
-    chunks = [pb.Chunk(key=1, tensor=_tensor(steps, _FLOAT)),
-              pb.Chunk(key=2, tensor=_tensor(ints, _INT32)),
-              pb.Chunk(key=3, tensor=_tensor(np.tile(steps, (40, 1)), _FLOAT, compress=True))]
-    column = lambda key, offset, length, squeeze=False: pb.Column(  # noqa: E731
-        slices=[pb.Slice(chunk_key=key, offset=offset, length=length)], squeeze=squeeze)
+    chunks = [data_pb2.Chunk(key=1, tensor=_tensor(steps, _FLOAT)),
+              data_pb2.Chunk(key=2, tensor=_tensor(ints, _INT32)),
+              data_pb2.Chunk(key=3, tensor=_tensor(np.tile(steps, (40, 1)), _FLOAT, compress=True))]
+    column = lambda key, offset, length, squeeze=False: data_pb2.Column(  # noqa: E731
+        slices=[data_pb2.Slice(chunk_key=key, offset=offset, length=length)], squeeze=squeeze)
     yield pb.InsertRequest(chunks=chunks[:1], items=[
-        pb.Item(key=1, table="t", priority=1.0, columns=[column(1, 0, 6)])])
+        data_pb2.Item(key=1, table="t", priority=1.0, columns=[column(1, 0, 6)])])
     yield pb.InsertRequest(chunks=chunks, items=[
-        pb.Item(key=2, table="s", priority=1.0,
+        data_pb2.Item(key=2, table="s", priority=1.0,
                 columns=[column(1, 2, 3), column(2, 4, 1, squeeze=True)]),
-        pb.Item(key=3, table="p", priority=0.5, columns=[column(3, 10, 100), column(2, 0, 6)]),
-        pb.Item(key=4, table="t", priority=2.0, legacy_steps=True,
-                columns=[pb.Column(slices=[pb.Slice(chunk_key=1, offset=0, length=2),
-                                           pb.Slice(chunk_key=3, offset=5, length=3)])])])
+        data_pb2.Item(key=3, table="p", priority=0.5, columns=[column(3, 10, 100), column(2, 0, 6)]),
+        data_pb2.Item(key=4, table="t", priority=2.0, legacy_steps=True,
+                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1, offset=0, length=2),
+                                           data_pb2.Slice(chunk_key=3, offset=5, length=3)])])])
 
 
 def _responses():
     steps = np.arange(8, dtype=np.float32).reshape(4, 2)
     yield pb.SampleResponse(
-        chunks=[pb.Chunk(key=9, tensor=_tensor(steps, _FLOAT)),
-                pb.Chunk(key=8, tensor=_tensor(np.tile(steps, (30, 1)), _FLOAT, compress=True))],
+        chunks=[data_pb2.Chunk(key=9, tensor=_tensor(steps, _FLOAT)),
+                data_pb2.Chunk(key=8, tensor=_tensor(np.tile(steps, (30, 1)), _FLOAT, compress=True))],
         items=[pb.SampledItem(info=pb.SampleInfo(key=1, probability=0.5, table_size=2),
-                              columns=[pb.Column(slices=[pb.Slice(chunk_key=9, length=4)]),
-                                       pb.Column(slices=[pb.Slice(chunk_key=8, offset=3,
+                              columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=9, length=4)]),
+                                       data_pb2.Column(slices=[data_pb2.Slice(chunk_key=8, offset=3,
                                                                   length=1)], squeeze=True)])])
 
 

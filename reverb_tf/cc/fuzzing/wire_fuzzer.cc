@@ -28,7 +28,7 @@
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/platform/cancellation.h"
-#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/proto/service.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/table.h"
 

@@ -42,7 +42,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
-#include "reverb_tf/cc/proto/reverb_tf.grpc.pb.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {

@@ -29,7 +29,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/proto/config.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/server.h"
 

@@ -17,7 +17,9 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/support/status.h"
 #include "reverb_tf/cc/chunk_store.h"
-#include "reverb_tf/cc/proto/reverb_tf.pb.h"
+#include "reverb_tf/cc/proto/config.pb.h"
+#include "reverb_tf/cc/proto/data.pb.h"
+#include "reverb_tf/cc/proto/service.pb.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/tensor_payload.h"
 

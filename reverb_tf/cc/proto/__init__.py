@@ -1,0 +1,1 @@
+"""The wire format's Python modules (generated: see BUILD)."""

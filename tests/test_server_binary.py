@@ -1,4 +1,5 @@
 """The reverb_tf_server binary: textproto configs, readiness, clean shutdown."""
+import re
 import signal
 import subprocess
 import sys
@@ -117,3 +118,47 @@ def test_binds_loopback_unless_told_otherwise(server_binary, start_server, flags
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def test_sigterm_fails_blocked_writers_clearly_and_checkpoints_on_exit(
+        server_binary, start_server, tmp_path):
+    # A queue of 10 that nobody samples: the 11th item waits for room.
+    process, port = start_server(server_binary, f"--config={GOOD_CONFIG}",
+                                 f"--checkpoint_dir={tmp_path}", "--checkpoint_on_exit")
+    client = reverb_tf.Client(f"localhost:{port}")
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for step in range(11):
+        writer.append({"x": np.float32(step)})
+        writer.create_item("queue", 1.0, {"x": writer.history["x"][-1]})
+        writer.create_item("replay", 1.0, {"x": writer.history["x"][-1]})
+    with pytest.raises(reverb_tf.errors.DeadlineExceededError):
+        writer.flush(timeout_ms=500)  # the 11th queue item is blocked
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=15) == 0
+    out = process.stdout.read()
+    assert "final checkpoint" in out and "stopped in" in out, out
+    # The blocked item's stream ends with a status that says why.
+    with pytest.raises(reverb_tf.errors.CancelledError,
+                       match="table 'queue' was closed while waiting to insert: the server "
+                             "is stopping"):
+        writer.flush(timeout_ms=10_000)
+    writer.close()
+
+    # What was acknowledged is in the final checkpoint.
+    restarted, port = start_server(server_binary, f"--config={GOOD_CONFIG}",
+                                   f"--checkpoint_dir={tmp_path}")
+    try:
+        info = reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
+        assert info["queue"].current_size == 10
+        assert info["replay"].current_size >= 10
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(timeout=15) == 0
+
+
+def test_checkpoint_on_exit_needs_a_checkpoint_dir(server_binary):
+    result = subprocess.run([server_binary, f"--config={GOOD_CONFIG}", "--checkpoint_on_exit"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "checkpoint_on_exit need a checkpoint_dir" in result.stderr
+

@@ -323,3 +323,40 @@ def test_history_before_append(make_writer):
     writer, _ = make_writer()
     with pytest.raises(RuntimeError):
         writer.history
+
+
+def test_cells_and_columns_read_their_values_from_the_native_writer(make_writer):
+    writer, _ = make_writer(keep_alive=2)
+    writer.append({"x": np.array([1, 2], np.int16)})
+    writer.append({"x": np.array([3, 4], np.int16)})
+    column = writer.history["x"][np.int64(-2):]
+    cells = list(column)
+    assert [c.shape for c in cells] == [[2], [2]] and cells[0].dtype == np.int16
+    assert not any(c.expired for c in cells)
+    np.testing.assert_array_equal(cells[1].numpy(), [3, 4])
+    np.testing.assert_array_equal(column[[1, 0]].numpy(), [[3, 4], [1, 2]])
+    np.testing.assert_array_equal(column[np.int64(0)].numpy(), [1, 2])
+    np.testing.assert_array_equal(writer.history["x"][np.array([0, 1])].numpy(), [[1, 2], [3, 4]])
+    assert column[:0].numpy().shape == (0, 2)
+    assert "steps=[0, 1]" in repr(column) and "'x'" in repr(cells[0])
+    with pytest.raises(TypeError):
+        column["a"]
+    with pytest.raises(TypeError):
+        writer.history["x"]["a"]
+    with pytest.raises(TypeError):
+        trajectory_writer.TrajectoryColumn()
+    # Step 0 leaves the window: its cell expires and its data is gone, from
+    # the native writer as from dm-reverb's.
+    writer.append({"x": np.array([5, 6], np.int16)})
+    assert cells[0].expired and not cells[1].expired
+    with pytest.raises(RuntimeError, match="no longer holds step 0"):
+        column.numpy()
+    with pytest.raises(RuntimeError, match="WeakCellRef"):
+        cells[0].numpy()
+    np.testing.assert_array_equal(column[1:].numpy(), [[3, 4]])
+    # A clear expires everything cut before it.
+    kept = writer.history["x"][-1]
+    writer.end_episode()
+    assert list(kept)[0].expired
+    with pytest.raises(RuntimeError, match="TrajectoryColumn"):
+        kept.numpy()

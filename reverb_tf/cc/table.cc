@@ -67,7 +67,8 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
                                 bool* waited) {
   *waited = false;
   if (closed_) {
-    return absl::CancelledError(absl::StrCat("table '", name(), "' is closed"));
+    return absl::CancelledError(
+        absl::StrCat("table '", name(), "' is closed: the server is stopping"));
   }
   if (ready()) {
     ++stats->completed;
@@ -92,8 +93,8 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
   absl::Status status;
   while (true) {
     if (closed_) {
-      status = absl::CancelledError(
-          absl::StrCat("table '", name(), "' was closed while waiting to ", what));
+      status = absl::CancelledError(absl::StrCat(
+          "table '", name(), "' was closed while waiting to ", what, ": the server is stopping"));
       break;
     }
     if (cancel != nullptr && cancel->IsCancelled()) {

@@ -184,7 +184,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // Removes every item and zeroes the rate limiter's counters.
   void Reset();
 
-  // Fails every blocked and future InsertOrAssign/Sample with Cancelled.
+  // Fails every blocked and future InsertOrAssign/Sample with Cancelled,
+  // saying that the server is stopping (the only caller, besides the
+  // destructor, is ReplayServer::Stop()).
   void Close();
 
   int64_t size() const;

@@ -335,7 +335,8 @@ class Server:
                  checkpointer: Optional[Any] = None,
                  *,
                  host: str = "localhost",
-                 max_active_streams: int = 4096) -> None:
+                 max_active_streams: int = 4096,
+                 metrics_port: Optional[int] = None) -> None:
         """Starts a server.
 
         Args:
@@ -355,6 +356,10 @@ class Server:
           max_active_streams: Most writer and sampler streams served at once
             (each holds a server thread); more fail with
             `ResourceExhaustedError` until others end. Not in dm-reverb.
+          metrics_port: Serve Prometheus metrics at
+            `http://<host>:<metrics_port>/metrics` (0 picks a free port; read
+            it back from `metrics_port`). None: no metrics endpoint. Not in
+            dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -393,6 +398,7 @@ class Server:
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
                                    max_active_streams=int(max_active_streams),
                                    host=str(host),
+                                   metrics_port=-1 if metrics_port is None else int(metrics_port),
                                    **checkpointer.internal_checkpointer().native_options())
         if self._server.skipped_checkpoints:
             logging.warning(
@@ -408,6 +414,20 @@ class Server:
     def port(self) -> int:
         """The port the server listens on."""
         return self._server.port
+
+    @property
+    def metrics_port(self) -> Optional[int]:
+        """The port of the Prometheus metrics endpoint, or None without one."""
+        port = self._server.metrics_port
+        return None if port < 0 else port
+
+    def metrics_text(self) -> str:
+        """The server's metrics in the Prometheus text format (what GET /metrics returns).
+
+        Returns:
+          The exposition text, whether or not an endpoint serves it.
+        """
+        return self._server.metrics_text()
 
     @property
     def loaded_checkpoint(self) -> Optional[str]:

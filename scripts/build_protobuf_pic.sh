@@ -15,24 +15,13 @@ if [[ -f "${prefix}/lib/libprotobuf.a" && -f "${prefix}/.complete" ]]; then
   exit 0
 fi
 
-# Debian lists binary packages only; add the matching source entries once.
-src_list=/etc/apt/sources.list.d/reverb-tf-deb-src.sources
-if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "${src_list}"
-  else
-    grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' > /etc/apt/sources.list.d/reverb-tf-deb-src.list
-  fi
-  apt-get update -qq
-fi
-
+source "$(dirname "${BASH_SOURCE[0]}")/debian_source.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 cd "${work}"
 # The exact version of the installed headers, so library and headers agree.
 deb_version="$(dpkg-query -W -f='${Version}' libprotobuf-dev)"
-apt-get source -qq --download-only "protobuf=${deb_version}" >/dev/null 2>&1
-dpkg-source -x protobuf_*.dsc src >/dev/null 2>&1
+fetch_debian_source "protobuf=${deb_version}" "${work}/src"
 version="$(protoc --version | awk '{print $2}')"
 echo "building PIC libprotobuf ${version} from Debian source into ${prefix}"
 # Compiler warnings from protobuf's own sources go to a log, shown on failure.

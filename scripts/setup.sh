@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything reverb_tf needs on a Debian 12 machine, idempotently:
 #   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/protobuf/absl/zstd/gtest);
-#   2. a PIC static protobuf built from Debian's source (build_protobuf_pic.sh);
+#   2. a PIC static protobuf and a static libmicrohttpd without HTTPS, built
+#      from Debian's source (build_protobuf_pic.sh, build_microhttpd.sh);
 #   3. the venv .venv with the pinned packages of requirements.txt;
 #   4. .bazelrc.local pointing Bazel at them, and the Bazel build.
 # A second run only checks, then lets Bazel find nothing to rebuild.
@@ -43,6 +44,12 @@ if [[ ! -f "${PROTOBUF_PIC}/.complete" ]]; then
   bash "${ROOT}/scripts/build_protobuf_pic.sh" "${PROTOBUF_PIC}"
 fi
 
+MICROHTTPD="${CACHE}/microhttpd"
+if [[ ! -f "${MICROHTTPD}/.complete" ]]; then
+  log "building a static libmicrohttpd without HTTPS (about 15 s)"
+  bash "${ROOT}/scripts/build_microhttpd.sh" "${MICROHTTPD}"
+fi
+
 VENV="${ROOT}/.venv"
 if [[ ! -x "${VENV}/bin/python" ]]; then
   log "creating ${VENV}"
@@ -67,6 +74,7 @@ rc_local="$(cat <<RC
 # Written by scripts/setup.sh; machine-specific, not committed.
 build --repo_env=REVERB_TF_PYTHON=${VENV}/bin/python
 build --repo_env=REVERB_TF_PROTOBUF_PIC=${PROTOBUF_PIC}
+build --repo_env=REVERB_TF_MICROHTTPD=${MICROHTTPD}
 build --disk_cache=${CACHE}/bazel-disk
 RC
 )"

@@ -32,7 +32,7 @@ def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
         table = reverb.Table(name="t", sampler=reverb.selectors.Prioritized(0.8),
                              remover=reverb.selectors.Fifo(), max_size=1000,
                              rate_limiter=reverb.rate_limiters.MinSize(1))
-        with reverb.Server([table]) as server:
+        with reverb.Server([table], metrics_port=0) as server:
             client = reverb.Client(f"localhost:{server.port}")
             with client.trajectory_writer(num_keep_alive_refs=3) as writer:
                 for step in range(30):
@@ -60,6 +60,11 @@ def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
                 assert health.status == health_pb2.HealthCheckResponse.SERVING
                 services = ProtoReflectionDescriptorDatabase(channel).get_services()
                 assert "reverb_tf.proto.ReplayService" in services, services
+            # The metrics endpoint (our static libmicrohttpd) answers too.
+            import urllib.request
+            page = urllib.request.urlopen(
+                f"http://localhost:{server.metrics_port}/metrics", timeout=10).read().decode()
+            assert 'reverb_tf_table_size{table="t"} 28' in page, page[:500]
             # TF still works alongside.
             assert float(tf.reduce_sum(tf.constant(obs))) == float(obs.sum())
         print("OK")

@@ -126,6 +126,7 @@ absl::Status Table::EvictOverflowLocked(std::vector<Item>* graveyard) {
   while (static_cast<int64_t>(items_.size()) > options_.max_size) {
     ASSIGN_OR_RETURN(auto victim, remover_->Sample());
     RETURN_IF_ERROR(DeleteLocked(victim.key, graveyard));
+    ++counters_.evicted;
   }
   return absl::OkStatus();
 }
@@ -216,6 +217,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
   CountEpisodeLocked(item, 1);
   items_.emplace(key, std::move(item));
   rate_limiter_.RecordInsert();
+  ++counters_.inserted;
   RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
   cv_.SignalAll();
   return absl::OkStatus();
@@ -245,6 +247,7 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     Item& item = items_.at(choice.key);
     if (item.times_sampled++ == 0) ++num_unique_samples_;
     rate_limiter_.RecordSample();
+    ++counters_.sampled;
     SampledItem& sample = samples.emplace_back();
     sample.key = item.key;
     sample.priority = item.priority;
@@ -257,6 +260,7 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
         item.times_sampled >= options_.max_times_sampled) {
       sample.removed = true;
       RETURN_IF_ERROR(DeleteLocked(item.key, &graveyard));
+      ++counters_.sampled_out;
     }
   } while (static_cast<int32_t>(samples.size()) < max_samples && can_sample());
   cv_.SignalAll();
@@ -286,6 +290,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     RETURN_IF_ERROR(remover_->Update(key, priority));
     it->second.priority = priority;
     ++result.updated;
+    ++counters_.priority_updates;
   }
   for (Key key : deletes) {
     if (!items_.contains(key)) {
@@ -294,6 +299,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     }
     RETURN_IF_ERROR(DeleteLocked(key, &graveyard));
     ++result.deleted;
+    ++counters_.deleted;
   }
   if (result.deleted > 0) cv_.SignalAll();
   return result;
@@ -309,6 +315,7 @@ void Table::Reset() {
   sampler_->Clear();
   remover_->Clear();
   rate_limiter_.Reset();
+  ++counters_.resets;
   num_unique_samples_ = 0;
   episode_items_.clear();
   num_deleted_episodes_ = 0;
@@ -346,6 +353,7 @@ TableInfo Table::info() const {
   info.num_unique_samples = num_unique_samples_;
   info.num_episodes = static_cast<int64_t>(episode_items_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
+  info.counters = counters_;
   info.rate_limiter_info = rate_limiter_.info();
   return info;
 }

@@ -83,8 +83,22 @@ struct MutationResult {
   int64_t missing = 0;
 };
 
+// What a table has done since it was created in this process, for metrics:
+// unlike the rate limiter's counters these are never reset (Reset(), a
+// checkpoint restore) and only grow.
+struct TableCounters {
+  int64_t inserted = 0;          // new items (not replacements)
+  int64_t sampled = 0;           // items handed out by Sample()
+  int64_t priority_updates = 0;  // applied MutatePriorities updates
+  int64_t deleted = 0;           // removed by MutatePriorities deletes
+  int64_t evicted = 0;           // removed by the remover (table over max_size)
+  int64_t sampled_out = 0;       // removed after max_times_sampled samples
+  int64_t resets = 0;
+};
+
 struct TableInfo {
   TableOptions options;
+  TableCounters counters;
   int64_t current_size = 0;
   // Items that have been sampled at least once.
   int64_t num_unique_samples = 0;
@@ -256,6 +270,7 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  TableCounters counters_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Key, Item> items_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);

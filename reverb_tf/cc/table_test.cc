@@ -71,6 +71,29 @@ TEST_F(TableTest, CreateRejectsInvalidOptions) {
   EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
+  TableOptions options =
+      MakeTableOptions("t", Fifo(), Fifo(), 3, RateLimiterOptions::MinSize(1));
+  options.max_times_sampled = 2;
+  auto table = MakeTable(options);
+  for (Key key = 1; key <= 5; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(5, 2.0)).ok());  // a replacement
+  ASSERT_TRUE(table->Sample(2, kLong).ok());                 // key 3 twice: sampled out
+  ASSERT_TRUE(table->MutatePriorities({{4, 3.0}, {99, 1.0}}, {5}).ok());
+  TableCounters counters = table->info().counters;
+  EXPECT_EQ(counters.inserted, 5);
+  EXPECT_EQ(counters.evicted, 2);
+  EXPECT_EQ(counters.sampled, 2);
+  EXPECT_EQ(counters.sampled_out, 1);
+  EXPECT_EQ(counters.priority_updates, 1);
+  EXPECT_EQ(counters.deleted, 1);
+  table->Reset();
+  counters = table->info().counters;
+  EXPECT_EQ(counters.resets, 1);
+  EXPECT_EQ(counters.inserted, 5);  // unlike the rate limiter's, not reset
+  EXPECT_EQ(table->info().rate_limiter_info.inserts, 0);
+}
+
 TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));

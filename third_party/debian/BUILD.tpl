@@ -33,6 +33,15 @@ cc_library(
     deps = [":absl", ":protobuf", ":zlib"],
 )
 
+# Plain-HTTP server for the metrics endpoint; include as
+# "microhttpd/microhttpd.h".
+cc_library(
+    name = "microhttpd",
+    srcs = ["lib/libmicrohttpd.a"],
+    hdrs = ["microhttpd/microhttpd.h"],
+    linkopts = ["-lpthread"],
+)
+
 cc_library(
     name = "gtest",
     linkopts = ["-lgmock", "-lgtest", "-lpthread"],

@@ -9,6 +9,9 @@ Linking policy (see docs/native_linking.md):
     shared Debian copy would bind into TF's and crash.
   * Debian's libprotobuf.a is not position independent, so protobuf comes from
     a PIC build of Debian's own source package (scripts/build_protobuf_pic.sh).
+  * GNU libmicrohttpd (the /metrics endpoint) is linked statically too, from
+    a build of Debian's source without HTTPS (scripts/build_microhttpd.sh),
+    so that it needs no GnuTLS.
   * absl and re2 stay shared: TF's absl lives in another inline namespace and
     gRPC's re2 use does not reach TF's copy in the features we use.
 """
@@ -69,6 +72,14 @@ def _debian_libs_impl(rctx):
         fail("missing {}: run scripts/setup.sh (it builds a PIC protobuf)".format(pic_archive))
     rctx.symlink(pic_archive, "lib/libprotobuf_pic.a")
 
+    microhttpd_dir = rctx.os.environ.get("REVERB_TF_MICROHTTPD", "")
+    if not microhttpd_dir:
+        microhttpd_dir = rctx.os.environ["HOME"] + "/.cache/reverb_tf/microhttpd"
+    if not rctx.path(microhttpd_dir + "/.complete").exists:
+        fail("missing {}: run scripts/setup.sh (it builds libmicrohttpd)".format(microhttpd_dir))
+    rctx.symlink(microhttpd_dir + "/lib/libmicrohttpd.a", "lib/libmicrohttpd.a")
+    rctx.symlink(microhttpd_dir + "/include/microhttpd.h", "microhttpd/microhttpd.h")
+
     # The code generators, from the same Debian packages as the libraries:
     # protoc 3.21 must match the PIC libprotobuf built from its source.
     for tool in ["protoc", "grpc_cpp_plugin"]:
@@ -86,6 +97,6 @@ def _debian_libs_impl(rctx):
 debian_libs = repository_rule(
     implementation = _debian_libs_impl,
     attrs = {"_build_template": attr.label(default = "//third_party/debian:BUILD.tpl")},
-    environ = ["REVERB_TF_PROTOBUF_PIC", "HOME"],
+    environ = ["REVERB_TF_PROTOBUF_PIC", "REVERB_TF_MICROHTTPD", "HOME"],
     local = True,
 )

@@ -426,8 +426,9 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
                        const std::string& checkpoint_group, double checkpoint_interval_s,
                        bool checkpoint_load_previous_if_damaged, int64_t max_active_streams,
-                       const std::string& host) {
+                       const std::string& host, int metrics_port) {
              ServerOptions options;
+             options.metrics_port = metrics_port;
              options.port = port;
              options.host = host;
              options.max_message_bytes = max_message_bytes;
@@ -454,8 +455,11 @@ PYBIND11_MODULE(_core, m) {
            py::arg("checkpoint_interval_s") = 0.0,
            py::arg("checkpoint_load_previous_if_damaged") = false,
            py::arg("max_active_streams") = ServerOptions().max_active_streams,
-           py::arg("host") = ServerOptions().host)
+           py::arg("host") = ServerOptions().host,
+           py::arg("metrics_port") = ServerOptions().metrics_port)
       .def_property_readonly("port", &ReplayServer::port)
+      .def_property_readonly("metrics_port", &ReplayServer::metrics_port)
+      .def("metrics_text", &ReplayServer::MetricsText)
       .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
       .def_property_readonly("skipped_checkpoints", &ReplayServer::skipped_checkpoints)
       .def("checkpoint",

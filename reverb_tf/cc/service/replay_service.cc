@@ -27,7 +27,8 @@ absl::Status WordTimeout(absl::Status status, absl::Duration timeout, const std:
 template <typename Request, typename Response>
 class ParsedStream {
  public:
-  explicit ParsedStream(ReplayService::RawStream* raw) : raw_(raw) {}
+  ParsedStream(ReplayService::RawStream* raw, ServiceMetrics* metrics)
+      : raw_(raw), metrics_(metrics) {}
 
   // True with a message, false at the end of the stream (the client
   // half-closed or went away), INVALID_ARGUMENT if a message does not parse.
@@ -36,6 +37,7 @@ class ParsedStream {
     if (!raw_->Read(&buffer)) return false;
     ++count_;
     const size_t bytes = buffer.Length();
+    metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
     message->Clear();
     grpc::Status parsed = grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
     if (!parsed.ok()) {
@@ -53,12 +55,28 @@ class ParsedStream {
     if (!grpc::SerializationTraits<Response>::Serialize(message, &buffer, &own_buffer).ok()) {
       return false;
     }
+    metrics_->sent_bytes.fetch_add(static_cast<int64_t>(buffer.Length()),
+                                   std::memory_order_relaxed);
     return raw_->Write(buffer);
   }
 
  private:
   ReplayService::RawStream* raw_;
+  ServiceMetrics* metrics_;
   int64_t count_ = 0;
+};
+
+// Observes how long a unary call took, however it returns.
+class CallTimer {
+ public:
+  explicit CallTimer(LatencyHistogram* histogram) : histogram_(histogram) {}
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+  ~CallTimer() { histogram_->Observe(absl::Now() - start_); }
+
+ private:
+  LatencyHistogram* const histogram_;
+  const absl::Time start_ = absl::Now();
 };
 
 // Counts a stream as active for its lifetime.
@@ -128,7 +146,8 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream);
+  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream, &metrics_);
+  LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kInsertStream];
   Cancellation cancel;
   const auto watch =
       cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
@@ -139,6 +158,7 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
     absl::StatusOr<bool> read = stream.Read(&request);
     if (!read.ok()) return ToGrpcStatus(read.status());
     if (!*read) break;
+    const absl::Time received = absl::Now();
     for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
       auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
       // A stored chunk must decompress to what it declares for every client
@@ -201,6 +221,7 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
       chunks.erase(it);
     }
     if (!stream.Write(response)) break;  // client gone
+    latency.Observe(absl::Now() - received);
   }
   return grpc::Status::OK;
 }
@@ -209,7 +230,8 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream);
+  ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream, &metrics_);
+  LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kSampleStream];
   proto::SampleRequest request;
   absl::StatusOr<bool> read = stream.Read(&request);
   if (!read.ok()) return ToGrpcStatus(read.status());
@@ -248,6 +270,7 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
       }
       credits += request.num_samples();
     }
+    const absl::Time started = absl::Now();
     auto samples =
         table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), timeout, &cancel);
     if (!samples.ok()) return ToGrpcStatus(WordTimeout(samples.status(), timeout, what));
@@ -267,12 +290,14 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
       bytes += SampleToProto(sample, &response, &sent);
     }
     if (!stream.Write(response)) return grpc::Status::OK;
+    latency.Observe(absl::Now() - started);
   }
 }
 
 grpc::Status ReplayService::MutatePriorities(
     grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
     proto::MutatePrioritiesResponse* response) {
+  CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   if (request->keys_size() != request->priorities_size()) {
@@ -297,6 +322,7 @@ grpc::Status ReplayService::MutatePriorities(
 grpc::Status ReplayService::Reset(grpc::ServerContext*,
                                   const proto::ResetRequest* request,
                                   proto::ResetResponse*) {
+  CallTimer timer(&metrics_.latency[ServiceMetrics::kReset]);
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
@@ -306,6 +332,7 @@ grpc::Status ReplayService::Reset(grpc::ServerContext*,
 grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
                                        const proto::ServerInfoRequest*,
                                        proto::ServerInfoResponse* response) {
+  CallTimer timer(&metrics_.latency[ServiceMetrics::kServerInfo]);
   std::vector<std::string> names;
   for (const auto& [name, table] : tables_) names.push_back(name);
   std::sort(names.begin(), names.end());
@@ -318,6 +345,7 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
 grpc::Status ReplayService::Checkpoint(grpc::ServerContext*,
                                        const proto::CheckpointRequest*,
                                        proto::CheckpointResponse* response) {
+  CallTimer timer(&metrics_.latency[ServiceMetrics::kCheckpoint]);
   if (!checkpoint_fn_) {
     return ToGrpcStatus(absl::FailedPreconditionError(
         "this server was started without a checkpointer"));

@@ -43,6 +43,7 @@
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
+#include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {
@@ -89,6 +90,11 @@ class ReplayService final : public proto::ReplayService::Service {
   // stream.
   const ChunkStore& chunk_store() const { return chunk_store_; }
 
+  // What the service counted as it served (see metrics.h).
+  const ServiceMetrics& metrics() const { return metrics_; }
+  // InsertStreams and SampleStreams being served now.
+  int64_t active_streams() const { return active_streams_.load(std::memory_order_relaxed); }
+
   grpc::Status MutatePriorities(grpc::ServerContext* context,
                                 const proto::MutatePrioritiesRequest* request,
                                 proto::MutatePrioritiesResponse* response) override;
@@ -111,6 +117,7 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;
   std::atomic<int64_t> active_streams_{0};
+  ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;

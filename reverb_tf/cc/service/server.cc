@@ -12,6 +12,8 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/metrics.h"
+#include "reverb_tf/cc/service/metrics_http.h"
 #include "reverb_tf/cc/service/replay_service.h"
 
 namespace reverb_tf {
@@ -95,6 +97,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     health->SetServingStatus(true);
     health->SetServingStatus(kHealthServiceName, true);
   }
+  if (options.metrics_port >= 0) {
+    ASSIGN_OR_RETURN(server->metrics_http_,
+                     MetricsHttpServer::Start(options.host, options.metrics_port,
+                                              [raw] { return raw->MetricsText(); }));
+  }
   if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
     const absl::Duration interval = options.checkpoint_interval;
     server->checkpoint_thread_ = std::thread([raw, interval] { raw->CheckpointPeriodically(interval); });
@@ -106,7 +113,151 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (checkpointer_ == nullptr) {
     return absl::FailedPreconditionError("this server was started without a checkpointer");
   }
-  return checkpointer_->Save(tables_);
+  absl::StatusOr<CheckpointStats> stats = checkpointer_->Save(tables_);
+  absl::MutexLock lock(&mu_);
+  if (stats.ok()) {
+    ++checkpoints_;
+    last_checkpoint_ = *stats;
+    last_checkpoint_time_ = absl::Now();
+  } else {
+    ++failed_checkpoints_;
+  }
+  return stats;
+}
+
+int ReplayServer::metrics_port() const {
+  return metrics_http_ != nullptr ? metrics_http_->port() : -1;
+}
+
+std::string ReplayServer::MetricsText() const {
+  PrometheusText page;
+  std::vector<TableInfo> infos;
+  infos.reserve(tables_.size());
+  for (const auto& table : tables_) infos.push_back(table->info());
+  using Labels = PrometheusText::Labels;
+  const auto table_family = [&](absl::string_view name, absl::string_view type,
+                                absl::string_view help, auto value) {
+    page.Family(name, type, help);
+    for (const TableInfo& info : infos) {
+      page.Sample(name, Labels{{"table", info.options.name}}, static_cast<double>(value(info)));
+    }
+  };
+  table_family("reverb_tf_table_size", "gauge", "Items in the table.",
+               [](const TableInfo& i) { return i.current_size; });
+  table_family("reverb_tf_table_max_size", "gauge", "Most items the table holds.",
+               [](const TableInfo& i) { return i.options.max_size; });
+  table_family("reverb_tf_table_inserts_total", "counter",
+               "New items inserted (replacements of a key not counted).",
+               [](const TableInfo& i) { return i.counters.inserted; });
+  table_family("reverb_tf_table_samples_total", "counter", "Items sampled.",
+               [](const TableInfo& i) { return i.counters.sampled; });
+  table_family("reverb_tf_table_priority_updates_total", "counter",
+               "Priority updates applied.",
+               [](const TableInfo& i) { return i.counters.priority_updates; });
+  table_family("reverb_tf_table_resets_total", "counter", "Reset calls.",
+               [](const TableInfo& i) { return i.counters.resets; });
+  page.Family("reverb_tf_table_removed_total", "counter",
+              "Items removed, by reason: deleted (by a client), evicted (the table was "
+              "full), max_times_sampled.");
+  for (const TableInfo& info : infos) {
+    const std::pair<const char*, int64_t> reasons[] = {
+        {"deleted", info.counters.deleted},
+        {"evicted", info.counters.evicted},
+        {"max_times_sampled", info.counters.sampled_out}};
+    for (const auto& [reason, count] : reasons) {
+      page.Sample("reverb_tf_table_removed_total",
+                  Labels{{"table", info.options.name}, {"reason", reason}},
+                  static_cast<double>(count));
+    }
+  }
+  page.Family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
+              "Time calls spent waiting for the rate limiter (since the last reset), by "
+              "side.");
+  for (const TableInfo& info : infos) {
+    const RateLimiterInfo& limiter = info.rate_limiter_info;
+    page.Sample("reverb_tf_table_rate_limiter_blocked_seconds_total",
+                Labels{{"table", info.options.name}, {"side", "insert"}},
+                absl::ToDoubleSeconds(limiter.insert_stats.completed_wait_time));
+    page.Sample("reverb_tf_table_rate_limiter_blocked_seconds_total",
+                Labels{{"table", info.options.name}, {"side", "sample"}},
+                absl::ToDoubleSeconds(limiter.sample_stats.completed_wait_time));
+  }
+  page.Family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
+              "Calls waiting for the rate limiter now, by side.");
+  for (const TableInfo& info : infos) {
+    const RateLimiterInfo& limiter = info.rate_limiter_info;
+    page.Sample("reverb_tf_table_rate_limiter_waiting_calls",
+                Labels{{"table", info.options.name}, {"side", "insert"}},
+                static_cast<double>(limiter.insert_stats.pending));
+    page.Sample("reverb_tf_table_rate_limiter_waiting_calls",
+                Labels{{"table", info.options.name}, {"side", "sample"}},
+                static_cast<double>(limiter.sample_stats.pending));
+  }
+  table_family("reverb_tf_table_samples_per_insert", "gauge",
+               "Samples per insert as the rate limiter counts them (since the last reset; "
+               "0 before the first insert).",
+               [](const TableInfo& i) {
+                 const RateLimiterInfo& limiter = i.rate_limiter_info;
+                 return limiter.inserts > 0 ? static_cast<double>(limiter.samples) /
+                                                  static_cast<double>(limiter.inserts)
+                                            : 0.0;
+               });
+  table_family("reverb_tf_table_samples_per_insert_target", "gauge",
+               "The rate limiter's configured samples per insert.",
+               [](const TableInfo& i) { return i.rate_limiter_info.options.samples_per_insert; });
+
+  const ServiceMetrics& service = service_->metrics();
+  page.Family("reverb_tf_chunks", "gauge", "Chunks held by items or writer streams.");
+  page.Sample("reverb_tf_chunks", {}, static_cast<double>(num_live_chunks()));
+  page.Family("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.");
+  page.Sample("reverb_tf_chunk_bytes", {}, static_cast<double>(num_live_chunk_bytes()));
+  page.Family("reverb_tf_received_bytes_total", "counter",
+              "Bytes of insert and sample stream messages received.");
+  page.Sample("reverb_tf_received_bytes_total", {},
+              static_cast<double>(service.received_bytes.load(std::memory_order_relaxed)));
+  page.Family("reverb_tf_sent_bytes_total", "counter",
+              "Bytes of insert and sample stream messages sent.");
+  page.Sample("reverb_tf_sent_bytes_total", {},
+              static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
+  page.Family("reverb_tf_active_streams", "gauge", "Insert and sample streams open now.");
+  page.Sample("reverb_tf_active_streams", {}, static_cast<double>(service_->active_streams()));
+  page.Family("reverb_tf_rpc_duration_seconds", "histogram",
+              "Unary calls: the call. Streams: one message, from a request to its "
+              "acknowledgement (inserts) or a sample response written, rate-limiter waits "
+              "included.");
+  for (int m = 0; m < ServiceMetrics::kNumMethods; ++m) {
+    page.Histogram("reverb_tf_rpc_duration_seconds",
+                   Labels{{"method", std::string(ServiceMetrics::kMethodNames[m])}},
+                   service.latency[m].Read());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    page.Family("reverb_tf_checkpoints_total", "counter",
+                "Checkpoints written by this process, by outcome.");
+    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "ok"}},
+                static_cast<double>(checkpoints_));
+    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "failed"}},
+                static_cast<double>(failed_checkpoints_));
+    if (last_checkpoint_.has_value()) {
+      page.Family("reverb_tf_last_checkpoint_duration_seconds", "gauge",
+                  "How long the last checkpoint took.");
+      page.Sample("reverb_tf_last_checkpoint_duration_seconds", {},
+                  absl::ToDoubleSeconds(last_checkpoint_->total));
+      page.Family("reverb_tf_last_checkpoint_bytes", "gauge", "Size of the last checkpoint.");
+      page.Sample("reverb_tf_last_checkpoint_bytes", {},
+                  static_cast<double>(last_checkpoint_->bytes));
+      page.Family("reverb_tf_last_checkpoint_items", "gauge", "Items in the last checkpoint.");
+      page.Sample("reverb_tf_last_checkpoint_items", {},
+                  static_cast<double>(last_checkpoint_->num_items));
+      page.Family("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
+                  "When the last checkpoint finished (Unix time).");
+      page.Sample("reverb_tf_last_checkpoint_timestamp_seconds", {},
+                  absl::ToUnixMicros(last_checkpoint_time_) * 1e-6);
+    }
+  }
+  page.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  page.Sample("process_resident_memory_bytes", {}, static_cast<double>(ResidentMemoryBytes()));
+  return page.text();
 }
 
 void ReplayServer::CheckpointPeriodically(absl::Duration interval) {
@@ -175,6 +326,8 @@ void ReplayServer::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
+  // Scrapes are answered until the service has stopped.
+  metrics_http_.reset();
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
 }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@ class Server;
 
 namespace reverb_tf {
 
+class MetricsHttpServer;
 class ReplayService;
 
 struct REVERB_TF_EXPORT ServerOptions {
@@ -58,6 +60,9 @@ struct REVERB_TF_EXPORT ServerOptions {
   std::shared_ptr<Checkpointer> checkpointer;
   // With a checkpointer, also save every `checkpoint_interval` (0: never).
   absl::Duration checkpoint_interval = absl::ZeroDuration();
+  // Serve Prometheus metrics over HTTP at GET /metrics on `host` and this
+  // port (0: a free one; -1: no metrics endpoint). See MetricsText().
+  int metrics_port = -1;
 };
 
 class REVERB_TF_EXPORT ReplayServer {
@@ -95,6 +100,12 @@ class REVERB_TF_EXPORT ReplayServer {
   // Saves a checkpoint (what the Checkpoint RPC does).
   absl::StatusOr<CheckpointStats> Checkpoint();
 
+  // The server's metrics in the Prometheus text format (docs/operations.md
+  // lists them); what GET /metrics returns.
+  std::string MetricsText() const;
+  // The port of the metrics endpoint; -1 without one.
+  int metrics_port() const;
+
   // The served table named `name`; NOT_FOUND if there is none.
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 
@@ -115,7 +126,13 @@ class REVERB_TF_EXPORT ReplayServer {
   std::shared_ptr<Checkpointer> checkpointer_;
   LoadedCheckpoint loaded_checkpoint_;
   std::thread checkpoint_thread_;
-  absl::Mutex mu_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
+  mutable absl::Mutex mu_;
+  // Checkpoints written and failed by this process, and the last one.
+  int64_t checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<CheckpointStats> last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -58,6 +58,9 @@ ABSL_FLAG(std::string, on_damaged_checkpoint, "fail",
           "message naming it) or 'previous' (load the newest intact one, with a "
           "warning; needs --checkpoint_keep > 1 to have one).");
 ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 1).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics at http://BIND:PORT/metrics (0: a free port, "
+          "printed on stderr; -1: none). Same interface as the service (--bind).");
 ABSL_FLAG(bool, checkpoint_on_exit, false,
           "On SIGTERM/SIGINT, write a final checkpoint after the last call has "
           "ended (needs a checkpoint directory).");
@@ -168,6 +171,7 @@ int Run() {
   if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
   options.host = absl::GetFlag(FLAGS_bind);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
   if (!checkpointer.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n",
@@ -193,6 +197,10 @@ int Run() {
     // stderr: stdout carries exactly one readiness line.
     std::fprintf(stderr, "reverb_tf_server: loaded checkpoint %s\n",
                  (*server)->loaded_checkpoint().c_str());
+  }
+  if ((*server)->metrics_port() >= 0) {
+    std::fprintf(stderr, "reverb_tf_server: metrics on http://%s:%d/metrics\n",
+                 options.host.c_str(), (*server)->metrics_port());
   }
   std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", tables.size(),
               (*server)->port());

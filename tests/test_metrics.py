@@ -1,0 +1,165 @@
+"""The Prometheus metrics endpoint: scraped over HTTP and read with prometheus_client's parser."""
+import re
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Dict, Tuple
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import reverb_tf
+
+Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Tuple[Samples, Dict[str, str]]:
+    """Returns every sample by (name, sorted labels), and each family's type."""
+    with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    samples, types = {}, {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples, types
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+@pytest.fixture
+def served():
+    tables = [
+        reverb_tf.Table("prio", sampler=reverb_tf.selectors.Prioritized(1.0),
+                        remover=reverb_tf.selectors.Fifo(), max_size=5,
+                        rate_limiter=reverb_tf.rate_limiters.MinSize(1)),
+        reverb_tf.Table.queue('odd "name" \\ here', 10),
+    ]
+    with reverb_tf.Server(tables, metrics_port=0) as server:
+        yield server, reverb_tf.Client(f"localhost:{server.port}")
+
+
+def test_values_move_with_traffic(served):
+    server, client = served
+    before, types = scrape(server.metrics_port)
+    assert value(before, "reverb_tf_table_size", table="prio") == 0
+    assert value(before, "reverb_tf_table_max_size", table="prio") == 5
+    assert types["reverb_tf_table_inserts"] == "counter"
+    assert types["reverb_tf_rpc_duration_seconds"] == "histogram"
+    assert value(before, "process_resident_memory_bytes") > 10 << 20
+
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for step in range(8):  # 8 inserts into a table of 5: 3 evicted
+            writer.append({"x": np.full(256, step, np.float32)})
+            writer.create_item("prio", 1.0, {"x": writer.history["x"][-1]})
+        writer.flush()
+        during, _ = scrape(server.metrics_port)
+        assert value(during, "reverb_tf_active_streams") == 1
+    samples = list(client.sample("prio", num_samples=4, emit_timesteps=False))
+    keys = [int(s.info.key) for s in samples]
+    client.mutate_priorities("prio", updates={keys[0]: 3.0}, deletes=[keys[1]])
+    client.server_info()
+    after, _ = scrape(server.metrics_port)
+
+    assert value(after, "reverb_tf_table_inserts_total", table="prio") == 8
+    assert value(after, "reverb_tf_table_samples_total", table="prio") == 4
+    assert value(after, "reverb_tf_table_priority_updates_total", table="prio") == 1
+    assert value(after, "reverb_tf_table_removed_total", table="prio", reason="evicted") == 3
+    assert value(after, "reverb_tf_table_removed_total", table="prio", reason="deleted") == 1
+    assert value(after, "reverb_tf_table_size", table="prio") == 4
+    assert value(after, "reverb_tf_table_samples_per_insert", table="prio") == 0.5
+    # 8 steps of 1 KiB went in; 4 samples came out, each chunk once per
+    # response (samples of one item share it).
+    received = value(after, "reverb_tf_received_bytes_total")
+    sent = value(after, "reverb_tf_sent_bytes_total")
+    assert 8 * 1024 <= received - value(before, "reverb_tf_received_bytes_total") < 8 * 1024 * 2
+    assert len(set(keys)) * 1024 <= sent - value(before, "reverb_tf_sent_bytes_total") < 8 * 1024
+    assert value(after, "reverb_tf_chunks") >= 4
+    for method in ["InsertStream", "SampleStream", "MutatePriorities", "ServerInfo"]:
+        count = value(after, "reverb_tf_rpc_duration_seconds_count", method=method)
+        assert count > value(before, "reverb_tf_rpc_duration_seconds_count", method=method)
+        assert value(after, "reverb_tf_rpc_duration_seconds_bucket", method=method,
+                     le="+Inf") == count
+    assert value(after, "reverb_tf_active_streams") == 0
+    # The name with a quote and a backslash survives the round trip.
+    assert value(after, "reverb_tf_table_max_size", table='odd "name" \\ here') == 10
+
+
+def test_rate_limiter_waits_and_checkpoints_are_reported(served):
+    server, client = served
+    queue = 'odd "name" \\ here'
+    # A sampler that waits for the empty queue until an item arrives.
+    waiter = threading.Thread(
+        target=lambda: list(client.sample(queue, num_samples=1, emit_timesteps=False)))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while value(scrape(server.metrics_port)[0], "reverb_tf_table_rate_limiter_waiting_calls",
+                table=queue, side="sample") != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)
+    client.insert(np.float32(1), {queue: 1.0})
+    waiter.join(timeout=10)
+    client.insert(np.float32(2), {"prio": 1.0})
+    client.checkpoint()
+    samples, _ = scrape(server.metrics_port)
+    assert value(samples, "reverb_tf_table_rate_limiter_waiting_calls", table=queue,
+                 side="sample") == 0
+    assert value(samples, "reverb_tf_table_rate_limiter_blocked_seconds_total", table=queue,
+                 side="sample") >= 0.2
+    assert value(samples, "reverb_tf_table_removed_total", table=queue,
+                 reason="max_times_sampled") == 1
+    assert value(samples, "reverb_tf_checkpoints_total", outcome="ok") == 1
+    assert value(samples, "reverb_tf_checkpoints_total", outcome="failed") == 0
+    assert value(samples, "reverb_tf_last_checkpoint_items") == 1
+    assert value(samples, "reverb_tf_last_checkpoint_bytes") > 0
+    assert value(samples, "reverb_tf_last_checkpoint_duration_seconds") > 0
+    assert value(samples, "reverb_tf_rpc_duration_seconds_count", method="Checkpoint") == 1
+
+
+def test_only_get_metrics_is_served(served):
+    server, _ = served
+    with pytest.raises(urllib.error.HTTPError) as not_found:
+        urllib.request.urlopen(f"http://localhost:{server.metrics_port}/other", timeout=10)
+    assert not_found.value.code == 404
+    request = urllib.request.Request(f"http://localhost:{server.metrics_port}/metrics",
+                                     data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as not_allowed:
+        urllib.request.urlopen(request, timeout=10)
+    assert not_allowed.value.code == 405
+    assert server.metrics_text().startswith("# HELP reverb_tf_table_size")
+
+
+def test_no_endpoint_unless_asked_and_a_taken_port_is_a_clear_error(served):
+    server, _ = served
+    with reverb_tf.Server([reverb_tf.Table.queue("q", 1)]) as quiet:
+        assert quiet.metrics_port is None
+        assert "reverb_tf_table_size" in quiet.metrics_text()
+    with pytest.raises(reverb_tf.errors.UnavailableError, match="metrics: cannot listen"):
+        reverb_tf.Server([reverb_tf.Table.queue("q", 1)], metrics_port=server.metrics_port)
+
+
+def test_the_binary_serves_metrics(server_binary):
+    config = ("port: 0 tables { table_name: 't' sampler { uniform: true } remover { fifo: true } "
+              "max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+              "min_diff: -1e300 max_diff: 1e300 } }")
+    import subprocess  # pylint: disable=g-import-not-at-top
+    process = subprocess.Popen([server_binary, f"--config={config}", "--metrics_port=0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics_line = process.stderr.readline()
+        port = int(re.search(r"metrics on http://localhost:(\d+)/metrics", metrics_line).group(1))
+        service_port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
+        reverb_tf.Client(f"localhost:{service_port}").insert(np.float32(1), {"t": 1.0})
+        samples, _ = scrape(port)
+        assert value(samples, "reverb_tf_table_inserts_total", table="t") == 1
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0

@@ -12,7 +12,7 @@ runs this with the interpreter the native code was built for:
 2. Write the .dist-info: the version from reverb_tf/__init__.py, a
    requirement on the TensorFlow distribution and major.minor version that
    _build_info.json records (the one the op library was compiled against),
-   and the `reverb_tf_server` console entry point.
+   and the console entry points `reverb_tf_server` and `reverb_tf`.
 3. Zip a cpXY-cpXY-linux_<arch> wheel, then `auditwheel repair` it: the
    shared libraries the native files need from the system (absl, re2) are
    copied into reverb_tf.libs/ and the wheel gets the manylinux tag its
@@ -45,7 +45,8 @@ SUMMARY = ("TensorFlow-native experience replay: a C++ replay server over gRPC, 
            "tf.data datasets and TF ops, with dm-reverb 0.14's Python API")
 # Imported by the Python files; TensorFlow itself is added from _build_info.json.
 REQUIREMENTS = ["absl-py", "dm-tree", "numpy"]
-CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main"}
+CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main",
+                   "reverb_tf": "reverb_tf.cli:main"}
 # Must come from the user's TensorFlow (already loaded when our ops load).
 EXCLUDED_LIBRARIES = ["libtensorflow_framework.so.2"]
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest date a zip entry can carry

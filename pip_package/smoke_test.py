@@ -20,6 +20,7 @@ if any check failed.
 import tensorflow as tf  # first, on purpose
 
 import importlib.metadata
+import json
 import pathlib
 import re
 import signal
@@ -29,6 +30,7 @@ import sysconfig
 import tempfile
 import threading
 import traceback
+import urllib.request
 
 import numpy as np
 import tree
@@ -182,10 +184,26 @@ def check_server_console_script_rejects_a_bad_config():
     assert result.returncode == 2 and "no tables" in result.stderr, result
 
 
+def check_cli_console_script():
+    command = pathlib.Path(sys.executable).parent / "reverb_tf"
+    table = reverb.Table.queue("q", 10)
+    with reverb.Server([table], metrics_port=0) as server:
+        reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"q": 1.0})
+        result = subprocess.run([str(command), "info", f"localhost:{server.port}", "--json"],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result
+        tables = json.loads(result.stdout)["tables"]
+        assert [(t["name"], t["current_size"]) for t in tables] == [("q", 1)], tables
+        # The metrics endpoint of the wheel's native library.
+        page = urllib.request.urlopen(f"http://localhost:{server.metrics_port}/metrics",
+                                      timeout=10).read().decode()
+        assert 'reverb_tf_table_size{table="q"} 1' in page, page[:300]
+
+
 def main():
     checks = [check_installed_wheel, check_server_writer_and_dataset,
               check_tf_client_in_tf_function, check_server_console_script,
-              check_server_console_script_rejects_a_bad_config]
+              check_server_console_script_rejects_a_bad_config, check_cli_console_script]
     failed = 0
     for check in checks:
         try:

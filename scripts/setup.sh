@@ -23,6 +23,7 @@ APT_PACKAGES=(
   libabsl-dev libre2-dev libc-ares-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev
   python3-venv python3-dev
+  chromium
 )
 
 missing=()

@@ -24,6 +24,9 @@ bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
 # Coverage-guided fuzzing of the wire decoding paths, 90 s (libFuzzer).
 bash "${ROOT}/scripts/fuzz.sh" --no-setup || status=$?
 
+# Test artifacts (the dashboard screenshot) go beside the caches, not into
+# the checkout.
+export REVERB_TF_ARTIFACTS="${REVERB_TF_ARTIFACTS:-${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}/artifacts}"
 if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
   "${ROOT}/.venv/bin/python" -m pytest -q "${ROOT}/tests" || status=$?
 fi

@@ -88,6 +88,16 @@ def test_values_move_with_traffic(served):
         assert value(after, "reverb_tf_rpc_duration_seconds_bucket", method=method,
                      le="+Inf") == count
     assert value(after, "reverb_tf_active_streams") == 0
+    # Priorities: the 5 items left all have priority 1 but one (3.0): the
+    # cumulative counts by power of two say so.
+    assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="0.5") == 0
+    assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="1") == 3
+    assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="4") == 4
+    assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="+Inf") == 4
+    assert value(after, "reverb_tf_table_info", table="prio",
+                 sampler="SelectorOptions(kind=Prioritized, priority_exponent=1)",
+                 remover="SelectorOptions(kind=Fifo)", max_times_sampled="0",
+                 signature="no") == 1
     # The name with a quote and a backslash survives the round trip.
     assert value(after, "reverb_tf_table_max_size", table='odd "name" \\ here') == 10
 
@@ -124,7 +134,7 @@ def test_rate_limiter_waits_and_checkpoints_are_reported(served):
     assert value(samples, "reverb_tf_rpc_duration_seconds_count", method="Checkpoint") == 1
 
 
-def test_only_get_metrics_is_served(served):
+def test_only_get_of_metrics_and_dashboard_is_served(served):
     server, _ = served
     with pytest.raises(urllib.error.HTTPError) as not_found:
         urllib.request.urlopen(f"http://localhost:{server.metrics_port}/other", timeout=10)
@@ -134,7 +144,10 @@ def test_only_get_metrics_is_served(served):
     with pytest.raises(urllib.error.HTTPError) as not_allowed:
         urllib.request.urlopen(request, timeout=10)
     assert not_allowed.value.code == 405
-    assert server.metrics_text().startswith("# HELP reverb_tf_table_size")
+    assert 'reverb_tf_table_size{table="prio"} 0' in server.metrics_text()
+    with urllib.request.urlopen(f"http://localhost:{server.metrics_port}/", timeout=10) as page:
+        assert page.headers["Content-Type"].startswith("text/html")
+        assert "<title>reverb_tf server</title>" in page.read().decode()
 
 
 def test_no_endpoint_unless_asked_and_a_taken_port_is_a_clear_error(served):

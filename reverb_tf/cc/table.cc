@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +132,22 @@ absl::Status Table::EvictOverflowLocked(std::vector<Item>* graveyard) {
   return absl::OkStatus();
 }
 
+double PriorityHistogram::UpperBound(int bucket) {
+  if (bucket <= 0) return 0.0;
+  if (bucket >= kNumBuckets - 1) return std::numeric_limits<double>::infinity();
+  return std::ldexp(1.0, bucket - 11);
+}
+
+int PriorityHistogram::BucketOf(double priority) {
+  if (!(priority > 0)) return 0;
+  if (std::isinf(priority)) return kNumBuckets - 1;
+  int exponent;
+  const double mantissa = std::frexp(priority, &exponent);  // priority = m * 2^e, m in [0.5, 1)
+  // The smallest e' with priority <= 2^e'.
+  const int ceiling = mantissa == 0.5 ? exponent - 1 : exponent;
+  return std::clamp(ceiling + 11, 1, kNumBuckets - 1);
+}
+
 absl::Status Table::CheckPriority(double priority) const {
   const bool weights = options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
                        options_.remover.kind == SelectorOptions::Kind::kPrioritized;
@@ -155,6 +172,8 @@ absl::Status Table::AssignLocked(Item* item) {
   RETURN_IF_ERROR(sampler_->Update(item->key, item->priority));
   RETURN_IF_ERROR(remover_->Update(item->key, item->priority));
   Item& stored = items_.at(item->key);
+  CountPriorityLocked(stored.priority, -1);
+  CountPriorityLocked(item->priority, 1);
   stored.priority = item->priority;
   CountEpisodeLocked(*item, 1);
   CountEpisodeLocked(stored, -1);
@@ -172,6 +191,7 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
   RETURN_IF_ERROR(sampler_->Delete(key));
   RETURN_IF_ERROR(remover_->Delete(key));
   CountEpisodeLocked(it->second, -1);
+  CountPriorityLocked(it->second.priority, -1);
   (snapshots_alive_ > 0 ? kept_for_snapshots_ : *graveyard).push_back(std::move(it->second));
   items_.erase(it);
   rate_limiter_.RecordDelete();
@@ -215,6 +235,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
   }
   const Key key = item.key;
   CountEpisodeLocked(item, 1);
+  CountPriorityLocked(item.priority, 1);
   items_.emplace(key, std::move(item));
   rate_limiter_.RecordInsert();
   ++counters_.inserted;
@@ -288,6 +309,8 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     }
     RETURN_IF_ERROR(sampler_->Update(key, priority));
     RETURN_IF_ERROR(remover_->Update(key, priority));
+    CountPriorityLocked(it->second.priority, -1);
+    CountPriorityLocked(priority, 1);
     it->second.priority = priority;
     ++result.updated;
     ++counters_.priority_updates;
@@ -316,6 +339,7 @@ void Table::Reset() {
   remover_->Clear();
   rate_limiter_.Reset();
   ++counters_.resets;
+  priorities_ = PriorityHistogram();
   num_unique_samples_ = 0;
   episode_items_.clear();
   num_deleted_episodes_ = 0;
@@ -354,6 +378,7 @@ TableInfo Table::info() const {
   info.num_episodes = static_cast<int64_t>(episode_items_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
   info.counters = counters_;
+  info.priorities = priorities_;
   info.rate_limiter_info = rate_limiter_.info();
   return info;
 }
@@ -370,6 +395,14 @@ absl::Status Table::CheckInvariants() const {
     return absl::InternalError(absl::StrCat("table '", name(), "' holds ", size,
                                             " items, max_size ",
                                             options_.max_size));
+  }
+  {
+    PriorityHistogram expected;
+    for (const auto& [key, item] : items_) ++expected.counts[PriorityHistogram::BucketOf(item.priority)];
+    if (expected.counts != priorities_.counts) {
+      return absl::InternalError(absl::StrCat(
+          "table '", name(), "': its priority histogram does not match its items"));
+    }
   }
   const RateLimiterInfo limiter = rate_limiter_.info();
   if (limiter.inserts - limiter.deletes != size) {
@@ -506,6 +539,7 @@ absl::Status Table::LoadItems(std::vector<Item> items) {
     if (item.times_sampled > 0) ++num_unique_samples_;
     const Key key = item.key;
     CountEpisodeLocked(item, 1);
+    CountPriorityLocked(item.priority, 1);
     items_.emplace(key, std::move(item));
     if (static_cast<int64_t>(items_.size()) > options_.max_size) ++load_discarded_;
     RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));

@@ -22,6 +22,7 @@
 #ifndef REVERB_TF_CC_TABLE_H_
 #define REVERB_TF_CC_TABLE_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -96,9 +97,24 @@ struct TableCounters {
   int64_t resets = 0;
 };
 
+// How the priorities of a table's items are distributed, kept up to date as
+// items come, go and change priority (O(1) each), for dashboards: bucket 0
+// counts priorities <= 0, bucket i in [1, 21] those in (2^(i-12), 2^(i-11)],
+// with the first of those taking everything in (0, 2^-10] and the last
+// bucket everything above 2^10 (and NaN never occurs: priorities are checked).
+struct PriorityHistogram {
+  static constexpr int kNumBuckets = 23;
+  // Upper bound of bucket i (the last is +infinity).
+  static double UpperBound(int bucket);
+  static int BucketOf(double priority);
+
+  std::array<int64_t, kNumBuckets> counts{};
+};
+
 struct TableInfo {
   TableOptions options;
   TableCounters counters;
+  PriorityHistogram priorities;
   int64_t current_size = 0;
   // Items that have been sampled at least once.
   int64_t num_unique_samples = 0;
@@ -256,6 +272,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // The priority rule of the table: a sampling weight (ValidatePriorityWeight)
   // if either selector is prioritized, else anything but NaN.
   absl::Status CheckPriority(double priority) const;
+  void CountPriorityLocked(double priority, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    priorities_.counts[PriorityHistogram::BucketOf(priority)] += delta;
+  }
   // Counts `item` in (delta 1) or out of (delta -1) its episode.
   void CountEpisodeLocked(const Item& item, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)
@@ -271,6 +290,7 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::CondVar cv_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   TableCounters counters_ ABSL_GUARDED_BY(mu_);
+  PriorityHistogram priorities_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Key, Item> items_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);

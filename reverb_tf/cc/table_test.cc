@@ -94,6 +94,41 @@ TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
   EXPECT_EQ(table->info().rate_limiter_info.inserts, 0);
 }
 
+TEST(PriorityHistogramTest, BucketsArePowersOfTwoWithOpenEnds) {
+  EXPECT_EQ(PriorityHistogram::BucketOf(-3.0), 0);
+  EXPECT_EQ(PriorityHistogram::BucketOf(0.0), 0);
+  EXPECT_EQ(PriorityHistogram::BucketOf(1e-9), 1);          // (0, 2^-10]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1.0), 11);          // (0.5, 1]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1.0000001), 12);    // (1, 2]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1024.0), 21);       // (512, 1024]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1025.0), 22);       // above 2^10
+  EXPECT_EQ(PriorityHistogram::BucketOf(INFINITY), 22);
+  for (double p : {0.3, 1.0, 7.0, 1e-5, 600.0}) {
+    const int b = PriorityHistogram::BucketOf(p);
+    EXPECT_LE(p, PriorityHistogram::UpperBound(b)) << p;
+    EXPECT_GT(p, PriorityHistogram::UpperBound(b - 1)) << p;
+  }
+}
+
+TEST_F(TableTest, PriorityHistogramFollowsInsertsUpdatesAndRemovals) {
+  auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 3,
+                                          RateLimiterOptions::MinSize(1)));
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(1, 1.0)).ok());
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 1.0)).ok());
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(3, 3.0)).ok());
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(4, 0.25)).ok());    // evicts 1
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 100.0)).ok());   // replaces 2
+  ASSERT_TRUE(table->MutatePriorities({{3, 0.25}}, {}).ok());
+  PriorityHistogram histogram = table->info().priorities;
+  EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(0.25)], 2);
+  EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(100.0)], 1);
+  EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(1.0)], 0);
+  EXPECT_TRUE(table->CheckInvariants().ok()) << table->CheckInvariants();
+  table->Reset();
+  histogram = table->info().priorities;
+  for (int64_t count : histogram.counts) EXPECT_EQ(count, 0);
+}
+
 TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));

@@ -202,8 +202,9 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
   return absl::OkStatus();
 }
 
-absl::Status LoadInto(const std::string& path,
-                      absl::Span<const std::shared_ptr<Table>> tables) {
+absl::Status LoadInto(
+    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
+    const std::function<void(uint64_t, uint64_t)>& progress = nullptr) {
   const std::string file = (fs::path(path) / kDataFile).string();
   auto opened = RecordReader::Open(file);
   if (absl::IsNotFound(opened.status())) {
@@ -257,8 +258,14 @@ absl::Status LoadInto(const std::string& path,
   chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
   std::vector<int64_t> items_read(targets.size(), 0);
   bool ended = false;
+  constexpr uint64_t kProgressEvery = uint64_t{8} << 20;
+  uint64_t next_progress = 0;
   while (true) {
     ASSIGN_OR_RETURN(more, reader.Next(&type, &payload));
+    if (progress && (reader.offset() >= next_progress || !more)) {
+      progress(reader.offset(), reader.file_size());
+      next_progress = reader.offset() + kProgressEvery;
+    }
     if (!more) break;
     if (ended) return reader.Corrupt("data after the end entry");
     switch (type) {
@@ -595,6 +602,40 @@ absl::Status LoadCheckpoint(const std::string& path,
     for (const auto& table : tables) table->Reset();
   }
   return status;
+}
+
+absl::StatusOr<CheckpointSummary> InspectCheckpoint(
+    const std::string& path, std::function<void(uint64_t, uint64_t)> progress) {
+  const std::string file = (fs::path(path) / kDataFile).string();
+  CheckpointSummary summary;
+  summary.path = path;
+  proto::CheckpointHeader header;
+  {
+    auto opened = RecordReader::Open(file);
+    if (absl::IsNotFound(opened.status())) {
+      return absl::NotFoundError(absl::StrCat(
+          "'", path, "' is not a reverb_tf checkpoint: it has no ", kDataFile));
+    }
+    RETURN_IF_ERROR(opened.status());
+    uint8_t type;
+    absl::string_view payload;
+    ASSIGN_OR_RETURN(bool more, (*opened)->Next(&type, &payload));
+    if (!more || type != kHeader || !header.ParseFromArray(payload.data(), payload.size())) {
+      return (*opened)->Corrupt("the first entry is not a checkpoint header");
+    }
+    summary.file_bytes = (*opened)->file_size();
+  }
+  summary.written_by = header.written_by();
+  summary.num_chunks = header.num_chunks();
+  std::vector<std::shared_ptr<Table>> tables;
+  for (const proto::TableInfo& proto_info : header.tables()) {
+    ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(proto_info));
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> table, Table::Create(info.options, /*seed=*/1));
+    tables.push_back(std::move(table));
+  }
+  RETURN_IF_ERROR(LoadInto(path, tables, progress));
+  for (const auto& table : tables) summary.tables.push_back(table->info());
+  return summary;
 }
 
 }  // namespace reverb_tf

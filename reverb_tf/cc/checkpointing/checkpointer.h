@@ -27,6 +27,7 @@
 #define REVERB_TF_CC_CHECKPOINTING_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,6 +119,25 @@ class REVERB_TF_EXPORT Checkpointer {
 // (see Table::LoadItems / FinishLoad).
 REVERB_TF_EXPORT absl::Status LoadCheckpoint(
     const std::string& path, absl::Span<const std::shared_ptr<Table>> tables);
+
+// What a checkpoint holds, read back in full.
+struct REVERB_TF_EXPORT CheckpointSummary {
+  std::string path;
+  std::string written_by;
+  uint64_t file_bytes = 0;
+  int64_t num_chunks = 0;
+  // Each table as loaded from the checkpoint (options, size, counters).
+  std::vector<TableInfo> tables;
+};
+
+// Reads every record of the checkpoint directory `path`, verifying each
+// checksum and decoding every chunk and item into tables built from the
+// checkpoint's own header, as a server would load it: DATA_LOSS names the
+// damaged record. Holds the whole checkpoint in memory while it runs.
+// `progress(bytes_read, file_bytes)`, if set, is called every few MB.
+REVERB_TF_EXPORT absl::StatusOr<CheckpointSummary> InspectCheckpoint(
+    const std::string& path,
+    std::function<void(uint64_t bytes_read, uint64_t file_bytes)> progress = nullptr);
 
 }  // namespace reverb_tf
 

@@ -97,6 +97,9 @@ class RecordReader {
   absl::Status Corrupt(absl::string_view what) const;
 
   const std::string& path() const { return path_; }
+  // Bytes read so far, and the file's size.
+  uint64_t offset() const { return offset_; }
+  uint64_t file_size() const { return file_size_; }
 
  private:
   RecordReader(std::string path, int fd, uint64_t file_size);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
@@ -419,6 +420,39 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("nested_structure", [](const TableInfo& i) {
         return py::bytes(i.options.signature.has_value() ? i.options.signature->nested_structure : "");
       });
+
+  m.def(
+      "inspect_checkpoint",
+      [](const std::string& path, std::optional<py::function> progress) {
+        // Python errors in the callback (Ctrl-C) end the reporting; the
+        // first is raised once the native call returns.
+        std::optional<py::error_already_set> callback_error;
+        std::function<void(uint64_t, uint64_t)> report;
+        if (progress.has_value()) {
+          report = [&](uint64_t done, uint64_t total) {
+            py::gil_scoped_acquire gil;
+            if (callback_error.has_value()) return;
+            try {
+              (*progress)(done, total);
+            } catch (py::error_already_set& error) {
+              callback_error = std::move(error);
+            }
+          };
+        }
+        absl::StatusOr<CheckpointSummary> summary =
+            WithoutGil([&] { return InspectCheckpoint(path, report); });
+        if (callback_error.has_value()) throw *callback_error;
+        CheckOk(summary.status());
+        py::dict out;
+        out["path"] = summary->path;
+        out["written_by"] = summary->written_by;
+        out["file_bytes"] = summary->file_bytes;
+        out["num_chunks"] = summary->num_chunks;
+        out["tables"] = py::cast(summary->tables);
+        return out;
+      },
+      py::arg("path"), py::arg("progress") = py::none(),
+      "Reads and verifies a checkpoint directory (see checkpointer.h).");
 
   py::class_<ReplayServer>(m, "Server")
       .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes,

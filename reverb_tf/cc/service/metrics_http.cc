@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "microhttpd/microhttpd.h"
+#include "reverb_tf/cc/service/dashboard_html.h"
 
 namespace reverb_tf {
 namespace {
@@ -31,9 +32,13 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
     return Reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n", "text/plain");
   }
   if (*upload_data_size != 0) return MHD_NO;  // a GET with a body
+  if (std::strcmp(url, "/") == 0 || std::strcmp(url, "/dashboard") == 0) {
+    static const std::string* const kPage = new std::string(kDashboardHtml);
+    return Reply(connection, MHD_HTTP_OK, *kPage, "text/html; charset=utf-8");
+  }
   if (std::strcmp(url, "/metrics") != 0) {
-    return Reply(connection, MHD_HTTP_NOT_FOUND, "not found: the metrics are at /metrics\n",
-                 "text/plain");
+    return Reply(connection, MHD_HTTP_NOT_FOUND,
+                 "not found: the metrics are at /metrics, the dashboard at /\n", "text/plain");
   }
   return Reply(connection, MHD_HTTP_OK, render(), MetricsHttpServer::kContentType);
 }

@@ -1,4 +1,5 @@
-// The HTTP endpoint of a server's Prometheus metrics: GET /metrics, served by
+// The HTTP endpoint of a server's Prometheus metrics (GET /metrics) and of its
+// live dashboard (GET /, dashboard.html, which polls /metrics), served by
 // GNU libmicrohttpd (linked statically, built without HTTPS) on one thread of
 // its own.
 //
@@ -21,7 +22,7 @@ class MetricsHttpServer {
  public:
   // Listens on `host` ("localhost" is 127.0.0.1; "0.0.0.0" or "::" every
   // interface) and `port` (0: a free one); GET /metrics answers render()'s
-  // text. UNAVAILABLE if the address cannot be bound.
+  // text, GET / the dashboard. UNAVAILABLE if the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port, std::function<std::string()> render);
 

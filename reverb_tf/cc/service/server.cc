@@ -1,5 +1,6 @@
 #include "reverb_tf/cc/service/server.h"
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <utility>
@@ -142,6 +143,17 @@ std::string ReplayServer::MetricsText() const {
       page.Sample(name, Labels{{"table", info.options.name}}, static_cast<double>(value(info)));
     }
   };
+  page.Family("reverb_tf_table_info", "gauge",
+              "Always 1; the labels describe the table's selectors and options.");
+  for (const TableInfo& info : infos) {
+    page.Sample("reverb_tf_table_info",
+                Labels{{"table", info.options.name},
+                       {"sampler", info.options.sampler.DebugString()},
+                       {"remover", info.options.remover.DebugString()},
+                       {"max_times_sampled", absl::StrCat(info.options.max_times_sampled)},
+                       {"signature", info.options.signature.has_value() ? "yes" : "no"}},
+                1);
+  }
   table_family("reverb_tf_table_size", "gauge", "Items in the table.",
                [](const TableInfo& i) { return i.current_size; });
   table_family("reverb_tf_table_max_size", "gauge", "Most items the table holds.",
@@ -205,6 +217,21 @@ std::string ReplayServer::MetricsText() const {
   table_family("reverb_tf_table_samples_per_insert_target", "gauge",
                "The rate limiter's configured samples per insert.",
                [](const TableInfo& i) { return i.rate_limiter_info.options.samples_per_insert; });
+
+  page.Family("reverb_tf_table_items_by_priority", "gauge",
+              "Items whose priority is at most `le` (cumulative, powers of two; for "
+              "dashboards).");
+  for (const TableInfo& info : infos) {
+    int64_t cumulative = 0;
+    for (int b = 0; b < PriorityHistogram::kNumBuckets; ++b) {
+      cumulative += info.priorities.counts[b];
+      const double bound = PriorityHistogram::UpperBound(b);
+      page.Sample("reverb_tf_table_items_by_priority",
+                  Labels{{"table", info.options.name},
+                         {"le", std::isinf(bound) ? "+Inf" : absl::StrCat(bound)}},
+                  static_cast<double>(cumulative));
+    }
+  }
 
   const ServiceMetrics& service = service_->metrics();
   page.Family("reverb_tf_chunks", "gauge", "Chunks held by items or writer streams.");

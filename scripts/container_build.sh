@@ -34,9 +34,18 @@ fi
 context="$(mktemp -d)"
 trap 'rm -rf "${context}"' EXIT
 git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
+# On a network that intercepts TLS, the host trusts an extra CA (pip's
+# `cert` setting); hand the container the same trust for pip.
+mounts=()
+pip_cert="$(python3 -m pip config get global.cert 2>/dev/null || true)"
+if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
+  printf '[global]\ncert = /run/host-ca.crt\n' > "${context}/.host-pip.conf"
+  mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro"
+           --volume "${context}/.host-pip.conf:/etc/pip.conf:ro")
+fi
 log "building (cold: about 25 minutes on 2 cores)"
 started=$(date +%s)
-buildah bud --isolation chroot --pull-never --network host \
+buildah bud --isolation chroot --pull-never --network host "${mounts[@]}" \
   --ignorefile "${context}/pip_package/Dockerfile.dockerignore" \
   -f "${context}/pip_package/Dockerfile" -o "type=local,dest=${OUT}" "${context}"
 log "done in $(( $(date +%s) - started )) s: $(ls "${OUT}")"

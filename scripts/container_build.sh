@@ -37,7 +37,7 @@ git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
 # On a network that intercepts TLS, the host trusts an extra CA (pip's
 # `cert` setting); hand the container the same trust for pip.
 mounts=()
-pip_cert="$(python3 -m pip config get global.cert 2>/dev/null || true)"
+pip_cert="${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}"
 if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
   printf '[global]\ncert = /run/host-ca.crt\n' > "${context}/.host-pip.conf"
   mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro"

@@ -85,6 +85,12 @@ wheel="$(bazel "${bazel_startup[@]}" run "${bazel_flags[@]}" \
 log "built ${wheel}: $(du -h "${wheel}" | cut -f1)"
 step "wheel"
 
+if [[ " ${check_args[*]} " == *" --pytest "* && -z "${REVERB_TF_ORACLE_PYTHON:-}" ]]; then
+  # The differential tests of tests/compat compare with dm-reverb 0.14.
+  REVERB_TF_ORACLE_PYTHON="$(bash scripts/setup_oracle.sh)"
+  export REVERB_TF_ORACLE_PYTHON
+  step "dm-reverb oracle venv"
+fi
 bash scripts/check_wheel.sh "${wheel}" "${tf_requirement}" "${check_args[@]}"
 step "fresh venv and tests"
 

@@ -63,7 +63,8 @@ if (( run_pytest )); then
     '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet)==' \
     "${ROOT}/requirements.txt")
   "${venv}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
-  cp -r "${ROOT}/tests" "${ROOT}/README.md" "${work}/"
+  # examples/: scenarios of the differential tests run them.
+  cp -r "${ROOT}/tests" "${ROOT}/examples" "${ROOT}/README.md" "${work}/"
   log "pytest on a copy of tests/, against the installed wheel"
   REVERB_TF_TEST_INSTALLED=1 TF_CPP_MIN_LOG_LEVEL=2 \
     "${venv}/bin/python" -m pytest -q -p no:cacheprovider "${work}/tests"

@@ -22,6 +22,8 @@ import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
+from integration import listening_addresses
+from integration import port_outside_ephemeral_range
 from integration import proc_count
 
 # How long a call caught by the kill may take to raise. Measured about 1.5 s
@@ -71,8 +73,10 @@ class _Outcome:
 
 
 def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client(server_binary):
-    process, port = _start(server_binary)
+    # Restarted below on the same port: see port_outside_ephemeral_range.
+    process, port = _start(server_binary, port_outside_ephemeral_range())
     address = f"localhost:{port}"
+    first_addresses = listening_addresses(port)
     client = reverb.Client(address)
     client.server_info(timeout=10)
 
@@ -125,6 +129,9 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
     restarted, restarted_port = _start(server_binary, port)
     try:
         assert restarted_port == port
+        # Listening where the first server did (if a socket of a reconnecting
+        # client held the port, it would not be).
+        assert listening_addresses(port) == first_addresses
         assert client.server_info(timeout=10)["t"].current_size == 0  # nothing checkpointed
         client.insert(np.float32(7), {"t": 1.0})
         assert next(client.sample("t", emit_timesteps=False)).data[0] == 7

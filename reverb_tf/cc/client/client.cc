@@ -238,10 +238,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   // Reconnect quickly to a server that is (re)starting: the default first
   // backoff of 1 s would make every bounded retry of ours fail fast.
   // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: gRPC uses it as the
-  // time a connection attempt may take (default 20 s). Set to 100 ms, as it
-  // once was here, a loaded machine aborted handshakes ("tcp handshaker
-  // shutdown") attempt after attempt, and a client failed to reach a
-  // restarted server for over 10 s.
+  // least time a connection attempt may take (default 20 s); at 100 ms, as
+  // it once was here, a loaded machine can abort handshakes ("tcp handshaker
+  // shutdown") before they complete.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   auto channel = grpc::CreateCustomChannel(

@@ -1,4 +1,6 @@
 """The `reverb_tf` command, run as a program against real servers and checkpoints."""
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -12,14 +14,27 @@ import numpy as np
 import pytest
 
 import reverb_tf
+from reverb_tf import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run(*args: str) -> subprocess.CompletedProcess:
+    """Runs the command in this process (as its console script would), capturing output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    return subprocess.CompletedProcess(["reverb_tf", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_the_module_runs_as_a_program():
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "reverb_tf", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    result = subprocess.run([sys.executable, "-m", "reverb_tf", "--help"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0 and "inspect" in result.stdout
+    result = subprocess.run([sys.executable, "-m", "reverb_tf", "info"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 2 and "address" in result.stderr
 
 
 @pytest.fixture

@@ -185,6 +185,47 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
   }
 }
 
+TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
+  const std::string root = FreshDir("inspect");
+  auto tables = MakeTables();
+  Fill(tables, 50);
+  auto stats = MakeCheckpointer(root)->Save(tables);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
+  auto summary = InspectCheckpoint(stats->path, [&](uint64_t done, uint64_t total) {
+    progress.emplace_back(done, total);
+  });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->num_chunks, 51);
+  EXPECT_EQ(summary->file_bytes, fs::file_size(DataFile(stats->path)));
+  ASSERT_EQ(summary->tables.size(), tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    EXPECT_EQ(summary->tables[i].options.name, tables[i]->name());
+    EXPECT_EQ(summary->tables[i].current_size, tables[i]->size());
+    EXPECT_EQ(summary->tables[i].rate_limiter_info.inserts,
+              tables[i]->info().rate_limiter_info.inserts);
+  }
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().first, progress.back().second);  // the last report: all read
+
+  // A flipped byte: DATA_LOSS naming the file.
+  const std::string file = DataFile(stats->path);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x10);
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  auto damaged = InspectCheckpoint(stats->path);
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+  EXPECT_NE(damaged.status().message().find(file), std::string::npos);
+  EXPECT_EQ(InspectCheckpoint(root + "/none").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 2,
                                           RateLimiterOptions::MinSize(1)));

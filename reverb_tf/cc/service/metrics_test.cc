@@ -3,7 +3,15 @@
 // Prometheus's own parser, by tests/test_metrics.py.)
 #include "reverb_tf/cc/service/metrics.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
 namespace {
@@ -45,6 +53,58 @@ TEST(PrometheusTextTest, EscapesLabelsAndWritesCumulativeBuckets) {
 
 TEST(ResidentMemoryTest, ReadsThisProcesssRss) {
   EXPECT_GT(ResidentMemoryBytes(), 1 << 20);
+}
+
+// One HTTP/1.0 request to 127.0.0.1:port; the whole response.
+std::string HttpGet(int port, const std::string& method, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    const std::string request = method + " " + path + " HTTP/1.0\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      ssize_t n;
+      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+    }
+  }
+  close(fd);
+  return response;
+}
+
+TEST(MetricsHttpTest, ServesMetricsAndDashboardAndRefusesTheRest) {
+  ServerOptions options;
+  options.metrics_port = 0;
+  auto server = ReplayServer::StartFromOptions(
+      {testing::MakeTableOptions("t", testing::Uniform(), testing::Fifo(), 10,
+                                 RateLimiterOptions::MinSize(1))},
+      options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->metrics_port();
+  ASSERT_GT(port, 0);
+  const std::string metrics = HttpGet(port, "GET", "/metrics");
+  EXPECT_EQ(metrics.rfind("HTTP/1.1 200", 0), 0u) << metrics.substr(0, 200);
+  EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(metrics.find("reverb_tf_table_size{table=\"t\"} 0\n"), std::string::npos);
+  EXPECT_NE(metrics.find("reverb_tf_table_items_by_priority{table=\"t\",le=\"+Inf\"} 0"),
+            std::string::npos);
+  const std::string dashboard = HttpGet(port, "GET", "/");
+  EXPECT_NE(dashboard.find("text/html"), std::string::npos);
+  EXPECT_NE(dashboard.find("<title>reverb_tf server</title>"), std::string::npos);
+  EXPECT_EQ(HttpGet(port, "GET", "/nope").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(HttpGet(port, "DELETE", "/metrics").rfind("HTTP/1.1 405", 0), 0u);
+  // A second server cannot take the port; the first keeps serving.
+  options.metrics_port = port;
+  auto second = ReplayServer::StartFromOptions(
+      {testing::MakeTableOptions("t", testing::Uniform(), testing::Fifo(), 10,
+                                 RateLimiterOptions::MinSize(1))},
+      options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  (*server)->Stop();
+  EXPECT_EQ(HttpGet(port, "GET", "/metrics"), "");  // closed with the server
 }
 
 }  // namespace

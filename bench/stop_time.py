@@ -11,7 +11,6 @@ Usage:
     python bench/stop_time.py [--sizes 10000,1000000,10000000] [--checkpoint_on_exit]
 """
 import argparse
-import os
 import pathlib
 import re
 import signal

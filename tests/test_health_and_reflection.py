@@ -7,15 +7,19 @@ grpcio-reflection), as grpc_health_probe, Kubernetes probes and grpcurl would.
 
 import queue
 import signal
+import subprocess
 import threading
+import time
 
 import grpc
+import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase)
 
 import reverb_tf as reverb
+from integration import port_outside_ephemeral_range
 
 _REPLAY = "reverb_tf.proto.ReplayService"
 
@@ -86,3 +90,61 @@ def test_the_binary_answers_health_probes(server_binary, start_server):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+
+
+def test_not_serving_and_unavailable_while_a_checkpoint_loads(server_binary, tmp_path):
+    # A checkpoint of 1M items takes about a second to load; meanwhile the
+    # port is open, health says NOT_SERVING and replay calls UNAVAILABLE.
+    port = port_outside_ephemeral_range()
+    config = (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
+              'remover { fifo: true } max_size: 2000000 rate_limiter { samples_per_insert: 1 '
+              'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+    args = [server_binary, "--config=" + config, f"--checkpoint_dir={tmp_path}"]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "serving" in first.stdout.readline()
+        client = reverb.Client(f"localhost:{port}")
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for step in range(1_000_000 // 50):
+                writer.append({"x": np.float32(step)})
+                column = writer.history["x"][-1]
+                for _ in range(50):
+                    writer.create_item("t", 1.0, {"x": column})
+                if step % 100 == 0:
+                    writer.flush(block_until_num_items=5000)
+        client.checkpoint()
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0
+
+    restarted = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        # Retry connecting every few ms: grpcio's default first backoff (1 s)
+        # could outlast the load.
+        # (Not grpc.min_reconnect_backoff_ms: that is the connect timeout.)
+        options = [("grpc.initial_reconnect_backoff_ms", 5), ("grpc.max_reconnect_backoff_ms", 20)]
+        with grpc.insecure_channel(f"localhost:{port}", options=options) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    status = stub.Check(health_pb2.HealthCheckRequest(service=_REPLAY),
+                                        timeout=1).status
+                except grpc.RpcError:
+                    continue  # the port is not open yet
+                if status == health_pb2.HealthCheckResponse.NOT_SERVING and not seen:
+                    # A replay call now is refused, saying why.
+                    with pytest.raises(reverb.errors.UnavailableError, match="loading"):
+                        reverb.Client(f"localhost:{port}").server_info(timeout=5)
+                seen.append(status)
+                if status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+        assert seen and seen[0] == health_pb2.HealthCheckResponse.NOT_SERVING, seen
+        assert seen[-1] == health_pb2.HealthCheckResponse.SERVING, seen
+        assert "serving" in restarted.stdout.readline()
+        info = reverb.Client(f"localhost:{port}").server_info(timeout=10)
+        assert info["t"].current_size == 1_000_000
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(timeout=60) == 0

@@ -120,6 +120,12 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   MarkMethodStreamed(kSampleStream, new RawHandler(&ReplayService::HandleSampleStream, this));
 }
 
+grpc::Status ReplayService::CheckAccepting() const {
+  if (accepting_.load(std::memory_order_acquire)) return grpc::Status::OK;
+  return ToGrpcStatus(absl::UnavailableError(
+      "the server is loading its checkpoint; retry when its health is SERVING"));
+}
+
 grpc::Status ReplayService::TooManyStreams() const {
   return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
       "this server already serves ", limits_.max_active_streams,
@@ -144,6 +150,7 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
 
 grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
   ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream, &metrics_);
@@ -228,6 +235,7 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
 
 grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
   ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream, &metrics_);
@@ -298,6 +306,7 @@ grpc::Status ReplayService::MutatePriorities(
     grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
     proto::MutatePrioritiesResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   if (request->keys_size() != request->priorities_size()) {
@@ -323,6 +332,7 @@ grpc::Status ReplayService::Reset(grpc::ServerContext*,
                                   const proto::ResetRequest* request,
                                   proto::ResetResponse*) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kReset]);
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
@@ -333,6 +343,7 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
                                        const proto::ServerInfoRequest*,
                                        proto::ServerInfoResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kServerInfo]);
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   std::vector<std::string> names;
   for (const auto& [name, table] : tables_) names.push_back(name);
   std::sort(names.begin(), names.end());
@@ -346,6 +357,7 @@ grpc::Status ReplayService::Checkpoint(grpc::ServerContext*,
                                        const proto::CheckpointRequest*,
                                        proto::CheckpointResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kCheckpoint]);
+  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   if (!checkpoint_fn_) {
     return ToGrpcStatus(absl::FailedPreconditionError(
         "this server was started without a checkpointer"));

@@ -90,6 +90,10 @@ class ReplayService final : public proto::ReplayService::Service {
   // stream.
   const ChunkStore& chunk_store() const { return chunk_store_; }
 
+  // While false (a checkpoint is loading), every replay method fails with
+  // UNAVAILABLE saying so. True unless set.
+  void set_accepting(bool accepting) { accepting_.store(accepting, std::memory_order_release); }
+
   // What the service counted as it served (see metrics.h).
   const ServiceMetrics& metrics() const { return metrics_; }
   // InsertStreams and SampleStreams being served now.
@@ -113,10 +117,13 @@ class ReplayService final : public proto::ReplayService::Service {
 
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
   grpc::Status TooManyStreams() const;
+  // UNAVAILABLE while a checkpoint loads; OK otherwise.
+  grpc::Status CheckAccepting() const;
 
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;
   std::atomic<int64_t> active_streams_{0};
+  std::atomic<bool> accepting_{true};
   ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
   ChunkStore chunk_store_;

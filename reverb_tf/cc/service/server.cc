@@ -52,16 +52,17 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
   server->checkpointer_ = options.checkpointer;
-  if (server->checkpointer_ != nullptr) {
-    ASSIGN_OR_RETURN(server->loaded_checkpoint_,
-                     server->checkpointer_->LoadLatest(server->tables_));
-  }
   // Half the message budget for chunk bytes leaves room for the framing.
   ReplayService::Limits limits;
   limits.max_response_bytes = options.max_message_bytes / 2;
   limits.max_stream_chunk_bytes = options.max_stream_chunk_bytes;
   limits.max_active_streams = options.max_active_streams;
   server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
+  // A checkpoint loads with the port already open: health says NOT_SERVING
+  // and the replay methods UNAVAILABLE until it is in (probes can tell a
+  // server that is loading from one that is gone).
+  const bool loading = server->checkpointer_ != nullptr;
+  server->service_->set_accepting(!loading);
   ReplayServer* raw = server.get();
   server->service_->set_checkpoint_fn([raw]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(CheckpointStats stats, raw->Checkpoint());
@@ -93,8 +94,22 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     return absl::UnavailableError(absl::StrCat(
         "could not start a gRPC server on ", host, ":", options.port));
   }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  if (loading) {
+    if (health != nullptr) {
+      health->SetServingStatus(false);
+      health->SetServingStatus(kHealthServiceName, false);
+    }
+    absl::StatusOr<LoadedCheckpoint> loaded = server->checkpointer_->LoadLatest(server->tables_);
+    if (!loaded.ok()) {
+      server->Stop();
+      return loaded.status();
+    }
+    server->loaded_checkpoint_ = *std::move(loaded);
+    server->service_->set_accepting(true);
+  }
   // SERVING for the whole server ("") and for the replay service by name.
-  if (grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService()) {
+  if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(kHealthServiceName, true);
   }

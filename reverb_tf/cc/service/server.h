@@ -6,10 +6,12 @@
 // `reverb_tf_server` binary. Stop() closes every table first, so RPCs blocked
 // on a rate limiter return CANCELLED at once, then shuts gRPC down.
 //
-// With a Checkpointer, Start() loads the latest checkpoint before the port
-// opens (a failed load fails Start: the server never serves a partial
-// buffer), the Checkpoint RPC saves one, and `checkpoint_interval` adds
-// periodic saves.
+// With a Checkpointer, Start() loads the latest checkpoint with the port open
+// but the replay methods refusing calls (UNAVAILABLE) and health NOT_SERVING,
+// so probes see a loading server rather than none; Start() returns once it
+// is loaded and SERVING (a failed load fails Start: the server never serves
+// a partial buffer). The Checkpoint RPC saves one, and
+// `checkpoint_interval` adds periodic saves.
 //
 // Thread safety: thread-safe; Stop() is idempotent and may race Wait().
 #ifndef REVERB_TF_CC_SERVICE_SERVER_H_

@@ -337,20 +337,18 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
     proto::Column* out = queued->item.add_columns();
     out->set_squeeze(ref.squeeze);
     for (int64_t step : ref.steps) {
-      auto it = std::lower_bound(
-          column.cells.begin(), column.cells.end(), step,
-          [](const Cell& cell, int64_t s) { return cell.step < s; });
-      if (it == column.cells.end() || it->step != step) {
+      const int64_t index = CellIndexLocked(ref.column, step);
+      if (index < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             ColumnLabelLocked(ref.column), " has no value at step ", step,
             ": it is missing there, not appended yet, or older than the last ",
             column.keep_alive, " steps (num_keep_alive_refs)"));
       }
-      if (it->chunk == nullptr) {
-        const size_t index = it - column.cells.begin();
+      // Closing the open chunk changes no cell's position.
+      if (column.cells[index].chunk == nullptr) {
         RETURN_IF_ERROR(CloseOpenChunkLocked(ref.column));
-        it = column.cells.begin() + index;
       }
+      const Cell* it = &column.cells[index];
       const std::shared_ptr<WriterChunk>& chunk = it->chunk;
       const int slices = out->slices_size();
       proto::Slice* last = slices > 0 ? out->mutable_slices(slices - 1) : nullptr;
@@ -437,14 +435,9 @@ void TrajectoryWriter::SendLoop() {
         out->set_key(chunk->key);
         out->set_episode_id(chunk->episode_id);
         out->set_episode_step(chunk->episode_step);
-        const TensorPayload& payload = *chunk->payload;
-        bytes += static_cast<int64_t>(payload.data.size());
+        bytes += static_cast<int64_t>(chunk->payload->data.size());
         proto::Tensor* tensor = out->mutable_tensor();
-        tensor->set_dtype(static_cast<int32_t>(payload.dtype));
-        tensor->mutable_shape()->Assign(payload.shape.begin(), payload.shape.end());
-        tensor->set_compression(static_cast<uint32_t>(payload.compression));
-        tensor->set_uncompressed_size(payload.uncompressed_size);
-        tensor->mutable_data()->swap(chunk->payload->data);
+        SwapPayloadIntoProto(&*chunk->payload, tensor);
         chunk->in_transit = true;
         lent.emplace_back(chunk, tensor->mutable_data());
       }
@@ -713,10 +706,13 @@ bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {
 absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
                                                           absl::Span<const int64_t> steps) {
   absl::MutexLock lock(&mu_);
+  // Where each step's cell is; valid while mu_ is held.
+  std::vector<int64_t> indices(steps.size());
   while (true) {
     bool in_transit = false;
-    for (int64_t step : steps) {
-      const int64_t index = CellIndexLocked(column, step);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const int64_t step = steps[i];
+      const int64_t index = indices[i] = CellIndexLocked(column, step);
       if (index < 0) {
         return absl::FailedPreconditionError(absl::StrCat(
             ColumnLabelLocked(column), " no longer holds step ", step,
@@ -733,8 +729,7 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
   rows.reserve(steps.size());
   // Chunks decompressed for this call.
   absl::flat_hash_map<const WriterChunk*, TensorPayload> uncompressed;
-  for (int64_t step : steps) {
-    const int64_t index = CellIndexLocked(column, step);
+  for (const int64_t index : indices) {
     const Cell& cell = state.cells[index];
     if (cell.chunk == nullptr) {
       // Still in the open chunk (the newest cells): no time dimension yet.

@@ -197,29 +197,27 @@ std::string ReplayServer::MetricsText() const {
                   static_cast<double>(count));
     }
   }
-  page.Family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
+  // One sample per table and limiter side (insert, sample).
+  const auto side_family = [&](absl::string_view name, absl::string_view type,
+                               absl::string_view help, auto value) {
+    page.Family(name, type, help);
+    for (const TableInfo& info : infos) {
+      const RateLimiterInfo& limiter = info.rate_limiter_info;
+      page.Sample(name, Labels{{"table", info.options.name}, {"side", "insert"}},
+                  value(limiter.insert_stats));
+      page.Sample(name, Labels{{"table", info.options.name}, {"side", "sample"}},
+                  value(limiter.sample_stats));
+    }
+  };
+  side_family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
               "Time calls spent waiting for the rate limiter (since the last reset), by "
-              "side.");
-  for (const TableInfo& info : infos) {
-    const RateLimiterInfo& limiter = info.rate_limiter_info;
-    page.Sample("reverb_tf_table_rate_limiter_blocked_seconds_total",
-                Labels{{"table", info.options.name}, {"side", "insert"}},
-                absl::ToDoubleSeconds(limiter.insert_stats.completed_wait_time));
-    page.Sample("reverb_tf_table_rate_limiter_blocked_seconds_total",
-                Labels{{"table", info.options.name}, {"side", "sample"}},
-                absl::ToDoubleSeconds(limiter.sample_stats.completed_wait_time));
-  }
-  page.Family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
-              "Calls waiting for the rate limiter now, by side.");
-  for (const TableInfo& info : infos) {
-    const RateLimiterInfo& limiter = info.rate_limiter_info;
-    page.Sample("reverb_tf_table_rate_limiter_waiting_calls",
-                Labels{{"table", info.options.name}, {"side", "insert"}},
-                static_cast<double>(limiter.insert_stats.pending));
-    page.Sample("reverb_tf_table_rate_limiter_waiting_calls",
-                Labels{{"table", info.options.name}, {"side", "sample"}},
-                static_cast<double>(limiter.sample_stats.pending));
-  }
+              "side.",
+              [](const RateLimiterCallStats& s) {
+                return absl::ToDoubleSeconds(s.completed_wait_time);
+              });
+  side_family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
+              "Calls waiting for the rate limiter now, by side.",
+              [](const RateLimiterCallStats& s) { return static_cast<double>(s.pending); });
   table_family("reverb_tf_table_samples_per_insert", "gauge",
                "Samples per insert as the rate limiter counts them (since the last reset; "
                "0 before the first insert).",

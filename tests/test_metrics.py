@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import reverb_tf
+from integration import uniform_table_config
 
 Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
 
@@ -64,18 +65,22 @@ def test_values_move_with_traffic(served):
         assert value(during, "reverb_tf_active_streams") == 1
     samples = list(client.sample("prio", num_samples=4, emit_timesteps=False))
     keys = [int(s.info.key) for s in samples]
-    client.mutate_priorities("prio", updates={keys[0]: 3.0}, deletes=[keys[1]])
+    while len(set(keys)) < 2:  # sampling may repeat an item; two distinct ones are needed
+        keys += [int(s.info.key)
+                 for s in client.sample("prio", num_samples=1, emit_timesteps=False)]
+    updated, deleted = list(dict.fromkeys(keys))[:2]
+    client.mutate_priorities("prio", updates={updated: 3.0}, deletes=[deleted])
     client.server_info()
     after, _ = scrape(server.metrics_port)
 
     assert value(after, "reverb_tf_table_inserts_total", table="prio") == 8
-    assert value(after, "reverb_tf_table_samples_total", table="prio") == 4
+    assert value(after, "reverb_tf_table_samples_total", table="prio") == len(keys)
     assert value(after, "reverb_tf_table_priority_updates_total", table="prio") == 1
     assert value(after, "reverb_tf_table_removed_total", table="prio", reason="evicted") == 3
     assert value(after, "reverb_tf_table_removed_total", table="prio", reason="deleted") == 1
     assert value(after, "reverb_tf_table_size", table="prio") == 4
-    assert value(after, "reverb_tf_table_samples_per_insert", table="prio") == 0.5
-    # 8 steps of 1 KiB went in; 4 samples came out, each chunk once per
+    assert value(after, "reverb_tf_table_samples_per_insert", table="prio") == len(keys) / 8
+    # 8 steps of 1 KiB went in; the samples came out, each chunk once per
     # response (samples of one item share it).
     received = value(after, "reverb_tf_received_bytes_total")
     sent = value(after, "reverb_tf_sent_bytes_total")
@@ -160,9 +165,7 @@ def test_no_endpoint_unless_asked_and_a_taken_port_is_a_clear_error(served):
 
 
 def test_the_binary_serves_metrics(server_binary):
-    config = ("port: 0 tables { table_name: 't' sampler { uniform: true } remover { fifo: true } "
-              "max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
-              "min_diff: -1e300 max_diff: 1e300 } }")
+    config = uniform_table_config()
     import subprocess  # pylint: disable=g-import-not-at-top
     process = subprocess.Popen([server_binary, f"--config={config}", "--metrics_port=0"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -36,12 +36,6 @@ def _selector(options: Any) -> str:
     return {"fifo": "Fifo", "lifo": "Lifo", "uniform": "Uniform"}.get(kind, str(kind))
 
 
-def _limiter(info: Any) -> str:
-    limiter = info.rate_limiter_info
-    return (f"spi={limiter.samples_per_insert:g} min_size={limiter.min_size_to_sample} "
-            f"diff=[{limiter.min_diff:g}, {limiter.max_diff:g}]")
-
-
 def _table_dict(info: Any) -> Dict[str, Any]:
     """A table's info as plain JSON-ready values."""
     limiter = info.rate_limiter_info

@@ -20,7 +20,6 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 import tree
 
-from reverb_tf import errors
 
 _FORMAT_TAG = b"reverb_tf.tf_structured_value.v1\n"
 
@@ -50,40 +49,6 @@ def column_name(path: Sequence[Any]) -> str:
       The elements joined by '/', e.g. "observation/pixels".
     """
     return "/".join(str(part) for part in path)
-
-
-def describe(dtype: Any, shape: Sequence[int]) -> str:
-    """Formats a dtype and shape the way error messages show them.
-
-    Args:
-      dtype: A numpy dtype (or anything `np.dtype` accepts).
-      shape: A shape; -1 or None stand for any size.
-
-    Returns:
-      E.g. "float32[?,4]"; "string" for object dtypes.
-    """
-    dt = np.dtype(dtype)
-    name = "string" if dt.kind in "OSU" else dt.name
-    dims = ",".join("?" if d is None or d < 0 else str(d) for d in shape)
-    return f"{name}[{dims}]"
-
-
-def shape_compatible(expected: Sequence[int], actual: Sequence[int]) -> bool:
-    """Tells whether `actual` fits `expected`, where -1 matches any size.
-
-    Args:
-      expected: Signature shape, -1 for any size.
-      actual: A concrete shape.
-
-    Returns:
-      True if both have the same rank and every fixed dimension matches.
-    """
-    if len(expected) != len(actual):
-        return False
-    for e, a in zip(expected, actual):
-        if e >= 0 and e != a:
-            return False
-    return True
 
 
 def _tf():
@@ -209,38 +174,3 @@ def _sorted_dicts(structure: Any) -> Any:
     if isinstance(structure, (list, tuple)):
         return type(structure)(_sorted_dicts(v) for v in structure)
     return structure
-
-
-def check_columns(actual: Sequence[Tuple[np.dtype, Sequence[int]]],
-                  expected: Sequence[Column],
-                  *,
-                  context: str,
-                  paths: Optional[Sequence[str]] = None) -> None:
-    """Checks flat data against flat signature columns.
-
-    Args:
-      actual: `(dtype, shape)` of each flat column of the data.
-      expected: The signature's columns.
-      context: What is being checked, for the message, e.g. "item for table
-        'replay'".
-      paths: Optional names of the data's columns (as the caller's structure
-        names them) to show next to the signature's names.
-
-    Raises:
-      InvalidArgumentError: (a ValueError) naming the first column that does
-        not match, with the expected and actual dtype and shape, or saying how
-        many columns each side has.
-    """
-    if len(actual) != len(expected):
-        raise errors.InvalidArgumentError(
-            f"{context}: the signature has {len(expected)} columns "
-            f"({', '.join(c.name for c in expected)}) but the data has {len(actual)}")
-    for i, ((dtype, shape), column) in enumerate(zip(actual, expected)):
-        if dtype != column.dtype or not shape_compatible(column.shape, shape):
-            name = column.name or str(i)
-            where = f"column '{name}'"
-            if paths is not None and paths[i] != column.name:
-                where += f" (data path '{paths[i]}')"
-            raise errors.InvalidArgumentError(
-                f"{context}: {where} must be {describe(column.dtype, column.shape)} "
-                f"but is {describe(dtype, shape)}")

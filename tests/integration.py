@@ -141,3 +141,10 @@ def port_outside_ephemeral_range():
         except OSError:
             continue
     raise RuntimeError(f"no free port in [10000, {low})")
+
+
+def uniform_table_config(port: int = 0, max_size: int = 10) -> str:
+    """A reverb_tf_server textproto: one uniform table "t" that never rate-limits."""
+    return (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
+            f'remover {{ fifo: true }} max_size: {max_size} rate_limiter {{ '
+            'samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')

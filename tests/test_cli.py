@@ -15,6 +15,7 @@ import pytest
 
 import reverb_tf
 from reverb_tf import cli
+from integration import uniform_table_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -135,9 +136,7 @@ def test_bench_inserts_and_samples(server):
 
 
 def test_serve_runs_the_binary():
-    config = ("port: 0 tables { table_name: 't' sampler { uniform: true } remover { fifo: true } "
-              "max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
-              "min_diff: -1e300 max_diff: 1e300 } }")
+    config = uniform_table_config()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen([sys.executable, "-m", "reverb_tf", "serve", f"--config={config}"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

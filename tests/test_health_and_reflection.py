@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 import reverb_tf as reverb
 from integration import port_outside_ephemeral_range
+from integration import uniform_table_config
 
 _REPLAY = "reverb_tf.proto.ReplayService"
 
@@ -96,9 +97,7 @@ def test_not_serving_and_unavailable_while_a_checkpoint_loads(server_binary, tmp
     # A checkpoint of 1M items takes about a second to load; meanwhile the
     # port is open, health says NOT_SERVING and replay calls UNAVAILABLE.
     port = port_outside_ephemeral_range()
-    config = (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
-              'remover { fifo: true } max_size: 2000000 rate_limiter { samples_per_insert: 1 '
-              'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+    config = uniform_table_config(port, max_size=2_000_000)
     args = [server_binary, "--config=" + config, f"--checkpoint_dir={tmp_path}"]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

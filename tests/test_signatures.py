@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_tf import errors
 from reverb_tf import signatures
 
 Step = collections.namedtuple("Step", ["observation", "reward"])
@@ -81,43 +80,3 @@ def test_bad_signatures(bad, match):
 def test_decode_rejects_unknown_encodings():
     with pytest.raises(ValueError, match="encoding"):
         signatures.decode_structure(b"garbage")
-
-
-def test_check_columns_accepts_compatible_data():
-    expected = [signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
-                signatures.Column("r", np.dtype(np.float32), ())]
-    signatures.check_columns([(np.dtype(np.float32), (3, 4)), (np.dtype(np.float32), ())],
-                             expected, context="item")
-
-
-@pytest.mark.parametrize("actual,fragment", [
-    ([(np.dtype(np.float64), (3, 4)), (np.dtype(np.float32), ())],
-     "column 'obs' must be float32[?,4] but is float64[3,4]"),
-    ([(np.dtype(np.float32), (3, 5)), (np.dtype(np.float32), ())],
-     "column 'obs' must be float32[?,4] but is float32[3,5]"),
-    ([(np.dtype(np.float32), (3, 4)), (np.dtype(np.float32), (1,))],
-     "column 'r' must be float32[] but is float32[1]"),
-    ([(np.dtype(np.float32), (3, 4))], "the signature has 2 columns"),
-])
-def test_check_columns_names_the_column(actual, fragment):
-    expected = [signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
-                signatures.Column("r", np.dtype(np.float32), ())]
-    with pytest.raises(errors.InvalidArgumentError) as info:
-        signatures.check_columns(actual, expected, context="item for table 't'")
-    assert fragment in str(info.value)
-    assert str(info.value).startswith("item for table 't'")
-    assert isinstance(info.value, ValueError)
-
-
-def test_check_columns_shows_data_paths_that_differ():
-    expected = [signatures.Column("obs", np.dtype(np.float32), (4,))]
-    with pytest.raises(errors.InvalidArgumentError, match=r"\(data path 'o'\)"):
-        signatures.check_columns([(np.dtype(np.int32), (4,))], expected, context="x",
-                                 paths=["o"])
-
-
-def test_describe():
-    assert signatures.describe(np.float32, (-1, 4)) == "float32[?,4]"
-    assert signatures.describe(object, ()) == "string[]"
-    assert signatures.shape_compatible((-1, 2), (7, 2))
-    assert not signatures.shape_compatible((-1, 2), (7, 2, 1))

@@ -17,6 +17,7 @@ import reverb_tf as reverb
 from reverb_tf.cc.proto import data_pb2
 from reverb_tf.cc.proto import service_pb2 as pb
 from integration import proc_count
+from integration import uniform_table_config
 
 _SERVICE = "/reverb_tf.proto.ReplayService/"
 
@@ -139,9 +140,7 @@ def test_streams_beyond_the_limit_are_refused_until_one_ends():
 
 def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_server):
     # The server runs in its own process so that its threads can be counted.
-    config = ('port: 0 tables { table_name: "t" sampler { uniform: true } '
-              'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
-              'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+    config = uniform_table_config()
     process, port = start_server(server_binary, "--config=" + config)
     try:
         address = f"localhost:{port}"

@@ -10,6 +10,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_util.h"
+#include "tensorflow/core/platform/logging.h"
 
 namespace reverb_tf {
 namespace {
@@ -59,8 +60,12 @@ class UpdatePrioritiesOp : public OpKernel {
     const auto p = priorities->flat<double>();
     std::vector<uint64_t> key_vector(k.data(), k.data() + k.size());
     std::vector<double> priority_vector(p.data(), p.data() + p.size());
-    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::UpdatePriorities(
-                            address, table, key_vector, priority_vector, /*timeout_ms=*/-1)));
+    std::string warning;
+    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::UpdatePriorities(address, table, key_vector,
+                                                               priority_vector,
+                                                               /*timeout_ms=*/-1, &warning)));
+    // At most once a minute per server address (the facade rate-limits it).
+    if (!warning.empty()) LOG(WARNING) << "reverb_tf: " << warning;
   }
 };
 

@@ -41,6 +41,7 @@ struct DatasetOptions {
   int64_t max_in_flight_samples_per_worker = 100;
   int64_t num_workers_per_iterator = -1;
   int64_t max_samples_per_stream = -1;
+  int64_t max_samples = -1;
   int64_t rate_limiter_timeout_ms = -1;
   bool unsqueeze = false;
   std::vector<std::string> column_names;
@@ -56,6 +57,10 @@ struct DatasetOptions {
     if (max_samples_per_stream == 0 || max_samples_per_stream < -1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "max_samples_per_stream must be -1 or >= 1, got ", max_samples_per_stream));
+    }
+    if (max_samples == 0 || max_samples < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_samples must be -1 or >= 1, got ", max_samples));
     }
     if (num_workers_per_iterator == 0 || num_workers_per_iterator < -1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -107,11 +112,12 @@ class Dataset : public DatasetBase {
     tensorflow::Node* table = nullptr;
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
-    tensorflow::AttrValue max_in_flight, workers, max_samples, timeout, unsqueeze, names,
-        dtypes, shapes;
+    tensorflow::AttrValue max_in_flight, workers, per_stream, max_samples, timeout, unsqueeze,
+        names, dtypes, shapes;
     b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
     b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
-    b->BuildAttrValue(options_.max_samples_per_stream, &max_samples);
+    b->BuildAttrValue(options_.max_samples_per_stream, &per_stream);
+    b->BuildAttrValue(options_.max_samples, &max_samples);
     b->BuildAttrValue(options_.rate_limiter_timeout_ms, &timeout);
     b->BuildAttrValue(options_.unsqueeze, &unsqueeze);
     b->BuildAttrValue(options_.column_names, &names);
@@ -120,7 +126,8 @@ class Dataset : public DatasetBase {
     return b->AddDataset(this, {address, table},
                          {{"max_in_flight_samples_per_worker", max_in_flight},
                           {"num_workers_per_iterator", workers},
-                          {"max_samples_per_stream", max_samples},
+                          {"max_samples_per_stream", per_stream},
+                          {"max_samples", max_samples},
                           {"rate_limiter_timeout_ms", timeout},
                           {"unsqueeze", unsqueeze},
                           {"column_names", names},
@@ -142,7 +149,9 @@ class Dataset : public DatasetBase {
       const DatasetOptions& options = dataset()->options_;
       tf_facade::SamplerOptions sampler_options;
       sampler_options.max_in_flight = options.max_in_flight_samples_per_worker;
-      sampler_options.max_samples = options.max_samples_per_stream;
+      sampler_options.max_samples = options.max_samples;
+      sampler_options.max_samples_per_stream = options.max_samples_per_stream;
+      sampler_options.num_streams = static_cast<int32_t>(options.num_workers_per_iterator);
       sampler_options.rate_limiter_timeout_ms = options.rate_limiter_timeout_ms;
       TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::NewSampler(
           dataset()->server_address_, dataset()->table_, sampler_options, &sampler_)));
@@ -246,6 +255,7 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
                                      &options_.num_workers_per_iterator));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples_per_stream",
                                      &options_.max_samples_per_stream));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples", &options_.max_samples));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
                                      &options_.rate_limiter_timeout_ms));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("unsqueeze", &options_.unsqueeze));

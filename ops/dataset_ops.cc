@@ -10,6 +10,7 @@ REGISTER_OP("ReverbTfTrajectoryDataset")
     .Attr("max_in_flight_samples_per_worker: int = 100")
     .Attr("num_workers_per_iterator: int = -1")
     .Attr("max_samples_per_stream: int = -1")
+    .Attr("max_samples: int = -1")
     .Attr("rate_limiter_timeout_ms: int = -1")
     .Attr("unsqueeze: bool = false")
     .Attr("column_names: list(string) = []")
@@ -26,12 +27,19 @@ table_size (int64), priority (float64) and times_sampled (int32), followed by
 its columns in the table's flattened signature order; `dtypes` and `shapes`
 describe all of them (the first five included).
 
-server_address: "host:port" of the reverb_tf server.
+server_address: "host:port" of the reverb_tf server, or a target naming
+  several shards of the table (a comma-separated list, "ipv4:a,b", or a
+  "dns:///name:port" resolving to several addresses).
 table: Name of the table to sample.
-max_in_flight_samples_per_worker: Samples requested ahead of consumption.
-num_workers_per_iterator: Accepted for dm-reverb compatibility; each iterator
-  uses one stream (what -1, "auto", chooses).
-max_samples_per_stream: Samples after which the iterator ends; -1: unlimited.
+max_in_flight_samples_per_worker: Samples each stream requests ahead of
+  consumption.
+num_workers_per_iterator: Streams per iterator, each decoded by a thread of
+  its own, at least one per shard; -1: one per shard. A table whose sampler
+  hands items out in order (fifo, lifo, heaps) keeps one stream per shard.
+max_samples_per_stream: Samples after which a stream is ended and a new one
+  opened (the iterator goes on); -1: no limit.
+max_samples: Samples after which the iterator ends; -1: unlimited. No more
+  are requested from the servers.
 rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
   long, the iterator ends (end of sequence); -1: wait forever.
 column_names: Paths of the data columns, to name them in errors.

@@ -64,6 +64,39 @@ def _timeout_s(timeout_ms: Optional[float]) -> Optional[float]:
     return None if timeout_ms is None else timeout_ms / 1000.0
 
 
+# What a server address may be: one target, or several naming shards.
+ServerAddress = Union[str, Sequence[str]]
+
+
+def target_string(server_address: ServerAddress) -> str:
+    """The one target string a server address (or a list of shards) stands for.
+
+    A list or tuple of addresses names the shards of one set of tables; it
+    becomes the comma-separated target the native client parses
+    (docs/scale_out.md). A string is returned as it is.
+
+    Args:
+      server_address: "host:port", any gRPC target, a comma-separated list of
+        them, or a list or tuple of them.
+
+    Returns:
+      The target string.
+
+    Raises:
+      ValueError: If a list is empty or an element is empty or not a string.
+    """
+    if isinstance(server_address, str):
+        return server_address
+    if isinstance(server_address, (bytes, bytearray)):
+        return bytes(server_address).decode()
+    addresses = list(server_address)
+    if not addresses or not all(isinstance(a, str) and a.strip() for a in addresses):
+        raise ValueError(
+            "a list of server addresses must be non-empty and hold non-empty strings, "
+            f"got {server_address!r}")
+    return ",".join(a.strip() for a in addresses)
+
+
 class Writer:
     """dm-reverb's legacy writer: items are the last N appended steps.
 
@@ -222,17 +255,24 @@ class Client:
     must each be used by one thread at a time.
     """
 
-    def __init__(self, server_address: str) -> None:
+    def __init__(self, server_address: ServerAddress) -> None:
         """Creates a client. Connecting happens on the first call.
 
         Args:
-          server_address: "host:port" of the server.
+          server_address: "host:port" of the server, or the shards of one set
+            of tables (reverb_tf extension): a list of addresses, a
+            comma-separated string of them, gRPC's "ipv4:a:p,b:q" lists, or a
+            "dns:///name:port" that resolves to several addresses. Writers
+            then spread across the shards, sampling merges them in
+            proportion to their sizes (their priority sums), and priority
+            updates reach the shard that holds each key (docs/scale_out.md).
 
         Raises:
+          ValueError: If the address is empty or malformed.
           ImportError: If the native module is not built.
         """
-        self._server_address = server_address
-        self._client = _native.core().Client(server_address, _native.MAX_MESSAGE_BYTES)
+        self._server_address = target_string(server_address)
+        self._client = _native.core().Client(self._server_address, _native.MAX_MESSAGE_BYTES)
         # Per table: flat signature columns and encoded nested structure, from
         # the first server_info; tables do not change while a server runs.
         self._flat_signatures: Dict[str, Optional[List[signatures.Column]]] = {}
@@ -247,19 +287,38 @@ class Client:
 
     @property
     def server_address(self) -> str:
-        """The "host:port" this client talks to."""
+        """The target this client talks to ("host:port", or its shards)."""
         return self._server_address
+
+    @property
+    def shard_addresses(self) -> List[str]:
+        """The servers the target names now, one per shard (reverb_tf extension).
+
+        A dns: target that resolves to several addresses lists each of them.
+        """
+        return list(self._client.shard_addresses)
 
     # -- metadata ------------------------------------------------------------
 
-    def _fetch_tables(self, timeout_s: Optional[float]) -> Dict[str, Any]:
-        infos = self._client.server_info(timeout_s)
+    def _fetch_tables(self, timeout_s: Optional[float], *, aggregate: bool = False
+                      ) -> Dict[str, Any]:
+        # Signatures are the same on every shard: any shard that answers
+        # will do, unless the caller wants every shard's counts summed.
+        if aggregate:
+            infos = self._client.server_info(timeout_s)
+        else:
+            infos = self._client.server_info_of_any_shard(timeout_s)
         for name, info in infos.items():
             flat = info.signature
             self._flat_signatures[name] = None if flat is None else [
                 signatures.Column(n, np.dtype(d), tuple(s)) for n, d, s in flat]
             self._nested_structures[name] = bytes(info.nested_structure)
         return infos
+
+    def _signatures(self, timeout_s: Optional[float]) -> Dict[str, Optional[Any]]:
+        """Each table's nested signature (None without one), from any shard."""
+        self._fetch_tables(timeout_s)
+        return {name: self._decode(blob) for name, blob in self._nested_structures.items()}
 
     def _decode(self, blob: bytes) -> Optional[Any]:
         if not blob:
@@ -295,9 +354,36 @@ class Client:
           DeadlineExceededError: If the timeout expires.
           UnavailableError: If the server cannot be reached.
         """
-        infos = self._fetch_tables(timeout or None)
+        infos = self._fetch_tables(timeout or None, aggregate=True)
         return {name: _table_info(info, self._decode(self._nested_structures[name]))
                 for name, info in infos.items()}
+
+    def server_info_by_shard(self, timeout: Optional[float] = None
+                             ) -> Dict[str, Union[Dict[str, reverb_types.TableInfo],
+                                                  errors.ReverbError]]:
+        """Returns the tables of every shard (reverb_tf extension).
+
+        `server_info` sums sizes and counters over the shards; this shows
+        each. The shards are asked in parallel.
+
+        Args:
+          timeout: Seconds to wait for each answer; None (or 0) waits forever.
+
+        Returns:
+          A dict from shard address to its tables (name -> `TableInfo`), or
+          to the `ReverbError` it failed with (e.g. `UnavailableError` for a
+          shard that is down).
+        """
+        out: Dict[str, Any] = {}
+        for address, tables, failure in self._client.server_info_by_shard(timeout or None):
+            if failure is not None:
+                out[address] = errors.from_status(*failure)
+                continue
+            out[address] = {}
+            for name, info in tables.items():
+                nested = bytes(info.nested_structure)
+                out[address][name] = _table_info(info, self._decode(nested))
+        return out
 
     # -- writing -------------------------------------------------------------
 
@@ -517,7 +603,10 @@ class Client:
                           deletes: Optional[List[int]] = None) -> None:
         """Updates priorities of and/or deletes items; unknown keys are skipped.
 
-        Updates are applied before deletes.
+        Updates are applied before deletes. With several shards every shard
+        is asked at once and the one holding a key applies it; shards that
+        cannot be reached are skipped (their keys with them) unless none can
+        be. Skipped keys are logged as a warning, at most once a minute.
 
         Args:
           table: Name of the table.
@@ -531,11 +620,15 @@ class Client:
         """
         keys = list(updates) if updates else []
         priorities = list(updates.values()) if updates else []
-        self._client.mutate_priorities(table, keys, priorities,
-                                       list(deletes) if deletes else [], None)
+        *_, warning = self._client.mutate_priorities(
+            table, keys, priorities, list(deletes) if deletes else [], None)
+        if warning:  # the native client words it, at most once a minute
+            logging.warning("reverb_tf: %s", warning)
 
     def reset(self, table: str) -> None:
         """Removes every item from `table` and resets its rate limiter.
+
+        With several shards, every shard's table is reset.
 
         Args:
           table: Name of the table.
@@ -545,7 +638,7 @@ class Client:
         """
         self._client.reset(table, None)
 
-    def checkpoint(self) -> str:
+    def checkpoint(self) -> Union[str, List[str]]:
         """Asks the server to write a checkpoint of all its tables.
 
         The server pauses each table only while it copies the table's item
@@ -553,7 +646,9 @@ class Client:
         checkpoint is written.
 
         Returns:
-          The path of the checkpoint directory the server wrote.
+          The path of the checkpoint directory the server wrote; with
+          several shards, the list of every shard's path, in shard order
+          (each shard checkpoints its own tables with its own checkpointer).
 
         Raises:
           FailedPreconditionError: If the server has no checkpointer (a
@@ -564,4 +659,5 @@ class Client:
             `UnavailableError` only for transient faults. The previous
             checkpoints are untouched.
         """
-        return self._client.checkpoint(None)
+        paths = self._client.checkpoint(None)
+        return paths[0] if len(paths) == 1 else list(paths)

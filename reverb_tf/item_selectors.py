@@ -55,8 +55,19 @@ class ItemSelector:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __reduce__(self) -> Any:
+        # Picklable (to hand tables to other processes, e.g. Ray actors):
+        # rebuilt from the kind's class and the exponent.
+        return _rebuild, (type(self), self._core_options.priority_exponent)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _rebuild(cls: type, exponent: float) -> ItemSelector:
+    selector = cls.__new__(cls)
+    selector._set_exponent(exponent)  # pylint: disable=protected-access
+    return selector
 
 
 class Uniform(ItemSelector):

@@ -121,6 +121,11 @@ class RateLimiter:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __reduce__(self) -> Any:
+        # Picklable (to hand tables to other processes, e.g. Ray actors):
+        # rebuilt as the same class from the four raw parameters.
+        return _rebuild, (type(self), self._key())
+
     def __repr__(self) -> str:
         spi, min_size, min_diff, max_diff = self._key()
         return (f"{type(self).__name__}(samples_per_insert={spi}, "
@@ -256,3 +261,9 @@ class Stack(_SingleUse):
     Use `Table.stack` rather than this class directly; it pairs the limiter
     with Lifo selectors and `max_times_sampled=1`.
     """
+
+
+def _rebuild(cls: type, key: Tuple[float, int, float, float]) -> RateLimiter:
+    limiter = cls.__new__(cls)
+    RateLimiter.__init__(limiter, *key)
+    return limiter

@@ -299,6 +299,12 @@ class Table:
                      extensions=pick(extensions, ()),
                      signature=pick(signature, self._signature))
 
+    def __reduce__(self) -> Any:
+        # Picklable as its description (a new, unhosted table), so that a
+        # table can be handed to another process, e.g. a Ray actor.
+        return Table, (self._name, self._sampler, self._remover, self._max_size,
+                       self._rate_limiter, self._max_times_sampled, (), self._signature)
+
     def _core_config(self) -> Any:
         """Builds the `_core.TableOptions` this table describes."""
         core_signature = None
@@ -336,7 +342,8 @@ class Server:
                  *,
                  host: str = "localhost",
                  max_active_streams: int = 4096,
-                 metrics_port: Optional[int] = None) -> None:
+                 metrics_port: Optional[int] = None,
+                 checkpoint_interval: Optional[float] = None) -> None:
         """Starts a server.
 
         Args:
@@ -360,6 +367,10 @@ class Server:
             `http://<host>:<metrics_port>/metrics` (0 picks a free port; read
             it back from `metrics_port`). None: no metrics endpoint. Not in
             dm-reverb.
+          checkpoint_interval: Seconds between checkpoints the server writes
+            on its own with `checkpointer` (as the binary's
+            --checkpoint_interval); None: only when `Client.checkpoint()`
+            asks. Not in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -385,6 +396,9 @@ class Server:
                 f"table names must be unique; repeated: {', '.join(duplicates)}")
         if port is None:
             port = 0
+        if checkpoint_interval is not None and not checkpoint_interval > 0:
+            raise ValueError(
+                f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}")
         if checkpointer is None:
             checkpointer = checkpointers_lib.default_checkpointer()
         if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
@@ -399,6 +413,7 @@ class Server:
                                    max_active_streams=int(max_active_streams),
                                    host=str(host),
                                    metrics_port=-1 if metrics_port is None else int(metrics_port),
+                                   checkpoint_interval_s=float(checkpoint_interval or 0.0),
                                    **checkpointer.internal_checkpointer().native_options())
         if self._server.skipped_checkpoints:
             logging.warning(

@@ -3,29 +3,33 @@
 Each method adds an op whose C++ kernel talks to the server
 (`kernels/tf_client_kernels.cc`), so no Python runs when the graph executes.
 """
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
 from reverb_tf import _ops
 from reverb_tf import replay_sample
+from reverb_tf.client import target_string
 
 
 class TFClient:
     """Client of a reverb_tf server whose calls are TensorFlow ops."""
 
-    def __init__(self, server_address: str, shared_name: Optional[str] = None,
-                 name: str = "reverb") -> None:
+    def __init__(self, server_address: Union[str, Sequence[str]],
+                 shared_name: Optional[str] = None, name: str = "reverb") -> None:
         """Creates the client; it connects on first use.
 
         Args:
-          server_address: "host:port" of the server.
+          server_address: "host:port" of the server, or its shards as
+            `reverb_tf.Client` takes them (reverb_tf extension): inserts go
+            to one shard, priority updates to every shard, where the one
+            holding each key applies it.
           shared_name: Accepted for dm-reverb compatibility (connections are
             shared per address anyway).
           name: Name scope of the ops.
         """
         del shared_name  # one channel per address is shared by all kernels
-        self._server_address = server_address
+        self._server_address = target_string(server_address)
         self._name = name
         self._ops = _ops.load()
         # Eager string tensors for the address and table names: building them
@@ -34,7 +38,7 @@ class TFClient:
 
     @property
     def server_address(self) -> str:
-        """The "host:port" the ops talk to."""
+        """The target the ops talk to ("host:port", or its shards)."""
         return self._server_address
 
     def _string(self, value: str) -> Any:

@@ -4,7 +4,7 @@ Built on the C++ source of `trajectory_dataset.TrajectoryDataset`: each
 sampled item is split into its steps by a vectorized tf.data `unbatch`, so
 no Python runs per element.
 """
-from typing import Any
+from typing import Any, Sequence, Union
 
 import tensorflow as tf
 import tree
@@ -26,7 +26,7 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
     """
 
     def __init__(self,
-                 server_address: str,
+                 server_address: Union[str, Sequence[str]],
                  table: str,
                  dtypes: Any,
                  shapes: Any,
@@ -38,7 +38,8 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
         """Creates the dataset.
 
         Args:
-          server_address: "host:port" of the server.
+          server_address: "host:port" of the server, or its shards (as in
+            `TrajectoryDataset`).
           table: Name of the table to sample.
           dtypes: Nested structure of `tf.DType` of one timestep.
           shapes: Nested structure of `tf.TensorShape` of one timestep.

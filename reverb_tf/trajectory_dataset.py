@@ -6,7 +6,7 @@ with flow-control credits: no Python runs per element, so it works in
 `tf.function`, in graph mode and under `tf.distribute`, and it can be
 serialized with the rest of the input pipeline.
 """
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 import tree
@@ -14,6 +14,7 @@ from tensorflow.python.data.ops import dataset_ops
 
 from reverb_tf import _ops
 from reverb_tf import replay_sample
+from reverb_tf.client import target_string
 
 
 def _dataset_op():
@@ -35,7 +36,7 @@ class _ReplaySource(dataset_ops.DatasetSource):
 
     @classmethod
     def from_table_signature(cls,
-                             server_address: str,
+                             server_address: Union[str, Sequence[str]],
                              table: str,
                              max_in_flight_samples_per_worker: int,
                              num_workers_per_iterator: int = -1,
@@ -52,7 +53,8 @@ class _ReplaySource(dataset_ops.DatasetSource):
         constructor instead.
 
         Args:
-          server_address: "host:port" of the server.
+          server_address: "host:port" of the server, or its shards (as for
+            the constructor); the signature is read from them.
           table: Name of the table; it must have a signature.
           max_in_flight_samples_per_worker: As in the constructor.
           num_workers_per_iterator: As in the constructor.
@@ -121,7 +123,7 @@ class TrajectoryDataset(_ReplaySource):
     """
 
     def __init__(self,
-                 server_address: str,
+                 server_address: Union[str, Sequence[str]],
                  table: str,
                  dtypes: Any,
                  shapes: Any,
@@ -134,21 +136,31 @@ class TrajectoryDataset(_ReplaySource):
         """Creates the dataset.
 
         Args:
-          server_address: "host:port" of the server.
+          server_address: "host:port" of the server, or the shards of the
+            table (reverb_tf extension): a list of addresses, a
+            comma-separated string of them, or a "dns:///name:port" that
+            resolves to several addresses. Samples of all shards are merged
+            in proportion to each shard's size (its priority sum for a
+            prioritized table), and a shard that goes away is reconnected
+            in the background while the others serve (docs/scale_out.md).
           table: Name of the table to sample.
           dtypes: Nested structure of `tf.DType` of the data.
           shapes: Nested structure of `tf.TensorShape`, as `dtypes` (per item,
             time dimension included for unsqueezed columns).
-          max_in_flight_samples_per_worker: Samples requested ahead of
-            consumption; bounds the memory a slow consumer can cost.
-          num_workers_per_iterator: Accepted for dm-reverb compatibility; each
-            iterator uses one stream, which is what -1 (auto) chooses.
-          max_samples_per_stream: End the iterator after this many samples;
-            -1: unlimited.
+          max_in_flight_samples_per_worker: Samples each stream requests
+            ahead of consumption; bounds the memory a slow consumer can cost.
+          num_workers_per_iterator: Streams per iterator, each decoded by a
+            thread of its own (more than one speeds up a consumer that
+            decoding holds back), at least one per shard; -1 (auto): one per
+            shard. A table whose sampler hands items out in order (a queue,
+            a stack, a heap) keeps one stream per shard, as dm-reverb
+            requires of such tables.
+          max_samples_per_stream: After this many samples a stream is ended
+            and a new one opened (the iterator goes on); -1: no limit.
           rate_limiter_timeout_ms: End the iterator (end of sequence) if the
             table's rate limiter blocks sampling for this long; -1: never.
-          max_samples: Alias of `max_samples_per_stream` for dm-reverb code
-            (one stream per iterator, so they mean the same).
+          max_samples: End the iterator after this many samples; no more
+            are requested from the server. -1: unlimited.
           _unsqueeze: Internal (TimestepDataset): give single-step columns
             back their time dimension.
 
@@ -166,9 +178,7 @@ class TrajectoryDataset(_ReplaySource):
                 raise ValueError(f"{name} must be -1 or >= 1, got {value}")
         if rate_limiter_timeout_ms < -1:
             raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
-        if max_samples_per_stream != -1 and max_samples != -1 and max_samples != max_samples_per_stream:
-            raise ValueError("max_samples and max_samples_per_stream disagree")
-        limit = max_samples_per_stream if max_samples_per_stream != -1 else max_samples
+        server_address = target_string(server_address)
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         data_spec = _lists_to_tuples(tf.nest.map_structure(
@@ -184,7 +194,8 @@ class TrajectoryDataset(_ReplaySource):
             table=table,
             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
             num_workers_per_iterator=num_workers_per_iterator,
-            max_samples_per_stream=limit,
+            max_samples_per_stream=max_samples_per_stream,
+            max_samples=max_samples,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
             unsqueeze=_unsqueeze,
             column_names=["/".join(str(k) for k in path)
@@ -213,20 +224,21 @@ def _lists_to_tuples(structure: Any) -> Any:
     return structure
 
 
-def _signature_shapes_and_dtypes(server_address: str, table: str,
+def _signature_shapes_and_dtypes(server_address: Union[str, Sequence[str]], table: str,
                                  timeout_secs: Optional[float]) -> Tuple[Any, Any]:
     from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
 
-    info = client_lib.Client(server_address).server_info(timeout=timeout_secs)
-    if table not in info:
+    client = client_lib.Client(server_address)
+    signatures = client._signatures(timeout_secs or None)  # pylint: disable=protected-access
+    if table not in signatures:
         raise errors.InvalidArgumentError(
-            f"no table named '{table}' on {server_address}; it has "
-            f"{', '.join(sorted(info)) or 'no tables'}")
-    if info[table].signature is None:
+            f"no table named '{table}' on {client.server_address}; it has "
+            f"{', '.join(sorted(signatures)) or 'no tables'}")
+    if signatures[table] is None:
         raise ValueError(
             f"table '{table}' has no signature: create it with Table(signature=...) "
             "or pass shapes and dtypes explicitly")
-    signature = info[table].signature
+    signature = signatures[table]
     return (tf.nest.map_structure(lambda spec: spec.shape, signature),
             tf.nest.map_structure(lambda spec: spec.dtype, signature))

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import reverb_tf as reverb
+# Tests that restart a server on its old port take one outside the ephemeral range.
+from reverb_tf._ports import port_outside_ephemeral_range  # pylint: disable=unused-import
 
 DEADLINE_S = 20.0
 
@@ -113,34 +115,6 @@ def listening_addresses(port):
 def proc_count(pid, what):
     """How many entries /proc/PID/WHAT has ("task": threads, "fd": open fds)."""
     return len(os.listdir(f"/proc/{pid}/{what}"))
-
-
-def port_outside_ephemeral_range():
-    """A free port below the kernel's ephemeral range, for a server that restarts.
-
-    A port the kernel picked for port 0 lies in the ephemeral range, the one
-    outgoing connections take their local ports from. While a server on such
-    a port is down, a client reconnecting to 127.0.0.1:port can be handed
-    that very port and connect to itself (TCP simultaneous open); the
-    restarted server then cannot bind 127.0.0.1 and serves only ::1. Real
-    deployments use fixed ports below the range (e.g. 8000); so do tests that
-    restart a server on its old port.
-    """
-    import random  # pylint: disable=g-import-not-at-top
-    import socket  # pylint: disable=g-import-not-at-top
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        low = int(f.read().split()[0])
-    rng = random.Random()
-    for _ in range(100):
-        port = rng.randrange(10000, low)
-        try:
-            for family, host in [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]:
-                with socket.socket(family, socket.SOCK_STREAM) as sock:
-                    sock.bind((host, port))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError(f"no free port in [10000, {low})")
 
 
 def uniform_table_config(port: int = 0, max_size: int = 10) -> str:

@@ -196,11 +196,15 @@ def test_rate_limiter_timeout_ends_the_dataset_cleanly():
         assert time.monotonic() - start < 10
 
 
-def test_max_samples_per_stream_ends_each_iterator(server):
-    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4,
-                                                       max_samples_per_stream=7)
+def test_max_samples_ends_each_iterator_and_max_samples_per_stream_does_not(server):
+    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4, max_samples=7)
     assert len(list(ds)) == 7
     assert len(list(ds)) == 7  # a new iterator, a new stream
+    # As in dm-reverb, max_samples_per_stream only makes the iterator open a
+    # new stream after that many samples; the iterator goes on.
+    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4,
+                                                       max_samples_per_stream=7)
+    assert len(list(ds.take(30))) == 30
 
 
 def test_server_stopping_under_a_blocked_get_next_fails_it_promptly():
@@ -348,7 +352,7 @@ def test_timestep_dataset_from_a_single_step_signature():
                 writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
             writer.flush()
         ds = reverb.TimestepDataset.from_table_signature(_address(srv), "t", 4,
-                                                         max_samples_per_stream=20)
+                                                         max_samples=20)
         values = [float(s.data["x"][0]) for s in ds]
         assert len(values) == 20 and set(values) <= {0.0, 1.0, 2.0, 3.0, 4.0}
 

@@ -275,6 +275,7 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     sample.times_sampled = item.times_sampled;
     sample.probability = choice.probability;
     sample.table_size = static_cast<int64_t>(items_.size());
+    sample.table_weight = sampler_->TotalWeight();
     sample.rate_limited = waited && samples.size() == 1;
     sample.trajectory = item.trajectory;
     if (options_.max_times_sampled > 0 &&
@@ -377,6 +378,7 @@ TableInfo Table::info() const {
   info.num_unique_samples = num_unique_samples_;
   info.num_episodes = static_cast<int64_t>(episode_items_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
+  info.sampler_total_weight = sampler_->TotalWeight();
   info.counters = counters_;
   info.priorities = priorities_;
   info.rate_limiter_info = rate_limiter_.info();

@@ -68,6 +68,10 @@ struct SampledItem {
   double probability = 0;
   // Table size when the item was chosen.
   int64_t table_size = 0;
+  // The sampler's total weight when the item was chosen (ItemSelector::
+  // TotalWeight): the size for most samplers, the sum of priority^exponent
+  // for a prioritized one.
+  double table_weight = 0;
   // True if the call had to wait for the rate limiter.
   bool rate_limited = false;
   // True if this sample reached max_times_sampled and removed the item.
@@ -122,6 +126,8 @@ struct TableInfo {
   // table, and episodes whose last item left it since the last Reset().
   int64_t num_episodes = 0;
   int64_t num_deleted_episodes = 0;
+  // ItemSelector::TotalWeight() of the sampler.
+  double sampler_total_weight = 0;
   RateLimiterInfo rate_limiter_info;
 };
 

@@ -1,89 +1,21 @@
 #include "reverb_tf/cc/client/client.h"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/client/sampler.h"
+#include "reverb_tf/cc/client/shard_set.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
-namespace {
-
-// Materializes one column of a sampled item from the response's chunks.
-// `decompressed` caches chunks already decompressed for this response.
-absl::StatusOr<TensorPayload> AssembleColumn(
-    const proto::Column& column,
-    const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
-    absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
-  std::vector<TensorPayload> parts;
-  parts.reserve(column.slices_size());
-  for (const proto::Slice& slice : column.slices()) {
-    auto cached = decompressed->find(slice.chunk_key());
-    if (cached == decompressed->end()) {
-      auto it = chunks.find(slice.chunk_key());
-      if (it == chunks.end()) {
-        return absl::InternalError(absl::StrCat(
-            "the server sent a slice of chunk ", slice.chunk_key(),
-            " without the chunk"));
-      }
-      // Chunks in a response are used once per response: take the bytes.
-      ASSIGN_OR_RETURN(TensorPayload payload,
-                       PayloadFromProto(it->second->mutable_tensor()));
-      ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
-      cached = decompressed->emplace(slice.chunk_key(), std::move(payload)).first;
-    }
-    const TensorPayload& chunk = cached->second;
-    if (slice.offset() == 0 && slice.length() == chunk.shape[0] &&
-        column.slices_size() == 1) {
-      parts.push_back(chunk);
-    } else {
-      ASSIGN_OR_RETURN(TensorPayload part,
-                       SliceRows(chunk, slice.offset(), slice.length()));
-      parts.push_back(std::move(part));
-    }
-  }
-  TensorPayload result;
-  if (parts.size() == 1) {
-    result = std::move(parts[0]);
-  } else {
-    ASSIGN_OR_RETURN(result, ConcatRows(parts));
-  }
-  if (column.squeeze()) result.shape.erase(result.shape.begin());
-  return result;
-}
-
-}  // namespace
-
-absl::Status DecodeSampleResponse(proto::SampleResponse* response,
-                                  std::vector<Sample>* samples) {
-  absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
-  for (proto::Chunk& chunk : *response->mutable_chunks()) chunks[chunk.key()] = &chunk;
-  absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
-  for (const proto::SampledItem& item : response->items()) {
-    Sample& sample = samples->emplace_back();
-    sample.info.key = item.info().key();
-    sample.info.probability = item.info().probability();
-    sample.info.table_size = item.info().table_size();
-    sample.info.priority = item.info().priority();
-    sample.info.times_sampled = item.info().times_sampled();
-    sample.info.rate_limited = item.info().rate_limited();
-    sample.columns.reserve(item.columns_size());
-    for (const proto::Column& column : item.columns()) {
-      ASSIGN_OR_RETURN(TensorPayload payload, AssembleColumn(column, chunks, &decompressed));
-      sample.columns.push_back(std::move(payload));
-      sample.squeezed.push_back(column.squeeze());
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
                               absl::FunctionRef<bool()> may_retry) {
   constexpr int kMaxAttempts = 5;
@@ -99,126 +31,6 @@ absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
   return status;
 }
 
-struct SamplerStream {
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::SampleRequest, proto::SampleResponse>> rw;
-};
-
-Sampler::Sampler(std::shared_ptr<ClientStub> stub, std::string table,
-                 const SamplerOptions& options)
-    : stub_(std::move(stub)), table_(std::move(table)), options_(options) {
-  OpenStream();
-}
-
-void Sampler::OpenStream() {
-  auto stream = std::make_unique<SamplerStream>();
-  stream->rw = stub_->stub()->SampleStream(&stream->context);
-  granted_ = returned_;
-  absl::MutexLock lock(&stream_mu_);
-  stream_ = std::move(stream);
-  if (cancelled_.load()) stream_->context.TryCancel();
-}
-
-Sampler::~Sampler() {
-  if (!error_.ok()) return;  // the stream is already finished
-  if (returned_ == granted_ && next_in_buffer_ == buffer_.size()) {
-    stream_->rw->WritesDone();  // nothing outstanding: end it politely
-  } else {
-    stream_->context.TryCancel();  // samples in flight nobody will read
-  }
-  stream_->rw->Finish().ok();  // the outcome no longer matters
-}
-
-void Sampler::Cancel() {
-  absl::MutexLock lock(&stream_mu_);
-  cancelled_.store(true);
-  if (stream_ != nullptr) stream_->context.TryCancel();
-}
-
-absl::Status Sampler::Fail(absl::Status status) {
-  error_ = status;
-  stream_->context.TryCancel();
-  stream_->rw->Finish().ok();
-  return status;
-}
-
-absl::Status Sampler::Refill() {
-  // Top the credits back up to max_in_flight ahead of what was consumed.
-  int64_t target = returned_ + options_.max_in_flight;
-  if (options_.max_samples >= 0) target = std::min(target, options_.max_samples);
-  if (target > granted_) {
-    proto::SampleRequest request;
-    request.set_table(table_);
-    request.set_num_samples(target - granted_);
-    request.set_flexible_batch_size(
-        options_.flexible_batch_size > 0
-            ? options_.flexible_batch_size
-            : static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
-    request.set_rate_limiter_timeout_ms(TimeoutToMs(options_.rate_limiter_timeout));
-    if (!stream_->rw->Write(request)) {
-      absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
-      return status.ok() ? absl::UnavailableError("the sample stream closed") : status;
-    }
-    granted_ = target;
-  }
-  proto::SampleResponse response;
-  if (!stream_->rw->Read(&response)) {
-    absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
-    return status.ok() ? absl::UnavailableError("the server ended the sample stream") : status;
-  }
-  if (absl::Status status = DecodeSampleResponse(&response, &buffer_); !status.ok()) {
-    return Fail(status);
-  }
-  if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));
-  return absl::OkStatus();
-}
-
-absl::Status Sampler::Next(Sample* sample) {
-  RETURN_IF_ERROR(error_);
-  if (options_.max_samples >= 0 && returned_ >= options_.max_samples) {
-    return absl::OutOfRangeError(
-        absl::StrCat("the sampler returned its max_samples=", options_.max_samples));
-  }
-  if (next_in_buffer_ == buffer_.size()) {
-    buffer_.clear();
-    next_in_buffer_ = 0;
-    // Only a server not reachable yet is retried: once samples flowed, a
-    // broken stream is the caller's to see (the samples in flight are gone).
-    absl::Status status = RetryUnavailable(
-        [this](int attempt) {
-          if (attempt > 0) OpenStream();
-          return Refill();
-        },
-        [this] { return returned_ == 0 && buffer_.empty() && !cancelled_.load(); });
-    if (!status.ok()) {
-      if (error_.ok()) error_ = status;
-      return status;
-    }
-  }
-  *sample = std::move(buffer_[next_in_buffer_++]);
-  ++returned_;
-  return absl::OkStatus();
-}
-
-bool Sampler::TryNext(Sample* sample) {
-  if (!error_.ok() || next_in_buffer_ == buffer_.size() ||
-      (options_.max_samples >= 0 && returned_ >= options_.max_samples)) {
-    return false;
-  }
-  *sample = std::move(buffer_[next_in_buffer_++]);
-  ++returned_;
-  return true;
-}
-
-absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
-                                                            const SamplerOptions& options) {
-  if (options.max_in_flight < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_in_flight_samples_per_worker must be >= 1, got ", options.max_in_flight));
-  }
-  return std::unique_ptr<Sampler>(new Sampler(stub_, table, options));
-}
-
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     const std::string& server_address, const ClientOptions& options) {
   if (server_address.empty()) {
@@ -229,32 +41,22 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
   DisableMutexDeadlockDetection();
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  arguments.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  // Each Client gets its own connection, so several clients in one process
-  // (actors in threads) do not share one TCP stream.
-  arguments.SetInt("grpc.use_local_subchannel_pool", 1);
-  // Reconnect quickly to a server that is (re)starting: the default first
-  // backoff of 1 s would make every bounded retry of ours fail fast.
-  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: gRPC uses it as the
-  // least time a connection attempt may take (default 20 s); at 100 ms, as
-  // it once was here, a loaded machine can abort handshakes ("tcp handshaker
-  // shutdown") before they complete.
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto channel = grpc::CreateCustomChannel(
-      server_address, grpc::InsecureChannelCredentials(), arguments);
-  return std::unique_ptr<Client>(new Client(
-      server_address,
-      std::make_shared<ClientStub>(server_address, std::move(channel),
-                                   options.max_message_bytes)));
+  auto shards = ShardSet::Create(server_address, options.max_message_bytes,
+                                 options.resolve_interval);
+  if (!shards.ok()) return shards.status();
+  return std::unique_ptr<Client>(new Client(server_address, *std::move(shards)));
 }
 
-Client::Client(std::string address, std::shared_ptr<ClientStub> stub)
-    : address_(std::move(address)), stub_(std::move(stub)) {}
+Client::Client(std::string address, std::unique_ptr<ShardSet> shards)
+    : address_(std::move(address)), shards_(std::move(shards)) {}
 
 Client::~Client() = default;
+
+std::vector<std::string> Client::ShardAddresses() {
+  std::vector<std::string> addresses;
+  for (const auto& shard : shards_->Current()) addresses.push_back(shard->address());
+  return addresses;
+}
 
 namespace {
 
@@ -272,27 +74,184 @@ absl::Status Unary(ClientStub& stub,
   return stub.RpcStatus((stub.stub()->*method)(&context, request, response));
 }
 
+// Starts one call of `shard` through gRPC's callback API; `done` runs once.
+template <typename Response>
+using StartCall = std::function<void(ClientStub& shard, grpc::ClientContext* context,
+                                     Response* response,
+                                     std::function<void(grpc::Status)> done)>;
+
+// The same call to every shard at once, each with `timeout` and `cancel`
+// applied; returns when all have finished, with each shard's status (and
+// its response in `responses`).
+template <typename Response>
+std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<ClientStub>>& shards,
+                                         absl::Duration timeout, Cancellation* cancel,
+                                         bool wait_for_ready, std::vector<Response>* responses,
+                                         const StartCall<Response>& start) {
+  const size_t n = shards.size();
+  responses->assign(n, Response());
+  std::vector<absl::Status> statuses(n);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<ScopedRpcCancellation>> scoped;
+  absl::BlockingCounter done(static_cast<int>(n));
+  for (size_t i = 0; i < n; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    SetTimeout(contexts[i].get(), timeout);
+    contexts[i]->set_wait_for_ready(wait_for_ready);
+    scoped.push_back(std::make_unique<ScopedRpcCancellation>(cancel, contexts[i].get()));
+    ClientStub* shard = shards[i].get();
+    start(*shard, contexts[i].get(), &(*responses)[i],
+          [&statuses, &done, shard, i](grpc::Status status) {
+            statuses[i] = shard->RpcStatus(status);
+            done.DecrementCount();
+          });
+  }
+  done.Wait();
+  scoped.clear();
+  return statuses;
+}
+
+// "shard ADDRESS: message" for each failed shard.
+std::string DescribeFailures(const std::vector<std::shared_ptr<ClientStub>>& shards,
+                             const std::vector<absl::Status>& statuses) {
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (!statuses[i].ok()) {
+      failures.push_back(absl::StrCat("shard ", shards[i]->address(), ": ",
+                                      statuses[i].message()));
+    }
+  }
+  return absl::StrJoin(failures, "; ");
+}
+
+// The first failure, worded for all the failed shards; OK if none failed.
+absl::Status FirstFailure(const std::vector<std::shared_ptr<ClientStub>>& shards,
+                          const std::vector<absl::Status>& statuses, absl::string_view what) {
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) {
+      if (shards.size() == 1) return status;
+      return absl::Status(status.code(),
+                          absl::StrCat(what, " failed on ", DescribeFailures(shards, statuses)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void AddCallStats(const RateLimiterCallStats& from, RateLimiterCallStats* to) {
+  to->completed += from.completed;
+  to->limited += from.limited;
+  to->pending += from.pending;
+  to->completed_wait_time += from.completed_wait_time;
+}
+
+// Adds `shard`'s view of a table to `total`, the view of all shards: sizes
+// and counters add up; options are the first shard's, but for the capacity.
+void AddTableInfo(const TableInfo& shard, TableInfo* total) {
+  total->options.max_size += shard.options.max_size;
+  TableCounters& c = total->counters;
+  c.inserted += shard.counters.inserted;
+  c.sampled += shard.counters.sampled;
+  c.priority_updates += shard.counters.priority_updates;
+  c.deleted += shard.counters.deleted;
+  c.evicted += shard.counters.evicted;
+  c.sampled_out += shard.counters.sampled_out;
+  c.resets += shard.counters.resets;
+  for (int i = 0; i < PriorityHistogram::kNumBuckets; ++i) {
+    total->priorities.counts[i] += shard.priorities.counts[i];
+  }
+  total->current_size += shard.current_size;
+  total->sampler_total_weight += shard.sampler_total_weight;
+  total->num_unique_samples += shard.num_unique_samples;
+  total->num_episodes += shard.num_episodes;
+  total->num_deleted_episodes += shard.num_deleted_episodes;
+  RateLimiterInfo& limiter = total->rate_limiter_info;
+  limiter.inserts += shard.rate_limiter_info.inserts;
+  limiter.samples += shard.rate_limiter_info.samples;
+  limiter.deletes += shard.rate_limiter_info.deletes;
+  AddCallStats(shard.rate_limiter_info.insert_stats, &limiter.insert_stats);
+  AddCallStats(shard.rate_limiter_info.sample_stats, &limiter.sample_stats);
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
-                                                          Cancellation* cancel) {
-  proto::ServerInfoResponse response;
+std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
+                                                 Cancellation* cancel, bool wait_for_ready) {
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  std::vector<proto::ServerInfoResponse> responses;
+  const proto::ServerInfoRequest request;
   // With a deadline, a server that is not up yet (a learner started before
   // its replay server) is waited for until the deadline, as dm-reverb does;
   // without one, an unreachable server fails at once instead of hanging.
-  const bool wait_for_ready = timeout != absl::InfiniteDuration();
-  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::ServerInfo,
-                        proto::ServerInfoRequest(), &response, timeout, cancel,
-                        wait_for_ready));
-  std::vector<TableInfo> tables;
-  for (const proto::TableInfo& table : response.tables()) {
-    ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(table));
-    tables.push_back(std::move(info));
+  std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
+      shards, timeout, cancel, wait_for_ready && timeout != absl::InfiniteDuration(), &responses,
+      [&request](ClientStub& shard, grpc::ClientContext* context,
+                 proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
+        shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
+      });
+  std::vector<ShardInfo> infos;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    infos.push_back(ShardInfo{shards[i]->address(), std::vector<TableInfo>()});
+    if (!statuses[i].ok()) {
+      infos.back().tables = statuses[i];
+      continue;
+    }
+    for (const proto::TableInfo& table : responses[i].tables()) {
+      auto converted = TableInfoFromProto(table);
+      if (!converted.ok()) {
+        infos.back().tables = converted.status();
+        break;
+      }
+      infos.back().tables->push_back(*std::move(converted));
+    }
   }
-  return tables;
+  return infos;
 }
 
-absl::StatusOr<MutationResult> Client::MutatePriorities(
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfoOfAnyShard(absl::Duration timeout,
+                                                                    Cancellation* cancel) {
+  if (shards_->Current().size() > 1) {
+    for (ShardInfo& shard : ServerInfoByShard(timeout, cancel, /*wait_for_ready=*/false)) {
+      if (shard.tables.ok()) return std::move(shard.tables);
+    }
+  }
+  return ServerInfo(timeout, cancel);
+}
+
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
+                                                          Cancellation* cancel) {
+  std::vector<ShardInfo> shards = ServerInfoByShard(timeout, cancel);
+  if (shards.size() == 1) return std::move(shards[0].tables);
+  std::vector<std::string> failures;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (const ShardInfo& shard : shards) {
+    if (shard.tables.ok()) continue;
+    if (code == absl::StatusCode::kOk) code = shard.tables.status().code();
+    failures.push_back(
+        absl::StrCat("shard ", shard.address, ": ", shard.tables.status().message()));
+  }
+  if (!failures.empty()) {
+    return absl::Status(code, absl::StrCat("server info of ", address_, " failed on ",
+                                           absl::StrJoin(failures, "; ")));
+  }
+  std::vector<TableInfo> total = *std::move(shards[0].tables);
+  for (size_t i = 1; i < shards.size(); ++i) {
+    for (TableInfo& table : total) {
+      const std::vector<TableInfo>& tables = *shards[i].tables;
+      auto it = std::find_if(tables.begin(), tables.end(), [&](const TableInfo& t) {
+        return t.options.name == table.options.name;
+      });
+      if (it == tables.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "shard ", shards[i].address, " has no table '", table.options.name,
+            "': every shard must hold the same tables"));
+      }
+      AddTableInfo(*it, &table);
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<MutationReport> Client::MutatePriorities(
     const std::string& table, absl::Span<const std::pair<Key, double>> updates,
     absl::Span<const Key> deletes, absl::Duration timeout, Cancellation* cancel) {
   proto::MutatePrioritiesRequest request;
@@ -304,27 +263,149 @@ absl::StatusOr<MutationResult> Client::MutatePriorities(
     request.add_priorities(priority);
   }
   request.mutable_deletes()->Add(deletes.begin(), deletes.end());
-  proto::MutatePrioritiesResponse response;
-  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::MutatePriorities, request,
-                        &response, timeout, cancel));
-  return MutationResult{response.updated(), response.deleted(), response.missing()};
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  MutationReport report;
+  if (shards.size() == 1) {
+    proto::MutatePrioritiesResponse response;
+    RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
+                          request, &response, timeout, cancel));
+    report.updated = response.updated();
+    report.deleted = response.deleted();
+    report.missing = response.missing();
+    NoteSkipped(table, &report);
+    return report;
+  }
+  // Every shard gets every key: the one that holds it applies it (keys are
+  // random 64-bit numbers, so no two shards hold the same one).
+  std::vector<proto::MutatePrioritiesResponse> responses;
+  std::vector<absl::Status> statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
+      shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
+      [&request](ClientStub& shard, grpc::ClientContext* context,
+                 proto::MutatePrioritiesResponse* response,
+                 std::function<void(grpc::Status)> done) {
+        shard.stub()->async()->MutatePriorities(context, &request, response, std::move(done));
+      });
+  int reached = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (absl::IsUnavailable(statuses[i])) {
+      report.unreachable.push_back(
+          absl::StrCat(shards[i]->address(), ": ", statuses[i].message()));
+      continue;
+    }
+    if (!statuses[i].ok()) {
+      // Any other failure (a NaN priority, an unknown table) is the caller's.
+      return absl::Status(statuses[i].code(),
+                          absl::StrCat("mutate_priorities failed on shard ",
+                                       shards[i]->address(), ": ", statuses[i].message()));
+    }
+    ++reached;
+    report.updated += responses[i].updated();
+    report.deleted += responses[i].deleted();
+  }
+  if (reached == 0) {
+    shards_->Invalidate();
+    return FirstFailure(shards, statuses, "mutate_priorities");
+  }
+  if (!report.unreachable.empty()) shards_->Invalidate();
+  report.missing = static_cast<int64_t>(updates.size() + deletes.size()) - report.updated -
+                   report.deleted;
+  NoteSkipped(table, &report);
+  return report;
+}
+
+void Client::NoteSkipped(const std::string& table, MutationReport* report) {
+  absl::MutexLock lock(&report_mu_);
+  skipped_since_warning_ += report->missing;
+  keys_since_warning_ += report->updated + report->deleted + report->missing;
+  const absl::Time now = absl::Now();
+  if ((skipped_since_warning_ == 0 && report->unreachable.empty()) ||
+      now - last_warning_ < absl::Minutes(1)) {
+    return;
+  }
+  report->warning = absl::StrCat(
+      skipped_since_warning_, " of ", keys_since_warning_, " priority updates and deletes",
+      last_warning_ == absl::InfinitePast() ? "" : " since the last warning",
+      " named keys that no server of ", address_, " holds (table '", table,
+      "'; evicted, deleted or never inserted) and were skipped");
+  if (!report->unreachable.empty()) {
+    absl::StrAppend(&report->warning, "; unreachable, so their keys were skipped too: ",
+                    absl::StrJoin(report->unreachable, "; "));
+  }
+  skipped_since_warning_ = 0;
+  keys_since_warning_ = 0;
+  last_warning_ = now;
 }
 
 absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
                            Cancellation* cancel) {
   proto::ResetRequest request;
   request.set_table(table);
-  proto::ResetResponse response;
-  return Unary(*stub_, &proto::ReplayService::Stub::Reset, request, &response, timeout,
-               cancel);
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  std::vector<proto::ResetResponse> responses;
+  std::vector<absl::Status> statuses = CallEveryShard<proto::ResetResponse>(
+      shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
+      [&request](ClientStub& shard, grpc::ClientContext* context, proto::ResetResponse* response,
+                 std::function<void(grpc::Status)> done) {
+        shard.stub()->async()->Reset(context, &request, response, std::move(done));
+      });
+  return FirstFailure(shards, statuses, absl::StrCat("reset of table '", table, "'"));
 }
 
-absl::StatusOr<std::string> Client::Checkpoint(absl::Duration timeout,
-                                               Cancellation* cancel) {
-  proto::CheckpointResponse response;
-  RETURN_IF_ERROR(Unary(*stub_, &proto::ReplayService::Stub::Checkpoint,
-                        proto::CheckpointRequest(), &response, timeout, cancel));
-  return response.path();
+absl::StatusOr<std::vector<std::string>> Client::Checkpoint(absl::Duration timeout,
+                                                            Cancellation* cancel) {
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  std::vector<proto::CheckpointResponse> responses;
+  const proto::CheckpointRequest request;
+  std::vector<absl::Status> statuses = CallEveryShard<proto::CheckpointResponse>(
+      shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
+      [&request](ClientStub& shard, grpc::ClientContext* context,
+                 proto::CheckpointResponse* response, std::function<void(grpc::Status)> done) {
+        shard.stub()->async()->Checkpoint(context, &request, response, std::move(done));
+      });
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (statuses[i].ok()) paths.push_back(responses[i].path());
+  }
+  if (absl::Status failed = FirstFailure(shards, statuses, "checkpoint"); !failed.ok()) {
+    if (paths.empty() || shards.size() == 1) return failed;
+    return absl::Status(failed.code(), absl::StrCat(failed.message(), " (written: ",
+                                                    absl::StrJoin(paths, ", "), ")"));
+  }
+  return paths;
+}
+
+absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
+                                                            const SamplerOptions& options) {
+  if (options.max_in_flight < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_in_flight_samples_per_worker must be >= 1, got ", options.max_in_flight));
+  }
+  std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  if (shards.size() == 1 && options.num_streams <= 1) {
+    return std::unique_ptr<Sampler>(new StreamSampler(shards[0], table, options));
+  }
+  std::vector<double> weights;
+  if (shards.size() > 1 && options.max_samples >= 0) {
+    // To split max_samples between the shards: their weights now. A shard
+    // that does not answer at once (down, restarting) gets no share.
+    std::vector<proto::ServerInfoResponse> responses;
+    const proto::ServerInfoRequest request;
+    CallEveryShard<proto::ServerInfoResponse>(
+        shards, absl::Seconds(10), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
+        [&request](ClientStub& shard, grpc::ClientContext* context,
+                   proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
+          shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
+        });
+    for (const proto::ServerInfoResponse& response : responses) {
+      double weight = 0;
+      for (const proto::TableInfo& info : response.tables()) {
+        if (info.config().table_name() == table) weight = info.sampler_total_weight();
+      }
+      weights.push_back(weight);
+    }
+  }
+  return std::unique_ptr<Sampler>(
+      new ShardedSampler(std::move(shards), table, options, weights));
 }
 
 absl::StatusOr<std::vector<Sample>> Client::SampleItems(
@@ -334,7 +415,7 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
     return absl::InvalidArgumentError(
         absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
-  options.max_in_flight = num_samples;
+  options.max_in_flight = std::min(options.max_in_flight, num_samples);
   options.max_samples = num_samples;
   ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, NewSampler(table, options));
   Cancellation::Id id = 0;
@@ -358,7 +439,41 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
 absl::StatusOr<std::unique_ptr<TrajectoryWriter>> Client::NewTrajectoryWriter(
     const TrajectoryWriterOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  return std::unique_ptr<TrajectoryWriter>(new TrajectoryWriter(stub_, options));
+  std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  auto writer =
+      std::unique_ptr<TrajectoryWriter>(new TrajectoryWriter(PickWriterShard(shards), options));
+  // Among shards, the writer is counted by its shard from now on, so that
+  // the next writer (of any client) sees it.
+  if (shards.size() > 1) RETURN_IF_ERROR(writer->Connect());
+  return writer;
+}
+
+std::shared_ptr<ClientStub> Client::PickWriterShard(
+    const std::vector<std::shared_ptr<ClientStub>>& shards) {
+  const uint64_t turn = shards_->NextTurn();
+  if (shards.size() == 1) return shards[0];
+  // The fewest writers now, as the shards count them (one round trip to all
+  // at once; a writer lives long). Shards that do not answer at once are
+  // passed over.
+  std::vector<proto::ServerInfoResponse> responses;
+  const proto::ServerInfoRequest request;
+  const std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
+      shards, absl::Seconds(2), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
+      [&request](ClientStub& shard, grpc::ClientContext* context,
+                 proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
+        shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
+      });
+  int best = -1;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const size_t j = (turn + i) % shards.size();
+    if (!statuses[j].ok()) continue;
+    if (best < 0 || responses[j].active_insert_streams() <
+                        responses[best].active_insert_streams()) {
+      best = static_cast<int>(j);
+    }
+  }
+  if (best >= 0) return shards[best];
+  return ShardSet::InTurn(shards, turn);  // none answered: the writer will say why
 }
 
 }  // namespace reverb_tf

@@ -31,7 +31,6 @@
 
 namespace reverb_tf {
 
-class ClientStub;
 namespace proto {
 class SampleResponse;
 }  // namespace proto
@@ -43,6 +42,9 @@ struct REVERB_TF_EXPORT SampleInfo {
   double priority = 0;
   int32_t times_sampled = 0;
   bool rate_limited = false;
+  // The table's total sampling weight when the item was chosen (the size,
+  // or for a prioritized table the sum of priority^exponent).
+  double table_weight = 0;
 };
 
 // One sampled item with its columns materialized (uncompressed).
@@ -55,20 +57,34 @@ struct REVERB_TF_EXPORT Sample {
 
 struct REVERB_TF_EXPORT ClientOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
+  // How long the shards a dns: target resolved to are trusted before the
+  // name is resolved again (target.h).
+  absl::Duration resolve_interval = absl::Seconds(30);
 };
 
 struct REVERB_TF_EXPORT SamplerOptions {
-  // Samples requested ahead of consumption (flow-control credits).
+  // Samples each stream requests ahead of consumption (flow-control
+  // credits).
   int64_t max_in_flight = 256;
   // Samples this sampler returns before Next() reports OUT_OF_RANGE; < 0: no
-  // limit.
+  // limit. Never more than this many are requested from the servers.
   int64_t max_samples = -1;
   absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
   // Samples per response message; 0: min(max_in_flight, 1024).
   int32_t flexible_batch_size = 0;
+  // Streams, each with its own thread decoding what it receives: < 1 (auto)
+  // one per shard; otherwise this many, at least one per shard. A table whose
+  // sampler hands items out in order (fifo, lifo, heaps) gets one stream per
+  // shard whatever this says, since several would interleave the order.
+  int32_t num_streams = -1;
+  // A stream that has delivered this many samples is ended and a new one
+  // opened (dm-reverb's max_samples_per_stream); < 0: no limit.
+  int64_t max_samples_per_stream = -1;
+  // With several streams: how long Next() waits for a shard to serve again
+  // once the streams of every shard have failed, before UNAVAILABLE. While
+  // some shard serves, failed streams are reopened in the background.
+  absl::Duration reconnect_timeout = absl::Seconds(3);
 };
-
-struct SamplerStream;
 
 // Appends the samples of a server's `response` to `samples`, consuming its
 // chunk bytes. Nothing in the response is trusted: sizes are checked before
@@ -84,75 +100,119 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
 REVERB_TF_EXPORT absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
                                                absl::FunctionRef<bool()> may_retry);
 
-// A long-lived sampling stream: keeps up to max_in_flight samples requested
-// ahead, so a consumer (a tf.data iterator) never waits for a round trip.
-// Thread safety: Next() from one thread at a time; Cancel() from any thread.
+// Samples of one table, from one stream or merged from several
+// (sampler.h). Items of several shards arrive in proportion to each shard's
+// total sampling weight.
+// Thread safety: Next() and TryNext() from one thread at a time; Cancel()
+// from any thread.
 class REVERB_TF_EXPORT Sampler {
  public:
-  ~Sampler();
+  virtual ~Sampler() = default;
   // Blocks for the next sample. OUT_OF_RANGE after max_samples,
   // DEADLINE_EXCEEDED when the rate limiter timeout expires, CANCELLED after
-  // Cancel(); the stream is finished after any error. A server that is not
+  // Cancel(); the sampler is finished after any error. A server that is not
   // reachable yet (UNAVAILABLE before the first sample) is retried
   // per RetryUnavailable() (1.5 s in all).
-  absl::Status Next(Sample* sample);
+  virtual absl::Status Next(Sample* sample) = 0;
   // Moves out a sample already received without blocking; false if none is
   // (or max_samples were returned). Errors are left for Next() to report.
-  bool TryNext(Sample* sample);
-  void Cancel();
-
- private:
-  friend class Client;
-  Sampler(std::shared_ptr<ClientStub> stub, std::string table, const SamplerOptions& options);
-  absl::Status Fail(absl::Status status);
-  // Reads the next response into buffer_, granting credits first.
-  absl::Status Refill();
-  void OpenStream();
-
-  const std::shared_ptr<ClientStub> stub_;
-  const std::string table_;
-  const SamplerOptions options_;
-  std::unique_ptr<SamplerStream> stream_;
-  std::vector<Sample> buffer_;
-  size_t next_in_buffer_ = 0;
-  int64_t returned_ = 0;
-  int64_t granted_ = 0;
-  absl::Status error_;
-  std::atomic<bool> cancelled_{false};
-  // Guards replacing stream_ (a retry) against Cancel() from another thread.
-  absl::Mutex stream_mu_;
+  virtual bool TryNext(Sample* sample) = 0;
+  virtual void Cancel() = 0;
 };
 
+// What a priority update or delete did, over every shard of the target.
+struct REVERB_TF_EXPORT MutationReport {
+  int64_t updated = 0;
+  int64_t deleted = 0;
+  // Keys that no reachable shard held (evicted, deleted, never inserted, or
+  // held by an unreachable shard). Skipped, as one server skips them.
+  int64_t missing = 0;
+  // Shards that could not be reached (UNAVAILABLE), with the reason. Only a
+  // target of several shards reports them here; with one, or when no shard
+  // is reachable, the call fails with UNAVAILABLE instead.
+  std::vector<std::string> unreachable;
+  // What the front end (Python, a TF kernel) should log: set at most once a
+  // minute per Client, counting the keys skipped since the last warning, so
+  // that a skipped update is never silent and evictions do not flood logs.
+  std::string warning;
+};
+
+// The tables of one shard, or why they could not be read.
+struct REVERB_TF_EXPORT ShardInfo {
+  std::string address;
+  absl::StatusOr<std::vector<TableInfo>> tables;
+};
+
+class ClientStub;
+class ShardSet;
+
+// A client of one replay server or of several shards of the same tables
+// (target.h): one gRPC channel per shard.
+//   * a writer streams to one shard: the one with the fewest writers then
+//     (ties broken in turn, from a random start), so that writers spread
+//     across shards and refill one that restarted;
+//   * samplers stream from every shard, merging in proportion to the
+//     shards' sampling weights;
+//   * priority updates and deletes go to every shard at once, in parallel:
+//     keys are random, so the one shard that holds a key applies it and the
+//     others count it as missing (docs/scale_out.md);
+//   * server info, reset and checkpoint address every shard.
+// Thread safety: thread-safe; calls may run concurrently from many threads.
 class REVERB_TF_EXPORT Client {
  public:
   // Connects lazily: creation never fails on an unreachable server.
+  // INVALID_ARGUMENT for a malformed target or options.
   static absl::StatusOr<std::unique_ptr<Client>> Create(
       const std::string& server_address, const ClientOptions& options = {});
   ~Client();
 
   const std::string& server_address() const { return address_; }
 
-  // With a finite `timeout`, waits for an unreachable server to come up
-  // until the deadline (DEADLINE_EXCEEDED); with an infinite one, fails at
-  // once with UNAVAILABLE.
+  // The shards the target names now (a dns: target is resolved again
+  // after ClientOptions::resolve_interval).
+  std::vector<std::string> ShardAddresses();
+
+  // The tables of the target. With several shards: each table's counters
+  // and sizes summed over the shards, its options and signature those of
+  // the first shard; UNAVAILABLE naming the shards that could not be
+  // reached. With a finite `timeout`, waits for an unreachable server to
+  // come up until the deadline (DEADLINE_EXCEEDED); with an infinite one,
+  // fails at once with UNAVAILABLE.
   absl::StatusOr<std::vector<TableInfo>> ServerInfo(
       absl::Duration timeout, Cancellation* cancel = nullptr);
 
-  absl::StatusOr<MutationResult> MutatePriorities(
+  // The tables (options and signatures, which every shard shares) of the
+  // first shard that answers: what writers and datasets need, while some
+  // shard may be down. Every shard is asked at once without waiting for
+  // connections; only if none answers is the target waited for as
+  // ServerInfo() does, and its error returned.
+  absl::StatusOr<std::vector<TableInfo>> ServerInfoOfAnyShard(absl::Duration timeout,
+                                                             Cancellation* cancel = nullptr);
+
+  // The tables of every shard, asked in parallel; a shard that fails has
+  // its status in place of its tables. With `wait_for_ready` and a finite
+  // timeout, a shard that is not up yet is waited for until the deadline.
+  std::vector<ShardInfo> ServerInfoByShard(absl::Duration timeout,
+                                           Cancellation* cancel = nullptr,
+                                           bool wait_for_ready = true);
+
+  absl::StatusOr<MutationReport> MutatePriorities(
       const std::string& table, absl::Span<const std::pair<Key, double>> updates,
       absl::Span<const Key> deletes, absl::Duration timeout,
       Cancellation* cancel = nullptr);
 
+  // Resets `table` on every shard.
   absl::Status Reset(const std::string& table, absl::Duration timeout,
                      Cancellation* cancel = nullptr);
 
-  // Path of the checkpoint the server wrote.
-  absl::StatusOr<std::string> Checkpoint(absl::Duration timeout,
-                                         Cancellation* cancel = nullptr);
+  // Paths of the checkpoints the shards wrote, in shard order. Every shard
+  // is asked; if one fails, the error names it (and the paths written).
+  absl::StatusOr<std::vector<std::string>> Checkpoint(absl::Duration timeout,
+                                                      Cancellation* cancel = nullptr);
 
   // Samples exactly `num_samples` items (unless an error ends the stream),
-  // through a Sampler with `options` whose max_in_flight and max_samples are
-  // num_samples.
+  // through a Sampler with `options` whose max_samples is num_samples and
+  // max_in_flight at most num_samples.
   absl::StatusOr<std::vector<Sample>> SampleItems(
       const std::string& table, int64_t num_samples, SamplerOptions options,
       Cancellation* cancel = nullptr);
@@ -164,10 +224,20 @@ class REVERB_TF_EXPORT Client {
                                                       const SamplerOptions& options);
 
  private:
-  Client(std::string address, std::shared_ptr<ClientStub> stub);
+  Client(std::string address, std::unique_ptr<ShardSet> shards);
+  // The shard of `shards` a new writer streams to.
+  std::shared_ptr<ClientStub> PickWriterShard(
+      const std::vector<std::shared_ptr<ClientStub>>& shards);
+  // Counts what `report` skipped and sets its warning when one is due.
+  void NoteSkipped(const std::string& table, MutationReport* report);
 
   const std::string address_;
-  const std::shared_ptr<ClientStub> stub_;
+  const std::unique_ptr<ShardSet> shards_;
+
+  absl::Mutex report_mu_;
+  int64_t skipped_since_warning_ ABSL_GUARDED_BY(report_mu_) = 0;
+  int64_t keys_since_warning_ ABSL_GUARDED_BY(report_mu_) = 0;
+  absl::Time last_warning_ ABSL_GUARDED_BY(report_mu_) = absl::InfinitePast();
 };
 
 }  // namespace reverb_tf

@@ -1,5 +1,6 @@
-// Internal to the client: the gRPC channel and stub shared by a Client and
-// its writers, and the glue between a Cancellation and an RPC.
+// Internal to the client: the gRPC channel and stub of one server, shared by
+// a Client and its writers and samplers, and the glue between a Cancellation
+// and an RPC.
 #ifndef REVERB_TF_CC_CLIENT_CLIENT_STUB_H_
 #define REVERB_TF_CC_CLIENT_CLIENT_STUB_H_
 
@@ -28,6 +29,8 @@ class ClientStub {
         max_message_bytes_(max_message_bytes) {}
 
   proto::ReplayService::Stub* stub() { return stub_.get(); }
+  grpc::Channel* channel() { return channel_.get(); }
+  const std::string& address() const { return address_; }
   int64_t max_message_bytes() const { return max_message_bytes_; }
 
   // The outcome of an RPC for the caller: a lost or refused connection

@@ -70,6 +70,8 @@ Status NewSampler(const std::string& server_address, const std::string& table,
   sampler_options.max_in_flight = options.max_in_flight;
   sampler_options.max_samples = options.max_samples;
   sampler_options.rate_limiter_timeout = TimeoutFromMs(options.rate_limiter_timeout_ms);
+  sampler_options.num_streams = options.num_streams;
+  sampler_options.max_samples_per_stream = options.max_samples_per_stream;
   auto sampler = (*client)->NewSampler(table, sampler_options);
   if (!sampler.ok()) return FromAbsl(sampler.status());
   *out = std::make_unique<SamplerAdapter>(*client, *std::move(sampler));
@@ -90,7 +92,8 @@ Status DecodeStrings(const Tensor& tensor, std::vector<std::string>* out) {
 
 Status UpdatePriorities(const std::string& server_address, const std::string& table,
                         const std::vector<uint64_t>& keys,
-                        const std::vector<double>& priorities, int64_t timeout_ms) {
+                        const std::vector<double>& priorities, int64_t timeout_ms,
+                        std::string* warning) {
   if (keys.size() != priorities.size()) {
     return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
                   "keys and priorities must have the same length"};
@@ -102,9 +105,14 @@ Status UpdatePriorities(const std::string& server_address, const std::string& ta
   const absl::Duration timeout = TimeoutFromMs(timeout_ms);
   // Priority updates are idempotent, so a server that is briefly unreachable
   // is retried, a bounded number of times.
-  return FromAbsl(RetryUnavailable(
-      [&](int) { return (*client)->MutatePriorities(table, updates, {}, timeout).status(); },
-      [] { return true; }));
+  absl::Status status = RetryUnavailable(
+      [&](int) {
+        auto report = (*client)->MutatePriorities(table, updates, {}, timeout);
+        if (report.ok() && warning != nullptr) *warning = std::move(report->warning);
+        return report.status();
+      },
+      [] { return true; });
+  return FromAbsl(status);
 }
 
 Status InsertItem(const std::string& server_address, const std::vector<std::string>& tables,

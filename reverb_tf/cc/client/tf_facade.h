@@ -47,9 +47,11 @@ struct Sample {
 };
 
 struct SamplerOptions {
-  int64_t max_in_flight = 256;
-  int64_t max_samples = -1;             // < 0: unlimited
+  int64_t max_in_flight = 256;           // per stream
+  int64_t max_samples = -1;              // in all; < 0: unlimited
   int64_t rate_limiter_timeout_ms = -1;  // < 0: wait forever
+  int32_t num_streams = -1;              // < 1: one per shard
+  int64_t max_samples_per_stream = -1;   // then a new stream; < 0: no limit
 };
 
 class REVERB_TF_EXPORT FacadeSampler {
@@ -61,7 +63,8 @@ class REVERB_TF_EXPORT FacadeSampler {
   virtual void Cancel() = 0;
 };
 
-// Opens a sampling stream to `table` at `server_address`.
+// Opens a sampler of `table` at `server_address` (one server or several
+// shards, client/target.h).
 REVERB_TF_EXPORT Status NewSampler(const std::string& server_address,
                                    const std::string& table,
                                    const SamplerOptions& options,
@@ -71,11 +74,14 @@ REVERB_TF_EXPORT Status NewSampler(const std::string& server_address,
 REVERB_TF_EXPORT Status DecodeStrings(const Tensor& tensor,
                                       std::vector<std::string>* out);
 
+// Updates priorities on every shard that holds the keys. `warning` (may be
+// null) receives what the caller should log about skipped keys, at most once
+// a minute (client.h, MutationReport::warning); empty otherwise.
 REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
                                          const std::string& table,
                                          const std::vector<uint64_t>& keys,
                                          const std::vector<double>& priorities,
-                                         int64_t timeout_ms);
+                                         int64_t timeout_ms, std::string* warning);
 
 // Inserts one single-step item holding `columns` into each of `tables` with
 // the matching priority, and waits until the server has stored them. As

@@ -391,6 +391,12 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
   return absl::OkStatus();
 }
 
+absl::Status TrajectoryWriter::Connect() {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ErrorLocked());
+  return EnsureStreamLocked();
+}
+
 absl::Status TrajectoryWriter::EnsureStreamLocked() {
   if (stream_ != nullptr) return absl::OkStatus();
   stream_ = std::make_unique<WriterStream>();

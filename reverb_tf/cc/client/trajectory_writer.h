@@ -122,6 +122,10 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::Status Configure(int32_t column, int32_t num_keep_alive_refs,
                          int32_t max_chunk_length);
 
+  // Opens the stream now rather than at the first CreateItem(), so that the
+  // server counts this writer at once (writer placement over shards).
+  absl::Status Connect();
+
   // Ends the stream without waiting for acknowledgements (as dm-reverb's
   // close(): call Flush() first to make sure items are stored). Queued items
   // are still sent; the server gets up to `grace` to store them, after which

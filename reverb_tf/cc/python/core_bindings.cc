@@ -298,6 +298,15 @@ TableOptions MakeTableOptions(const std::string& name,
 // In the order of reverb_tf.replay_sample.SampleInfo's fields (dm-reverb's),
 // which Python builds with SampleInfo._make: a tuple is the cheapest thing
 // to hand over per sample.
+py::dict TablesDict(std::vector<TableInfo> tables) {
+  py::dict out;
+  for (TableInfo& info : tables) {
+    const std::string name = info.options.name;
+    out[py::str(name)] = py::cast(std::move(info));
+  }
+  return out;
+}
+
 py::tuple SampleInfoTuple(const SampleInfo& info) {
   return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
                         info.times_sampled);
@@ -738,14 +747,43 @@ PYBIND11_MODULE(_core, m) {
              auto tables = RunCancellable([&](Cancellation* cancel) {
                return client.ServerInfo(TimeoutFromSeconds(timeout_s), cancel);
              });
-             py::dict out;
-             for (TableInfo& info : ValueOrRaise(std::move(tables))) {
-               const std::string name = info.options.name;
-               out[py::str(name)] = py::cast(std::move(info));
+             return TablesDict(ValueOrRaise(std::move(tables)));
+           },
+           py::arg("timeout_s") = py::none())
+      .def("server_info_of_any_shard",
+           [](Client& client, std::optional<double> timeout_s) {
+             auto tables = RunCancellable([&](Cancellation* cancel) {
+               return client.ServerInfoOfAnyShard(TimeoutFromSeconds(timeout_s), cancel);
+             });
+             return TablesDict(ValueOrRaise(std::move(tables)));
+           },
+           "The tables of the first shard that answers (options and signatures).",
+           py::arg("timeout_s") = py::none())
+      .def("server_info_by_shard",
+           [](Client& client, std::optional<double> timeout_s) {
+             std::vector<ShardInfo> shards;
+             CheckOk(RunCancellable([&](Cancellation* cancel) {
+               shards = client.ServerInfoByShard(TimeoutFromSeconds(timeout_s), cancel);
+               return absl::OkStatus();
+             }));
+             py::list out;
+             for (ShardInfo& shard : shards) {
+               if (shard.tables.ok()) {
+                 out.append(py::make_tuple(shard.address, TablesDict(*std::move(shard.tables)),
+                                           py::none()));
+               } else {
+                 const absl::Status& status = shard.tables.status();
+                 out.append(py::make_tuple(
+                     shard.address, py::none(),
+                     py::make_tuple(static_cast<int>(status.code()),
+                                    std::string(status.message()))));
+               }
              }
              return out;
            },
+           "[(address, {name: TableInfo} or None, (code, message) or None)] per shard.",
            py::arg("timeout_s") = py::none())
+      .def_property_readonly("shard_addresses", &Client::ShardAddresses)
       .def("mutate_priorities",
            [](Client& client, const std::string& table, const std::vector<Key>& keys,
               const std::vector<double>& priorities, const std::vector<Key>& deletes,
@@ -760,8 +798,8 @@ PYBIND11_MODULE(_core, m) {
                return client.MutatePriorities(table, updates, deletes,
                                               TimeoutFromSeconds(timeout_s), cancel);
              });
-             const MutationResult r = ValueOrRaise(std::move(result));
-             return py::make_tuple(r.updated, r.deleted, r.missing);
+             MutationReport r = ValueOrRaise(std::move(result));
+             return py::make_tuple(r.updated, r.deleted, r.missing, r.unreachable, r.warning);
            },
            py::arg("table"), py::arg("keys"), py::arg("priorities"),
            py::arg("deletes"), py::arg("timeout_s") = py::none())
@@ -781,17 +819,19 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout_s") = py::none())
       .def("new_sampler",
            [](Client& client, const std::string& table, int64_t max_samples,
-              int64_t max_in_flight, std::optional<double> timeout_s) {
+              int64_t max_in_flight, std::optional<double> timeout_s, int32_t num_streams) {
              SamplerOptions options;
              options.max_samples = max_samples;
              options.max_in_flight = max_in_flight;
              options.rate_limiter_timeout = TimeoutFromSeconds(timeout_s);
+             options.num_streams = num_streams;
              return ValueOrRaise(client.NewSampler(table, options));
            },
-           "One sample stream: at most max_in_flight samples are requested ahead of "
-           "next_batch(), so memory stays bounded for any max_samples.",
+           "A sampler (one stream per shard unless num_streams says more): at most "
+           "max_in_flight samples per stream are requested ahead of next_batch(), so "
+           "memory stays bounded for any max_samples.",
            py::arg("table"), py::arg("max_samples"), py::arg("max_in_flight"),
-           py::arg("timeout_s") = py::none())
+           py::arg("timeout_s") = py::none(), py::arg("num_streams") = -1)
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
               int32_t max_in_flight_items, bool legacy_items) {

@@ -45,6 +45,9 @@ struct SelectorOptions {
   double priority_exponent = 1.0;
 
   std::string DebugString() const;
+  // Hands keys out in a defined order (fifo, lifo, heaps) rather than at
+  // random.
+  bool ordered() const { return kind != Kind::kUniform && kind != Kind::kPrioritized; }
   bool operator==(const SelectorOptions& other) const {
     return kind == other.kind &&
            (kind != Kind::kPrioritized ||
@@ -80,6 +83,12 @@ class ItemSelector {
   virtual void Clear() = 0;
 
   virtual int64_t size() const = 0;
+
+  // The sum of the keys' sampling weights: what Sample() chooses in
+  // proportion to. Clients that merge samples of several tables (shards)
+  // weigh each table by it. Every key weighs 1 unless a selector says
+  // otherwise.
+  virtual double TotalWeight() const { return static_cast<double>(size()); }
 
   virtual SelectorOptions options() const = 0;
 

@@ -58,6 +58,7 @@ class PrioritizedSelector : public ItemSelector {
 
   // Sum of all weights, as held at the root of the tree.
   double total_weight() const { return tree_[1]; }
+  double TotalWeight() const override { return total_weight(); }
 
   // Sums the leaves afresh in slot order, O(n). Lets tests check that the
   // root has not drifted away from the leaves.

@@ -1,6 +1,7 @@
 #include "reverb_tf/cc/service/replay_service.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -153,6 +154,7 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
   if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
+  const StreamSlot counted(&insert_streams_, std::numeric_limits<int64_t>::max());
   ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream, &metrics_);
   LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kInsertStream];
   Cancellation cancel;
@@ -261,6 +263,7 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
   }
   int64_t credits = request.num_samples();
   const std::string what = absl::StrCat("sample from table '", table->name(), "'");
+  const bool ordered = table->options().sampler.ordered();
   Cancellation cancel;
   const auto watch =
       cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
@@ -286,12 +289,14 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
 
     // Pack samples into as few responses as the byte budget allows.
     proto::SampleResponse response;
+    response.set_ordered(ordered);
     absl::flat_hash_set<ChunkKey> sent;
     int64_t bytes = 0;
     for (const SampledItem& sample : *samples) {
       if (response.items_size() > 0 && bytes >= limits_.max_response_bytes) {
         if (!stream.Write(response)) return grpc::Status::OK;
         response.Clear();
+        response.set_ordered(ordered);
         sent.clear();
         bytes = 0;
       }
@@ -350,6 +355,7 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
   for (const std::string& name : names) {
     TableInfoToProto(tables_.at(name)->info(), response->add_tables());
   }
+  response->set_active_insert_streams(insert_streams_.load(std::memory_order_relaxed));
   return grpc::Status::OK;
 }
 

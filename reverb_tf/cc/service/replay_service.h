@@ -123,6 +123,8 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;
   std::atomic<int64_t> active_streams_{0};
+  // Of those, InsertStreams (what ServerInfo tells writer placement).
+  std::atomic<int64_t> insert_streams_{0};
   std::atomic<bool> accepting_{true};
   ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};

@@ -194,6 +194,7 @@ void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
   *out->mutable_config() = TableOptionsToConfig(info.options);
   out->set_current_size(info.current_size);
   out->set_num_unique_samples(info.num_unique_samples);
+  out->set_sampler_total_weight(info.sampler_total_weight);
   out->set_num_episodes(info.num_episodes);
   out->set_num_deleted_episodes(info.num_deleted_episodes);
   proto::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
@@ -210,6 +211,7 @@ absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& proto_info)
   ASSIGN_OR_RETURN(info.options, TableOptionsFromConfig(proto_info.config()));
   info.current_size = proto_info.current_size();
   info.num_unique_samples = proto_info.num_unique_samples();
+  info.sampler_total_weight = proto_info.sampler_total_weight();
   info.num_episodes = proto_info.num_episodes();
   info.num_deleted_episodes = proto_info.num_deleted_episodes();
   const proto::RateLimiterInfo& limiter = proto_info.rate_limiter_info();
@@ -265,6 +267,7 @@ int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response
   info->set_priority(sample.priority);
   info->set_times_sampled(sample.times_sampled);
   info->set_rate_limited(sample.rate_limited);
+  info->set_table_weight(sample.table_weight);
   for (const SlicedColumn& column : sample.trajectory) {
     proto::Column* out_column = out->add_columns();
     out_column->set_squeeze(column.squeeze);

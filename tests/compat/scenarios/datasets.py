@@ -112,6 +112,25 @@ def scenario_trajectory_dataset_max_samples(ctx):
     return len(list(ds))
 
 
+def scenario_trajectory_dataset_max_samples_per_stream_goes_on(ctx):
+    """max_samples_per_stream starts a new stream; only max_samples ends the iterator."""
+    import tensorflow as tf
+    reverb = ctx.reverb
+    table = reverb.Table("t", sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+                         max_size=10, rate_limiter=reverb.rate_limiters.MinSize(1),
+                         signature=_signature(tf))
+    server, client = ctx.server([table])
+    _fill_trajectories(client, n=2)
+    address = f"localhost:{server.port}"
+    per_stream = reverb.TrajectoryDataset.from_table_signature(
+        address, "t", max_in_flight_samples_per_worker=2, max_samples_per_stream=3,
+        rate_limiter_timeout_ms=2000)
+    both = reverb.TrajectoryDataset.from_table_signature(
+        address, "t", max_in_flight_samples_per_worker=2, max_samples_per_stream=3,
+        max_samples=7)
+    return {"per_stream_take_20": len(list(per_stream.take(20))), "both": len(list(both))}
+
+
 def scenario_legacy_insert_step_signature_dataset(ctx):
     """A legacy item in a table whose signature is one step: the dataset fails."""
     import tensorflow as tf

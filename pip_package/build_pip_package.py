@@ -45,6 +45,8 @@ SUMMARY = ("TensorFlow-native experience replay: a C++ replay server over gRPC, 
            "tf.data datasets and TF ops, with dm-reverb 0.14's Python API")
 # Imported by the Python files; TensorFlow itself is added from _build_info.json.
 REQUIREMENTS = ["absl-py", "dm-tree", "numpy"]
+# Optional features: `pip install reverb-tf[ray]` for reverb_tf.ray.
+EXTRAS = {"ray": ["ray>=2.40"]}
 CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main",
                    "reverb_tf": "reverb_tf.cli:main"}
 # Must come from the user's TensorFlow (already loaded when our ops load).
@@ -120,6 +122,9 @@ def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: s
         f"Summary: {SUMMARY}",
         f"Requires-Python: {python_requires}",
         *(f"Requires-Dist: {requirement}" for requirement in requirements),
+        *(line for extra, extra_requirements in EXTRAS.items()
+          for line in [f"Provides-Extra: {extra}",
+                       *(f'Requires-Dist: {r}; extra == "{extra}"' for r in extra_requirements)]),
     ]
     (info / "METADATA").write_text("\n".join(metadata) + "\n")
     (info / "WHEEL").write_text(

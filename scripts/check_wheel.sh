@@ -60,7 +60,7 @@ TF_CPP_MIN_LOG_LEVEL=2 "${venv}/bin/python" smoke_test.py
 if (( run_pytest )); then
   # What the tests import besides TensorFlow and reverb_tf, pinned as in CI.
   mapfile -t test_pins < <(grep -iE \
-    '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet)==' \
+    '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet|ray)==' \
     "${ROOT}/requirements.txt")
   "${venv}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
   # examples/: scenarios of the differential tests run them.

@@ -78,23 +78,36 @@ def _print_tables(tables: List[Dict[str, Any]], out: TextIO) -> None:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
 
 
-def _client(address: str) -> Any:
+def _client(flags: argparse.Namespace) -> Any:
+    """A client of flags.address with the TLS and token flags (else the environment's)."""
     import reverb_tf  # pylint: disable=g-import-not-at-top
-    return reverb_tf.Client(address)
-
-
-def _server_info(address: str, timeout: float) -> Dict[str, Any]:
-    import reverb_tf  # pylint: disable=g-import-not-at-top
+    from reverb_tf import security  # pylint: disable=g-import-not-at-top
+    tls = None
+    if flags.tls_ca_file:
+        tls = security.ClientTls(flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file,
+                                 flags.tls_server_name)
+    token = None
+    if flags.token_file:
+        with open(flags.token_file) as f:
+            token = f.read().strip()
     try:
-        return _client(address).server_info(timeout=timeout)
+        return reverb_tf.Client(flags.address, tls=tls, token=token)
+    except (ValueError, reverb_tf.errors.ReverbError) as e:
+        raise _Failure(str(e)) from None
+
+
+def _server_info(flags: argparse.Namespace) -> Dict[str, Any]:
+    import reverb_tf  # pylint: disable=g-import-not-at-top
+    address, timeout = flags.address, flags.timeout
+    try:
+        return _client(flags).server_info(timeout=timeout)
     except (reverb_tf.errors.DeadlineExceededError, reverb_tf.errors.UnavailableError) as e:
         raise _Failure(f"cannot reach a reverb_tf server at {address} within {timeout:g} s: "
                        f"{e}") from None
 
 
 def cmd_info(flags: argparse.Namespace, out: TextIO) -> None:
-    tables = [_table_dict(info) for _, info in sorted(_server_info(flags.address,
-                                                                   flags.timeout).items())]
+    tables = [_table_dict(info) for _, info in sorted(_server_info(flags).items())]
     if flags.json:
         json.dump({"address": flags.address, "tables": tables}, out, indent=2)
         print(file=out)
@@ -104,9 +117,9 @@ def cmd_info(flags: argparse.Namespace, out: TextIO) -> None:
 
 def cmd_checkpoint(flags: argparse.Namespace, out: TextIO) -> None:
     import reverb_tf  # pylint: disable=g-import-not-at-top
-    _server_info(flags.address, flags.timeout)  # a clear error if nobody answers
+    _server_info(flags)  # a clear error if nobody answers
     try:
-        path = _client(flags.address).checkpoint()
+        path = _client(flags).checkpoint()
     except reverb_tf.errors.ReverbError as e:
         raise _Failure(f"checkpoint failed: {e}") from None
     print(path, file=out)
@@ -139,7 +152,7 @@ def cmd_inspect(flags: argparse.Namespace, out: TextIO) -> None:
     except errors.ReverbError as e:
         raise _Failure(f"{type(e).__name__}: {e}") from None
     elapsed = time.monotonic() - started
-    tables = [_table_dict(client_lib._table_info(info, None))  # pylint: disable=protected-access
+    tables = [_table_dict(client_lib.table_info(info, None))
               for info in summary["tables"]]
     for table, info in zip(tables, summary["tables"]):
         # The flat signature (the nested one needs TensorFlow to decode).
@@ -173,13 +186,13 @@ def _bench_step(info: Any) -> Dict[str, Any]:
 
 def cmd_bench(flags: argparse.Namespace, out: TextIO) -> None:
     import reverb_tf  # pylint: disable=g-import-not-at-top
-    tables = _server_info(flags.address, flags.timeout)
+    tables = _server_info(flags)
     if flags.table not in tables:
         raise _Failure(f"the server has no table '{flags.table}' "
                        f"(it has: {', '.join(sorted(tables))})")
     info = tables[flags.table]
     step = _bench_step(info)
-    client = _client(flags.address)
+    client = _client(flags)
     items = 0
     started = time.monotonic()
     try:
@@ -237,6 +250,15 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("address", help="the server, host:port (e.g. localhost:8000)")
         command.add_argument("--timeout", type=float, default=10.0,
                              help="seconds to wait for the server (default: 10)")
+        command.add_argument("--tls_ca_file",
+                             help="connect with TLS, verifying the server with this PEM CA "
+                                  "(default: $REVERB_TF_TLS_CA_FILE, else plaintext)")
+        command.add_argument("--tls_cert_file", help="client certificate (mutual TLS)")
+        command.add_argument("--tls_key_file", help="its private key")
+        command.add_argument("--tls_server_name",
+                             help="the name to verify in the server's certificate")
+        command.add_argument("--token_file",
+                             help="a file holding the bearer token (default: $REVERB_TF_TOKEN)")
         return command
 
     info = with_address("info", "show a server's tables",
@@ -284,10 +306,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_OK if e.code == 0 else EXIT_USAGE
     command = {"info": cmd_info, "checkpoint": cmd_checkpoint, "inspect": cmd_inspect,
                "bench": cmd_bench}[flags.command]
+    from reverb_tf import errors  # pylint: disable=g-import-not-at-top
     try:
         command(flags, sys.stdout)
-    except _Failure as e:
-        print(f"reverb_tf {flags.command}: {e}", file=sys.stderr)
+    except (_Failure, errors.ReverbError) as e:
+        # A refused call (e.g. UnauthenticatedError) says why in its message.
+        reason = e if isinstance(e, _Failure) else f"{type(e).__name__}: {e}"
+        print(f"reverb_tf {flags.command}: {reason}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"reverb_tf {flags.command}: interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import replay_sample
 from reverb_tf import reverb_types
+from reverb_tf import security
 from reverb_tf import signatures
 from reverb_tf import trajectory_writer as trajectory_writer_lib
 from reverb_tf.cc import schema_pb2
@@ -37,8 +38,16 @@ def _call_stats(stats: Any) -> Any:
         completed_wait_time_s=stats.completed_wait_time_s)
 
 
-def _table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
-    """Converts the native module's table info into dm-reverb's TableInfo."""
+def table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
+    """Converts the native module's table info into dm-reverb's TableInfo.
+
+    Args:
+      info: A `_core.TableInfo`.
+      signature: The table's decoded nested signature, or None.
+
+    Returns:
+      The `reverb_types.TableInfo`.
+    """
     limiter = info.rate_limiter_info
     return reverb_types.TableInfo(
         name=info.name,
@@ -255,7 +264,9 @@ class Client:
     must each be used by one thread at a time.
     """
 
-    def __init__(self, server_address: ServerAddress) -> None:
+    def __init__(self, server_address: ServerAddress, *,
+                 tls: Optional["security.ClientTls"] = None,
+                 token: Optional[str] = None) -> None:
         """Creates a client. Connecting happens on the first call.
 
         Args:
@@ -266,13 +277,21 @@ class Client:
             then spread across the shards, sampling merges them in
             proportion to their sizes (their priority sums), and priority
             updates reach the shard that holds each key (docs/scale_out.md).
+          tls: Connect with TLS (`reverb_tf.security.ClientTls`; reverb_tf
+            extension). None: the process's defaults (plaintext unless set).
+          token: The bearer token sent with every call ("" for none;
+            reverb_tf extension). None: the process's default
+            (`REVERB_TF_TOKEN`).
 
         Raises:
           ValueError: If the address is empty or malformed.
+          ReverbError: If a TLS file cannot be read or is not valid PEM.
           ImportError: If the native module is not built.
         """
         self._server_address = target_string(server_address)
-        self._client = _native.core().Client(self._server_address, _native.MAX_MESSAGE_BYTES)
+        self._security = (tls, token)
+        self._client = _native.core().Client(self._server_address, _native.MAX_MESSAGE_BYTES,
+                                             security.client_security(tls, token))
         # Per table: flat signature columns and encoded nested structure, from
         # the first server_info; tables do not change while a server runs.
         self._flat_signatures: Dict[str, Optional[List[signatures.Column]]] = {}
@@ -280,7 +299,8 @@ class Client:
         self._decoded: Dict[bytes, Any] = {}
 
     def __reduce__(self) -> Any:
-        return self.__class__, (self._server_address,)
+        tls, token = self._security
+        return functools.partial(self.__class__, tls=tls, token=token), (self._server_address,)
 
     def __repr__(self) -> str:
         return f"Client(server_address={self._server_address!r})"
@@ -355,7 +375,7 @@ class Client:
           UnavailableError: If the server cannot be reached.
         """
         infos = self._fetch_tables(timeout or None, aggregate=True)
-        return {name: _table_info(info, self._decode(self._nested_structures[name]))
+        return {name: table_info(info, self._decode(self._nested_structures[name]))
                 for name, info in infos.items()}
 
     def server_info_by_shard(self, timeout: Optional[float] = None
@@ -382,7 +402,7 @@ class Client:
             out[address] = {}
             for name, info in tables.items():
                 nested = bytes(info.nested_structure)
-                out[address][name] = _table_info(info, self._decode(nested))
+                out[address][name] = table_info(info, self._decode(nested))
         return out
 
     # -- writing -------------------------------------------------------------

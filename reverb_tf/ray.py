@@ -54,7 +54,8 @@ class ReplayShard:
 
     def __init__(self, tables: Sequence[Any], index: int, checkpoint_dir: str,
                  host: Optional[str], checkpoint_interval: Optional[float],
-                 metrics: bool) -> None:
+                 metrics: bool, tls: Optional[Any] = None,
+                 auth_tokens_file: Optional[str] = None) -> None:
         """Starts the shard's server, loading its newest checkpoint if any.
 
         Args:
@@ -65,6 +66,8 @@ class ReplayShard:
           checkpoint_interval: Seconds between the server's own checkpoints;
             None: only when asked.
           metrics: Serve Prometheus metrics on a port of its own.
+          tls: The server's `reverb_tf.security.ServerTls`, or None.
+          auth_tokens_file: The server's tokens file, or None.
 
         Raises:
           ReverbError: If the server cannot start (e.g. a damaged checkpoint).
@@ -91,7 +94,8 @@ class ReplayShard:
             tables, port=port, host=bind,
             checkpointer=checkpointers.DefaultCheckpointer(checkpoint_dir),
             checkpoint_interval=checkpoint_interval,
-            metrics_port=0 if metrics else None)
+            metrics_port=0 if metrics else None,
+            tls=tls, auth_tokens_file=auth_tokens_file)
         self._start_seconds = time.monotonic() - started
         state["port"] = self._server.port
         temporary = f"{state_path}.tmp"
@@ -149,6 +153,10 @@ class ReplayCluster:
                  checkpoint_interval: Optional[float] = None,
                  max_restarts: int = -1,
                  metrics: bool = False,
+                 tls: Optional[Any] = None,
+                 auth_tokens_file: Optional[str] = None,
+                 client_tls: Optional[Any] = None,
+                 client_token: Optional[str] = None,
                  start_timeout: float = 120.0) -> None:
         """Starts the shards and waits until each serves.
 
@@ -171,6 +179,14 @@ class ReplayCluster:
             which bound what a crash loses; None: only `checkpoint()`.
           max_restarts: How often Ray restarts a dead shard; -1: always.
           metrics: Each shard serves Prometheus metrics (see `status`).
+          tls: Every shard serves TLS (`reverb_tf.security.ServerTls`; its
+            files must be readable where the shards run).
+          auth_tokens_file: Every shard asks for bearer tokens
+            (`reverb_tf.security`); the file must be readable where they run.
+          client_tls: The `reverb_tf.security.ClientTls` of the clients this
+            object makes (`client`, `wait_until_serving`, `checkpoint`);
+            None: the process's defaults.
+          client_token: Their bearer token; None: the process's default.
           start_timeout: Seconds to wait for the placement group and for
             every shard to serve.
 
@@ -189,6 +205,7 @@ class ReplayCluster:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # pylint: disable=g-import-not-at-top
 
         self._num_shards = num_shards
+        self._client_security = {"tls": client_tls, "token": client_token}
         bundle: Dict[str, float] = {"CPU": cpus_per_shard}
         if memory_per_shard is not None:
             bundle["memory"] = memory_per_shard
@@ -217,7 +234,7 @@ class ReplayCluster:
                 options["memory"] = memory_per_shard
             self._shards.append(actor_class.options(**options).remote(
                 list(tables), i, os.path.join(checkpoint_root, f"shard-{i}"), host,
-                checkpoint_interval, metrics))
+                checkpoint_interval, metrics, tls, auth_tokens_file))
         try:
             self._addresses = ray.get([s.address.remote() for s in self._shards],
                                       timeout=start_timeout)
@@ -241,13 +258,13 @@ class ReplayCluster:
         return list(self._shards)
 
     def client(self) -> Any:
-        """A `reverb_tf.Client` of every shard.
+        """A `reverb_tf.Client` of every shard (with `client_tls`, `client_token`).
 
         Returns:
           The client.
         """
         from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
-        return client_lib.Client(self._addresses)
+        return client_lib.Client(self._addresses, **self._client_security)
 
     def status(self, timeout: Optional[float] = 60.0) -> List[Dict[str, Any]]:
         """`ReplayShard.status` of every shard (waits for restarting ones).
@@ -278,7 +295,8 @@ class ReplayCluster:
                 if left <= 0:
                     raise TimeoutError(f"shard {address} did not serve within {timeout} s")
                 try:
-                    client_lib.Client(address).server_info(timeout=min(left, 5.0))
+                    client_lib.Client(address, **self._client_security).server_info(
+                        timeout=min(left, 5.0))
                     break
                 except (errors.DeadlineExceededError, errors.UnavailableError):
                     continue

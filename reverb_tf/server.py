@@ -8,6 +8,7 @@ or any address that reaches it.
 
 import abc
 import collections
+import os
 import weakref
 from typing import Any, List, Optional, Sequence
 
@@ -19,6 +20,7 @@ from reverb_tf import client as client_lib
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import rate_limiters
+from reverb_tf import security
 from reverb_tf import signatures
 
 
@@ -218,7 +220,10 @@ class Table:
             raise RuntimeError(
                 f"table {self._name!r} is not hosted by a running Server, so it has "
                 "no live info")
-        return server._info_client().server_info()[self._name]
+        # Read in this process, without an RPC (and so without TLS or token).
+        native = server._server.table_info(self._name)  # pylint: disable=protected-access
+        return client_lib.table_info(native, signatures.decode_structure(
+            bytes(native.nested_structure)) if native.nested_structure else None)
 
     def can_insert(self, num_inserts: int) -> bool:
         """Whether `num_inserts` inserts would pass the rate limiter now.
@@ -343,7 +348,9 @@ class Server:
                  host: str = "localhost",
                  max_active_streams: int = 4096,
                  metrics_port: Optional[int] = None,
-                 checkpoint_interval: Optional[float] = None) -> None:
+                 checkpoint_interval: Optional[float] = None,
+                 tls: Optional[security.ServerTls] = None,
+                 auth_tokens_file: Optional[str] = None) -> None:
         """Starts a server.
 
         Args:
@@ -371,6 +378,12 @@ class Server:
             on its own with `checkpointer` (as the binary's
             --checkpoint_interval); None: only when `Client.checkpoint()`
             asks. Not in dm-reverb.
+          tls: Serve TLS, and with a client CA mutual TLS
+            (`reverb_tf.security.ServerTls`); health, reflection and every
+            client path use the same port. None: plaintext. Not in dm-reverb.
+          auth_tokens_file: A file of `ROLE TOKEN` lines: every call then
+            needs a bearer token whose role may make it
+            (`reverb_tf.security`). None: no tokens. Not in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -406,7 +419,6 @@ class Server:
                             f"checkpointer, got {checkpointer!r}")
         self._checkpointer = checkpointer
         self._tables = list(tables)
-        self._client = None
         core = _native.core()
         configs = [table._core_config() for table in self._tables]
         self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
@@ -414,6 +426,8 @@ class Server:
                                    host=str(host),
                                    metrics_port=-1 if metrics_port is None else int(metrics_port),
                                    checkpoint_interval_s=float(checkpoint_interval or 0.0),
+                                   auth_tokens_file=os.fspath(auth_tokens_file or ""),
+                                   **(tls.native_options() if tls is not None else {}),
                                    **checkpointer.internal_checkpointer().native_options())
         if self._server.skipped_checkpoints:
             logging.warning(
@@ -482,11 +496,6 @@ class Server:
           A `reverb_tf.Client` for `localhost:<port>`.
         """
         return client_lib.Client(f"localhost:{self.port}")
-
-    def _info_client(self) -> Any:
-        if self._client is None:
-            self._client = self.localhost_client()
-        return self._client
 
     def __enter__(self) -> "Server":
         return self

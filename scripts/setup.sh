@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything reverb_tf needs on a Debian 12 machine, idempotently:
-#   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/protobuf/absl/zstd/gtest);
+#   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/OpenSSL/protobuf/absl/zstd/gtest);
 #   2. a PIC static protobuf and a static libmicrohttpd without HTTPS, built
 #      from Debian's source (build_protobuf_pic.sh, build_microhttpd.sh);
 #   3. the venv .venv with the pinned packages of requirements.txt;
@@ -20,6 +20,7 @@ APT_PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source
   g++ pkg-config cmake dpkg-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libssl-dev openssl
   libabsl-dev libre2-dev libc-ares-dev zlib1g-dev libzstd-dev
   libgtest-dev libgmock-dev
   python3-venv python3-dev

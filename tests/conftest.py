@@ -72,3 +72,10 @@ def start_server():
         return process, int(match.group(1))
 
     return start
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """A test CA with server and client certificates and a tokens file (integration.py)."""
+    from integration import make_test_pki  # pylint: disable=g-import-not-at-top
+    return make_test_pki(tmp_path_factory.mktemp("pki"))

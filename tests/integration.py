@@ -122,3 +122,37 @@ def uniform_table_config(port: int = 0, max_size: int = 10) -> str:
     return (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
             f'remover {{ fifo: true }} max_size: {max_size} rate_limiter {{ '
             'samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+
+
+# Bearer tokens of the test PKI's tokens file, by role.
+TOKENS = {"reader": "tok-reader-1", "writer": "tok-writer-2", "admin": "tok-admin-3"}
+
+
+def _openssl(*args, cwd):
+    import subprocess  # pylint: disable=g-import-not-at-top
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_test_pki(d):
+    """Writes a test PKI into directory `d` (a pathlib.Path) and returns `d`.
+
+    ca.pem/.key: the CA; server.pem/.key: signed by it, for localhost,
+    127.0.0.1 and replay.test; client.pem/.key: a client certificate signed
+    by it; stranger.pem: a CA nobody trusts, and rogue.pem/.key a client
+    certificate it signed; tokens.txt: a tokens file with TOKENS.
+    """
+    for ca in ["ca", "stranger"]:
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                 "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
+                 "-subj", f"/CN=reverb_tf test {ca}", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:replay.test\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, ca in [("server", "ca"), ("client", "ca"), ("rogue", "stranger")]:
+        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        ext = "server.ext" if name == "server" else "client.ext"
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", ext, cwd=d)
+    (d / "tokens.txt").write_text("# role token\n" + "".join(
+        f"{role} {token}\n" for role, token in TOKENS.items()))
+    return d

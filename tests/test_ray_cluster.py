@@ -175,3 +175,34 @@ def test_a_dead_shard_is_restarted_by_ray_from_its_checkpoint(tmp_path, how):
         sizes = [info["t"].current_size
                  for info in cluster.client().server_info_by_shard(timeout=30).values()]
         assert sizes == [101, 101]
+
+
+def test_shards_with_tls_and_tokens_serve_authorised_clients_only(tmp_path, pki):
+    from integration import TOKENS  # pylint: disable=g-import-not-at-top
+    from reverb_tf import security  # pylint: disable=g-import-not-at-top
+    client_tls = security.ClientTls(str(pki / "ca.pem"), server_name="replay.test")
+    with reverb_ray.ReplayCluster(
+            _tables(), 2, str(tmp_path), cpus_per_shard=0.25,
+            tls=security.ServerTls(str(pki / "server.pem"), str(pki / "server.key")),
+            auth_tokens_file=str(pki / "tokens.txt"),
+            client_tls=client_tls, client_token=TOKENS["admin"]) as cluster:
+        writer_client = reverb.Client(cluster.addresses, tls=client_tls, token=TOKENS["writer"])
+        with writer_client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(20):
+                writer.append({"x": np.int32(i)})
+                writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+        assert cluster.client().server_info(timeout=30)["t"].current_size == 20
+        assert len(cluster.checkpoint()) == 2  # the admin token may
+        with pytest.raises(reverb.errors.PermissionDeniedError):
+            writer_client.checkpoint()
+        with pytest.raises(reverb.errors.UnauthenticatedError):
+            reverb.Client(cluster.addresses, tls=client_tls, token="").server_info(timeout=30)
+        with pytest.raises(reverb.errors.UnavailableError):
+            reverb.Client(cluster.addresses, token=TOKENS["admin"]).server_info()  # plaintext
+        # A dataset over the shards, with the process's defaults.
+        try:
+            security.set_client_defaults(tls=client_tls, token=TOKENS["reader"])
+            dataset = reverb.ReverbDataset.from_table_signature(cluster.addresses, "t", 8)
+            assert len(list(dataset.take(50))) == 50
+        finally:
+            security.set_client_defaults()

@@ -2,11 +2,12 @@
 and from the project's venv, so that Bazel builds fully offline.
 
 Linking policy (see docs/native_linking.md):
-  * gRPC (the *_unsecure flavour: loopback/plaintext only, so no OpenSSL at
-    all), upb, gpr, c-ares, address_sorting, zlib, zstd and protobuf are
-    linked STATICALLY, and every shared object we build hides their symbols.
-    TensorFlow exports its own protobuf, BoringSSL, zlib and gRPC globally; a
-    shared Debian copy would bind into TF's and crash.
+  * gRPC (with TLS), OpenSSL (libssl, libcrypto), upb, gpr, c-ares,
+    address_sorting, zlib, zstd and protobuf are linked STATICALLY, and every
+    shared object we build hides their symbols. TensorFlow exports its own
+    protobuf, BoringSSL, zlib and gRPC globally; a shared Debian copy would
+    bind into TF's and crash (for OpenSSL: TF's BoringSSL has the same
+    symbol names).
   * Debian's libprotobuf.a is not position independent, so protobuf comes from
     a PIC build of Debian's own source package (scripts/build_protobuf_pic.sh).
   * GNU libmicrohttpd (the /metrics endpoint) is linked statically too, from
@@ -19,12 +20,14 @@ Linking policy (see docs/native_linking.md):
 _STATIC_ARCHIVES = [
     # Order matters for the static link: each archive after those using it.
     "grpc++_reflection",
-    "grpc++_unsecure",
-    "grpc_unsecure",
+    "grpc++",
+    "grpc",
     "upb",
     "address_sorting",
     "cares",
     "gpr",
+    "ssl",
+    "crypto",
 ]
 
 _ABSL_MODULES = [

@@ -41,8 +41,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
   DisableMutexDeadlockDetection();
+  ClientSecurity security;
+  if (options.security.has_value()) {
+    RETURN_IF_ERROR(options.security->Validate());
+    security = *options.security;
+  } else {
+    ASSIGN_OR_RETURN(security, DefaultClientSecurity());
+  }
   auto shards = ShardSet::Create(server_address, options.max_message_bytes,
-                                 options.resolve_interval);
+                                 options.resolve_interval, std::move(security));
   if (!shards.ok()) return shards.status();
   return std::unique_ptr<Client>(new Client(server_address, *std::move(shards)));
 }
@@ -68,6 +75,7 @@ absl::Status Unary(ClientStub& stub,
                    const Request& request, Response* response, absl::Duration timeout,
                    Cancellation* cancel, bool wait_for_ready = false) {
   grpc::ClientContext context;
+  stub.Prepare(&context);
   SetTimeout(&context, timeout);
   context.set_wait_for_ready(wait_for_ready);
   ScopedRpcCancellation scoped(cancel, &context);
@@ -96,6 +104,7 @@ std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<Clien
   absl::BlockingCounter done(static_cast<int>(n));
   for (size_t i = 0; i < n; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
+    shards[i]->Prepare(contexts[i].get());
     SetTimeout(contexts[i].get(), timeout);
     contexts[i]->set_wait_for_ready(wait_for_ready);
     scoped.push_back(std::make_unique<ScopedRpcCancellation>(cancel, contexts[i].get()));

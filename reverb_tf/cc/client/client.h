@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/tensor_payload.h"
 
@@ -57,6 +59,9 @@ struct REVERB_TF_EXPORT Sample {
 
 struct REVERB_TF_EXPORT ClientOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
+  // TLS and the bearer token; unset: the process's defaults
+  // (security/credentials.h: SetDefaultClientSecurity or the environment).
+  std::optional<ClientSecurity> security;
   // How long the shards a dns: target resolved to are trusted before the
   // name is resolved again (target.h).
   absl::Duration resolve_interval = absl::Seconds(30);

@@ -22,11 +22,17 @@ namespace reverb_tf {
 class ClientStub {
  public:
   ClientStub(std::string address, std::shared_ptr<grpc::Channel> channel,
-             int64_t max_message_bytes)
+             int64_t max_message_bytes, std::string token = "")
       : address_(std::move(address)),
         channel_(std::move(channel)),
         stub_(proto::ReplayService::NewStub(channel_)),
-        max_message_bytes_(max_message_bytes) {}
+        max_message_bytes_(max_message_bytes),
+        authorization_(token.empty() ? "" : "Bearer " + token) {}
+
+  // Every call's context goes through here: it carries the bearer token.
+  void Prepare(grpc::ClientContext* context) const {
+    if (!authorization_.empty()) context->AddMetadata("authorization", authorization_);
+  }
 
   proto::ReplayService::Stub* stub() { return stub_.get(); }
   grpc::Channel* channel() { return channel_.get(); }
@@ -48,6 +54,7 @@ class ClientStub {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::ReplayService::Stub> stub_;
   const int64_t max_message_bytes_;
+  const std::string authorization_;
 };
 
 // While alive, Cancel() on `cancel` (may be null) aborts the RPC of `context`.

@@ -118,6 +118,7 @@ StreamSampler::StreamSampler(std::shared_ptr<ClientStub> stub, std::string table
 
 void StreamSampler::OpenStream() {
   auto stream = std::make_unique<SamplerStream>();
+  stub_->Prepare(&stream->context);
   stream->rw = stub_->stub()->SampleStream(&stream->context);
   if (budget_ != nullptr) budget_->Give(granted_ - received_);
   granted_ = received_;

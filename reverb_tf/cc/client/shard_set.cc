@@ -10,8 +10,8 @@
 
 namespace reverb_tf {
 
-std::shared_ptr<ClientStub> NewClientStub(const std::string& address,
-                                          int64_t max_message_bytes) {
+std::shared_ptr<ClientStub> NewClientStub(const std::string& address, int64_t max_message_bytes,
+                                          const ClientSecurity& security) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
@@ -26,27 +26,32 @@ std::shared_ptr<ClientStub> NewClientStub(const std::string& address,
   // shutdown") before they complete.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
-  return std::make_shared<ClientStub>(address, std::move(channel), max_message_bytes);
+  if (!security.server_name.empty()) {
+    arguments.SetSslTargetNameOverride(security.server_name);
+  }
+  auto channel = grpc::CreateCustomChannel(address, MakeChannelCredentials(security), arguments);
+  return std::make_shared<ClientStub>(address, std::move(channel), max_message_bytes,
+                                      security.token);
 }
 
 absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Create(const std::string& target,
                                                           int64_t max_message_bytes,
-                                                          absl::Duration resolve_interval) {
+                                                          absl::Duration resolve_interval,
+                                                          ClientSecurity security) {
   auto parts = ParseTarget(target);
   if (!parts.ok()) return parts.status();
-  return std::unique_ptr<ShardSet>(
-      new ShardSet(*std::move(parts), max_message_bytes, resolve_interval));
+  return std::unique_ptr<ShardSet>(new ShardSet(*std::move(parts), max_message_bytes,
+                                                resolve_interval, std::move(security)));
 }
 
 ShardSet::ShardSet(std::vector<TargetPart> parts, int64_t max_message_bytes,
-                   absl::Duration resolve_interval)
+                   absl::Duration resolve_interval, ClientSecurity security)
     : parts_(std::move(parts)),
       resolves_(std::any_of(parts_.begin(), parts_.end(),
                             [](const TargetPart& part) { return !part.resolve.empty(); })),
       max_message_bytes_(max_message_bytes),
       resolve_interval_(resolve_interval),
+      security_(std::move(security)),
       next_writer_shard_(std::random_device()()) {
   if (!resolves_) {
     absl::MutexLock lock(&mu_);
@@ -56,7 +61,7 @@ ShardSet::ShardSet(std::vector<TargetPart> parts, int64_t max_message_bytes,
 
 std::shared_ptr<ClientStub> ShardSet::StubFor(const std::string& address) {
   std::shared_ptr<ClientStub>& stub = stubs_[address];
-  if (stub == nullptr) stub = NewClientStub(address, max_message_bytes_);
+  if (stub == nullptr) stub = NewClientStub(address, max_message_bytes_, security_);
   return stub;
 }
 

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/client/target.h"
+#include "reverb_tf/cc/security/credentials.h"
 
 namespace reverb_tf {
 
@@ -25,7 +26,8 @@ class ShardSet {
   // INVALID_ARGUMENT for a malformed `target`.
   static absl::StatusOr<std::unique_ptr<ShardSet>> Create(const std::string& target,
                                                           int64_t max_message_bytes,
-                                                          absl::Duration resolve_interval);
+                                                          absl::Duration resolve_interval,
+                                                          ClientSecurity security);
 
   // The shards now, in target order; never empty. A target with dns:
   // elements is resolved again once resolve_interval has passed.
@@ -47,7 +49,7 @@ class ShardSet {
 
  private:
   ShardSet(std::vector<TargetPart> parts, int64_t max_message_bytes,
-           absl::Duration resolve_interval);
+           absl::Duration resolve_interval, ClientSecurity security);
   std::shared_ptr<ClientStub> StubFor(const std::string& address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -55,6 +57,7 @@ class ShardSet {
   const bool resolves_;
   const int64_t max_message_bytes_;
   const absl::Duration resolve_interval_;
+  const ClientSecurity security_;
   std::atomic<uint64_t> next_writer_shard_;
 
   absl::Mutex mu_;
@@ -66,8 +69,8 @@ class ShardSet {
 };
 
 // A gRPC channel to `address` with the client's settings.
-std::shared_ptr<ClientStub> NewClientStub(const std::string& address,
-                                          int64_t max_message_bytes);
+std::shared_ptr<ClientStub> NewClientStub(const std::string& address, int64_t max_message_bytes,
+                                          const ClientSecurity& security);
 
 }  // namespace reverb_tf
 

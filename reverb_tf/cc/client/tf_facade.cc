@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/platform/deadline.h"
@@ -15,17 +16,23 @@ Status FromAbsl(const absl::Status& status) {
 }
 
 // Kernels run many times against few servers: share one Client (one
-// channel) per address for the life of the process.
+// channel per shard) per address and security settings (the process's
+// defaults when the kernel runs) for the life of the process.
 absl::StatusOr<std::shared_ptr<Client>> ClientFor(const std::string& address) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* clients = new absl::flat_hash_map<std::string, std::shared_ptr<Client>>();
+  auto security = DefaultClientSecurity();
+  if (!security.ok()) return security.status();
+  const std::string key = absl::StrCat(address, "\n", security->Fingerprint());
   absl::MutexLock lock(&mu);
-  auto it = clients->find(address);
+  auto it = clients->find(key);
   if (it != clients->end()) return it->second;
-  auto client = Client::Create(address);
+  ClientOptions options;
+  options.security = *std::move(security);
+  auto client = Client::Create(address, options);
   if (!client.ok()) return client.status();
   std::shared_ptr<Client> shared = *std::move(client);
-  clients->emplace(address, shared);
+  clients->emplace(key, shared);
   return shared;
 }
 

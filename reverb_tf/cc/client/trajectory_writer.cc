@@ -400,6 +400,7 @@ absl::Status TrajectoryWriter::Connect() {
 absl::Status TrajectoryWriter::EnsureStreamLocked() {
   if (stream_ != nullptr) return absl::OkStatus();
   stream_ = std::make_unique<WriterStream>();
+  stub_->Prepare(&stream_->context);
   stream_->rw = stub_->stub()->InsertStream(&stream_->context);
   sender_ = std::thread([this] { SendLoop(); });
   receiver_ = std::thread([this] { ReceiveLoop(); });

@@ -28,6 +28,8 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
+#include "reverb_tf/cc/security/auth.h"
+#include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/service/server.h"
 
 namespace reverb_tf {
@@ -469,8 +471,18 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
                        const std::string& checkpoint_group, double checkpoint_interval_s,
                        bool checkpoint_load_previous_if_damaged, int64_t max_active_streams,
-                       const std::string& host, int metrics_port) {
+                       const std::string& host, int metrics_port,
+                       const std::string& tls_cert_file, const std::string& tls_key_file,
+                       const std::string& tls_client_ca_file,
+                       const std::string& auth_tokens_file) {
              ServerOptions options;
+             options.tls = ValueOrRaise(
+                 ServerTlsFromFiles(tls_cert_file, tls_key_file, tls_client_ca_file));
+             if (!auth_tokens_file.empty()) {
+               const std::string tokens =
+                   ValueOrRaise(ReadPemFile(auth_tokens_file, "auth tokens"));
+               options.auth = ValueOrRaise(TokenAuthenticator::Create(tokens));
+             }
              options.metrics_port = metrics_port;
              options.port = port;
              options.host = host;
@@ -499,7 +511,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("checkpoint_load_previous_if_damaged") = false,
            py::arg("max_active_streams") = ServerOptions().max_active_streams,
            py::arg("host") = ServerOptions().host,
-           py::arg("metrics_port") = ServerOptions().metrics_port)
+           py::arg("metrics_port") = ServerOptions().metrics_port,
+           py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
+           py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "")
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("metrics_port", &ReplayServer::metrics_port)
       .def("metrics_text", &ReplayServer::MetricsText)
@@ -519,6 +533,13 @@ PYBIND11_MODULE(_core, m) {
              return out;
            },
            "Saves a checkpoint; returns its path and timings (for benchmarks).")
+      .def("table_info",
+           [](const ReplayServer& server, const std::string& table) {
+             auto found = server.FindTable(table);
+             CheckOk(found.status());
+             return (*found)->info();
+           },
+           "The live table's info, read in this process (no RPC, so no TLS or token).")
       .def("can_insert",
            [](const ReplayServer& server, const std::string& table, int64_t n) {
              auto found = server.FindTable(table);
@@ -734,13 +755,60 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("max_items"));
 
+  py::class_<ClientSecurity>(m, "ClientSecurity",
+                             "TLS and bearer token of clients (security/credentials.h).")
+      .def(py::init<>(), "Plaintext, no token.")
+      .def_static("from_environment",
+                  [] { return ValueOrRaise(SecurityFromEnvironment()); })
+      .def("derived",
+           [](const ClientSecurity& base, std::optional<std::string> ca_file,
+              std::optional<std::string> cert_file, std::optional<std::string> key_file,
+              std::optional<std::string> server_name, std::optional<std::string> token) {
+             // The given parts replace the base's; files are read now.
+             ClientSecurity derived = ValueOrRaise(ClientSecurityFromFiles(
+                 ca_file.value_or(""), cert_file.value_or(""), key_file.value_or(""),
+                 server_name.value_or(""), token.value_or("")));
+             if (!ca_file.has_value()) {
+               derived.root_certs = base.root_certs;
+               derived.cert_chain = base.cert_chain;
+               derived.private_key = base.private_key;
+               derived.server_name = base.server_name;
+             } else if (!server_name.has_value()) {
+               derived.server_name = "";
+             }
+             if (!token.has_value()) derived.token = base.token;
+             CheckOk(derived.Validate());
+             return derived;
+           },
+           py::arg("ca_file") = py::none(), py::arg("cert_file") = py::none(),
+           py::arg("key_file") = py::none(), py::arg("server_name") = py::none(),
+           py::arg("token") = py::none())
+      .def_property_readonly("tls", &ClientSecurity::tls)
+      .def_property_readonly("mutual_tls",
+                             [](const ClientSecurity& s) { return !s.cert_chain.empty(); })
+      .def_property_readonly("has_token",
+                             [](const ClientSecurity& s) { return !s.token.empty(); })
+      .def("__repr__", [](const ClientSecurity& s) {
+        // Never the token or the key.
+        return absl::StrCat("ClientSecurity(tls=", s.tls() ? "True" : "False",
+                            ", mutual_tls=", s.cert_chain.empty() ? "False" : "True",
+                            ", server_name='", s.server_name, "', token=",
+                            s.token.empty() ? "None" : "'***'", ")");
+      });
+  m.def("default_client_security", [] { return ValueOrRaise(DefaultClientSecurity()); });
+  m.def("set_default_client_security",
+        [](const ClientSecurity& security) { CheckOk(SetDefaultClientSecurity(security)); });
+
   py::class_<Client>(m, "Client")
-      .def(py::init([](const std::string& address, int64_t max_message_bytes) {
+      .def(py::init([](const std::string& address, int64_t max_message_bytes,
+                       std::optional<ClientSecurity> security) {
              ClientOptions options;
              options.max_message_bytes = max_message_bytes;
+             options.security = std::move(security);
              return ValueOrRaise(Client::Create(address, options));
            }),
-           py::arg("server_address"), py::arg("max_message_bytes") = int64_t{256} << 20)
+           py::arg("server_address"), py::arg("max_message_bytes") = int64_t{256} << 20,
+           py::arg("security") = py::none())
       .def_property_readonly("server_address", &Client::server_address)
       .def("server_info",
            [](Client& client, std::optional<double> timeout_s) {

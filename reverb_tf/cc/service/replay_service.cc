@@ -121,7 +121,19 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   MarkMethodStreamed(kSampleStream, new RawHandler(&ReplayService::HandleSampleStream, this));
 }
 
-grpc::Status ReplayService::CheckAccepting() const {
+grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
+                                  const char* method) const {
+  if (limits_.auth != nullptr) {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find("authorization");
+    const absl::string_view authorization =
+        it == metadata.end() ? absl::string_view()
+                             : absl::string_view(it->second.data(), it->second.size());
+    if (absl::Status status = limits_.auth->Authorize(authorization, needed, method);
+        !status.ok()) {
+      return ToGrpcStatus(status);
+    }
+  }
   if (accepting_.load(std::memory_order_acquire)) return grpc::Status::OK;
   return ToGrpcStatus(absl::UnavailableError(
       "the server is loading its checkpoint; retry when its health is SERVING"));
@@ -151,7 +163,9 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
 
 grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "InsertStream"); !admitted.ok()) {
+    return admitted;
+  }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
   const StreamSlot counted(&insert_streams_, std::numeric_limits<int64_t>::max());
@@ -237,7 +251,9 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
 
 grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kReader, "SampleStream"); !admitted.ok()) {
+    return admitted;
+  }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
   ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream, &metrics_);
@@ -308,10 +324,12 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
 }
 
 grpc::Status ReplayService::MutatePriorities(
-    grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
+    grpc::ServerContext* context, const proto::MutatePrioritiesRequest* request,
     proto::MutatePrioritiesResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutatePriorities"); !admitted.ok()) {
+    return admitted;
+  }
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   if (request->keys_size() != request->priorities_size()) {
@@ -333,22 +351,26 @@ grpc::Status ReplayService::MutatePriorities(
   return grpc::Status::OK;
 }
 
-grpc::Status ReplayService::Reset(grpc::ServerContext*,
+grpc::Status ReplayService::Reset(grpc::ServerContext* context,
                                   const proto::ResetRequest* request,
                                   proto::ResetResponse*) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kReset]);
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Reset"); !admitted.ok()) {
+    return admitted;
+  }
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
   return grpc::Status::OK;
 }
 
-grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
+grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
                                        const proto::ServerInfoRequest*,
                                        proto::ServerInfoResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kServerInfo]);
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kReader, "ServerInfo"); !admitted.ok()) {
+    return admitted;
+  }
   std::vector<std::string> names;
   for (const auto& [name, table] : tables_) names.push_back(name);
   std::sort(names.begin(), names.end());
@@ -359,11 +381,13 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ReplayService::Checkpoint(grpc::ServerContext*,
+grpc::Status ReplayService::Checkpoint(grpc::ServerContext* context,
                                        const proto::CheckpointRequest*,
                                        proto::CheckpointResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kCheckpoint]);
-  if (grpc::Status accepting = CheckAccepting(); !accepting.ok()) return accepting;
+  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Checkpoint"); !admitted.ok()) {
+    return admitted;
+  }
   if (!checkpoint_fn_) {
     return ToGrpcStatus(absl::FailedPreconditionError(
         "this server was started without a checkpointer"));

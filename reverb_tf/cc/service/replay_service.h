@@ -42,6 +42,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
+#include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/table.h"
@@ -71,6 +72,10 @@ class ReplayService final : public proto::ReplayService::Service {
     // InsertStreams and SampleStreams open at once; more fail with
     // RESOURCE_EXHAUSTED.
     int64_t max_active_streams;
+    // Non-null: every call needs a bearer token of a role that may make it
+    // (security/auth.h): ServerInfo and SampleStream `reader`, InsertStream
+    // and MutatePriorities `writer`, Reset and Checkpoint `admin`.
+    std::shared_ptr<const TokenAuthenticator> auth;
   };
 
   ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
@@ -117,8 +122,10 @@ class ReplayService final : public proto::ReplayService::Service {
 
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
   grpc::Status TooManyStreams() const;
-  // UNAVAILABLE while a checkpoint loads; OK otherwise.
-  grpc::Status CheckAccepting() const;
+  // What every method checks first: the caller's token may make the call
+  // (UNAUTHENTICATED / PERMISSION_DENIED), and no checkpoint is loading
+  // (UNAVAILABLE).
+  grpc::Status Admit(grpc::ServerContext* context, Role needed, const char* method) const;
 
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;

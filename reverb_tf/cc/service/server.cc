@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (options.checkpoint_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
+  if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
   DisableMutexDeadlockDetection();
   std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
@@ -57,6 +58,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   limits.max_response_bytes = options.max_message_bytes / 2;
   limits.max_stream_chunk_bytes = options.max_stream_chunk_bytes;
   limits.max_active_streams = options.max_active_streams;
+  limits.auth = options.auth;
   server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
   // A checkpoint loads with the port already open: health says NOT_SERVING
   // and the replay methods UNAVAILABLE until it is in (probes can tell a
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                                ? absl::StrCat("[", options.host, "]")
                                : options.host;
   builder.AddListeningPort(absl::StrCat(host, ":", options.port),
-                           grpc::InsecureServerCredentials(), &server->port_);
+                           MakeServerCredentials(options.tls), &server->port_);
   // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
   // same user can bind the same port, or be handed it for port 0, and the
   // kernel then splits connections between the two; clients met "Method not

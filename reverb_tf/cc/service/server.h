@@ -29,6 +29,8 @@
 #include "absl/time/time.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/security/auth.h"
+#include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/table.h"
 
 namespace grpc {
@@ -63,8 +65,16 @@ struct REVERB_TF_EXPORT ServerOptions {
   // With a checkpointer, also save every `checkpoint_interval` (0: never).
   absl::Duration checkpoint_interval = absl::ZeroDuration();
   // Serve Prometheus metrics over HTTP at GET /metrics on `host` and this
-  // port (0: a free one; -1: no metrics endpoint). See MetricsText().
+  // port (0: a free one; -1: no metrics endpoint). See MetricsText(). Plain
+  // HTTP whatever `tls` says: it carries no replay data, only counters.
   int metrics_port = -1;
+  // With a certificate: TLS, and with a client CA mutual TLS
+  // (security/credentials.h). Health and reflection share the port and its
+  // TLS.
+  ServerTlsOptions tls;
+  // Non-null: every replay call needs a bearer token of a role that may make
+  // it (security/auth.h); health and reflection stay open to probes.
+  std::shared_ptr<const TokenAuthenticator> auth;
 };
 
 class REVERB_TF_EXPORT ReplayServer {

@@ -64,6 +64,14 @@ ABSL_FLAG(int, metrics_port, -1,
 ABSL_FLAG(bool, checkpoint_on_exit, false,
           "On SIGTERM/SIGINT, write a final checkpoint after the last call has "
           "ended (needs a checkpoint directory).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain: serve TLS (with --tls_key_file).");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA: mutual TLS, clients must present a certificate it signed.");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Lines 'ROLE TOKEN' (roles reader, writer, admin; TOKEN may be "
+          "sha256:<hex>): every call needs a bearer token of a role that may make it.");
 
 namespace reverb_tf {
 namespace {
@@ -179,6 +187,25 @@ int Run() {
     return 2;
   }
   options.checkpointer = *std::move(checkpointer);
+  auto tls = ServerTlsFromFiles(absl::GetFlag(FLAGS_tls_cert_file),
+                                absl::GetFlag(FLAGS_tls_key_file),
+                                absl::GetFlag(FLAGS_tls_client_ca_file));
+  if (!tls.ok()) {
+    std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  options.tls = *std::move(tls);
+  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {
+    auto tokens = ReadPemFile(path, "auth tokens");
+    auto auth = tokens.ok() ? TokenAuthenticator::Create(*tokens)
+                            : absl::StatusOr<std::unique_ptr<TokenAuthenticator>>(tokens.status());
+    if (!auth.ok()) {
+      std::fprintf(stderr, "reverb_tf_server: %s: %s\n", path.c_str(),
+                   std::string(auth.status().message()).c_str());
+      return 2;
+    }
+    options.auth = *std::move(auth);
+  }
 
   // Block the stop signals in every thread (gRPC's included) and wait for
   // them here, so shutdown runs on this thread, not in a signal handler.

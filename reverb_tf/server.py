@@ -10,7 +10,7 @@ import abc
 import collections
 import os
 import weakref
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
 
@@ -350,7 +350,8 @@ class Server:
                  metrics_port: Optional[int] = None,
                  checkpoint_interval: Optional[float] = None,
                  tls: Optional[security.ServerTls] = None,
-                 auth_tokens_file: Optional[str] = None) -> None:
+                 auth_tokens_file: Optional[str] = None,
+                 wal: Optional[checkpointers_lib.WriteAheadLog] = None) -> None:
         """Starts a server.
 
         Args:
@@ -384,6 +385,11 @@ class Server:
           auth_tokens_file: A file of `ROLE TOKEN` lines: every call then
             needs a bearer token whose role may make it
             (`reverb_tf.security`). None: no tokens. Not in dm-reverb.
+          wal: A write-ahead log (`reverb_tf.checkpointers.WriteAheadLog`):
+            changes are acknowledged only once logged and replayed after the
+            checkpoint on start, so a crash loses no acknowledged item. Needs
+            a `checkpointer` of its own (not a temporary one). Not in
+            dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -412,6 +418,11 @@ class Server:
         if checkpoint_interval is not None and not checkpoint_interval > 0:
             raise ValueError(
                 f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}")
+        if wal is not None and (checkpointer is None or isinstance(
+                checkpointer, checkpointers_lib.TempDirCheckpointer)):
+            # The log is truncated by checkpoints it must find again on restart.
+            raise ValueError("a write-ahead log needs a checkpointer whose directory outlives "
+                             "the process (checkpointers.DefaultCheckpointer(path))")
         if checkpointer is None:
             checkpointer = checkpointers_lib.default_checkpointer()
         if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
@@ -428,7 +439,12 @@ class Server:
                                    checkpoint_interval_s=float(checkpoint_interval or 0.0),
                                    auth_tokens_file=os.fspath(auth_tokens_file or ""),
                                    **(tls.native_options() if tls is not None else {}),
+                                   **(wal.native_options() if wal is not None else {}),
                                    **checkpointer.internal_checkpointer().native_options())
+        damage = self._server.wal_replay["damage"]
+        if damage:
+            logging.warning("reverb_tf.Server: the write-ahead log was damaged (%s); it was "
+                            "replayed up to the damage and checkpointed", damage)
         if self._server.skipped_checkpoints:
             logging.warning(
                 "reverb_tf.Server: loaded the older checkpoint %s; skipped damaged ones: %s",
@@ -462,6 +478,17 @@ class Server:
     def loaded_checkpoint(self) -> Optional[str]:
         """The checkpoint loaded when the server started, or None."""
         return self._server.loaded_checkpoint or None
+
+    @property
+    def wal_replay(self) -> Dict[str, Any]:
+        """What the write-ahead log replayed on start.
+
+        Returns:
+          A dict: `entries` applied, `files` read, `last_position` (of the
+          last good entry), `damage` ("" if the log was intact, else what was
+          damaged and what was not replayed). All zero without a log.
+        """
+        return dict(self._server.wal_replay)
 
     @property
     def skipped_checkpoints(self) -> List[str]:

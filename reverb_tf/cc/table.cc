@@ -171,6 +171,7 @@ void Table::CountEpisodeLocked(const Item& item, int delta) {
 absl::Status Table::AssignLocked(Item* item) {
   RETURN_IF_ERROR(sampler_->Update(item->key, item->priority));
   RETURN_IF_ERROR(remover_->Update(item->key, item->priority));
+  if (journal_ != nullptr) journal_->Inserted(*this, *item);
   Item& stored = items_.at(item->key);
   CountPriorityLocked(stored.priority, -1);
   CountPriorityLocked(item->priority, 1);
@@ -200,6 +201,20 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
 
 absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
                                    Cancellation* cancel) {
+  return Insert(std::move(item), timeout, cancel, /*rate_limited=*/true);
+}
+
+absl::Status Table::ReplayInsert(Item item) {
+  return Insert(std::move(item), absl::ZeroDuration(), nullptr, /*rate_limited=*/false);
+}
+
+void Table::SetJournal(TableJournal* journal) {
+  absl::MutexLock lock(&mu_);
+  journal_ = journal;
+}
+
+absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* cancel,
+                           bool rate_limited) {
   RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
   if (options_.signature.has_value()) {
@@ -218,14 +233,16 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
   absl::MutexLock lock(&mu_);
   if (items_.contains(item.key)) return AssignLocked(&item);
 
-  bool waited;
-  RETURN_IF_ERROR(AwaitLocked(
-      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return rate_limiter_.CanInsert(static_cast<int64_t>(items_.size()));
-      },
-      deadline, cancel, &rate_limiter_.insert_stats(), "insert", &waited));
-  // Another writer may have inserted the same key while we waited.
-  if (items_.contains(item.key)) return AssignLocked(&item);
+  if (rate_limited) {
+    bool waited;
+    RETURN_IF_ERROR(AwaitLocked(
+        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return rate_limiter_.CanInsert(static_cast<int64_t>(items_.size()));
+        },
+        deadline, cancel, &rate_limiter_.insert_stats(), "insert", &waited));
+    // Another writer may have inserted the same key while we waited.
+    if (items_.contains(item.key)) return AssignLocked(&item);
+  }
 
   RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
   if (absl::Status status = remover_->Insert(item.key, item.priority);
@@ -233,6 +250,7 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
     sampler_->Delete(item.key).IgnoreError();
     return status;
   }
+  if (journal_ != nullptr) journal_->Inserted(*this, item);
   const Key key = item.key;
   CountEpisodeLocked(item, 1);
   CountPriorityLocked(item.priority, 1);
@@ -281,7 +299,9 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     if (options_.max_times_sampled > 0 &&
         item.times_sampled >= options_.max_times_sampled) {
       sample.removed = true;
-      RETURN_IF_ERROR(DeleteLocked(item.key, &graveyard));
+      const Key removed = item.key;
+      RETURN_IF_ERROR(DeleteLocked(removed, &graveyard));
+      if (journal_ != nullptr) journal_->SampledOut(*this, removed);
       ++counters_.sampled_out;
     }
   } while (static_cast<int32_t>(samples.size()) < max_samples && can_sample());
@@ -325,6 +345,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     ++result.deleted;
     ++counters_.deleted;
   }
+  if (journal_ != nullptr) journal_->Mutated(*this, updates, deletes);
   if (result.deleted > 0) cv_.SignalAll();
   return result;
 }
@@ -339,6 +360,7 @@ void Table::Reset() {
   sampler_->Clear();
   remover_->Clear();
   rate_limiter_.Reset();
+  if (journal_ != nullptr) journal_->WasReset(*this);
   ++counters_.resets;
   priorities_ = PriorityHistogram();
   num_unique_samples_ = 0;

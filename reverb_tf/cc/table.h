@@ -179,6 +179,25 @@ struct REVERB_TF_EXPORT TableSnapshot {
   absl::Duration pause;
 };
 
+class Table;
+
+// Told of every change a table applies, under the table's lock and so in
+// the order the changes take effect (what a write-ahead log records:
+// checkpointing/wal.h). Evictions are not reported: replaying the inserts
+// evicts again. Implementations must be quick and must not call the table.
+class TableJournal {
+ public:
+  virtual ~TableJournal() = default;
+  // `item` was inserted, or replaced the stored item of its key.
+  virtual void Inserted(const Table& table, const Item& item) = 0;
+  // A MutatePriorities call was applied (keys the table lacked included).
+  virtual void Mutated(const Table& table, absl::Span<const std::pair<Key, double>> updates,
+                       absl::Span<const Key> deletes) = 0;
+  // Sampling removed `key` (it reached max_times_sampled).
+  virtual void SampledOut(const Table& table, Key key) = 0;
+  virtual void WasReset(const Table& table) = 0;
+};
+
 class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
  public:
   // Fails with InvalidArgument if `options` are invalid. `seed` seeds the
@@ -251,6 +270,15 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::Status LoadItems(std::vector<Item> items);
   void FinishLoad(const TableInfo& saved);
 
+  // Write-ahead log replay, after a checkpoint load and before serving:
+  // InsertOrAssign without waiting for the rate limiter (it still counts the
+  // insert). Mutations and resets replay through the usual methods.
+  absl::Status ReplayInsert(Item item);
+
+  // Reports every later change to `journal` (null: none); set before the
+  // table is served. The journal must outlive the table's use.
+  void SetJournal(TableJournal* journal);
+
   // Verifies the invariants listed at the top of this file; Internal error
   // describing the first violation. O(size); for tests and after restores.
   absl::Status CheckInvariants() const;
@@ -287,6 +315,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status AssignLocked(Item* item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // InsertOrAssign, waiting for the rate limiter only if `rate_limited`.
+  absl::Status Insert(Item item, absl::Duration timeout, Cancellation* cancel,
+                      bool rate_limited);
 
   // Ends one snapshot's hold on removed items (see TableSnapshot).
   void Unpin() const;
@@ -311,6 +342,7 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // Episode id -> items stored that belong to it (TableInfo::num_episodes).
   absl::flat_hash_map<uint64_t, int64_t> episode_items_ ABSL_GUARDED_BY(mu_);
   int64_t num_deleted_episodes_ ABSL_GUARDED_BY(mu_) = 0;
+  TableJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace reverb_tf

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "reverb_tf/cc/checkpointing/byte_codec.h"
+#include "reverb_tf/cc/checkpointing/chunk_codec.h"
 #include "reverb_tf/cc/checkpointing/record_file.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/status_macros.h"
@@ -86,18 +87,6 @@ bool SameSignature(const std::optional<TableSignature>& a,
 
 // ------------------------------------------------------------ encoding
 
-void EncodeChunkHead(const Chunk& chunk, std::string* out) {
-  out->clear();
-  PutFixed64(out, chunk.key());
-  PutVarint(out, chunk.episode_id());
-  PutVarint(out, static_cast<uint32_t>(chunk.episode_step()));
-  out->push_back(static_cast<char>(chunk.dtype()));
-  out->push_back(static_cast<char>(chunk.compression()));
-  PutVarint(out, chunk.shape().size());
-  for (int64_t dim : chunk.shape()) PutVarint(out, static_cast<uint64_t>(dim));
-  PutVarint(out, static_cast<uint64_t>(chunk.uncompressed_size()));
-}
-
 void EncodeItems(uint64_t table_index, const TableSnapshot& snapshot,
                  const std::vector<uint64_t>& chunk_ids, size_t begin, size_t end,
                  std::string* out) {
@@ -131,34 +120,6 @@ void EncodeEnd(uint64_t num_tables, uint64_t num_chunks, uint64_t num_items,
 }
 
 // ------------------------------------------------------------ decoding
-
-absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store) {
-  ByteReader in(payload);
-  uint64_t key, episode_id, episode_step, rank, uncompressed_size;
-  uint8_t dtype, compression;
-  in.GetFixed64(&key);
-  in.GetVarint(&episode_id);
-  in.GetVarintAtMost(INT32_MAX, &episode_step);
-  in.GetByte(&dtype);
-  in.GetByte(&compression);
-  in.GetVarintAtMost(32, &rank);
-  TensorPayload tensor;
-  for (uint64_t i = 0; i < rank && in.ok(); ++i) {
-    uint64_t dim;
-    if (in.GetVarintAtMost(INT64_MAX, &dim)) tensor.shape.push_back(static_cast<int64_t>(dim));
-  }
-  in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
-  if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
-  if (!IsValidDType(dtype) || compression > static_cast<uint8_t>(Compression::kZstd)) {
-    return absl::InvalidArgumentError("chunk entry with an unknown dtype or compression");
-  }
-  tensor.dtype = static_cast<DType>(dtype);
-  tensor.compression = static_cast<Compression>(compression);
-  tensor.uncompressed_size = static_cast<int64_t>(uncompressed_size);
-  tensor.data.assign(in.rest().data(), in.rest().size());
-  return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
-                       std::move(tensor));
-}
 
 absl::Status DecodeItems(ByteReader* in, uint64_t count,
                          const std::vector<ChunkRef>& chunks, std::vector<Item>* items) {
@@ -204,7 +165,8 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
 
 absl::Status LoadInto(
     const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
-    const std::function<void(uint64_t, uint64_t)>& progress = nullptr) {
+    const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
+    uint64_t* wal_position = nullptr) {
   const std::string file = (fs::path(path) / kDataFile).string();
   auto opened = RecordReader::Open(file);
   if (absl::IsNotFound(opened.status())) {
@@ -221,6 +183,7 @@ absl::Status LoadInto(
   if (!more || type != kHeader || !header.ParseFromArray(payload.data(), payload.size())) {
     return reader.Corrupt("the first entry is not a checkpoint header");
   }
+  if (wal_position != nullptr) *wal_position = header.wal_position();
 
   absl::flat_hash_map<std::string, Table*> by_name;
   std::vector<std::string> server_names;
@@ -339,7 +302,7 @@ absl::Status LoadInto(
 // Writes the checkpoint file for `snapshots` into `directory`.
 absl::Status WriteCheckpointFile(const std::string& directory,
                                  const std::vector<TableSnapshot>& snapshots,
-                                 CheckpointStats* stats) {
+                                 uint64_t wal_position, CheckpointStats* stats) {
   // Each chunk is written once, however many slices, items and tables use it.
   absl::flat_hash_map<const Chunk*, uint64_t> chunk_ids;
   std::vector<const Chunk*> chunks;
@@ -377,6 +340,7 @@ absl::Status WriteCheckpointFile(const std::string& directory,
   }
   header.set_num_chunks(static_cast<int64_t>(chunks.size()));
   header.set_written_by("reverb_tf");
+  header.set_wal_position(wal_position);
   RETURN_IF_ERROR(writer->Add(kHeader, header.SerializeAsString()));
 
   std::string buffer;
@@ -480,7 +444,7 @@ absl::Status Checkpointer::RemoveStaleTemporaries() const {
 }
 
 absl::StatusOr<CheckpointStats> Checkpointer::Save(
-    absl::Span<const std::shared_ptr<Table>> tables) {
+    absl::Span<const std::shared_ptr<Table>> tables, uint64_t wal_position) {
   absl::MutexLock lock(&save_mu_);
   const absl::Time start = absl::Now();
   CheckpointStats stats;
@@ -509,7 +473,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   std::error_code error;
   fs::create_directory(temp_path, error);
   if (error) return FsError("create", temp_path.string(), error);
-  absl::Status status = WriteCheckpointFile(temp_path.string(), snapshots, &stats);
+  absl::Status status =
+      WriteCheckpointFile(temp_path.string(), snapshots, wal_position, &stats);
   snapshots.clear();  // unpin: tables free what they kept for the snapshots
   if (status.ok()) status = FsyncPath(temp_path.string());
   if (status.ok() && !options_.group.empty()) {
@@ -555,12 +520,13 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
   LoadedCheckpoint loaded;
   if (existing.empty()) {
     if (options_.fallback_checkpoint_path.empty()) return loaded;
-    RETURN_IF_ERROR(LoadCheckpoint(options_.fallback_checkpoint_path, tables));
+    RETURN_IF_ERROR(
+        LoadCheckpoint(options_.fallback_checkpoint_path, tables, &loaded.wal_position));
     loaded.path = options_.fallback_checkpoint_path;
     return loaded;
   }
   for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
-    absl::Status status = LoadCheckpoint(*it, tables);
+    absl::Status status = LoadCheckpoint(*it, tables, &loaded.wal_position);
     if (status.ok()) {
       loaded.path = *it;
       if (!loaded.skipped.empty()) {
@@ -590,14 +556,15 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
 }
 
 absl::Status LoadCheckpoint(const std::string& path,
-                            absl::Span<const std::shared_ptr<Table>> tables) {
+                            absl::Span<const std::shared_ptr<Table>> tables,
+                            uint64_t* wal_position) {
   for (const auto& table : tables) {
     if (table->size() != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "table '", table->name(), "' is not empty; checkpoints load into empty tables"));
     }
   }
-  absl::Status status = LoadInto(path, tables);
+  absl::Status status = LoadInto(path, tables, nullptr, wal_position);
   if (!status.ok()) {
     for (const auto& table : tables) table->Reset();
   }
@@ -626,6 +593,7 @@ absl::StatusOr<CheckpointSummary> InspectCheckpoint(
     summary.file_bytes = (*opened)->file_size();
   }
   summary.written_by = header.written_by();
+  summary.wal_position = header.wal_position();
   summary.num_chunks = header.num_chunks();
   std::vector<std::shared_ptr<Table>> tables;
   for (const proto::TableInfo& proto_info : header.tables()) {

@@ -68,6 +68,8 @@ struct REVERB_TF_EXPORT LoadedCheckpoint {
   // Newer checkpoints skipped as damaged, newest first, each with the
   // damage ("<path>: <error>"); empty unless load_previous_if_damaged.
   std::vector<std::string> skipped;
+  // The write-ahead log position the loaded checkpoint holds (0: none).
+  uint64_t wal_position = 0;
 };
 
 struct REVERB_TF_EXPORT CheckpointStats {
@@ -87,9 +89,10 @@ class REVERB_TF_EXPORT Checkpointer {
   static absl::StatusOr<std::unique_ptr<Checkpointer>> Create(
       CheckpointerOptions options);
 
-  // Writes a checkpoint of `tables` and returns its path.
+  // Writes a checkpoint of `tables` and returns its path. `wal_position`:
+  // the write-ahead log entries it holds (checkpointing/wal.h), recorded.
   absl::StatusOr<CheckpointStats> Save(
-      absl::Span<const std::shared_ptr<Table>> tables);
+      absl::Span<const std::shared_ptr<Table>> tables, uint64_t wal_position = 0);
 
   // Loads the newest checkpoint under the root into `tables` (which must be
   // empty), or the fallback checkpoint if the root holds none. A damaged
@@ -117,8 +120,11 @@ class REVERB_TF_EXPORT Checkpointer {
 // signature (InvalidArgument naming the table otherwise); tables the
 // checkpoint does not mention stay empty. The tables' own options apply
 // (see Table::LoadItems / FinishLoad).
+// Loads `path` into `tables` (empty ones); its write-ahead log position goes
+// to `wal_position` if given.
 REVERB_TF_EXPORT absl::Status LoadCheckpoint(
-    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables);
+    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
+    uint64_t* wal_position = nullptr);
 
 // What a checkpoint holds, read back in full.
 struct REVERB_TF_EXPORT CheckpointSummary {
@@ -126,6 +132,7 @@ struct REVERB_TF_EXPORT CheckpointSummary {
   std::string written_by;
   uint64_t file_bytes = 0;
   int64_t num_chunks = 0;
+  uint64_t wal_position = 0;
   // Each table as loaded from the checkpoint (options, size, counters).
   std::vector<TableInfo> tables;
 };

@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
   if (fd < 0) {
     const int error = errno;
     return absl::Status(absl::ErrnoToStatusCode(error),
-                        absl::StrCat("cannot create checkpoint file '", path, "': ",
+                        absl::StrCat("cannot create file '", path, "': ",
                                      std::strerror(error)));
   }
   std::unique_ptr<RecordWriter> writer(new RecordWriter(path, fd));
@@ -83,7 +83,7 @@ RecordWriter::~RecordWriter() {
 
 absl::Status RecordWriter::IoError(const char* what, int error) const {
   return absl::Status(absl::ErrnoToStatusCode(error),
-                      absl::StrCat("cannot ", what, " checkpoint file '", path_, "': ",
+                      absl::StrCat("cannot ", what, " file '", path_, "': ",
                                    std::strerror(error)));
 }
 
@@ -112,6 +112,7 @@ absl::Status RecordWriter::Add(uint8_t type, absl::string_view head,
     return WriteRecord(prefix, head, body, compressible);
   }
   if (pending_.size() + size > kTargetRecordBytes) RETURN_IF_ERROR(FlushRecord());
+  pending_compressible_ = pending_compressible_ && compressible;
   pending_.append(prefix);
   pending_.append(head.data(), head.size());
   pending_.append(body.data(), body.size());
@@ -120,8 +121,9 @@ absl::Status RecordWriter::Add(uint8_t type, absl::string_view head,
 
 absl::Status RecordWriter::FlushRecord() {
   if (pending_.empty()) return absl::OkStatus();
-  RETURN_IF_ERROR(WriteRecord(pending_, {}, {}, /*compress=*/true));
+  RETURN_IF_ERROR(WriteRecord(pending_, {}, {}, pending_compressible_));
   pending_.clear();
+  pending_compressible_ = true;
   return absl::OkStatus();
 }
 
@@ -158,6 +160,12 @@ absl::Status RecordWriter::WriteRecord(absl::string_view prefix,
   return WriteAll(body);
 }
 
+absl::Status RecordWriter::Sync() {
+  if (fd_ < 0) return absl::FailedPreconditionError("RecordWriter is closed");
+  if (::fdatasync(fd_) != 0) return IoError("sync", errno);
+  return absl::OkStatus();
+}
+
 absl::Status RecordWriter::Close() {
   if (fd_ < 0) return absl::OkStatus();
   RETURN_IF_ERROR(FlushRecord());
@@ -175,7 +183,7 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
   if (fd < 0) {
     const int error = errno;
     const std::string message =
-        absl::StrCat("cannot open checkpoint file '", path, "': ", std::strerror(error));
+        absl::StrCat("cannot open file '", path, "': ", std::strerror(error));
     return absl::Status(absl::ErrnoToStatusCode(error), message);
   }
   struct stat info;
@@ -191,14 +199,14 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
   }
   RETURN_IF_ERROR(reader->ReadExactly(header, sizeof(header)));
   if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0) {
-    return reader->Corrupt("bad magic: not a reverb_tf checkpoint file");
+    return reader->Corrupt("bad magic: not a reverb_tf checkpoint or write-ahead log file");
   }
   if (LoadFixed32(header + 12) != Crc32(absl::string_view(header, 12))) {
     return reader->Corrupt("file header checksum mismatch");
   }
   if (const uint32_t version = LoadFixed32(header + 8); version != kVersion) {
     return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint file '", path, "' has format version ", version,
+        absl::StrCat("file '", path, "' has format version ", version,
                      "; this reverb_tf reads version ", kVersion));
   }
   return reader;
@@ -211,9 +219,9 @@ RecordReader::~RecordReader() { ::close(fd_); }
 
 absl::Status RecordReader::Corrupt(absl::string_view what) const {
   if (record_index_ < 0) {
-    return absl::DataLossError(absl::StrCat("checkpoint file '", path_, "': ", what));
+    return absl::DataLossError(absl::StrCat("file '", path_, "': ", what));
   }
-  return absl::DataLossError(absl::StrCat("checkpoint file '", path_, "': record ",
+  return absl::DataLossError(absl::StrCat("file '", path_, "': record ",
                                           record_index_, " (at byte ", record_offset_,
                                           "): ", what));
 }
@@ -223,7 +231,7 @@ absl::Status RecordReader::ReadExactly(char* out, size_t size) {
     const ssize_t n = ::pread(fd_, out, size, static_cast<off_t>(offset_));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("cannot read checkpoint file '", path_,
+      return absl::UnavailableError(absl::StrCat("cannot read file '", path_,
                                                  "': ", std::strerror(errno)));
     }
     if (n == 0) return Corrupt("file ends early (truncated)");

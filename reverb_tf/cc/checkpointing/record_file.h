@@ -21,7 +21,8 @@
 // what the file holds, so truncation and corruption are reported (DataLoss,
 // naming the file, the record index and its byte offset) before anything
 // is decoded, and a reader never allocates more than the file could hold.
-// Writers are not durable until Close() returns (it fsyncs).
+// Writers are not durable until Close() or Sync() returns; Flush() cuts a
+// record early (the write-ahead log commits that way, checkpointing/wal.h).
 //
 // Thread safety: RecordWriter and RecordReader are not thread-safe.
 #ifndef REVERB_TF_CC_CHECKPOINTING_RECORD_FILE_H_
@@ -52,9 +53,17 @@ class RecordWriter {
 
   // Appends an entry whose payload is `head` followed by `body` (two parts
   // so that large data is never copied just to be framed). Set
-  // `compressible` to false for bytes that are already compressed.
+  // `compressible` to false for bytes that are already compressed (or will
+  // not compress): a record holding such an entry is stored as is.
   absl::Status Add(uint8_t type, absl::string_view head,
                    absl::string_view body = {}, bool compressible = true);
+
+  // Writes the entries added since the last record as a record of their own
+  // now (the write-ahead log's commit), without syncing.
+  absl::Status Flush() { return FlushRecord(); }
+
+  // fdatasync: what was written survives a crash of the machine.
+  absl::Status Sync();
 
   // Writes what is buffered, fsyncs and closes the file.
   absl::Status Close();
@@ -75,6 +84,7 @@ class RecordWriter {
   int fd_;
   uint64_t offset_ = 0;
   std::string pending_;     // raw bytes of the record being filled
+  bool pending_compressible_ = true;  // every entry of pending_ is
   std::string compressed_;  // reused compression buffer
 };
 

@@ -474,8 +474,16 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& host, int metrics_port,
                        const std::string& tls_cert_file, const std::string& tls_key_file,
                        const std::string& tls_client_ca_file,
-                       const std::string& auth_tokens_file) {
+                       const std::string& auth_tokens_file, const std::string& wal_dir,
+                       const std::string& wal_sync, double wal_sync_interval_s) {
              ServerOptions options;
+             if (!wal_dir.empty()) {
+               WalOptions wal;
+               wal.dir = wal_dir;
+               wal.sync = ValueOrRaise(ParseWalSync(wal_sync));
+               wal.interval = absl::Seconds(wal_sync_interval_s);
+               options.wal = wal;
+             }
              options.tls = ValueOrRaise(
                  ServerTlsFromFiles(tls_cert_file, tls_key_file, tls_client_ca_file));
              if (!auth_tokens_file.empty()) {
@@ -513,7 +521,19 @@ PYBIND11_MODULE(_core, m) {
            py::arg("host") = ServerOptions().host,
            py::arg("metrics_port") = ServerOptions().metrics_port,
            py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
-           py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "")
+           py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "",
+           py::arg("wal_dir") = "", py::arg("wal_sync") = "every_write",
+           py::arg("wal_sync_interval_s") = 0.01)
+      .def_property_readonly("wal_replay",
+                             [](const ReplayServer& server) {
+                               const WalReplay& r = server.wal_replay();
+                               py::dict out;
+                               out["entries"] = r.entries;
+                               out["files"] = r.files;
+                               out["last_position"] = r.last_position;
+                               out["damage"] = r.damage;
+                               return out;
+                             })
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("metrics_port", &ReplayServer::metrics_port)
       .def("metrics_text", &ReplayServer::MetricsText)

@@ -139,6 +139,11 @@ grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
       "the server is loading its checkpoint; retry when its health is SERVING"));
 }
 
+grpc::Status ReplayService::CommitLog() const {
+  if (wal_ == nullptr) return grpc::Status::OK;
+  return ToGrpcStatus(wal_->Commit());
+}
+
 grpc::Status ReplayService::TooManyStreams() const {
   return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
       "this server already serves ", limits_.max_active_streams,
@@ -229,6 +234,7 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
       // About to wait for the rate limiter: acknowledge what is already
       // stored, so the client's flush(block_until_num_items) sees it.
       if (response.keys_size() > 0) {
+        if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
         if (!stream.Write(response)) return grpc::Status::OK;
         response.Clear();
       }
@@ -243,6 +249,8 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
       chunk_bytes -= static_cast<int64_t>(it->second->data().size());
       chunks.erase(it);
     }
+    // Acknowledged only once logged (a no-op without a write-ahead log).
+    if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
     if (!stream.Write(response)) break;  // client gone
     latency.Observe(absl::Now() - received);
   }
@@ -302,6 +310,12 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
         table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), timeout, &cancel);
     if (!samples.ok()) return ToGrpcStatus(WordTimeout(samples.status(), timeout, what));
     credits -= static_cast<int64_t>(samples->size());
+    // Items these samples removed (max_times_sampled) must stay removed
+    // after a crash before anyone sees them.
+    if (std::any_of(samples->begin(), samples->end(),
+                    [](const SampledItem& s) { return s.removed; })) {
+      if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
+    }
 
     // Pack samples into as few responses as the byte budget allows.
     proto::SampleResponse response;
@@ -345,6 +359,7 @@ grpc::Status ReplayService::MutatePriorities(
   auto result = (*table)->MutatePriorities(
       updates, absl::MakeConstSpan(request->deletes().data(), request->deletes_size()));
   if (!result.ok()) return ToGrpcStatus(result.status());
+  if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
   response->set_updated(result->updated);
   response->set_deleted(result->deleted);
   response->set_missing(result->missing);
@@ -361,7 +376,7 @@ grpc::Status ReplayService::Reset(grpc::ServerContext* context,
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
-  return grpc::Status::OK;
+  return CommitLog();
 }
 
 grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,

@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/checkpointing/wal.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
@@ -79,6 +80,10 @@ class ReplayService final : public proto::ReplayService::Service {
   };
 
   ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
+
+  // Changes are acknowledged only once `wal` (may be null: none) has them
+  // (checkpointing/wal.h); set before serving.
+  void set_wal(WriteAheadLog* wal) { wal_ = wal; }
 
   // Writes a checkpoint and returns its path; unset, the Checkpoint RPC
   // fails with FAILED_PRECONDITION.
@@ -120,6 +125,8 @@ class ReplayService final : public proto::ReplayService::Service {
  private:
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 
+  // WriteAheadLog::Commit(), if there is a log.
+  grpc::Status CommitLog() const;
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
   grpc::Status TooManyStreams() const;
   // What every method checks first: the caller's token may make the call
@@ -137,6 +144,7 @@ class ReplayService final : public proto::ReplayService::Service {
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
+  WriteAheadLog* wal_ = nullptr;
 };
 
 }  // namespace reverb_tf

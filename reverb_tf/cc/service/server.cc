@@ -49,6 +49,13 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
   if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
+  if (options.wal.has_value()) {
+    RETURN_IF_ERROR(options.wal->Validate());
+    if (options.checkpointer == nullptr) {
+      return absl::InvalidArgumentError(
+          "a write-ahead log needs a checkpointer: its checkpoints truncate the log");
+    }
+  }
   DisableMutexDeadlockDetection();
   std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
@@ -108,6 +115,30 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
       return loaded.status();
     }
     server->loaded_checkpoint_ = *std::move(loaded);
+    if (options.wal.has_value()) {
+      auto wal = WriteAheadLog::Open(*options.wal, server->loaded_checkpoint_.wal_position,
+                                     server->tables_, &server->wal_replay_);
+      if (!wal.ok()) {
+        server->Stop();
+        return wal.status();
+      }
+      server->wal_ = *std::move(wal);
+      for (const auto& table : server->tables_) table->SetJournal(server->wal_.get());
+      server->service_->set_wal(server->wal_.get());
+      if (!server->wal_replay_.damage.empty()) {
+        std::fprintf(stderr,
+                     "reverb_tf: WARNING: the write-ahead log '%s' is damaged: %s. Writing a "
+                     "checkpoint now, so that the log starts clean.\n",
+                     options.wal->dir.c_str(), server->wal_replay_.damage.c_str());
+        if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint(); !saved.ok()) {
+          server->Stop();
+          return absl::Status(saved.status().code(),
+                              absl::StrCat("the write-ahead log was damaged and the checkpoint "
+                                           "that would set it right failed: ",
+                                           saved.status().message()));
+        }
+      }
+    }
     server->service_->set_accepting(true);
   }
   // SERVING for the whole server ("") and for the replay service by name.
@@ -131,7 +162,16 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (checkpointer_ == nullptr) {
     return absl::FailedPreconditionError("this server was started without a checkpointer");
   }
-  absl::StatusOr<CheckpointStats> stats = checkpointer_->Save(tables_);
+  // Every logged change up to `position` is in the snapshots Save() takes.
+  absl::StatusOr<uint64_t> position = wal_ != nullptr ? wal_->Rotate() : 0;
+  absl::StatusOr<CheckpointStats> stats =
+      position.ok() ? checkpointer_->Save(tables_, *position) : position.status();
+  if (stats.ok() && wal_ != nullptr) {
+    if (absl::Status dropped = wal_->DropThrough(*position); !dropped.ok()) {
+      // The next checkpoint retries; meanwhile the log only takes more room.
+      std::fprintf(stderr, "reverb_tf: %s\n", std::string(dropped.message()).c_str());
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (stats.ok()) {
     ++checkpoints_;
@@ -248,6 +288,23 @@ std::string ReplayServer::MetricsText() const {
     }
   }
 
+  if (wal_ != nullptr) {
+    const WalStats wal = wal_->stats();
+    const auto counter = [&](absl::string_view name, absl::string_view help, uint64_t value) {
+      page.Family(name, "counter", help);
+      page.Sample(name, {}, static_cast<double>(value));
+    };
+    counter("reverb_tf_wal_entries_total", "Changes queued in the write-ahead log.",
+            wal.entries);
+    counter("reverb_tf_wal_bytes_total", "Bytes written to the write-ahead log.", wal.bytes);
+    counter("reverb_tf_wal_writes_total",
+            "Writes of the write-ahead log (each acknowledges one or more calls).",
+            wal.commits);
+    counter("reverb_tf_wal_syncs_total", "fdatasync calls of the write-ahead log.", wal.syncs);
+    page.Family("reverb_tf_wal_files", "gauge", "Files of the write-ahead log on disk.");
+    page.Sample("reverb_tf_wal_files", {}, static_cast<double>(wal.files));
+  }
+
   const ServiceMetrics& service = service_->metrics();
   page.Family("reverb_tf_chunks", "gauge", "Chunks held by items or writer streams.");
   page.Sample("reverb_tf_chunks", {}, static_cast<double>(num_live_chunks()));
@@ -327,7 +384,12 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
   return Start(std::move(built), options);
 }
 
-ReplayServer::~ReplayServer() { Stop(); }
+ReplayServer::~ReplayServer() {
+  Stop();
+  // The log goes last: the tables report to it until they are detached.
+  for (const auto& table : tables_) table->SetJournal(nullptr);
+  wal_.reset();
+}
 
 int64_t ReplayServer::num_live_chunks() const {
   return service_->chunk_store().num_live_chunks();

@@ -6,6 +6,10 @@
 // `reverb_tf_server` binary. Stop() closes every table first, so RPCs blocked
 // on a rate limiter return CANCELLED at once, then shuts gRPC down.
 //
+// With a write-ahead log, every acknowledged change is logged first, and
+// Start() replays the log after the loaded checkpoint (a damaged log is
+// replayed up to the damage, with a warning, and checkpointed at once).
+//
 // With a Checkpointer, Start() loads the latest checkpoint with the port open
 // but the replay methods refusing calls (UNAVAILABLE) and health NOT_SERVING,
 // so probes see a loading server rather than none; Start() returns once it
@@ -28,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
+#include "reverb_tf/cc/checkpointing/wal.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/security/credentials.h"
@@ -75,6 +80,10 @@ struct REVERB_TF_EXPORT ServerOptions {
   // Non-null: every replay call needs a bearer token of a role that may make
   // it (security/auth.h); health and reflection stay open to probes.
   std::shared_ptr<const TokenAuthenticator> auth;
+  // A write-ahead log (checkpointing/wal.h): changes are acknowledged only
+  // once logged, and a restart replays the log after the newest checkpoint.
+  // Needs a checkpointer, whose checkpoints truncate the log.
+  std::optional<WalOptions> wal;
 };
 
 class REVERB_TF_EXPORT ReplayServer {
@@ -98,6 +107,8 @@ class REVERB_TF_EXPORT ReplayServer {
   int port() const { return port_; }
   // The checkpoint Start() loaded, or "" if none.
   const std::string& loaded_checkpoint() const { return loaded_checkpoint_.path; }
+  // What the write-ahead log replayed on start (empty without a log).
+  const WalReplay& wal_replay() const { return wal_replay_; }
   // Newer checkpoints Start() skipped as damaged (see
   // CheckpointerOptions::load_previous_if_damaged), with their damage.
   const std::vector<std::string>& skipped_checkpoints() const {
@@ -137,6 +148,8 @@ class REVERB_TF_EXPORT ReplayServer {
   int port_ = 0;
   std::shared_ptr<Checkpointer> checkpointer_;
   LoadedCheckpoint loaded_checkpoint_;
+  std::unique_ptr<WriteAheadLog> wal_;
+  WalReplay wal_replay_;
   std::thread checkpoint_thread_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   mutable absl::Mutex mu_;

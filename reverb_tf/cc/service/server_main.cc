@@ -69,6 +69,15 @@ ABSL_FLAG(std::string, tls_cert_file, "",
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA: mutual TLS, clients must present a certificate it signed.");
+ABSL_FLAG(std::string, wal_dir, "",
+          "Write-ahead log directory: a change is acknowledged only once logged, and a "
+          "restart replays the log after the newest checkpoint (needs --checkpoint_dir).");
+ABSL_FLAG(std::string, wal_sync, "every_write",
+          "When the log is synced to disk: every_write (before each acknowledgement), "
+          "every_n_ms (every --wal_sync_interval; a killed process loses nothing, a "
+          "crashed machine up to that long) or none (the kernel decides).");
+ABSL_FLAG(absl::Duration, wal_sync_interval, absl::Milliseconds(10),
+          "How often --wal_sync=every_n_ms syncs.");
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "Lines 'ROLE TOKEN' (roles reader, writer, admin; TOKEN may be "
           "sha256:<hex>): every call needs a bearer token of a role that may make it.");
@@ -195,6 +204,18 @@ int Run() {
     return 2;
   }
   options.tls = *std::move(tls);
+  if (const std::string dir = absl::GetFlag(FLAGS_wal_dir); !dir.empty()) {
+    auto sync = ParseWalSync(absl::GetFlag(FLAGS_wal_sync));
+    if (!sync.ok()) {
+      std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(sync.status().message()).c_str());
+      return 2;
+    }
+    WalOptions wal;
+    wal.dir = dir;
+    wal.sync = *sync;
+    wal.interval = absl::GetFlag(FLAGS_wal_sync_interval);
+    options.wal = wal;
+  }
   if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {
     auto tokens = ReadPemFile(path, "auth tokens");
     auto auth = tokens.ok() ? TokenAuthenticator::Create(*tokens)

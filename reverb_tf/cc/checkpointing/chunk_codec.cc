@@ -1,0 +1,50 @@
+#include "reverb_tf/cc/checkpointing/chunk_codec.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "reverb_tf/cc/checkpointing/byte_codec.h"
+
+namespace reverb_tf {
+
+void EncodeChunkHead(const Chunk& chunk, std::string* out) {
+  out->clear();
+  PutFixed64(out, chunk.key());
+  PutVarint(out, chunk.episode_id());
+  PutVarint(out, static_cast<uint32_t>(chunk.episode_step()));
+  out->push_back(static_cast<char>(chunk.dtype()));
+  out->push_back(static_cast<char>(chunk.compression()));
+  PutVarint(out, chunk.shape().size());
+  for (int64_t dim : chunk.shape()) PutVarint(out, static_cast<uint64_t>(dim));
+  PutVarint(out, static_cast<uint64_t>(chunk.uncompressed_size()));
+}
+
+absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store) {
+  ByteReader in(payload);
+  uint64_t key, episode_id, episode_step, rank, uncompressed_size;
+  uint8_t dtype, compression;
+  in.GetFixed64(&key);
+  in.GetVarint(&episode_id);
+  in.GetVarintAtMost(INT32_MAX, &episode_step);
+  in.GetByte(&dtype);
+  in.GetByte(&compression);
+  in.GetVarintAtMost(32, &rank);
+  TensorPayload tensor;
+  for (uint64_t i = 0; i < rank && in.ok(); ++i) {
+    uint64_t dim;
+    if (in.GetVarintAtMost(INT64_MAX, &dim)) tensor.shape.push_back(static_cast<int64_t>(dim));
+  }
+  in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
+  if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
+  if (!IsValidDType(dtype) || compression > static_cast<uint8_t>(Compression::kZstd)) {
+    return absl::InvalidArgumentError("chunk entry with an unknown dtype or compression");
+  }
+  tensor.dtype = static_cast<DType>(dtype);
+  tensor.compression = static_cast<Compression>(compression);
+  tensor.uncompressed_size = static_cast<int64_t>(uncompressed_size);
+  tensor.data.assign(in.rest().data(), in.rest().size());
+  return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
+                       std::move(tensor));
+}
+
+}  // namespace reverb_tf

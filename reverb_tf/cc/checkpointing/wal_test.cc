@@ -1,0 +1,289 @@
+#include "reverb_tf/cc/checkpointing/wal.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
+#include "reverb_tf/cc/testing/test_util.h"
+
+namespace reverb_tf {
+namespace {
+
+namespace fs = std::filesystem;
+using ::reverb_tf::testing::Fifo;
+using ::reverb_tf::testing::MakeFloatChunk;
+using ::reverb_tf::testing::MakeItem;
+using ::reverb_tf::testing::MakeTable;
+using ::reverb_tf::testing::MakeTableOptions;
+using ::reverb_tf::testing::Prioritized;
+using ::reverb_tf::testing::Uniform;
+
+class WalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           absl::StrCat("wal_test_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    options_.dir = (dir_ / "wal").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Fresh, empty tables "p" (prioritized), "q" (a queue) and "u" (uniform).
+  static std::vector<std::shared_ptr<Table>> Tables() {
+    return {MakeTable(MakeTableOptions("p", Prioritized(1.0), Fifo(), 1000,
+                                       RateLimiterOptions::MinSize(1))),
+            MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 1000, RateLimiterOptions::MinSize(1),
+                                       /*max_times_sampled=*/1)),
+            MakeTable(MakeTableOptions("u", Uniform(), Fifo(), 1000,
+                                       RateLimiterOptions::MinSize(1)))};
+  }
+
+  std::unique_ptr<WriteAheadLog> Attach(const std::vector<std::shared_ptr<Table>>& tables,
+                                        uint64_t after = 0, WalReplay* replayed = nullptr) {
+    WalReplay ignored;
+    auto log = WriteAheadLog::Open(options_, after, tables, replayed ? replayed : &ignored);
+    EXPECT_TRUE(log.ok()) << log.status();
+    for (const auto& table : tables) table->SetJournal(log->get());
+    return *std::move(log);
+  }
+
+  static void Detach(const std::vector<std::shared_ptr<Table>>& tables) {
+    for (const auto& table : tables) table->SetJournal(nullptr);
+  }
+
+  // key -> priority of every item of every table.
+  static std::map<std::string, std::map<Key, double>> Contents(
+      const std::vector<std::shared_ptr<Table>>& tables) {
+    std::map<std::string, std::map<Key, double>> contents;
+    for (const auto& table : tables) {
+      TableSnapshot snapshot = table->Snapshot();
+      auto& items = contents[table->name()];
+      for (const auto& item : snapshot.items) items[item.key] = item.priority;
+    }
+    return contents;
+  }
+
+  // Changes of every kind: inserts sharing chunks, replacements, updates,
+  // deletes, an item sampled out of the queue, and a reset.
+  void MakeChanges(const std::vector<std::shared_ptr<Table>>& tables, Key first_key) {
+    ChunkStore store;
+    ChunkRef shared = MakeFloatChunk(store, first_key, 3);
+    for (Key k = first_key; k < first_key + 20; ++k) {
+      ChunkRef own = MakeFloatChunk(store, k + 100000, 1, 2, static_cast<float>(k));
+      ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(k, 1.0 + k % 7, {shared, own})).ok());
+      ASSERT_TRUE(tables[1]->InsertOrAssign(MakeItem(k, 1.0, {own})).ok());
+      ASSERT_TRUE(tables[2]->InsertOrAssign(MakeItem(k, 1.0, {own})).ok());
+    }
+    // Replace one, update some, delete some.
+    ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(first_key, 42.0, {shared})).ok());
+    ASSERT_TRUE(tables[0]
+                    ->MutatePriorities({{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
+                                       {first_key + 3})
+                    .ok());
+    ASSERT_TRUE(tables[1]->Sample(2).ok());  // the queue's two oldest leave it
+    tables[2]->Reset();
+    ChunkRef after_reset = MakeFloatChunk(store, first_key + 200000, 1);
+    ASSERT_TRUE(tables[2]->InsertOrAssign(MakeItem(first_key + 50, 3.0, {after_reset})).ok());
+  }
+
+  fs::path dir_;
+  WalOptions options_;
+};
+
+TEST_F(WalTest, ReplayRebuildsEveryKindOfChange) {
+  auto tables = Tables();
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    EXPECT_GT(log->stats().entries, 60);
+    Detach(tables);
+  }
+  auto replayed_tables = Tables();
+  WalReplay replayed;
+  auto log = Attach(replayed_tables, 0, &replayed);
+  EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
+  EXPECT_EQ(replayed.files, 1);
+  EXPECT_EQ(Contents(replayed_tables), Contents(tables));
+  EXPECT_EQ(Contents(tables)["p"][1], 42.0);
+  EXPECT_EQ(Contents(tables)["p"].count(4), 0);
+  EXPECT_EQ(Contents(tables)["q"].size(), 18);
+  EXPECT_EQ(Contents(tables)["u"].size(), 1);
+  for (const auto& table : replayed_tables) EXPECT_TRUE(table->CheckInvariants().ok());
+  // The replayed items' data is back, chunks included.
+  auto sample = replayed_tables[2]->Sample(1);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ((*sample)[0].trajectory[0].slices[0].chunk->key(), 200001);
+  Detach(replayed_tables);
+}
+
+TEST_F(WalTest, CheckpointsHoldWhatTheyCoverAndTheLogKeepsTheRest) {
+  auto tables = Tables();
+  CheckpointerOptions checkpointer_options;
+  checkpointer_options.root = (dir_ / "checkpoints").string();
+  auto checkpointer = *Checkpointer::Create(checkpointer_options);
+  options_.segment_bytes = 1 << 10;  // many small files
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    const uint64_t position = *log->Rotate();
+    ASSERT_TRUE(checkpointer->Save(tables, position).ok());
+    const uint64_t files_before = log->stats().files;
+    MakeChanges(tables, 1000);  // after the checkpoint: only in the log
+    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_TRUE(log->DropThrough(position).ok());
+    EXPECT_LT(log->stats().files, files_before + 100);
+    EXPECT_GT(log->stats().files, 1);
+    Detach(tables);
+  }
+  auto restored = Tables();
+  auto loaded = checkpointer->LoadLatest(restored);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_GT(loaded->wal_position, 0);
+  WalReplay replayed;
+  auto log = Attach(restored, loaded->wal_position, &replayed);
+  EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
+  EXPECT_GT(replayed.entries, 0);
+  EXPECT_EQ(Contents(restored), Contents(tables));
+  Detach(restored);
+}
+
+TEST_F(WalTest, ATornTailIsReplayedUpToTheLastGoodRecord) {
+  auto tables = Tables();
+  std::map<std::string, std::map<Key, double>> committed;
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    committed = Contents(tables);
+    ChunkStore store;
+    ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(5555, 1.0, {MakeFloatChunk(store, 5555, 1)}))
+                    .ok());
+    ASSERT_TRUE(log->Commit().ok());  // its own record, the last one
+    Detach(tables);
+  }
+  // Cut the last record short, as a crash in the middle of a write would.
+  const fs::path file = *fs::directory_iterator(options_.dir);
+  fs::resize_file(file, fs::file_size(file) - 5);
+  auto restored = Tables();
+  WalReplay replayed;
+  auto log = Attach(restored, 0, &replayed);
+  EXPECT_NE(replayed.damage.find("entry"), std::string::npos) << replayed.damage;
+  EXPECT_EQ(Contents(restored), committed);  // everything but the torn record
+  Detach(restored);
+}
+
+TEST_F(WalTest, DamageInTheMiddleStopsTheReplayAndSetsLaterFilesAside) {
+  auto tables = Tables();
+  options_.segment_bytes = 1 << 10;
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    MakeChanges(tables, 1000);
+    ASSERT_TRUE(log->Commit().ok());
+    Detach(tables);
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GT(files.size(), 3);
+  {
+    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\xff');
+  }
+  auto restored = Tables();
+  WalReplay replayed;
+  auto log = Attach(restored, 0, &replayed);
+  EXPECT_NE(replayed.damage.find(files[1].string()), std::string::npos) << replayed.damage;
+  EXPECT_NE(replayed.damage.find(".unreplayed"), std::string::npos) << replayed.damage;
+  EXPECT_TRUE(fs::exists(files.back().string() + ".unreplayed"));
+  EXPECT_LT(Contents(restored)["p"].size(), Contents(tables)["p"].size());
+  Detach(restored);
+}
+
+TEST_F(WalTest, MissingEntriesAfterTheCheckpointAreDataLoss) {
+  auto tables = Tables();
+  options_.segment_bytes = 1 << 10;
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    Detach(tables);
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  fs::remove(files[0]);
+  WalReplay replayed;
+  auto log = WriteAheadLog::Open(options_, 0, Tables(), &replayed);
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kDataLoss) << log.status();
+}
+
+TEST_F(WalTest, ConcurrentCommitsShareWritesAndSyncs) {
+  auto tables = Tables();
+  auto log = Attach(tables);
+  std::atomic<int> calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      ChunkStore store;
+      for (int i = 0; i < 100; ++i) {
+        const Key key = t * 1000 + i + 1;
+        ASSERT_TRUE(
+            tables[2]->InsertOrAssign(MakeItem(key, 1.0, {MakeFloatChunk(store, key, 1)})).ok());
+        ASSERT_TRUE(log->Commit().ok());
+        ++calls;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const WalStats stats = log->stats();
+  EXPECT_EQ(calls.load(), 800);
+  EXPECT_EQ(stats.syncs, stats.commits);  // every_write syncs each write
+  EXPECT_LE(stats.commits, 800);
+  EXPECT_GT(stats.bytes, 800 * 16);
+  Detach(tables);
+}
+
+TEST_F(WalTest, IntervalAndNoneWriteBeforeCommitReturns) {
+  for (WalSync sync : {WalSync::kInterval, WalSync::kNone}) {
+    fs::remove_all(options_.dir);
+    options_.sync = sync;
+    auto tables = Tables();
+    {
+      auto log = Attach(tables);
+      MakeChanges(tables, 1);
+      ASSERT_TRUE(log->Commit().ok());
+      // Written (not only queued) when Commit returns: a copy of the file
+      // now, as a killed process would leave it, replays everything.
+      fs::copy(options_.dir, (dir_ / "copy").string(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+      Detach(tables);
+    }
+    options_.dir = (dir_ / "copy").string();
+    auto restored = Tables();
+    WalReplay replayed;
+    auto log = Attach(restored, 0, &replayed);
+    EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
+    EXPECT_EQ(Contents(restored), Contents(tables));
+    Detach(restored);
+    log.reset();
+    fs::remove_all(options_.dir);
+    options_.dir = (dir_ / "wal").string();
+  }
+  EXPECT_EQ(*ParseWalSync("every_n_ms"), WalSync::kInterval);
+  EXPECT_FALSE(ParseWalSync("sometimes").ok());
+}
+
+}  // namespace
+}  // namespace reverb_tf

@@ -79,3 +79,39 @@ def pki(tmp_path_factory):
     """A test CA with server and client certificates and a tokens file (integration.py)."""
     from integration import make_test_pki  # pylint: disable=g-import-not-at-top
     return make_test_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _set_in_process(enabled: bool) -> bool:
+    """Sets whether clients reach servers of this process directly; returns the old value."""
+    from reverb_tf import _native  # pylint: disable=g-import-not-at-top
+    core = _native.core()
+    before = core.in_process_enabled()
+    core.set_in_process_enabled(enabled)
+    return before
+
+
+@pytest.fixture
+def transport(request):
+    """Runs a test with calls to in-process servers over gRPC or in-process.
+
+    Modules that set `BOTH_TRANSPORTS = True` get every test twice, as
+    `[grpc]` and `[in_process]` (client/local_server.h).
+    """
+    before = _set_in_process(request.param == "in_process")
+    yield request.param
+    _set_in_process(before)
+
+
+@pytest.fixture
+def over_grpc():
+    """For tests of what only the RPC path has (stream limits, RPC metrics)."""
+    before = _set_in_process(False)
+    yield
+    _set_in_process(before)
+
+
+def pytest_generate_tests(metafunc):
+    if getattr(metafunc.module, "BOTH_TRANSPORTS", False):
+        if "transport" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("transport")
+        metafunc.parametrize("transport", ["grpc", "in_process"], indirect=True)

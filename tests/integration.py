@@ -8,9 +8,12 @@ import faulthandler
 import os
 import threading
 import time
+import urllib.request
+from typing import Dict, Tuple
 
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import reverb_tf as reverb
 # Tests that restart a server on its old port take one outside the ephemeral range.
@@ -156,3 +159,25 @@ def make_test_pki(d):
     (d / "tokens.txt").write_text("# role token\n" + "".join(
         f"{role} {token}\n" for role, token in TOKENS.items()))
     return d
+
+
+MetricSamples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
+
+
+def scrape_metrics(port: int) -> Tuple[MetricSamples, Dict[str, str]]:
+    """Scrapes a server's /metrics: every sample by (name, sorted labels), and each family's type."""
+    with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    samples, types = {}, {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples, types
+
+
+def metric_value(samples: MetricSamples, name: str, **labels: str) -> float:
+    """The sample `name{labels}` of a scrape_metrics() result (KeyError if absent)."""
+    return samples[(name, tuple(sorted(labels.items())))]

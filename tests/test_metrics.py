@@ -5,35 +5,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Dict, Tuple
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import reverb_tf
-from integration import uniform_table_config
+from integration import scrape_metrics as scrape, metric_value as value, uniform_table_config
 
-Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
-
-
-def scrape(port: int) -> Tuple[Samples, Dict[str, str]]:
-    """Returns every sample by (name, sorted labels), and each family's type."""
-    with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = response.read().decode()
-    samples, types = {}, {}
-    for family in text_string_to_metric_families(text):
-        types[family.name] = family.type
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples, types
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
-
+# What these tests check is the RPC path's (streams, RPC metrics).
+pytestmark = pytest.mark.usefixtures("over_grpc")
 
 @pytest.fixture
 def served():

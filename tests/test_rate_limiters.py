@@ -6,6 +6,9 @@ import pytest
 
 from reverb_tf import rate_limiters
 
+# Every test twice: over gRPC and in-process (conftest.py).
+BOTH_TRANSPORTS = True
+
 
 def test_min_size():
     limiter = rate_limiters.MinSize(3)

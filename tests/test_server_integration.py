@@ -13,6 +13,9 @@ import reverb_tf as reverb
 from reverb_tf import errors
 from integration import listening_addresses, insert_values, Background, make_server, sample_one, table, wait_until, watchdog  # noqa: F401  (fixtures)
 
+# Every test twice: over gRPC and in-process (conftest.py).
+BOTH_TRANSPORTS = True
+
 
 def test_quick_start(make_server):
     server = make_server(
@@ -256,10 +259,11 @@ def test_a_huge_unknown_table_name_is_not_found_with_a_bounded_message(make_serv
 
 _ANY_V4, _ANY_V6 = "00000000", "0" * 32
 _LOOPBACK_V4, _LOOPBACK_V4_IN_V6 = "0100007F", "0000000000000000FFFF00000100007F"
+_LOOPBACK_V6 = "00000000000000000000000001000000"  # ::1 as /proc/net/tcp6 writes it
 
 
 @pytest.mark.parametrize("host,expected", [
-    (None, {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),  # the default
+    (None, {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6, _LOOPBACK_V6}),  # the default
     ("127.0.0.1", {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),
     ("0.0.0.0", {_ANY_V4, _ANY_V6}),
 ])
@@ -269,6 +273,30 @@ def test_listens_on_loopback_unless_told_otherwise(host, expected):
         addresses = listening_addresses(server.port)
         assert addresses and addresses <= expected, addresses
         assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
+        if host is None:  # "localhost" is both loopbacks: clients try ::1 first
+            assert _LOOPBACK_V6 in addresses and addresses - {_LOOPBACK_V6}, addresses
+
+
+def test_localhost_is_served_on_both_loopbacks_or_not_at_all(over_grpc):
+    # Another process holding [::1]:P (Bazel's server listens there) while a
+    # server took 127.0.0.1:P alone: clients of localhost:P, which try ::1
+    # first, met that process ("Method not found").
+    import socket  # pylint: disable=g-import-not-at-top
+    stranger = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    stranger.bind(("::1", 0))
+    stranger.listen()
+    try:
+        port = stranger.getsockname()[1]
+        with pytest.raises(errors.UnavailableError,
+                           match=rf"127.0.0.1 and \[::1\]:{port} \(the port must be free on each\)"):
+            reverb.Server([table()], port=port)
+        # Port 0 never picks a port half taken: many starts, each on both.
+        for _ in range(20):
+            with reverb.Server([table()]) as server:
+                assert _LOOPBACK_V6 in listening_addresses(server.port)
+                assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
+    finally:
+        stranger.close()
 
 
 def test_a_host_that_cannot_be_bound_is_a_clear_error():

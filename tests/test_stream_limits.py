@@ -19,6 +19,9 @@ from reverb_tf.cc.proto import service_pb2 as pb
 from integration import proc_count
 from integration import uniform_table_config
 
+# What these tests check is the RPC path's (streams, RPC metrics).
+pytestmark = pytest.mark.usefixtures("over_grpc")
+
 _SERVICE = "/reverb_tf.proto.ReplayService/"
 
 

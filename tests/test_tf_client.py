@@ -7,6 +7,9 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 
+# Every test twice: over gRPC and in-process (conftest.py).
+BOTH_TRANSPORTS = True
+
 
 @pytest.fixture
 def server():

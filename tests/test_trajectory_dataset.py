@@ -14,6 +14,9 @@ import tensorflow as tf
 import reverb_tf as reverb
 from reverb_tf import _ops
 
+# Every test twice: over gRPC and in-process (conftest.py).
+BOTH_TRANSPORTS = True
+
 
 def _table(name="t", signature=None, limiter=None, max_times_sampled=0, sampler=None):
     return reverb.Table(name=name, sampler=sampler or reverb.selectors.Uniform(),

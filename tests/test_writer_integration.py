@@ -9,6 +9,9 @@ import reverb_tf as reverb
 from reverb_tf import errors
 from integration import make_server, sample_one, table, watchdog  # noqa: F401  (fixtures)
 
+# Every test twice: over gRPC and in-process (conftest.py).
+BOTH_TRANSPORTS = True
+
 
 def test_history_slicing_shapes(make_server):
     server = make_server(table())

@@ -59,6 +59,11 @@ Client::Client(std::string address, std::unique_ptr<ShardSet> shards)
 
 Client::~Client() = default;
 
+std::shared_ptr<LocalServer> Client::LocalShard() {
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
+  return shards.size() == 1 ? shards[0]->Local() : nullptr;
+}
+
 std::vector<std::string> Client::ShardAddresses() {
   std::vector<std::string> addresses;
   for (const auto& shard : shards_->Current()) addresses.push_back(shard->address());
@@ -228,6 +233,15 @@ absl::StatusOr<std::vector<TableInfo>> Client::ServerInfoOfAnyShard(absl::Durati
 
 absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
                                                           Cancellation* cancel) {
+  if (std::shared_ptr<LocalServer> local = LocalShard()) {
+    ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Table>> tables, local->Tables());
+    std::vector<TableInfo> infos;
+    for (const auto& table : tables) infos.push_back(table->info());
+    std::sort(infos.begin(), infos.end(), [](const TableInfo& a, const TableInfo& b) {
+      return a.options.name < b.options.name;
+    });
+    return infos;
+  }
   std::vector<ShardInfo> shards = ServerInfoByShard(timeout, cancel);
   if (shards.size() == 1) return std::move(shards[0].tables);
   std::vector<std::string> failures;
@@ -272,8 +286,18 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
     request.add_priorities(priority);
   }
   request.mutable_deletes()->Add(deletes.begin(), deletes.end());
-  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   MutationReport report;
+  if (std::shared_ptr<LocalServer> local = LocalShard()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> found, local->FindTable(table));
+    ASSIGN_OR_RETURN(MutationResult result, found->MutatePriorities(updates, deletes));
+    RETURN_IF_ERROR(local->Commit());
+    report.updated = result.updated;
+    report.deleted = result.deleted;
+    report.missing = result.missing;
+    NoteSkipped(table, &report);
+    return report;
+  }
+  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   if (shards.size() == 1) {
     proto::MutatePrioritiesResponse response;
     RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
@@ -347,6 +371,11 @@ void Client::NoteSkipped(const std::string& table, MutationReport* report) {
 
 absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
                            Cancellation* cancel) {
+  if (std::shared_ptr<LocalServer> local = LocalShard()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> found, local->FindTable(table));
+    found->Reset();
+    return local->Commit();
+  }
   proto::ResetRequest request;
   request.set_table(table);
   const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
@@ -362,6 +391,10 @@ absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
 
 absl::StatusOr<std::vector<std::string>> Client::Checkpoint(absl::Duration timeout,
                                                             Cancellation* cancel) {
+  if (std::shared_ptr<LocalServer> local = LocalShard()) {
+    ASSIGN_OR_RETURN(std::string path, local->Checkpoint());
+    return std::vector<std::string>{std::move(path)};
+  }
   const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   std::vector<proto::CheckpointResponse> responses;
   const proto::CheckpointRequest request;
@@ -391,6 +424,9 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
   }
   std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   if (shards.size() == 1 && options.num_streams <= 1) {
+    if (shards[0]->Local() != nullptr) {
+      return std::unique_ptr<Sampler>(new InProcessSampler(shards[0], table, options));
+    }
     return std::unique_ptr<Sampler>(new StreamSampler(shards[0], table, options));
   }
   std::vector<double> weights;

@@ -149,6 +149,7 @@ struct REVERB_TF_EXPORT ShardInfo {
 };
 
 class ClientStub;
+class LocalServer;
 class ShardSet;
 
 // A client of one replay server or of several shards of the same tables
@@ -230,6 +231,9 @@ class REVERB_TF_EXPORT Client {
 
  private:
   Client(std::string address, std::unique_ptr<ShardSet> shards);
+  // The server behind a single-shard target when it runs in this process
+  // (local_server.h): calls then reach its tables directly.
+  std::shared_ptr<LocalServer> LocalShard();
   // The shard of `shards` a new writer streams to.
   std::shared_ptr<ClientStub> PickWriterShard(
       const std::vector<std::shared_ptr<ClientStub>>& shards);

@@ -46,8 +46,12 @@ float FirstFloat(const TensorPayload& payload, int64_t index = 0) {
   return value;
 }
 
-class ClientServerTest : public ::testing::Test {
+// Every test runs twice: over gRPC and, for what clients of a server of
+// the same process do without it (client/local_server.h), in-process.
+class ClientServerTest : public ::testing::TestWithParam<bool> {
  protected:
+  ClientServerTest() : in_process_(GetParam()) {}
+
   void StartServer(std::vector<TableOptions> tables, int64_t max_message_bytes = 1 << 20,
                    int64_t max_stream_chunk_bytes = int64_t{1} << 30) {
     ServerOptions options;
@@ -66,11 +70,17 @@ class ClientServerTest : public ::testing::Test {
   }
   int64_t TableSize(const std::string& name) { return testing::TableSize(*client_, name); }
 
+  testing::ScopedInProcess in_process_;
   std::unique_ptr<ReplayServer> server_;
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(ClientServerTest, WriteAndSampleRoundTrip) {
+INSTANTIATE_TEST_SUITE_P(Transports, ClientServerTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "InProcess" : "Grpc";
+                         });
+
+TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
   StartServer({MakeTableOptions("t", Fifo(), Fifo(), 100, RateLimiterOptions::MinSize(1),
                                 /*max_times_sampled=*/1)});
   auto writer = NewWriter(/*keep_alive=*/3);
@@ -103,7 +113,7 @@ TEST_F(ClientServerTest, WriteAndSampleRoundTrip) {
   EXPECT_EQ((*samples)[0].info.table_size, 4);
 }
 
-TEST_F(ClientServerTest, MultiColumnItemsAndMissingColumns) {
+TEST_P(ClientServerTest, MultiColumnItemsAndMissingColumns) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(2);
   auto s0 = writer->Append({FloatStep(1), *MakeStringPayload({}, std::vector<std::string>{"hello"})});
@@ -120,7 +130,7 @@ TEST_F(ClientServerTest, MultiColumnItemsAndMissingColumns) {
   EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]), std::vector<std::string>{"hello"});
 }
 
-TEST_F(ClientServerTest, KeepAliveWindowIsEnforced) {
+TEST_P(ClientServerTest, KeepAliveWindowIsEnforced) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(2);
   auto s0 = writer->Append({FloatStep(0)});
@@ -131,7 +141,7 @@ TEST_F(ClientServerTest, KeepAliveWindowIsEnforced) {
   EXPECT_NE(status.message().find("num_keep_alive_refs"), std::string::npos) << status;
 }
 
-TEST_F(ClientServerTest, ChunksCrossTheWireOnce) {
+TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
   StartServer({MakeTableOptions("a", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1)),
                MakeTableOptions("b", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(4);
@@ -164,7 +174,7 @@ TEST_F(ClientServerTest, ChunksCrossTheWireOnce) {
   }
 }
 
-TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
+TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
   auto options = MakeTableOptions("sig", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(2));
   options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested"};
   StartServer({options});
@@ -199,7 +209,7 @@ TEST_F(ClientServerTest, StatusCodesSurviveTheWire) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(ClientServerTest, MutateResetAndServerInfo) {
+TEST_P(ClientServerTest, MutateResetAndServerInfo) {
   auto options = MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
                                   RateLimiterOptions::SampleToInsertRatio(2.0, 1, 10));
   options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested-blob"};
@@ -247,7 +257,7 @@ TEST_F(ClientServerTest, MutateResetAndServerInfo) {
   EXPECT_EQ(TableSize("p"), 0);
 }
 
-TEST_F(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
+TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
               /*max_message_bytes=*/64 << 10);
   const std::string big_bytes(200 << 10, 'x');
@@ -278,7 +288,7 @@ TEST_F(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   EXPECT_EQ(TableSize("t"), 2);
 }
 
-TEST_F(ClientServerTest, CancellationAbortsABlockedSample) {
+TEST_P(ClientServerTest, CancellationAbortsABlockedSample) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
   Cancellation cancel;
   absl::Status status;
@@ -291,7 +301,7 @@ TEST_F(ClientServerTest, CancellationAbortsABlockedSample) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
-TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
+TEST_P(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   StartServer({MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1))});
   // A writer blocked on a full queue and a sampler on an empty table... the
   // queue holds one item, so sample it empty first.
@@ -322,7 +332,7 @@ TEST_F(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
 // Issue 14, defect 1: a chunk whose zstd frame declares far more bytes than
 // its dtype and shape (or that does not decode) must be refused by the
 // server, so that no client ever decompresses it.
-TEST_F(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
+TEST_P(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
   auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
       absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
@@ -371,7 +381,7 @@ TEST_F(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServin
 
 // Issue 14, defect 3: one request must not take unbounded server work or
 // memory.
-TEST_F(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
+TEST_P(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter();
   auto step = writer->Append({FloatStep(1)});
@@ -409,7 +419,7 @@ TEST_F(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
-TEST_F(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
+TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
               /*max_message_bytes=*/1 << 20, /*max_stream_chunk_bytes=*/1 << 20);
   auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(

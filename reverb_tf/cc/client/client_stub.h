@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "reverb_tf/cc/client/local_server.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
@@ -27,7 +28,12 @@ class ClientStub {
         channel_(std::move(channel)),
         stub_(proto::ReplayService::NewStub(channel_)),
         max_message_bytes_(max_message_bytes),
-        authorization_(token.empty() ? "" : "Bearer " + token) {}
+        authorization_(token.empty() ? "" : "Bearer " + token),
+        loopback_port_(LoopbackPort(address_)) {}
+
+  // The server of this process behind this address, reached without gRPC
+  // (local_server.h); null if there is none (or it is another process's).
+  std::shared_ptr<LocalServer> Local() const { return FindLocalServer(loopback_port_); }
 
   // Every call's context goes through here: it carries the bearer token.
   void Prepare(grpc::ClientContext* context) const {
@@ -55,6 +61,7 @@ class ClientStub {
   std::unique_ptr<proto::ReplayService::Stub> stub_;
   const int64_t max_message_bytes_;
   const std::string authorization_;
+  const int loopback_port_;
 };
 
 // While alive, Cancel() on `cancel` (may be null) aborts the RPC of `context`.

@@ -243,6 +243,128 @@ bool StreamSampler::TryNext(Sample* sample) {
   return true;
 }
 
+// ------------------------------------------------------------ in-process
+
+namespace {
+
+// Chunks already uncompressed for this batch of samples (trajectories that
+// overlap share them).
+using ChunkCache = absl::flat_hash_map<const Chunk*, TensorPayload>;
+
+absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column, ChunkCache* cache) {
+  std::vector<TensorPayload> parts;
+  parts.reserve(column.slices.size());
+  for (const ChunkSlice& slice : column.slices) {
+    auto cached = cache->find(slice.chunk.get());
+    if (cached == cache->end()) {
+      ASSIGN_OR_RETURN(TensorPayload payload, Decompress(slice.chunk->ToPayload()));
+      cached = cache->emplace(slice.chunk.get(), std::move(payload)).first;
+    }
+    const TensorPayload& chunk = cached->second;
+    if (slice.offset == 0 && slice.length == chunk.shape[0] && column.slices.size() == 1) {
+      parts.push_back(chunk);
+    } else {
+      ASSIGN_OR_RETURN(TensorPayload part, SliceRows(chunk, slice.offset, slice.length));
+      parts.push_back(std::move(part));
+    }
+  }
+  TensorPayload result;
+  if (parts.size() == 1) {
+    result = std::move(parts[0]);
+  } else {
+    ASSIGN_OR_RETURN(result, ConcatRows(parts));
+  }
+  if (column.squeeze) result.shape.erase(result.shape.begin());
+  return result;
+}
+
+absl::Status Materialize(const SampledItem& item, ChunkCache* cache, Sample* sample) {
+  sample->info.key = item.key;
+  sample->info.probability = item.probability;
+  sample->info.table_size = item.table_size;
+  sample->info.priority = item.priority;
+  sample->info.times_sampled = item.times_sampled;
+  sample->info.rate_limited = item.rate_limited;
+  sample->info.table_weight = item.table_weight;
+  sample->columns.reserve(item.trajectory.size());
+  for (const SlicedColumn& column : item.trajectory) {
+    ASSIGN_OR_RETURN(TensorPayload payload, MaterializeColumn(column, cache));
+    sample->columns.push_back(std::move(payload));
+    sample->squeezed.push_back(column.squeeze);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MaterializeSample(const SampledItem& item, Sample* sample) {
+  ChunkCache cache;
+  return Materialize(item, &cache, sample);
+}
+
+InProcessSampler::InProcessSampler(std::shared_ptr<ClientStub> stub, std::string table,
+                                   const SamplerOptions& options)
+    : stub_(std::move(stub)), table_(std::move(table)), options_(options) {}
+
+absl::Status InProcessSampler::Refill() {
+  std::shared_ptr<LocalServer> local = stub_->Local();
+  if (local == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("replay server ", stub_->address(), " unavailable: it stopped"));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Table> table, local->FindTable(table_));
+  int64_t batch = options_.flexible_batch_size > 0
+                      ? options_.flexible_batch_size
+                      : std::min<int64_t>(options_.max_in_flight, 1024);
+  if (options_.max_samples >= 0) batch = std::min(batch, options_.max_samples - returned_);
+  batch = std::max<int64_t>(1, std::min<int64_t>(batch, 1024));
+  ASSIGN_OR_RETURN(std::vector<SampledItem> samples,
+                   table->Sample(static_cast<int32_t>(batch), options_.rate_limiter_timeout,
+                                 &cancel_));
+  // Items these samples removed stay removed after a crash (as the
+  // service does before it sends them).
+  if (std::any_of(samples.begin(), samples.end(),
+                  [](const SampledItem& s) { return s.removed; })) {
+    RETURN_IF_ERROR(local->Commit());
+  }
+  ChunkCache cache;
+  buffer_.resize(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    RETURN_IF_ERROR(Materialize(samples[i], &cache, &buffer_[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InProcessSampler::Next(Sample* sample) {
+  RETURN_IF_ERROR(error_);
+  if (cancel_.IsCancelled()) return error_ = absl::CancelledError("the sampler was cancelled");
+  if (options_.max_samples >= 0 && returned_ >= options_.max_samples) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the sampler returned its max_samples=", options_.max_samples));
+  }
+  if (next_in_buffer_ == buffer_.size()) {
+    buffer_.clear();
+    next_in_buffer_ = 0;
+    if (absl::Status status = Refill(); !status.ok()) {
+      buffer_.clear();
+      return error_ = status;
+    }
+  }
+  *sample = std::move(buffer_[next_in_buffer_++]);
+  ++returned_;
+  return absl::OkStatus();
+}
+
+bool InProcessSampler::TryNext(Sample* sample) {
+  if (!error_.ok() || next_in_buffer_ == buffer_.size() ||
+      (options_.max_samples >= 0 && returned_ >= options_.max_samples)) {
+    return false;
+  }
+  *sample = std::move(buffer_[next_in_buffer_++]);
+  ++returned_;
+  return true;
+}
+
 // --------------------------------------------------------------- sharded
 
 ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,

@@ -120,6 +120,36 @@ class StreamSampler : public Sampler {
   absl::Mutex stream_mu_;
 };
 
+// Samples a table of a server in this process directly (local_server.h):
+// Table::Sample with the same batch, timeout and cancellation as a stream,
+// the sampled columns materialized from the chunks without serialization.
+// Thread safety: as StreamSampler.
+class InProcessSampler : public Sampler {
+ public:
+  InProcessSampler(std::shared_ptr<ClientStub> stub, std::string table,
+                   const SamplerOptions& options);
+
+  absl::Status Next(Sample* sample) override;
+  bool TryNext(Sample* sample) override;
+  void Cancel() override { cancel_.Cancel(); }
+
+ private:
+  absl::Status Refill();
+
+  const std::shared_ptr<ClientStub> stub_;
+  const std::string table_;
+  const SamplerOptions options_;
+  Cancellation cancel_;
+  std::vector<Sample> buffer_;
+  size_t next_in_buffer_ = 0;
+  int64_t returned_ = 0;
+  absl::Status error_;
+};
+
+// Materializes `item`'s columns (uncompressed) into `sample`.
+absl::Status MaterializeSample(const SampledItem& item, Sample* sample);
+
+
 class ShardedSampler : public Sampler {
  public:
   // `weights`: each shard's total weight now (e.g. from server info), to

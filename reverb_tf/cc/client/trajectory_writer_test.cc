@@ -133,7 +133,9 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   // One stream allowed, held by a blocked sampler: every writer stream is
   // refused with RESOURCE_EXHAUSTED. Its write may fail before the status
   // arrives; the writer must still report the server's status, not a
-  // placeholder ("the stream broke", UNAVAILABLE).
+  // placeholder ("the stream broke", UNAVAILABLE). The sampler's stream is
+  // what fills the server's one slot: over gRPC, not in-process.
+  testing::ScopedInProcess grpc_only(false);
   ServerOptions options;
   options.max_active_streams = 1;
   auto server = ReplayServer::StartFromOptions(

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/client/local_server.h"
 #include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/security/auth.h"
@@ -815,6 +816,11 @@ PYBIND11_MODULE(_core, m) {
                             ", server_name='", s.server_name, "', token=",
                             s.token.empty() ? "None" : "'***'", ")");
       });
+  m.def("set_in_process_enabled", &SetInProcessEnabled,
+        "Clients of a server of this process reach its tables directly (default: on "
+        "unless REVERB_TF_IN_PROCESS=0); off, every call goes over gRPC.",
+        py::arg("enabled"));
+  m.def("in_process_enabled", &InProcessEnabled);
   m.def("default_client_security", [] { return ValueOrRaise(DefaultClientSecurity()); });
   m.def("set_default_client_security",
         [](const ClientSecurity& security) { CheckOk(SetDefaultClientSecurity(security)); });

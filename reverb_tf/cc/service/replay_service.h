@@ -104,6 +104,10 @@ class ReplayService final : public proto::ReplayService::Service {
   // UNAVAILABLE saying so. True unless set.
   void set_accepting(bool accepting) { accepting_.store(accepting, std::memory_order_release); }
 
+  // The table named `name`; NOT_FOUND echoing a bounded prefix of the name
+  // (it comes from a request).
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
+
   // What the service counted as it served (see metrics.h).
   const ServiceMetrics& metrics() const { return metrics_; }
   // InsertStreams and SampleStreams being served now.
@@ -123,8 +127,6 @@ class ReplayService final : public proto::ReplayService::Service {
                           proto::CheckpointResponse* response) override;
 
  private:
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
-
   // WriteAheadLog::Commit(), if there is a log.
   grpc::Status CommitLog() const;
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.

@@ -1,5 +1,10 @@
 #include "reverb_tf/cc/service/server.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -7,17 +12,128 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
+#include "reverb_tf/cc/client/local_server.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
 #include "reverb_tf/cc/service/replay_service.h"
 
 namespace reverb_tf {
+
+namespace {
+
+// True if this machine has an IPv6 loopback interface to listen on.
+bool Ipv6LoopbackUsable() {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool usable = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return usable;
+}
+
+// A port that 127.0.0.1 and [::1] both have free right now, or 0. (A race
+// lost between this and gRPC's bind makes the start fail and try again.)
+int PortFreeOnBothLoopbacks() {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int fd6 = socket(AF_INET6, SOCK_STREAM, 0);
+    const int fd4 = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    if (fd6 >= 0 && fd4 >= 0) {
+      sockaddr_in6 v6{};
+      v6.sin6_family = AF_INET6;
+      v6.sin6_addr = in6addr_loopback;
+      socklen_t length = sizeof(v6);
+      if (bind(fd6, reinterpret_cast<sockaddr*>(&v6), sizeof(v6)) == 0 &&
+          getsockname(fd6, reinterpret_cast<sockaddr*>(&v6), &length) == 0) {
+        sockaddr_in v4{};
+        v4.sin_family = AF_INET;
+        v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        v4.sin_port = v6.sin6_port;
+        if (bind(fd4, reinterpret_cast<sockaddr*>(&v4), sizeof(v4)) == 0) {
+          port = ntohs(v6.sin6_port);
+        }
+      }
+    }
+    if (fd6 >= 0) close(fd6);
+    if (fd4 >= 0) close(fd4);
+    if (port != 0) return port;
+  }
+  return 0;
+}
+
+// The addresses (without port) a server of `host` listens on. "localhost"
+// names both loopback interfaces, and a client of localhost:P tries [::1]:P
+// first; but gRPC binds the addresses of a name best-effort, so with [::1]:P
+// held by another process (Bazel's server listens there) a server would
+// serve 127.0.0.1:P alone and its clients would reach the other process.
+// So each loopback address is bound on its own, and each must succeed.
+std::vector<std::string> ListeningHosts(const std::string& host) {
+  if (host == "localhost") {
+    if (Ipv6LoopbackUsable()) return {"127.0.0.1", "[::1]"};
+    return {"127.0.0.1"};
+  }
+  // IPv6 literals are bracketed in a gRPC address.
+  return {host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host};
+}
+
+}  // namespace
+
+// What in-process clients reach (client/local_server.h): the server's tables,
+// its log and its checkpoints, until the server starts stopping.
+class ReplayServer::Local final : public LocalServer {
+ public:
+  explicit Local(ReplayServer* server) : server_(server) {}
+
+  // Ends access: calls from now on fail as RPCs to a stopped server would.
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    server_ = nullptr;
+  }
+
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) override {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServing());
+    return server_->FindTable(name);
+  }
+
+  absl::StatusOr<std::vector<std::shared_ptr<Table>>> Tables() override {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServing());
+    return server_->tables_;
+  }
+
+  absl::Status Commit() override {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServing());
+    return server_->wal_ != nullptr ? server_->wal_->Commit() : absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> Checkpoint() override {
+    // Under mu_: Stop() (Detach) waits for it, as for a Checkpoint RPC.
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServing());
+    ASSIGN_OR_RETURN(CheckpointStats stats, server_->Checkpoint());
+    return stats.path;
+  }
+
+ private:
+  absl::Status CheckServing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (server_ != nullptr) return absl::OkStatus();
+    return absl::UnavailableError("the replay server of this process has stopped");
+  }
+
+  absl::Mutex mu_;
+  ReplayServer* server_ ABSL_GUARDED_BY(mu_);
+};
 
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options) {
@@ -83,25 +199,39 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   // process-wide and apply to servers built from here on.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // IPv6 literals are bracketed in a gRPC address.
-  const std::string host = options.host.find(':') != std::string::npos
-                               ? absl::StrCat("[", options.host, "]")
-                               : options.host;
-  builder.AddListeningPort(absl::StrCat(host, ":", options.port),
-                           MakeServerCredentials(options.tls), &server->port_);
-  // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
-  // same user can bind the same port, or be handed it for port 0, and the
-  // kernel then splits connections between the two; clients met "Method not
-  // found" from another process's server. A port is one server's.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  builder.RegisterService(server->service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
+  const std::vector<std::string> hosts = ListeningHosts(options.host);
+  // Port 0 on several addresses: one port free on all of them, tried again
+  // if another process takes it on one address before gRPC binds it.
+  const int attempts = options.port == 0 && hosts.size() > 1 ? 4 : 1;
+  for (int attempt = 0; attempt < attempts && server->server_ == nullptr; ++attempt) {
+    const int port = attempts > 1 ? PortFreeOnBothLoopbacks() : options.port;
+    grpc::ServerBuilder builder;
+    std::vector<int> bound(hosts.size(), 0);
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      builder.AddListeningPort(absl::StrCat(hosts[i], ":", port),
+                               MakeServerCredentials(options.tls), &bound[i]);
+    }
+    // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
+    // same user can bind the same port, or be handed it for port 0, and the
+    // kernel then splits connections between the two; clients met "Method
+    // not found" from another process's server. A port is one server's.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+    builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+    builder.RegisterService(server->service_.get());
+    server->server_ = builder.BuildAndStart();
+    if (server->server_ != nullptr &&
+        std::all_of(bound.begin(), bound.end(), [&](int p) { return p == bound[0] && p != 0; })) {
+      server->port_ = bound[0];
+    } else if (server->server_ != nullptr) {
+      server->server_->Shutdown();
+      server->server_.reset();
+    }
+  }
+  if (server->server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
-        "could not start a gRPC server on ", host, ":", options.port));
+        "could not start a gRPC server on ", absl::StrJoin(hosts, " and "), ":", options.port,
+        hosts.size() > 1 ? " (the port must be free on each)" : ""));
   }
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   if (loading) {
@@ -154,6 +284,13 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
     const absl::Duration interval = options.checkpoint_interval;
     server->checkpoint_thread_ = std::thread([raw, interval] { raw->CheckpointPeriodically(interval); });
+  }
+  // Clients in this process reach the tables directly, unless the server is
+  // secured: tokens and certificates ride on the RPC, and a client that
+  // could not connect over the wire must not get in through the back door.
+  if (options.auth == nullptr && !options.tls.enabled()) {
+    server->local_ = std::make_shared<Local>(raw);
+    RegisterLocalServer(server->port_, options.host, server->local_);
   }
   return server;
 }
@@ -400,10 +537,7 @@ int64_t ReplayServer::num_live_chunk_bytes() const {
 }
 
 absl::StatusOr<std::shared_ptr<Table>> ReplayServer::FindTable(const std::string& name) const {
-  for (const auto& table : tables_) {
-    if (table->name() == name) return table;
-  }
-  return absl::NotFoundError(absl::StrCat("no table named '", name, "'"));
+  return service_->FindTable(name);
 }
 
 void ReplayServer::Stop() {
@@ -411,6 +545,11 @@ void ReplayServer::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+  }
+  // In-process clients fail from now on as remote ones will.
+  if (local_ != nullptr) {
+    UnregisterLocalServer(port_, local_.get());
+    local_->Detach();
   }
   // Probes see NOT_SERVING from now on (watchers are told at once), before
   // any call starts failing.

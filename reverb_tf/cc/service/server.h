@@ -150,6 +150,9 @@ class REVERB_TF_EXPORT ReplayServer {
   LoadedCheckpoint loaded_checkpoint_;
   std::unique_ptr<WriteAheadLog> wal_;
   WalReplay wal_replay_;
+  // What clients of this process reach without gRPC (client/local_server.h).
+  class Local;
+  std::shared_ptr<Local> local_;
   std::thread checkpoint_thread_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   mutable absl::Mutex mu_;

@@ -7,8 +7,22 @@
 #include <string>
 
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/client/local_server.h"
 
 namespace reverb_tf::testing {
+
+// While alive, clients reach servers of this process directly (true) or
+// over gRPC (false) (client/local_server.h); restores the setting after.
+class ScopedInProcess {
+ public:
+  explicit ScopedInProcess(bool enabled) : before_(InProcessEnabled()) {
+    SetInProcessEnabled(enabled);
+  }
+  ~ScopedInProcess() { SetInProcessEnabled(before_); }
+
+ private:
+  const bool before_;
+};
 
 // A writer with `keep_alive` keep-alive references; dies on error.
 std::unique_ptr<TrajectoryWriter> NewWriter(Client& client, int keep_alive = 1);

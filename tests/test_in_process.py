@@ -1,0 +1,112 @@
+"""Clients in the server's process reach its tables directly (client/local_server.h).
+
+The behaviour of both paths is tested by the modules that set BOTH_TRANSPORTS;
+these tests prove which path a call took: the server counts every RPC it
+serves (reverb_tf_rpc_duration_seconds_count), its tables count samples and
+updates whichever way they came.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reverb_tf as reverb
+from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # pylint: disable=unused-import
+
+READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
+
+
+def _table():
+    return table(signature={"x": tf.TensorSpec([], tf.float32)})
+
+
+def _rpc_counts(server):
+    samples, _ = scrape_metrics(server.metrics_port)
+    counts = {method: samples.get(("reverb_tf_rpc_duration_seconds_count", (("method", method),)),
+                                  0.0)
+              for method in READS + ("InsertStream",)}
+    counts["samples"] = metric_value(samples, "reverb_tf_table_samples_total", table="t")
+    counts["updates"] = metric_value(samples, "reverb_tf_table_priority_updates_total",
+                                     table="t")
+    return counts
+
+
+def _fill(client, n=20):
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for i in range(n):
+            writer.append({"x": np.float32(i)})
+            writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+
+
+def _read_every_way(address, client):
+    """Samples 3 + 3 + 4 items and updates 2 priorities, through each client path."""
+    keys = [int(s.info.key) for s in client.sample("t", num_samples=3, emit_timesteps=False)]
+    client.mutate_priorities("t", updates={keys[0]: 2.0})
+    assert set(client.server_info()) == {"t"}
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        address, "t", max_in_flight_samples_per_worker=3)
+    taken = list(dataset.take(3))
+    tf_client = reverb.TFClient(address)
+    tf_client.update_priorities("t", tf.constant([keys[1]], tf.uint64),
+                                tf.constant([3.0], tf.float64))
+    for _ in range(4):
+        tf_client.sample("t", [tf.float32])
+    return len(taken)
+
+
+def test_calls_to_a_server_of_this_process_skip_grpc(make_server):
+    server = make_server(_table(), metrics_port=0)
+    address = f"localhost:{server.port}"
+    client = reverb.Client(address)
+    _fill(client)
+    before = _rpc_counts(server)
+    assert before["InsertStream"] >= 1  # writers stream over gRPC
+
+    assert _read_every_way(address, client) == 3
+    after = _rpc_counts(server)
+    for method in READS:
+        assert after[method] == before[method], method
+    # 3 Client.sample + 3 dataset + 4 TFClient.sample, at least (the dataset
+    # may have asked for more than it handed out).
+    assert after["samples"] - before["samples"] >= 10
+    assert after["updates"] - before["updates"] == 2
+
+
+def test_with_the_switch_off_the_same_calls_go_over_grpc(make_server, over_grpc):
+    server = make_server(_table(), metrics_port=0)
+    address = f"localhost:{server.port}"
+    client = reverb.Client(address)
+    _fill(client)
+    before = _rpc_counts(server)
+    _read_every_way(address, client)
+    after = _rpc_counts(server)
+    for method in ("SampleStream", "MutatePriorities", "ServerInfo"):
+        assert after[method] > before[method], method
+    assert after["updates"] - before["updates"] == 2
+
+
+def test_a_server_that_asks_for_tokens_is_reached_over_grpc_only(make_server, pki):
+    server = make_server(_table(), metrics_port=0, auth_tokens_file=str(pki / "tokens.txt"))
+    address = f"localhost:{server.port}"
+    _fill(reverb.Client(address, token=TOKENS["writer"]))
+    # No back door: without a token the in-process client is refused as a
+    # remote one is.
+    with pytest.raises(reverb.errors.ReverbError, match="(?i)token|unauthenticated"):
+        reverb.Client(address).server_info()
+    with pytest.raises(reverb.errors.ReverbError, match="(?i)token|unauthenticated"):
+        list(reverb.Client(address).sample("t", num_samples=1))
+    before = _rpc_counts(server)
+    reverb.Client(address, token=TOKENS["writer"]).sample("t", num_samples=1).__next__()
+    assert _rpc_counts(server)["SampleStream"] == before["SampleStream"] + 1
+
+
+def test_after_stop_in_process_calls_fail_as_remote_ones_do(make_server):
+    server = make_server(table())
+    client = reverb.Client(f"localhost:{server.port}")
+    _fill(client, 3)
+    server.stop()
+    with pytest.raises(reverb.errors.ReverbError):
+        client.mutate_priorities("t", updates={1: 1.0})
+    with pytest.raises(reverb.errors.ReverbError):
+        client.server_info()
+    with pytest.raises(reverb.errors.ReverbError):
+        list(client.sample("t", num_samples=1))

@@ -126,13 +126,52 @@ def test_ctrl_c_interrupts_a_blocked_sample():
     assert time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize("blocked_in", ["sample", "flush", "server_wait"])
+_SILENT_PEER = """
+import socket
+silent = socket.socket(socket.AF_INET6)
+silent.bind(("::1", 0))
+silent.listen()  # accepts connections and never answers: a call to it blocks in gRPC
+"""
+
+
+def test_ctrl_c_interrupts_a_call_blocked_in_grpc():
+    # On the main thread such calls run on a reused worker thread while the
+    # main thread watches for Ctrl-C (RunCancellable in core_bindings.cc).
+    process = subprocess.Popen(
+        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent("""
+            import sys
+            import reverb_tf as reverb
+            client = reverb.Client(f"[::1]:{silent.getsockname()[1]}")
+            for _ in range(3):  # the worker is reused after an interrupted call
+                print("blocking", flush=True)
+                try:
+                    client.mutate_priorities("t", updates={1: 1.0})
+                    sys.exit(1)
+                except KeyboardInterrupt:
+                    print("interrupted", flush=True)
+            sys.exit(0)
+        """)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    for _ in range(3):
+        assert process.stdout.readline().strip() == "blocking"
+        time.sleep(0.5)
+        start = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        line = process.stdout.readline().strip()
+        assert line == "interrupted", (line, process.stderr.read()[-3000:] if not line else "")
+        assert time.monotonic() - start < 5
+    out, err = _communicate_or_dump(process, timeout=30)
+    assert process.returncode == 0, err[-3000:]
+
+
+@pytest.mark.parametrize("blocked_in", ["sample", "flush", "server_wait", "grpc_call"])
 def test_exit_with_a_daemon_thread_blocked_in_a_call_is_clean(blocked_in):
     # A daemon thread blocked in a native call when the interpreter finalizes
     # used to abort the process ("terminate called without an active
     # exception"): retaking the GIL ends such a thread with a forced unwind.
     process = subprocess.Popen(
-        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + textwrap.dedent(f"""
+        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent(f"""
             import threading, time
             import numpy as np
             import reverb_tf as reverb
@@ -147,6 +186,8 @@ def test_exit_with_a_daemon_thread_blocked_in_a_call_is_clean(blocked_in):
                         writer.append([np.float32(i)])
                         writer.create_item("q", 1.0, writer.history[0][-1:])
                     writer.flush()
+                elif "{blocked_in}" == "grpc_call":  # inline off the main thread
+                    reverb.Client(f"[::1]:{{silent.getsockname()[1]}}").server_info(timeout=60)
                 else:
                     server.wait()
             threading.Thread(target=blocked, daemon=True).start()

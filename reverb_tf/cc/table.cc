@@ -58,6 +58,8 @@ Table::Table(TableOptions options, std::unique_ptr<ItemSelector> sampler,
     : options_(std::move(options)),
       sampler_(std::move(sampler)),
       remover_(std::move(remover)),
+      sampler_priority_matters_(sampler_->priority_matters()),
+      remover_priority_matters_(remover_->priority_matters()),
       rate_limiter_(options_.rate_limiter) {}
 
 Table::~Table() { Close(); }
@@ -328,8 +330,10 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
       ++result.missing;
       continue;
     }
-    RETURN_IF_ERROR(sampler_->Update(key, priority));
-    RETURN_IF_ERROR(remover_->Update(key, priority));
+    // The item is here, so it is in both selectors: those that ignore
+    // priorities have nothing to change.
+    if (sampler_priority_matters_) RETURN_IF_ERROR(sampler_->Update(key, priority));
+    if (remover_priority_matters_) RETURN_IF_ERROR(remover_->Update(key, priority));
     CountPriorityLocked(it->second.priority, -1);
     CountPriorityLocked(priority, 1);
     it->second.priority = priority;

@@ -331,6 +331,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::flat_hash_map<Key, Item> items_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);
+  // Their priority_matters(), fixed at construction.
+  const bool sampler_priority_matters_;
+  const bool remover_priority_matters_;
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
   // Items LoadItems dropped or evicted; the saved limiter counters no longer
   // describe the table once any were.

@@ -229,6 +229,11 @@ class REVERB_TF_EXPORT Client {
   absl::StatusOr<std::unique_ptr<Sampler>> NewSampler(const std::string& table,
                                                       const SamplerOptions& options);
 
+  // True if ServerInfo, MutatePriorities and Reset reach a server of this
+  // process directly (local_server.h) right now: they then never wait on
+  // the network, only on a table's lock.
+  bool InProcess() { return LocalShard() != nullptr; }
+
  private:
   Client(std::string address, std::unique_ptr<ShardSet> shards);
   // The server behind a single-shard target when it runs in this process

@@ -11,8 +11,11 @@
 #include <pybind11/stl.h>
 
 #include <cxxabi.h>
+#include <pthread.h>
 
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,47 +112,136 @@ void WaitInSlices(absl::Duration timeout, Call call) {
   CheckOk(status);
 }
 
-// Runs `call(cancel)` on a worker thread without the GIL; on Ctrl-C cancels
-// it (aborting its RPC) and raises KeyboardInterrupt. For calls that block in
-// gRPC, which cannot be sliced.
+// Threads that run RunCancellable's calls, kept for reuse: a new thread per
+// call cost ~50 us, as much as the call itself for a small update.
+// Workers idle for kIdleExit end, so a burst of concurrent calls does not
+// leave its threads behind. The pool is leaked (never destroyed): workers
+// may still wait on its lock while the process exits. After fork() the
+// child gets a fresh pool, since the parent's workers are not in it.
+class CallThreads {
+ public:
+  static CallThreads& Get() {
+    static const bool registered = [] {
+      pthread_atfork(nullptr, nullptr, [] { instance_ = new CallThreads(); });
+      return true;
+    }();
+    (void)registered;
+    return *instance_;
+  }
+
+  // Runs `task` on an idle worker, or a new one if none is idle.
+  void Run(std::function<void()> task) {
+    absl::MutexLock lock(&mu_);
+    tasks_.push_back(std::move(task));
+    if (idle_ >= static_cast<int>(tasks_.size())) {
+      cv_.Signal();
+      return;
+    }
+    std::thread([this] { Work(); }).detach();
+  }
+
+ private:
+  static constexpr absl::Duration kIdleExit = absl::Seconds(30);
+
+  void Work() {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      ++idle_;
+      const absl::Time until = absl::Now() + kIdleExit;
+      while (tasks_.empty()) {
+        if (cv_.WaitWithDeadline(&mu_, until) && tasks_.empty()) {
+          --idle_;
+          return;
+        }
+      }
+      --idle_;
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      mu_.Unlock();
+      task();
+      task = nullptr;  // its captures die outside the lock
+      mu_.Lock();
+    }
+  }
+
+  static CallThreads* instance_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;  // workers waiting for a task
+};
+
+CallThreads* CallThreads::instance_ = new CallThreads();
+
+// The interpreter's main thread: the only one Ctrl-C reaches
+// (PyErr_CheckSignals is a no-op elsewhere). Set at module init.
+unsigned long main_thread_ident = 0;  // NOLINT(runtime/int): PyThread's type
+
+// Runs `call(cancel)` without the GIL. On the main thread it runs on a
+// reused worker (CallThreads) while this thread waits for Ctrl-C, which
+// cancels the call (aborting its RPC) and raises KeyboardInterrupt; on any
+// other thread, where no signal can arrive, it runs inline. For calls that
+// block in gRPC, which cannot be sliced.
 template <typename Call>
 auto RunCancellable(Call call) -> decltype(call(nullptr)) {
   using Result = decltype(call(nullptr));
-  Cancellation cancel;
-  std::optional<Result> result;
-  absl::Notification done;
+  if (PyThread_get_thread_ident() != main_thread_ident) {
+    Cancellation cancel;
+    return WithoutGil([&] { return call(&cancel); });
+  }
+  // Shared with the worker: its Notify() may still touch `done` after this
+  // thread has seen it and returned.
+  struct State {
+    Cancellation cancel;
+    std::optional<Result> result;
+    absl::Notification done;
+  };
+  auto state = std::make_shared<State>();
   bool interrupted = false;
   // The GIL is released and retaken by hand, not by RAII: when the
   // interpreter is finalizing, retaking it on a daemon thread ends that
   // thread with a forced unwind, and a scoped guard would then try to retake
   // it again inside the unwind (std::terminate).
   PyThreadState* saved = PyEval_SaveThread();
-  std::thread worker([&] {
-    result.emplace(call(&cancel));
-    done.Notify();
+  // `call` refers to this frame: the worker is done with it before we
+  // return (every path below waits for `done`).
+  CallThreads::Get().Run([state, &call] {
+    state->result.emplace(call(&state->cancel));
+    state->done.Notify();
   });
   try {
-    while (!done.WaitForNotificationWithTimeout(kSignalPoll)) {
+    while (!state->done.WaitForNotificationWithTimeout(kSignalPoll)) {
       PyEval_RestoreThread(saved);  // may end this thread (see above)
       const bool signalled = PyErr_CheckSignals() != 0;
       saved = PyEval_SaveThread();
       if (signalled) {
         interrupted = true;
-        cancel.Cancel();
+        state->cancel.Cancel();
         break;
       }
     }
   } catch (abi::__forced_unwind&) {
     // This thread is being ended: end the call too, so that the worker
-    // (which references this frame) is gone before the frame is.
-    cancel.Cancel();
-    worker.join();
+    // (which references this frame) is done before the frame is gone.
+    state->cancel.Cancel();
+    state->done.WaitForNotification();
     throw;
   }
-  worker.join();
+  state->done.WaitForNotification();
   PyEval_RestoreThread(saved);
   if (interrupted) throw py::error_already_set();
-  return *std::move(result);
+  return *std::move(state->result);
+}
+
+// RunCancellable for a call of `client`; inline (no thread hop, ~30 us less)
+// when the call reaches a server of this process, which never blocks.
+template <typename Call>
+auto RunClientCall(Client& client, Call call) -> decltype(call(nullptr)) {
+  if (client.InProcess()) {
+    Cancellation cancel;
+    return WithoutGil([&] { return call(&cancel); });
+  }
+  return RunCancellable(std::move(call));
 }
 
 // ------------------------------------------------------------ dtypes
@@ -319,6 +411,8 @@ py::tuple SampleInfoTuple(const SampleInfo& info) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Native core of reverb_tf (see docs/core_module_api.md).";
+  main_thread_ident = static_cast<unsigned long>(  // NOLINT(runtime/int)
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<uint64_t>());
 
   // Selector kinds under the names Python's reverb_tf.item_selectors uses.
   py::enum_<SelectorOptions::Kind>(m, "SelectorKind")
@@ -838,7 +932,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("server_address", &Client::server_address)
       .def("server_info",
            [](Client& client, std::optional<double> timeout_s) {
-             auto tables = RunCancellable([&](Cancellation* cancel) {
+             auto tables = RunClientCall(client, [&](Cancellation* cancel) {
                return client.ServerInfo(TimeoutFromSeconds(timeout_s), cancel);
              });
              return TablesDict(ValueOrRaise(std::move(tables)));
@@ -888,7 +982,7 @@ PYBIND11_MODULE(_core, m) {
              }
              std::vector<std::pair<Key, double>> updates(keys.size());
              for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
-             auto result = RunCancellable([&](Cancellation* cancel) {
+             auto result = RunClientCall(client, [&](Cancellation* cancel) {
                return client.MutatePriorities(table, updates, deletes,
                                               TimeoutFromSeconds(timeout_s), cancel);
              });
@@ -899,7 +993,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("deletes"), py::arg("timeout_s") = py::none())
       .def("reset",
            [](Client& client, const std::string& table, std::optional<double> timeout_s) {
-             CheckOk(RunCancellable([&](Cancellation* cancel) {
+             CheckOk(RunClientCall(client, [&](Cancellation* cancel) {
                return client.Reset(table, TimeoutFromSeconds(timeout_s), cancel);
              }));
            },

@@ -73,6 +73,15 @@ class ItemSelector {
   // Changes the priority of a present `key`.
   virtual absl::Status Update(Key key, double priority) = 0;
 
+  // False for selectors whose choice ignores priorities (Uniform, Fifo,
+  // Lifo): their Update() only checks the key, which a table that already
+  // found the item may skip (one hash lookup less per priority update).
+  bool priority_matters() const {
+    const SelectorOptions::Kind kind = options().kind;
+    return kind != SelectorOptions::Kind::kUniform && kind != SelectorOptions::Kind::kFifo &&
+           kind != SelectorOptions::Kind::kLifo;
+  }
+
   // Removes a present `key`.
   virtual absl::Status Delete(Key key) = 0;
 

@@ -73,6 +73,15 @@ class ItemSelector {
   // Changes the priority of a present `key`.
   virtual absl::Status Update(Key key, double priority) = 0;
 
+  // Hints that Update(key) follows soon, so that a batch of updates overlaps
+  // its cache misses instead of taking them one after another. Stage 0
+  // (issued first) prefetches what finding the key reads; stage 1 (issued
+  // later, when that has arrived) what updating it touches.
+  virtual void Prefetch(Key key, int stage) const {
+    (void)key;
+    (void)stage;
+  }
+
   // False for selectors whose choice ignores priorities (Uniform, Fifo,
   // Lifo): their Update() only checks the key, which a table that already
   // found the item may skip (one hash lookup less per priority update).

@@ -57,6 +57,20 @@ absl::StatusOr<double> PrioritizedSelector::WeightOf(double priority) const {
   return weight;
 }
 
+void PrioritizedSelector::Prefetch(Key key, int stage) const {
+  if (stage == 0) {
+    slot_of_.prefetch(key);
+    return;
+  }
+  auto it = slot_of_.find(key);
+  if (it == slot_of_.end()) return;
+  // The leaf and its ancestors, but the top 4096 nodes (32 KiB, which stay
+  // cached): one cache line per level.
+  for (size_t node = capacity_ + it->second; node >= 4096; node /= 2) {
+    __builtin_prefetch(&tree_[node], /*rw=*/1);
+  }
+}
+
 void PrioritizedSelector::SetLeaf(size_t slot, double weight) {
   size_t node = capacity_ + slot;
   tree_[node] = weight;

@@ -48,6 +48,7 @@ class PrioritizedSelector : public ItemSelector {
   PrioritizedSelector& operator=(const PrioritizedSelector&) = delete;
 
   absl::Status Insert(Key key, double priority) override;
+  void Prefetch(Key key, int stage) const override;
   absl::Status Update(Key key, double priority) override;
   absl::Status Delete(Key key) override;
   absl::StatusOr<KeyWithProbability> Sample() override;

@@ -251,7 +251,34 @@ namespace {
 // overlap share them).
 using ChunkCache = absl::flat_hash_map<const Chunk*, TensorPayload>;
 
+// The rows of one uncompressed chunk of fixed-size elements, copied once:
+// what nearly every column of a small item is. (The general path below
+// copies the chunk into the cache and again into the column.)
+absl::StatusOr<TensorPayload> RowsOfChunk(const ChunkSlice& slice, bool squeeze) {
+  const Chunk& chunk = *slice.chunk;
+  const absl::Span<const int64_t> shape = chunk.shape();
+  if (shape.empty()) return absl::InvalidArgumentError("cannot slice a scalar chunk");
+  if (slice.offset < 0 || slice.length < 0 || slice.offset + slice.length > shape[0]) {
+    return absl::OutOfRangeError(absl::StrCat("rows [", slice.offset, ", ",
+                                              slice.offset + slice.length,
+                                              ") outside a chunk of ", shape[0], " rows"));
+  }
+  int64_t row_bytes = DTypeSize(chunk.dtype());
+  for (size_t d = 1; d < shape.size(); ++d) row_bytes *= shape[d];
+  TensorPayload out;
+  out.dtype = chunk.dtype();
+  out.shape.assign(shape.begin() + (squeeze ? 1 : 0), shape.end());
+  if (!squeeze) out.shape[0] = slice.length;
+  out.data.assign(chunk.data().data() + slice.offset * row_bytes, slice.length * row_bytes);
+  out.uncompressed_size = static_cast<int64_t>(out.data.size());
+  return out;
+}
+
 absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column, ChunkCache* cache) {
+  if (column.slices.size() == 1 && column.slices[0].chunk->compression() == Compression::kNone &&
+      column.slices[0].chunk->dtype() != DType::kString) {
+    return RowsOfChunk(column.slices[0], column.squeeze);
+  }
   std::vector<TensorPayload> parts;
   parts.reserve(column.slices.size());
   for (const ChunkSlice& slice : column.slices) {

@@ -33,7 +33,10 @@ using ::tensorflow::data::DatasetIterator;
 using ::tensorflow::data::IteratorContext;
 using ::tensorflow::data::SerializationContext;
 
-constexpr int kInfoFields = 5;  // key, probability, table_size, priority, times_sampled
+// key, probability, table_size, priority, times_sampled; with sampling_stats
+// also table_weight and min_probability.
+constexpr int kInfoFields = 5;
+constexpr int kInfoFieldsWithStats = 7;
 
 // The dataset's settings, one source of truth for the kernel, the dataset
 // and its graph serialization.
@@ -44,6 +47,7 @@ struct DatasetOptions {
   int64_t max_samples = -1;
   int64_t rate_limiter_timeout_ms = -1;
   bool unsqueeze = false;
+  bool sampling_stats = false;
   std::vector<std::string> column_names;
   DataTypeVector dtypes;
   std::vector<PartialTensorShape> shapes;
@@ -66,13 +70,15 @@ struct DatasetOptions {
       return absl::InvalidArgumentError(absl::StrCat(
           "num_workers_per_iterator must be -1 or >= 1, got ", num_workers_per_iterator));
     }
-    if (dtypes.size() != shapes.size() || dtypes.size() <= kInfoFields) {
+    if (dtypes.size() != shapes.size() || dtypes.size() <= static_cast<size_t>(info_fields())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dtypes (", dtypes.size(), ") and shapes (", shapes.size(),
-          ") must describe the ", kInfoFields, " info fields and at least one column"));
+          ") must describe the ", info_fields(), " info fields and at least one column"));
     }
     return absl::OkStatus();
   }
+
+  int info_fields() const { return sampling_stats ? kInfoFieldsWithStats : kInfoFields; }
 };
 
 class Dataset : public DatasetBase {
@@ -113,13 +119,14 @@ class Dataset : public DatasetBase {
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
     tensorflow::AttrValue max_in_flight, workers, per_stream, max_samples, timeout, unsqueeze,
-        names, dtypes, shapes;
+        stats, names, dtypes, shapes;
     b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
     b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
     b->BuildAttrValue(options_.max_samples_per_stream, &per_stream);
     b->BuildAttrValue(options_.max_samples, &max_samples);
     b->BuildAttrValue(options_.rate_limiter_timeout_ms, &timeout);
     b->BuildAttrValue(options_.unsqueeze, &unsqueeze);
+    b->BuildAttrValue(options_.sampling_stats, &stats);
     b->BuildAttrValue(options_.column_names, &names);
     b->BuildAttrValue(options_.dtypes, &dtypes);
     b->BuildAttrValue(options_.shapes, &shapes);
@@ -130,6 +137,7 @@ class Dataset : public DatasetBase {
                           {"max_samples", max_samples},
                           {"rate_limiter_timeout_ms", timeout},
                           {"unsqueeze", unsqueeze},
+                          {"sampling_stats", stats},
                           {"column_names", names},
                           {"dtypes", dtypes},
                           {"shapes", shapes}},
@@ -182,7 +190,8 @@ class Dataset : public DatasetBase {
       }
       TF_RETURN_IF_ERROR(ToTfStatus(status));
       const DatasetOptions& options = dataset()->options_;
-      const size_t columns = options.dtypes.size() - kInfoFields;
+      const int info_fields = options.info_fields();
+      const size_t columns = options.dtypes.size() - info_fields;
       if (sample.columns.size() != columns) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the sampled item of table '", dataset()->table_, "' has ",
@@ -199,14 +208,20 @@ class Dataset : public DatasetBase {
       out->back().scalar<double>()() = sample.priority;
       out->emplace_back(tensorflow::DT_INT32, TensorShape({}));
       out->back().scalar<int32_t>()() = sample.times_sampled;
+      if (options.sampling_stats) {
+        out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+        out->back().scalar<double>()() = sample.table_weight;
+        out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+        out->back().scalar<double>()() = sample.min_probability;
+      }
       for (size_t i = 0; i < columns; ++i) {
         if (options.unsqueeze && i < sample.squeezed.size() && sample.squeezed[i]) {
           auto& shape = sample.columns[i].shape;
           shape.insert(shape.begin(), 1);
         }
         Tensor tensor;
-        absl::Status converted = ColumnToTensor(sample.columns[i], options.dtypes[kInfoFields + i],
-                                                options.shapes[kInfoFields + i], i, &tensor);
+        absl::Status converted = ColumnToTensor(sample.columns[i], options.dtypes[info_fields + i],
+                                                options.shapes[info_fields + i], i, &tensor);
         if (!converted.ok() && i < options.column_names.size()) {
           return absl::Status(converted.code(),
                               absl::StrCat("column '", options.column_names[i], "': ",
@@ -259,6 +274,7 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
                                      &options_.rate_limiter_timeout_ms));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("unsqueeze", &options_.unsqueeze));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("sampling_stats", &options_.sampling_stats));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("column_names", &options_.column_names));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));

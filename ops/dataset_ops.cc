@@ -13,6 +13,7 @@ REGISTER_OP("ReverbTfTrajectoryDataset")
     .Attr("max_samples: int = -1")
     .Attr("rate_limiter_timeout_ms: int = -1")
     .Attr("unsqueeze: bool = false")
+    .Attr("sampling_stats: bool = false")
     .Attr("column_names: list(string) = []")
     .Attr("dtypes: list(type) >= 1")
     .Attr("shapes: list(shape) >= 1")
@@ -25,7 +26,9 @@ A tf.data source streaming samples of a reverb_tf table.
 Each element is the sampled item's key (uint64), probability (float64),
 table_size (int64), priority (float64) and times_sampled (int32), followed by
 its columns in the table's flattened signature order; `dtypes` and `shapes`
-describe all of them (the first five included).
+describe all of them (the first five included). With `sampling_stats`, two
+more float64 info fields follow times_sampled: the table's total sampling
+weight and the smallest probability of any of its items at that moment.
 
 server_address: "host:port" of the reverb_tf server, or a target naming
   several shards of the table (a comma-separated list, "ipv4:a,b", or a
@@ -45,6 +48,8 @@ rate_limiter_timeout_ms: If the table's rate limiter blocks sampling for this
 column_names: Paths of the data columns, to name them in errors.
 unsqueeze: Give single-step (squeezed) columns back their time dimension of
   1, so every column has one (what TimestepDataset splits on).
+sampling_stats: Emit table_weight and min_probability after times_sampled
+  (importance-sampling weights).
 )doc");
 
 REGISTER_OP("ReverbTfPatternDataset")

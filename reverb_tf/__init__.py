@@ -30,6 +30,7 @@ from reverb_tf.errors import DeadlineExceededError
 from reverb_tf.errors import ReverbError
 from reverb_tf.replay_sample import ReplaySample
 from reverb_tf.replay_sample import SampleInfo
+from reverb_tf.replay_sample import SampleInfoWithStats
 from reverb_tf.server import Server
 from reverb_tf.server import Table
 from reverb_tf.trajectory_writer import TrajectoryColumn
@@ -82,6 +83,7 @@ __all__ = [
     "ReverbDataset",
     "ReverbError",
     "SampleInfo",
+    "SampleInfoWithStats",
     "Server",
     "Table",
     "TFClient",

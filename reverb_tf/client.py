@@ -547,7 +547,8 @@ class Client:
                *,
                emit_timesteps: bool = True,
                unpack_as_table_signature: bool = False,
-               rate_limiter_timeout_ms: Optional[int] = None
+               rate_limiter_timeout_ms: Optional[int] = None,
+               sampling_stats: bool = False
                ) -> Generator[Union[List[replay_sample.ReplaySample],
                                     replay_sample.ReplaySample], None, None]:
         """Samples `num_samples` items from `table`.
@@ -570,6 +571,10 @@ class Client:
             list of columns.
           rate_limiter_timeout_ms: How long to wait for the table's rate
             limiter (reverb_tf extension); None waits forever.
+          sampling_stats: If True (reverb_tf extension), `info` is a
+            `SampleInfoWithStats`, which adds the table's total weight and
+            smallest sampling probability at that moment, so that
+            `info.importance_weight(beta)` needs no other call.
 
         Yields:
           Lists of per-step `ReplaySample`s (emit_timesteps=True) or
@@ -586,7 +591,10 @@ class Client:
             raise ValueError(f"num_samples ({num_samples}) must be a positive integer")
         timeout_s = None if rate_limiter_timeout_ms is None else rate_limiter_timeout_ms / 1000
         unflatten = self._unflattener(table) if unpack_as_table_signature else None
-        sample_info = replay_sample.SampleInfo._make
+        if sampling_stats:
+            sample_info = replay_sample.SampleInfoWithStats._make
+        else:
+            sample_info = lambda fields: replay_sample.SampleInfo._make(fields[:5])  # noqa: E731
         sample = replay_sample.ReplaySample
         sampler = self._client.new_sampler(
             table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s)

@@ -52,6 +52,61 @@ class SampleInfo(NamedTuple):
         return cls(0, 0.0, 0, 0.0, 0)
 
 
+class SampleInfoWithStats(NamedTuple):
+    """A `SampleInfo` and what importance-sampling weights need (reverb_tf extension).
+
+    What `sampling_stats=True` (on `Client.sample` and the trajectory
+    datasets) gives instead of a `SampleInfo`; the default keeps dm-reverb's
+    five fields.
+
+    Fields:
+      key, probability, table_size, priority, times_sampled: As in
+        `SampleInfo`.
+      table_weight: The table's total sampling weight when the item was
+        chosen: its size, or for a prioritized table the sum of
+        priority^exponent (`float`).
+      min_probability: The smallest probability with which any item of the
+        table would have been chosen at that moment (`float`; items of
+        priority 0 are never chosen and do not count; 1.0 for deterministic
+        selectors). With several shards, this and `probability` are the
+        shard's own, as `table_size` is.
+    """
+
+    key: Any
+    probability: Any
+    table_size: Any
+    priority: Any
+    times_sampled: Any
+    table_weight: Any
+    min_probability: Any
+
+    @classmethod
+    def tf_dtypes(cls) -> "SampleInfoWithStats":
+        """Returns the TensorFlow dtype of each field, as datasets emit them.
+
+        Returns:
+          `SampleInfo.tf_dtypes()` followed by two `tf.float64`.
+        """
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        return cls(*SampleInfo.tf_dtypes(), tf.float64, tf.float64)
+
+    def importance_weight(self, beta: float) -> Any:
+        """The importance-sampling weight of this sample, normalised by the largest.
+
+        `(N·P)^-beta / max_i (N·P_i)^-beta`, which is
+        `(probability / min_probability)^-beta`: 1 for the least likely
+        item, smaller for likelier ones. Works on Python numbers, numpy
+        arrays and `tf.Tensor`s alike (e.g. a batch from a dataset).
+
+        Args:
+          beta: The correction's exponent, in [0, 1] (0: no correction).
+
+        Returns:
+          The weight, of the type of `probability`.
+        """
+        return (self.probability / self.min_probability) ** -beta
+
+
 class ReplaySample(NamedTuple):
     """One sampled item (or one timestep of it).
 

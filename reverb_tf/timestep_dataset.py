@@ -34,7 +34,8 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
                  num_workers_per_iterator: int = -1,
                  max_samples_per_stream: int = -1,
                  rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1) -> None:
+                 max_samples: int = -1,
+                 sampling_stats: bool = False) -> None:
         """Creates the dataset.
 
         Args:
@@ -48,6 +49,7 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
           max_samples_per_stream: As in `TrajectoryDataset` (counts items).
           rate_limiter_timeout_ms: As in `TrajectoryDataset`.
           max_samples: As in `TrajectoryDataset` (counts items).
+          sampling_stats: As in `TrajectoryDataset` (reverb_tf extension).
 
         Raises:
           ValueError: As `TrajectoryDataset`.
@@ -58,7 +60,7 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
         items = trajectory_dataset.TrajectoryDataset(server_address, table, dtypes, item_shapes,
                                   max_in_flight_samples_per_worker, num_workers_per_iterator,
                                   max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
-                                  _unsqueeze=True)
+                                  sampling_stats=sampling_stats, _unsqueeze=True)
 
         def per_step(sample):
             steps = tf.shape(tf.nest.flatten(sample.data)[0])[0]

@@ -43,7 +43,8 @@ class _ReplaySource(dataset_ops.DatasetSource):
                              max_samples_per_stream: int = -1,
                              rate_limiter_timeout_ms: int = -1,
                              get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1) -> Any:
+                             max_samples: int = -1,
+                             sampling_stats: bool = False) -> Any:
         """Creates the dataset with the table's signature as its dtypes and shapes.
 
         For `TrajectoryDataset` the signature is the structure of each item;
@@ -63,6 +64,7 @@ class _ReplaySource(dataset_ops.DatasetSource):
           get_signature_timeout_secs: How long to wait for the server to
             answer; None waits forever.
           max_samples: As in the constructor.
+          sampling_stats: As in the constructor (reverb_tf extension).
 
         Returns:
           The dataset.
@@ -76,7 +78,7 @@ class _ReplaySource(dataset_ops.DatasetSource):
                                                       get_signature_timeout_secs)
         return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples)
+                   max_samples, sampling_stats=sampling_stats)
 
     def make_initializable_iterator(self, shared_name: Optional[str] = None) -> Any:
         """A TF1 iterator to run in a `tf.compat.v1.Session` (graph mode).
@@ -132,6 +134,7 @@ class TrajectoryDataset(_ReplaySource):
                  max_samples_per_stream: int = -1,
                  rate_limiter_timeout_ms: int = -1,
                  max_samples: int = -1,
+                 sampling_stats: bool = False,
                  _unsqueeze: bool = False) -> None:
         """Creates the dataset.
 
@@ -161,6 +164,11 @@ class TrajectoryDataset(_ReplaySource):
             table's rate limiter blocks sampling for this long; -1: never.
           max_samples: End the iterator after this many samples; no more
             are requested from the server. -1: unlimited.
+          sampling_stats: If True (reverb_tf extension), `info` is a
+            `SampleInfoWithStats`: two more float64 fields, the table's
+            total weight and smallest sampling probability when the item was
+            chosen, so that `info.importance_weight(beta)` gives each
+            sample's normalised importance-sampling weight in the graph.
           _unsqueeze: Internal (TimestepDataset): give single-step columns
             back their time dimension.
 
@@ -183,8 +191,9 @@ class TrajectoryDataset(_ReplaySource):
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         data_spec = _lists_to_tuples(tf.nest.map_structure(
             lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes))
-        info_spec = replay_sample.SampleInfo(
-            *[tf.TensorSpec([], dtype) for dtype in replay_sample.SampleInfo.tf_dtypes()])
+        info_type = (replay_sample.SampleInfoWithStats if sampling_stats
+                     else replay_sample.SampleInfo)
+        info_spec = info_type(*[tf.TensorSpec([], dtype) for dtype in info_type.tf_dtypes()])
         self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
         flat_specs = tf.nest.flatten(self._element_spec)
         self._server_address = server_address
@@ -198,6 +207,7 @@ class TrajectoryDataset(_ReplaySource):
             max_samples=max_samples,
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
             unsqueeze=_unsqueeze,
+            sampling_stats=sampling_stats,
             column_names=["/".join(str(k) for k in path)
                           for path, _ in tree.flatten_with_path(data_spec)],
             dtypes=[spec.dtype for spec in flat_specs],

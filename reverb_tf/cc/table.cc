@@ -296,6 +296,7 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     sample.probability = choice.probability;
     sample.table_size = static_cast<int64_t>(items_.size());
     sample.table_weight = sampler_->TotalWeight();
+    sample.min_probability = sampler_->MinProbability();
     sample.rate_limited = waited && samples.size() == 1;
     sample.trajectory = item.trajectory;
     if (options_.max_times_sampled > 0 &&

@@ -72,6 +72,9 @@ struct SampledItem {
   // TotalWeight): the size for most samplers, the sum of priority^exponent
   // for a prioritized one.
   double table_weight = 0;
+  // The sampler's MinProbability() when the item was chosen: the smallest
+  // probability any item had then (importance-sampling weights).
+  double min_probability = 0;
   // True if the call had to wait for the rate limiter.
   bool rate_limited = false;
   // True if this sample reached max_times_sampled and removed the item.

@@ -47,6 +47,11 @@ struct REVERB_TF_EXPORT SampleInfo {
   // The table's total sampling weight when the item was chosen (the size,
   // or for a prioritized table the sum of priority^exponent).
   double table_weight = 0;
+  // The smallest probability any item of the table had when this one was
+  // chosen: (probability / min_probability)^-beta is the item's
+  // importance-sampling weight normalised by the largest. With several
+  // shards, both are the shard's own, as table_size is.
+  double min_probability = 0;
 };
 
 // One sampled item with its columns materialized (uncompressed).

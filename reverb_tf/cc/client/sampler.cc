@@ -79,6 +79,7 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
     sample.info.times_sampled = item.info().times_sampled();
     sample.info.rate_limited = item.info().rate_limited();
     sample.info.table_weight = item.info().table_weight();
+    sample.info.min_probability = item.info().min_probability();
     sample.columns.reserve(item.columns_size());
     for (const proto::Column& column : item.columns()) {
       ASSIGN_OR_RETURN(TensorPayload payload, AssembleColumn(column, chunks, &decompressed));
@@ -313,6 +314,7 @@ absl::Status Materialize(const SampledItem& item, ChunkCache* cache, Sample* sam
   sample->info.times_sampled = item.times_sampled;
   sample->info.rate_limited = item.rate_limited;
   sample->info.table_weight = item.table_weight;
+  sample->info.min_probability = item.min_probability;
   sample->columns.reserve(item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
     ASSIGN_OR_RETURN(TensorPayload payload, MaterializeColumn(column, cache));

@@ -49,6 +49,8 @@ class SamplerAdapter : public FacadeSampler {
     out->table_size = sample.info.table_size;
     out->priority = sample.info.priority;
     out->times_sampled = sample.info.times_sampled;
+    out->table_weight = sample.info.table_weight;
+    out->min_probability = sample.info.min_probability;
     out->squeezed = sample.squeezed;
     out->columns.resize(sample.columns.size());
     for (size_t i = 0; i < sample.columns.size(); ++i) {

@@ -41,6 +41,9 @@ struct Sample {
   int64_t table_size = 0;
   double priority = 0;
   int32_t times_sampled = 0;
+  // See reverb_tf::SampleInfo (client.h).
+  double table_weight = 0;
+  double min_probability = 0;
   std::vector<Tensor> columns;
   // squeezed[i]: column i is one step stored without its time dimension.
   std::vector<bool> squeezed;

@@ -404,7 +404,7 @@ py::dict TablesDict(std::vector<TableInfo> tables) {
 
 py::tuple SampleInfoTuple(const SampleInfo& info) {
   return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
-                        info.times_sampled);
+                        info.times_sampled, info.table_weight, info.min_probability);
 }
 
 }  // namespace

@@ -108,6 +108,14 @@ class ItemSelector {
   // otherwise.
   virtual double TotalWeight() const { return static_cast<double>(size()); }
 
+  // The smallest probability with which Sample() would choose any key now
+  // (0 if there is none). With a sample's own probability P it gives the
+  // importance-sampling weight normalised by the largest one without
+  // another look at the table: (P / MinProbability())^-beta equals
+  // (N·P)^-beta / max_i (N·P_i)^-beta. Deterministic selectors report 1, as
+  // they report for every sample.
+  virtual double MinProbability() const { return size() > 0 ? 1.0 : 0.0; }
+
   virtual SelectorOptions options() const = 0;
 
   virtual std::string DebugString() const = 0;

@@ -1,8 +1,10 @@
 #include "reverb_tf/cc/selectors/prioritized_selector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -40,6 +42,7 @@ PrioritizedSelector::PrioritizedSelector(double priority_exponent,
     : priority_exponent_(priority_exponent),
       capacity_(kMinCapacity),
       tree_(2 * kMinCapacity, 0.0),
+      min_tree_(2, std::numeric_limits<double>::infinity()),
       rng_(seed) {}
 
 absl::StatusOr<double> PrioritizedSelector::WeightOf(double priority) const {
@@ -64,10 +67,14 @@ void PrioritizedSelector::Prefetch(Key key, int stage) const {
   }
   auto it = slot_of_.find(key);
   if (it == slot_of_.end()) return;
-  // The leaf and its ancestors, but the top 4096 nodes (32 KiB, which stay
-  // cached): one cache line per level.
+  // The leaf and its ancestors in both trees, but their top 4096 nodes
+  // (32 KiB each, which stay cached): one cache line per level.
   for (size_t node = capacity_ + it->second; node >= 4096; node /= 2) {
     __builtin_prefetch(&tree_[node], /*rw=*/1);
+  }
+  const size_t blocks = num_min_blocks();
+  for (size_t node = blocks + it->second / (capacity_ / blocks); node >= 4096; node /= 2) {
+    __builtin_prefetch(&min_tree_[node], /*rw=*/1);
   }
 }
 
@@ -78,6 +85,51 @@ void PrioritizedSelector::SetLeaf(size_t slot, double weight) {
   for (node /= 2; node >= 1; node /= 2) {
     tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
   }
+  UpdateMin(slot);
+}
+
+void PrioritizedSelector::UpdateMin(size_t slot) {
+  const size_t blocks = num_min_blocks();
+  const size_t per_block = capacity_ / blocks;
+  const size_t block = slot / per_block;
+  const double* leaves = &tree_[capacity_ + block * per_block];
+  double smallest = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < per_block; ++i) {
+    if (leaves[i] > 0.0 && leaves[i] < smallest) smallest = leaves[i];
+  }
+  size_t node = blocks + block;
+  min_tree_[node] = smallest;
+  for (node /= 2; node >= 1; node /= 2) {
+    min_tree_[node] = std::min(min_tree_[2 * node], min_tree_[2 * node + 1]);
+  }
+}
+
+void PrioritizedSelector::RebuildMin() {
+  const size_t blocks = num_min_blocks();
+  // A new vector, not assign(): a shrunk or cleared tree gives memory back.
+  min_tree_ = std::vector<double>(2 * blocks, std::numeric_limits<double>::infinity());
+  const size_t per_block = capacity_ / blocks;
+  for (size_t block = 0; block < blocks; ++block) {
+    double smallest = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < per_block; ++i) {
+      const double leaf = tree_[capacity_ + block * per_block + i];
+      if (leaf > 0.0 && leaf < smallest) smallest = leaf;
+    }
+    min_tree_[blocks + block] = smallest;
+  }
+  for (size_t node = blocks - 1; node >= 1; --node) {
+    min_tree_[node] = std::min(min_tree_[2 * node], min_tree_[2 * node + 1]);
+  }
+}
+
+double PrioritizedSelector::MinProbability() const {
+  if (keys_.empty()) return 0.0;
+  const double total = total_weight();
+  // Every weight 0 (or underflowed): Sample() is uniform.
+  if (!(total > 0.0) || !std::isfinite(min_tree_[1])) {
+    return 1.0 / static_cast<double>(keys_.size());
+  }
+  return min_tree_[1] / total;
 }
 
 void PrioritizedSelector::Resize(size_t capacity) {
@@ -90,6 +142,7 @@ void PrioritizedSelector::Resize(size_t capacity) {
   }
   tree_ = std::move(tree);
   capacity_ = capacity;
+  RebuildMin();
 }
 
 absl::Status PrioritizedSelector::Insert(Key key, double priority) {
@@ -221,6 +274,7 @@ void PrioritizedSelector::Clear() {
   decltype(slot_of_)().swap(slot_of_);
   capacity_ = kMinCapacity;
   tree_ = std::vector<double>(2 * kMinCapacity, 0.0);
+  RebuildMin();
 }
 
 int64_t PrioritizedSelector::size() const {

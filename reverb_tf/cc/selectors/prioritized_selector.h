@@ -60,6 +60,9 @@ class PrioritizedSelector : public ItemSelector {
   // Sum of all weights, as held at the root of the tree.
   double total_weight() const { return tree_[1]; }
   double TotalWeight() const override { return total_weight(); }
+  // The smallest positive weight over the total (keys of weight 0 are never
+  // chosen), or 1/size when every weight is 0 (Sample() is uniform then).
+  double MinProbability() const override;
 
   // Sums the leaves afresh in slot order, O(n). Lets tests check that the
   // root has not drifted away from the leaves.
@@ -97,6 +100,18 @@ class PrioritizedSelector : public ItemSelector {
   // 2i+1, and the leaf of slot s is tree_[capacity_ + s]. tree_[0] is unused.
   // Leaves of unused slots hold 0.
   std::vector<double> tree_;
+  // Leaves of tree_ per leaf of min_tree_: one cache line of doubles, so
+  // that the minimum costs 1/8 of the sum tree's memory.
+  static constexpr size_t kMinBlock = 8;
+  size_t num_min_blocks() const { return capacity_ > kMinBlock ? capacity_ / kMinBlock : 1; }
+  // Recomputes the minimum of the block of `slot` and its ancestors.
+  void UpdateMin(size_t slot);
+  // Recomputes min_tree_ from tree_'s leaves, O(capacity).
+  void RebuildMin();
+  // Implicit binary tree like tree_ whose leaf b holds the smallest positive
+  // weight among tree_'s leaves [b·block, (b+1)·block) (+infinity if none),
+  // and each node the smaller of its children's.
+  std::vector<double> min_tree_;
   // keys_[s] is the key in slot s; slots [0, keys_.size()) are in use.
   std::vector<Key> keys_;
   // Inverse of `keys_`.

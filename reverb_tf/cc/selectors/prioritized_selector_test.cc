@@ -1,6 +1,8 @@
 #include "reverb_tf/cc/selectors/prioritized_selector.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -79,6 +81,59 @@ absl::flat_hash_map<Key, double> ExpectedProbabilities(
     probability[item.key] = std::pow(item.priority, exponent) / total;
   }
   return probability;
+}
+
+TEST(PrioritizedSelectorTest, MinProbabilityFollowsEveryChange) {
+  // Against a brute-force minimum over random inserts, updates (zeros
+  // among them: never chosen, so never the minimum) and deletes, through
+  // grows and shrinks of the tree.
+  PrioritizedSelector selector(/*priority_exponent=*/0.5, /*seed=*/3);
+  EXPECT_EQ(selector.MinProbability(), 0.0);
+  std::mt19937_64 rng(11);
+  absl::flat_hash_map<Key, double> weights;
+  Key next = 1;
+  for (int step = 0; step < 20000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    const double priority = rng() % 7 == 0 ? 0.0 : 0.01 + (rng() % 10000) / 100.0;
+    if (op < 5 || weights.size() < 3) {
+      ASSERT_TRUE(selector.Insert(next, priority).ok());
+      weights[next++] = std::sqrt(priority);
+    } else if (op < 8) {
+      const Key key = std::next(weights.begin(), rng() % weights.size())->first;
+      ASSERT_TRUE(selector.Update(key, priority).ok());
+      weights[key] = std::sqrt(priority);
+    } else {
+      const Key key = std::next(weights.begin(), rng() % weights.size())->first;
+      ASSERT_TRUE(selector.Delete(key).ok());
+      weights.erase(key);
+    }
+    if (step % 97 != 0) continue;
+    double total = 0, smallest = std::numeric_limits<double>::infinity();
+    for (const auto& [key, weight] : weights) {
+      total += weight;
+      if (weight > 0) smallest = std::min(smallest, weight);
+    }
+    const double expected = total > 0 && std::isfinite(smallest)
+                                ? smallest / total
+                                : 1.0 / static_cast<double>(weights.size());
+    ASSERT_NEAR(selector.MinProbability(), expected, 1e-9 * expected) << "step " << step;
+  }
+  // What Sample() reports never goes below it.
+  for (int i = 0; i < 1000; ++i) {
+    auto sample = selector.Sample();
+    ASSERT_TRUE(sample.ok());
+    EXPECT_GE(sample->probability, selector.MinProbability() * (1 - 1e-12));
+  }
+  selector.Clear();
+  EXPECT_EQ(selector.MinProbability(), 0.0);
+  ASSERT_TRUE(selector.Insert(1, 4.0).ok());
+  EXPECT_EQ(selector.MinProbability(), 1.0);
+}
+
+TEST(PrioritizedSelectorTest, MinProbabilityIsUniformWhenEveryPriorityIsZero) {
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/3);
+  for (Key key = 1; key <= 4; ++key) ASSERT_TRUE(selector.Insert(key, 0.0).ok());
+  EXPECT_DOUBLE_EQ(selector.MinProbability(), 0.25);
 }
 
 TEST(PrioritizedSelectorTest, FrequenciesFollowPriorityToTheExponent) {

@@ -36,6 +36,10 @@ class UniformSelector : public ItemSelector {
   absl::StatusOr<KeyWithProbability> Sample() override;
   void Clear() override;
   int64_t size() const override;
+  // Every key: 1/size.
+  double MinProbability() const override {
+    return size() > 0 ? 1.0 / static_cast<double>(size()) : 0.0;
+  }
   SelectorOptions options() const override;
   std::string DebugString() const override;
 

@@ -16,6 +16,15 @@ namespace {
 // changing (1 in 1000).
 constexpr double kChiSquareCritical9Dof = 27.877;
 
+TEST(UniformSelectorTest, MinProbabilityIsOneOverTheSize) {
+  UniformSelector selector(/*seed=*/17);
+  EXPECT_EQ(selector.MinProbability(), 0.0);
+  for (Key key = 1; key <= 8; ++key) ASSERT_TRUE(selector.Insert(key, 5.0 * key).ok());
+  EXPECT_DOUBLE_EQ(selector.MinProbability(), 1.0 / 8);
+  ASSERT_TRUE(selector.Delete(3).ok());
+  EXPECT_DOUBLE_EQ(selector.MinProbability(), 1.0 / 7);
+}
+
 TEST(UniformSelectorTest, FrequenciesAreUniformAfterChurn) {
   UniformSelector selector(/*seed=*/17);
   // 15 keys with wildly different priorities, then 5 deletes spread over the

@@ -268,6 +268,7 @@ int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response
   info->set_times_sampled(sample.times_sampled);
   info->set_rate_limited(sample.rate_limited);
   info->set_table_weight(sample.table_weight);
+  info->set_min_probability(sample.min_probability);
   for (const SlicedColumn& column : sample.trajectory) {
     proto::Column* out_column = out->add_columns();
     out_column->set_squeeze(column.squeeze);

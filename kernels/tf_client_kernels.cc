@@ -127,6 +127,7 @@ class SampleOp : public OpKernel {
                     "the sampled item of table '", table, "' has ", sample.columns.size(),
                     " columns but data_dtypes lists ", dtypes_.size())));
     Tensor* out;
+    constexpr int kDataOutputs = 7;  // the info outputs come first
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
     out->scalar<uint64_t>()() = sample.key;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &out));
@@ -137,6 +138,10 @@ class SampleOp : public OpKernel {
     out->scalar<double>()() = sample.priority;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, {}, &out));
     out->scalar<int32_t>()() = sample.times_sampled;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, {}, &out));
+    out->scalar<double>()() = sample.table_weight;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(6, {}, &out));
+    out->scalar<double>()() = sample.min_probability;
     // As dm-reverb's, the op returns the item's first timestep: a column
     // with a time dimension loses it (squeezed columns are one step already).
     for (size_t i = 0; i < dtypes_.size(); ++i) {
@@ -150,7 +155,7 @@ class SampleOp : public OpKernel {
                         "' has no timestep")));
         column = tensorflow::tensor::DeepCopy(column.SubSlice(0));
       }
-      ctx->set_output(5 + i, column);
+      ctx->set_output(kDataOutputs + i, column);
     }
   }
 

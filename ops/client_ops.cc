@@ -37,16 +37,19 @@ REGISTER_OP("ReverbTfSample")
     .Output("table_size: int64")
     .Output("priority: double")
     .Output("times_sampled: int32")
+    .Output("table_weight: double")
+    .Output("min_probability: double")
     .Output("data: dtypes")
     .Attr("dtypes: list(type) >= 1")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
-      for (int i = 0; i < 5; ++i) c->set_output(i, c->Scalar());
-      for (int i = 5; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
+      for (int i = 0; i < 7; ++i) c->set_output(i, c->Scalar());
+      for (int i = 7; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
       return absl::OkStatus();
     })
     .Doc(R"doc(
 Samples one item of `table` (blocking while its rate limiter holds sampling
-back; cancelling the step aborts the wait). Outputs its info and its columns,
-which must have `dtypes`.
+back; cancelling the step aborts the wait). Outputs its info (with the
+table's total sampling weight and smallest sampling probability, for
+importance-sampling weights) and its columns, which must have `dtypes`.
 )doc");

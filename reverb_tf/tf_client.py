@@ -50,7 +50,8 @@ class TFClient:
         return tensor
 
     def sample(self, table: str, data_dtypes: Sequence[tf.DType],
-               name: Optional[str] = None) -> replay_sample.ReplaySample:
+               name: Optional[str] = None,
+               sampling_stats: bool = False) -> replay_sample.ReplaySample:
         """Samples one item and returns its first timestep, as dm-reverb does.
 
         Blocks while the rate limiter holds sampling back.
@@ -59,6 +60,9 @@ class TFClient:
           table: Name of the table.
           data_dtypes: Dtypes of the item's flat columns.
           name: Name of the op.
+          sampling_stats: If True (reverb_tf extension), `info` is a
+            `SampleInfoWithStats` (importance-sampling weights, as for
+            `Client.sample`).
 
         Returns:
           `ReplaySample(info, data)` with `data` the list of column tensors of
@@ -72,8 +76,11 @@ class TFClient:
             outputs = self._ops.reverb_tf_sample(
                 server_address=self._server_address, table=table,
                 dtypes=[tf.as_dtype(d) for d in data_dtypes])
-            info = replay_sample.SampleInfo(*outputs[:5])
-            return replay_sample.ReplaySample(info=info, data=list(outputs[5]))
+            if sampling_stats:
+                info = replay_sample.SampleInfoWithStats(*outputs[:7])
+            else:
+                info = replay_sample.SampleInfo(*outputs[:5])
+            return replay_sample.ReplaySample(info=info, data=list(outputs[7]))
 
     def insert(self, data: List[Any], tables: Any, priorities: Any,
                name: Optional[str] = None) -> tf.Operation:

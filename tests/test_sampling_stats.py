@@ -96,6 +96,21 @@ def test_datasets_carry_the_stats_into_the_graph(prioritized):
     assert type(plain.element_spec.info) is reverb.SampleInfo  # noqa: E721
 
 
+def test_tf_client_sample_carries_the_stats(prioritized):
+    server, _ = prioritized
+    tf_client = reverb.TFClient(f"localhost:{server.port}")
+
+    @tf.function
+    def sample():
+        return tf_client.sample("p", [tf.float32], sampling_stats=True)
+
+    for _ in range(5):
+        got = sample()
+        _check(reverb.SampleInfoWithStats(*[v.numpy() for v in got.info]),
+               int(got.data[0].numpy()), PRIORITIES)
+    assert type(tf_client.sample("p", [tf.float32]).info) is reverb.SampleInfo  # noqa: E721
+
+
 def test_uniform_and_queue_tables_weigh_every_sample_one(make_server):
     server = make_server(
         reverb.Table("u", sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),

@@ -144,6 +144,27 @@ def test_no_endpoint_unless_asked_and_a_taken_port_is_a_clear_error(served):
         reverb_tf.Server([reverb_tf.Table.queue("q", 1)], metrics_port=server.metrics_port)
 
 
+def test_localhost_metrics_are_served_on_both_loopbacks_or_not_at_all():
+    # Scrapers of localhost:P try [::1]:P first; another process holding it
+    # must not answer for us.
+    import socket  # pylint: disable=g-import-not-at-top
+    with reverb_tf.Server([reverb_tf.Table.queue("q", 1)], metrics_port=0) as server:
+        for host in ("127.0.0.1", "[::1]"):
+            url = f"http://{host}:{server.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert b"reverb_tf_table_size" in response.read()
+    stranger = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    stranger.bind(("::1", 0))
+    stranger.listen()
+    try:
+        with pytest.raises(reverb_tf.errors.UnavailableError,
+                           match=r"metrics: cannot listen .*127.0.0.1 and \[::1\]"):
+            reverb_tf.Server([reverb_tf.Table.queue("q", 1)],
+                             metrics_port=stranger.getsockname()[1])
+    finally:
+        stranger.close()
+
+
 def test_the_binary_serves_metrics(server_binary):
     config = uniform_table_config()
     import subprocess  # pylint: disable=g-import-not-at-top

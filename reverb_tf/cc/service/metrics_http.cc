@@ -4,9 +4,13 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "microhttpd/microhttpd.h"
+#include "reverb_tf/cc/platform/loopback.h"
+#include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/dashboard_html.h"
 
 namespace reverb_tf {
@@ -45,13 +49,8 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port, std::function<std::string()> render) {
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics port must be in [0, 65535], got ", port));
-  }
-  // Loopback by its IPv4 address: what scrapers of "localhost" reach first.
-  const std::string node = host == "localhost" ? "127.0.0.1" : host;
+absl::StatusOr<MHD_Daemon*> MetricsHttpServer::Listen(const std::string& node, int port,
+                                                      bool every_interface, int* bound) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -60,34 +59,67 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   if (const int error = getaddrinfo(node.c_str(), std::to_string(port).c_str(), &hints, &found);
       error != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("metrics: cannot resolve host '", host, "': ", gai_strerror(error)));
+        absl::StrCat("metrics: cannot resolve host '", node, "': ", gai_strerror(error)));
   }
   sockaddr_storage address{};
   std::memcpy(&address, found->ai_addr, found->ai_addrlen);
   const bool ipv6 = found->ai_family == AF_INET6;
   freeaddrinfo(found);
-
-  auto server = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(render)));
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
-  if (ipv6) flags |= host == "::" ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
-  server->daemon_ = MHD_start_daemon(
+  if (ipv6) flags |= every_interface ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
+  MHD_Daemon* daemon = MHD_start_daemon(
       flags, static_cast<uint16_t>(port), nullptr, nullptr, &Handle,
-      const_cast<std::function<std::string()>*>(&server->render_),
+      const_cast<std::function<std::string()>*>(&render_),
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&address),
       // Scrapers are few; a stuck one must not hold a connection forever.
       MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
       MHD_OPTION_END);
-  if (server->daemon_ == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics: cannot listen on ", host, ":", port, " (in use?)"));
+  if (daemon == nullptr) return nullptr;
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+  *bound = info != nullptr && info->port != 0 ? info->port : port;
+  return daemon;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
+    const std::string& host, int port, std::function<std::string()> render) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics port must be in [0, 65535], got ", port));
   }
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  server->port_ = info != nullptr && info->port != 0 ? info->port : port;
+  auto server = std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(render)));
+  // "localhost" is both loopbacks, each bound on its own on one port
+  // (platform/loopback.h); port 0 tries a few ports free on both.
+  std::vector<std::string> nodes = {host};
+  if (host == "localhost") {
+    nodes = {"127.0.0.1"};
+    if (Ipv6LoopbackUsable()) nodes.push_back("::1");
+  }
+  const int attempts = port == 0 && nodes.size() > 1 ? 4 : 1;
+  for (int attempt = 0; attempt < attempts && server->daemons_.empty(); ++attempt) {
+    int wanted = attempts > 1 ? PortFreeOnBothLoopbacks() : port;
+    for (const std::string& node : nodes) {
+      int bound = 0;
+      ASSIGN_OR_RETURN(MHD_Daemon* daemon,
+                       server->Listen(node, wanted, host == "::" || host == "0.0.0.0", &bound));
+      if (daemon == nullptr) {
+        for (MHD_Daemon* started : server->daemons_) MHD_stop_daemon(started);
+        server->daemons_.clear();
+        break;
+      }
+      server->daemons_.push_back(daemon);
+      wanted = bound;  // the next address on the port the first one got
+    }
+    server->port_ = wanted;
+  }
+  if (server->daemons_.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "metrics: cannot listen on ", host, ":", port,
+        nodes.size() > 1 ? " (127.0.0.1 and [::1]; in use?)" : " (in use?)"));
+  }
   return server;
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+  for (MHD_Daemon* daemon : daemons_) MHD_stop_daemon(daemon);
 }
 
 }  // namespace reverb_tf

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -20,9 +21,10 @@ namespace reverb_tf {
 
 class MetricsHttpServer {
  public:
-  // Listens on `host` ("localhost" is 127.0.0.1; "0.0.0.0" or "::" every
-  // interface) and `port` (0: a free one); GET /metrics answers render()'s
-  // text, GET / the dashboard. UNAVAILABLE if the address cannot be bound.
+  // Listens on `host` ("localhost" is 127.0.0.1 and ::1, each bound on the
+  // same port and both required; "0.0.0.0" or "::" every interface) and
+  // `port` (0: a free one); GET /metrics answers render()'s text, GET / the
+  // dashboard. UNAVAILABLE if the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port, std::function<std::string()> render);
 
@@ -40,8 +42,13 @@ class MetricsHttpServer {
   explicit MetricsHttpServer(std::function<std::string()> render)
       : render_(std::move(render)) {}
 
+  // A daemon on `node`:`port`; `bound` gets its port. Null if the address
+  // cannot be bound.
+  absl::StatusOr<MHD_Daemon*> Listen(const std::string& node, int port, bool every_interface,
+                                     int* bound);
+
   const std::function<std::string()> render_;
-  MHD_Daemon* daemon_ = nullptr;
+  std::vector<MHD_Daemon*> daemons_;  // one per address
   int port_ = 0;
 };
 

@@ -1,9 +1,5 @@
 #include "reverb_tf/cc/service/server.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +15,7 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
 #include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
@@ -28,54 +25,9 @@ namespace reverb_tf {
 
 namespace {
 
-// True if this machine has an IPv6 loopback interface to listen on.
-bool Ipv6LoopbackUsable() {
-  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 address{};
-  address.sin6_family = AF_INET6;
-  address.sin6_addr = in6addr_loopback;
-  const bool usable = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  return usable;
-}
-
-// A port that 127.0.0.1 and [::1] both have free right now, or 0. (A race
-// lost between this and gRPC's bind makes the start fail and try again.)
-int PortFreeOnBothLoopbacks() {
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    const int fd6 = socket(AF_INET6, SOCK_STREAM, 0);
-    const int fd4 = socket(AF_INET, SOCK_STREAM, 0);
-    int port = 0;
-    if (fd6 >= 0 && fd4 >= 0) {
-      sockaddr_in6 v6{};
-      v6.sin6_family = AF_INET6;
-      v6.sin6_addr = in6addr_loopback;
-      socklen_t length = sizeof(v6);
-      if (bind(fd6, reinterpret_cast<sockaddr*>(&v6), sizeof(v6)) == 0 &&
-          getsockname(fd6, reinterpret_cast<sockaddr*>(&v6), &length) == 0) {
-        sockaddr_in v4{};
-        v4.sin_family = AF_INET;
-        v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        v4.sin_port = v6.sin6_port;
-        if (bind(fd4, reinterpret_cast<sockaddr*>(&v4), sizeof(v4)) == 0) {
-          port = ntohs(v6.sin6_port);
-        }
-      }
-    }
-    if (fd6 >= 0) close(fd6);
-    if (fd4 >= 0) close(fd4);
-    if (port != 0) return port;
-  }
-  return 0;
-}
-
-// The addresses (without port) a server of `host` listens on. "localhost"
-// names both loopback interfaces, and a client of localhost:P tries [::1]:P
-// first; but gRPC binds the addresses of a name best-effort, so with [::1]:P
-// held by another process (Bazel's server listens there) a server would
-// serve 127.0.0.1:P alone and its clients would reach the other process.
-// So each loopback address is bound on its own, and each must succeed.
+// The addresses (without port) a server of `host` listens on: for
+// "localhost" both loopbacks, each bound on its own (platform/loopback.h),
+// since gRPC binds the addresses of a name best-effort.
 std::vector<std::string> ListeningHosts(const std::string& host) {
   if (host == "localhost") {
     if (Ipv6LoopbackUsable()) return {"127.0.0.1", "[::1]"};

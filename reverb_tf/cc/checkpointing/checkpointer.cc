@@ -136,28 +136,18 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
     in->GetVarintAtMost(in->rest().size(), &num_columns);
     if (!in->ok()) break;
     item.times_sampled = static_cast<int32_t>(times_sampled);
-    item.trajectory.resize(num_columns);
-    for (SlicedColumn& column : item.trajectory) {
-      uint64_t slices;
-      if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
-      column.squeeze = (slices & 1) != 0;
-      column.slices.resize(slices >> 1);
-      for (ChunkSlice& slice : column.slices) {
-        uint64_t chunk_id, offset, length;
-        in->GetVarint(&chunk_id);
-        in->GetVarintAtMost(INT32_MAX, &offset);
-        in->GetVarintAtMost(INT32_MAX, &length);
-        if (!in->ok()) break;
-        if (chunk_id >= chunks.size()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "item ", item.key, " refers to chunk ", chunk_id, " but only ",
-              chunks.size(), " chunks precede it"));
-        }
-        slice.chunk = chunks[chunk_id];
-        slice.offset = static_cast<int32_t>(offset);
-        slice.length = static_cast<int32_t>(length);
-      }
-    }
+    // A checkpoint names chunks by their index in the file.
+    RETURN_IF_ERROR(DecodeTrajectory(
+        in, num_columns, [](ByteReader* in, uint64_t* id) { in->GetVarint(id); },
+        [&](uint64_t chunk_id) -> absl::StatusOr<ChunkRef> {
+          if (chunk_id >= chunks.size()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "item ", item.key, " refers to chunk ", chunk_id, " but only ",
+                chunks.size(), " chunks precede it"));
+          }
+          return chunks[chunk_id];
+        },
+        &item.trajectory));
   }
   if (!in->ok() || !in->empty()) return absl::InvalidArgumentError("malformed items entry");
   return absl::OkStatus();

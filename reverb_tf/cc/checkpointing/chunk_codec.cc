@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "reverb_tf/cc/checkpointing/byte_codec.h"
+#include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
 
@@ -45,6 +46,32 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* stor
   tensor.data.assign(in.rest().data(), in.rest().size());
   return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
                        std::move(tensor));
+}
+
+absl::Status DecodeTrajectory(ByteReader* in, uint64_t num_columns,
+                              absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
+                              absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
+                              Trajectory* trajectory) {
+  trajectory->resize(num_columns);
+  for (SlicedColumn& column : *trajectory) {
+    uint64_t slices;
+    // Every slice takes at least one byte: bounds what a damaged count
+    // could make us allocate.
+    if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
+    column.squeeze = (slices & 1) != 0;
+    column.slices.resize(slices >> 1);
+    for (ChunkSlice& slice : column.slices) {
+      uint64_t reference, offset, length;
+      read_reference(in, &reference);
+      in->GetVarintAtMost(INT32_MAX, &offset);
+      in->GetVarintAtMost(INT32_MAX, &length);
+      if (!in->ok()) break;
+      ASSIGN_OR_RETURN(slice.chunk, resolve(reference));
+      slice.offset = static_cast<int32_t>(offset);
+      slice.length = static_cast<int32_t>(length);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace reverb_tf

@@ -2,14 +2,20 @@
 // a head (key, episode, dtype, compression, shape, uncompressed size)
 // followed by the chunk's bytes as they are held (compressed or not), so
 // that large data is written without being copied into a buffer first.
+// Also how both store the chunk slices of an item's trajectory.
 #ifndef REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 #define REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 
 #include <string>
 
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "reverb_tf/cc/checkpointing/byte_codec.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/item.h"
 
 namespace reverb_tf {
 
@@ -20,6 +26,17 @@ void EncodeChunkHead(const Chunk& chunk, std::string* out);
 // Rebuilds a chunk from an entry's payload (head and bytes) in `store`.
 // INVALID_ARGUMENT for a malformed payload (the caller names the file).
 absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store);
+
+// Reads `num_columns` columns of a trajectory as both files store them: per
+// column a varint (number of slices << 1 | squeeze), per slice a chunk
+// reference, an offset and a length. The reference's encoding is the
+// file's: `read_reference` reads one, `resolve` maps it to its chunk or
+// fails (that error is returned). Malformed input ends the reading early
+// with `in` failed, which the caller checks.
+absl::Status DecodeTrajectory(ByteReader* in, uint64_t num_columns,
+                              absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
+                              absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
+                              Trajectory* trajectory);
 
 }  // namespace reverb_tf
 

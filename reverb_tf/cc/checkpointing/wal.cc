@@ -132,29 +132,19 @@ class Replayer {
     in->GetVarintAtMost(in->rest().size(), &num_columns);
     if (!in->ok()) return absl::InvalidArgumentError("malformed item entry");
     item.legacy_steps = legacy != 0;
-    item.trajectory.resize(num_columns);
-    for (SlicedColumn& column : item.trajectory) {
-      uint64_t slices;
-      if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
-      column.squeeze = (slices & 1) != 0;
-      column.slices.resize(slices >> 1);
-      for (ChunkSlice& slice : column.slices) {
-        uint64_t chunk_key, offset, length;
-        in->GetFixed64(&chunk_key);
-        in->GetVarintAtMost(INT32_MAX, &offset);
-        in->GetVarintAtMost(INT32_MAX, &length);
-        if (!in->ok()) break;
-        auto it = chunks_.find(chunk_key);
-        if (it == chunks_.end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "item ", item.key, " references chunk ", chunk_key,
-              ", which the log file does not hold"));
-        }
-        slice.chunk = it->second;
-        slice.offset = static_cast<int32_t>(offset);
-        slice.length = static_cast<int32_t>(length);
-      }
-    }
+    // The log names chunks by key.
+    RETURN_IF_ERROR(DecodeTrajectory(
+        in, num_columns, [](ByteReader* in, uint64_t* key) { in->GetFixed64(key); },
+        [&](uint64_t chunk_key) -> absl::StatusOr<ChunkRef> {
+          auto it = chunks_.find(chunk_key);
+          if (it == chunks_.end()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "item ", item.key, " references chunk ", chunk_key,
+                ", which the log file does not hold"));
+          }
+          return it->second;
+        },
+        &item.trajectory));
     if (!in->ok()) return absl::InvalidArgumentError("malformed item entry");
     return table->ReplayInsert(std::move(item));
   }

@@ -55,6 +55,14 @@ class WalTest : public ::testing::Test {
     return *std::move(log);
   }
 
+  // The log's files, oldest first.
+  std::vector<fs::path> LogFiles() const {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
   static void Detach(const std::vector<std::shared_ptr<Table>>& tables) {
     for (const auto& table : tables) table->SetJournal(nullptr);
   }
@@ -193,9 +201,7 @@ TEST_F(WalTest, DamageInTheMiddleStopsTheReplayAndSetsLaterFilesAside) {
     ASSERT_TRUE(log->Commit().ok());
     Detach(tables);
   }
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = LogFiles();
   ASSERT_GT(files.size(), 3);
   {
     std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
@@ -221,9 +227,7 @@ TEST_F(WalTest, MissingEntriesAfterTheCheckpointAreDataLoss) {
     ASSERT_TRUE(log->Commit().ok());
     Detach(tables);
   }
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = LogFiles();
   fs::remove(files[0]);
   WalReplay replayed;
   auto log = WriteAheadLog::Open(options_, 0, Tables(), &replayed);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -14,36 +15,28 @@
 namespace reverb_tf {
 namespace {
 
-// Materializes one column of a sampled item from the response's chunks.
-// `decompressed` caches chunks already decompressed for this response.
-absl::StatusOr<TensorPayload> AssembleColumn(
-    const proto::Column& column,
-    const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
-    absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
+// Rows [offset, offset + length) of a decompressed chunk.
+struct ChunkRows {
+  const TensorPayload* chunk;
+  int64_t offset;
+  int64_t length;
+};
+
+// Joins a column of `num_slices` slices, `slice(i)` being the i-th (its
+// chunk need only stay valid until the next call): a single slice that
+// covers its whole chunk is copied as is, others are cut out and
+// concatenated. `squeeze` drops the time dimension.
+absl::StatusOr<TensorPayload> JoinSlices(
+    size_t num_slices, bool squeeze, absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice) {
   std::vector<TensorPayload> parts;
-  parts.reserve(column.slices_size());
-  for (const proto::Slice& slice : column.slices()) {
-    auto cached = decompressed->find(slice.chunk_key());
-    if (cached == decompressed->end()) {
-      auto it = chunks.find(slice.chunk_key());
-      if (it == chunks.end()) {
-        return absl::InternalError(absl::StrCat(
-            "the server sent a slice of chunk ", slice.chunk_key(),
-            " without the chunk"));
-      }
-      // Chunks in a response are used once per response: take the bytes.
-      ASSIGN_OR_RETURN(TensorPayload payload,
-                       PayloadFromProto(it->second->mutable_tensor()));
-      ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
-      cached = decompressed->emplace(slice.chunk_key(), std::move(payload)).first;
-    }
-    const TensorPayload& chunk = cached->second;
-    if (slice.offset() == 0 && slice.length() == chunk.shape[0] &&
-        column.slices_size() == 1) {
+  parts.reserve(num_slices);
+  for (size_t i = 0; i < num_slices; ++i) {
+    ASSIGN_OR_RETURN(const ChunkRows rows, slice(i));
+    const TensorPayload& chunk = *rows.chunk;
+    if (rows.offset == 0 && rows.length == chunk.shape[0] && num_slices == 1) {
       parts.push_back(chunk);
     } else {
-      ASSIGN_OR_RETURN(TensorPayload part,
-                       SliceRows(chunk, slice.offset(), slice.length()));
+      ASSIGN_OR_RETURN(TensorPayload part, SliceRows(chunk, rows.offset, rows.length));
       parts.push_back(std::move(part));
     }
   }
@@ -53,8 +46,34 @@ absl::StatusOr<TensorPayload> AssembleColumn(
   } else {
     ASSIGN_OR_RETURN(result, ConcatRows(parts));
   }
-  if (column.squeeze()) result.shape.erase(result.shape.begin());
+  if (squeeze) result.shape.erase(result.shape.begin());
   return result;
+}
+
+// Materializes one column of a sampled item from the response's chunks.
+// `decompressed` caches chunks already decompressed for this response.
+absl::StatusOr<TensorPayload> AssembleColumn(
+    const proto::Column& column,
+    const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
+    absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
+  return JoinSlices(
+      column.slices_size(), column.squeeze(), [&](size_t i) -> absl::StatusOr<ChunkRows> {
+        const proto::Slice& slice = column.slices(static_cast<int>(i));
+        auto cached = decompressed->find(slice.chunk_key());
+        if (cached == decompressed->end()) {
+          auto it = chunks.find(slice.chunk_key());
+          if (it == chunks.end()) {
+            return absl::InternalError(absl::StrCat(
+                "the server sent a slice of chunk ", slice.chunk_key(), " without the chunk"));
+          }
+          // Chunks in a response are used once per response: take the bytes.
+          ASSIGN_OR_RETURN(TensorPayload payload,
+                           PayloadFromProto(it->second->mutable_tensor()));
+          ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
+          cached = decompressed->emplace(slice.chunk_key(), std::move(payload)).first;
+        }
+        return ChunkRows{&cached->second, slice.offset(), slice.length()};
+      });
 }
 
 // A stream failure that another attempt may cure: the server went away
@@ -280,30 +299,16 @@ absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column, Chun
       column.slices[0].chunk->dtype() != DType::kString) {
     return RowsOfChunk(column.slices[0], column.squeeze);
   }
-  std::vector<TensorPayload> parts;
-  parts.reserve(column.slices.size());
-  for (const ChunkSlice& slice : column.slices) {
-    auto cached = cache->find(slice.chunk.get());
-    if (cached == cache->end()) {
-      ASSIGN_OR_RETURN(TensorPayload payload, Decompress(slice.chunk->ToPayload()));
-      cached = cache->emplace(slice.chunk.get(), std::move(payload)).first;
-    }
-    const TensorPayload& chunk = cached->second;
-    if (slice.offset == 0 && slice.length == chunk.shape[0] && column.slices.size() == 1) {
-      parts.push_back(chunk);
-    } else {
-      ASSIGN_OR_RETURN(TensorPayload part, SliceRows(chunk, slice.offset, slice.length));
-      parts.push_back(std::move(part));
-    }
-  }
-  TensorPayload result;
-  if (parts.size() == 1) {
-    result = std::move(parts[0]);
-  } else {
-    ASSIGN_OR_RETURN(result, ConcatRows(parts));
-  }
-  if (column.squeeze) result.shape.erase(result.shape.begin());
-  return result;
+  return JoinSlices(
+      column.slices.size(), column.squeeze, [&](size_t i) -> absl::StatusOr<ChunkRows> {
+        const ChunkSlice& slice = column.slices[i];
+        auto cached = cache->find(slice.chunk.get());
+        if (cached == cache->end()) {
+          ASSIGN_OR_RETURN(TensorPayload payload, Decompress(slice.chunk->ToPayload()));
+          cached = cache->emplace(slice.chunk.get(), std::move(payload)).first;
+        }
+        return ChunkRows{&cached->second, slice.offset, slice.length};
+      });
 }
 
 absl::Status Materialize(const SampledItem& item, ChunkCache* cache, Sample* sample) {

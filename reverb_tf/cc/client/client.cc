@@ -234,13 +234,7 @@ absl::StatusOr<std::vector<TableInfo>> Client::ServerInfoOfAnyShard(absl::Durati
 absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
                                                           Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
-    ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Table>> tables, local->Tables());
-    std::vector<TableInfo> infos;
-    for (const auto& table : tables) infos.push_back(table->info());
-    std::sort(infos.begin(), infos.end(), [](const TableInfo& a, const TableInfo& b) {
-      return a.options.name < b.options.name;
-    });
-    return infos;
+    return local->TableInfos();
   }
   std::vector<ShardInfo> shards = ServerInfoByShard(timeout, cancel);
   if (shards.size() == 1) return std::move(shards[0].tables);

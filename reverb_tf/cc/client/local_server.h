@@ -34,7 +34,8 @@ class REVERB_TF_EXPORT LocalServer {
  public:
   virtual ~LocalServer() = default;
   virtual absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) = 0;
-  virtual absl::StatusOr<std::vector<std::shared_ptr<Table>>> Tables() = 0;
+  // What ServerInfo answers: each table's info, by name.
+  virtual absl::StatusOr<std::vector<TableInfo>> TableInfos() = 0;
   // Makes logged changes durable (the write-ahead log's Commit()).
   virtual absl::Status Commit() = 0;
   // The path of a new checkpoint.

@@ -379,6 +379,16 @@ grpc::Status ReplayService::Reset(grpc::ServerContext* context,
   return CommitLog();
 }
 
+std::vector<TableInfo> ReplayService::TableInfos() const {
+  std::vector<std::string> names;
+  for (const auto& [name, table] : tables_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::vector<TableInfo> infos;
+  infos.reserve(names.size());
+  for (const std::string& name : names) infos.push_back(tables_.at(name)->info());
+  return infos;
+}
+
 grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
                                        const proto::ServerInfoRequest*,
                                        proto::ServerInfoResponse* response) {
@@ -386,12 +396,7 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
   if (grpc::Status admitted = Admit(context, Role::kReader, "ServerInfo"); !admitted.ok()) {
     return admitted;
   }
-  std::vector<std::string> names;
-  for (const auto& [name, table] : tables_) names.push_back(name);
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    TableInfoToProto(tables_.at(name)->info(), response->add_tables());
-  }
+  for (const TableInfo& info : TableInfos()) TableInfoToProto(info, response->add_tables());
   response->set_active_insert_streams(insert_streams_.load(std::memory_order_relaxed));
   return grpc::Status::OK;
 }

@@ -108,6 +108,9 @@ class ReplayService final : public proto::ReplayService::Service {
   // (it comes from a request).
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 
+  // Each table's info, by name: what ServerInfo answers.
+  std::vector<TableInfo> TableInfos() const;
+
   // What the service counted as it served (see metrics.h).
   const ServiceMetrics& metrics() const { return metrics_; }
   // InsertStreams and SampleStreams being served now.

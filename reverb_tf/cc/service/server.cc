@@ -57,10 +57,10 @@ class ReplayServer::Local final : public LocalServer {
     return server_->FindTable(name);
   }
 
-  absl::StatusOr<std::vector<std::shared_ptr<Table>>> Tables() override {
+  absl::StatusOr<std::vector<TableInfo>> TableInfos() override {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckServing());
-    return server_->tables_;
+    return server_->service_->TableInfos();
   }
 
   absl::Status Commit() override {

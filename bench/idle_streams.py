@@ -11,13 +11,12 @@ watcher, not by per-call timers.
 import argparse
 import os
 import pathlib
-import subprocess
 import time
 
 import grpc
 
-import reverb_tf as reverb
 from reverb_tf.cc.proto import service_pb2 as pb
+from server_process import start_server
 
 _CONFIG = ('port: 0 tables { table_name: "never" sampler { uniform: true } '
            'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
@@ -34,10 +33,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
-    binary = pathlib.Path(reverb.__file__).parent / "reverb_tf_server"
-    server = subprocess.Popen([str(binary), "--config=" + _CONFIG], stdout=subprocess.PIPE,
-                              text=True)
-    port = int(server.stdout.readline().rsplit("on port ", 1)[1].split()[0])
+    server, port = start_server(_CONFIG)
     try:
         request = pb.SampleRequest(table="never", num_samples=1,
                                    rate_limiter_timeout_ms=-1).SerializeToString()

@@ -9,31 +9,12 @@ server's resident set size read from /proc before and after each segment.
 """
 import argparse
 import json
-import pathlib
-import re
-import subprocess
 
 import numpy as np
 
 import reverb_tf as reverb
+from server_process import rss_bytes, start_server, table_config
 from small_items import write_small_items
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CONFIG = """
-port: 0
-tables {{
-  table_name: "memory"
-  sampler {{ uniform: true }}
-  remover {{ fifo: true }}
-  max_size: {max_size}
-  rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }}
-}}
-"""
-
-
-def rss_bytes(pid: int) -> int:
-    status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024
 
 
 def main() -> None:
@@ -42,11 +23,8 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=4)
     args = parser.parse_args()
 
-    binary = ROOT / "bazel-bin/reverb_tf/cc/service/reverb_tf_server"
-    server = subprocess.Popen([str(binary), "--config=" + CONFIG.format(max_size=2 * args.items)],
-                              stdout=subprocess.PIPE, text=True)
+    server, port = start_server("port: 0 " + table_config("memory", 2 * args.items))
     try:
-        port = int(re.search(r"on port (\d+)", server.stdout.readline()).group(1))
         client = reverb.Client(f"localhost:{port}")
         empty = rss_bytes(server.pid)
         per_segment = args.items // args.segments

@@ -17,32 +17,13 @@ ratio of the largest size to the smallest (1.0 = flat).
 """
 import argparse
 import json
-import pathlib
-import re
-import subprocess
 import time
 
 import numpy as np
 
 import reverb_tf as reverb
+from server_process import rss_bytes, start_server, table_config
 from small_items import write_small_items
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-CONFIG = """
-port: 0
-tables {{
-  table_name: "prio"
-  sampler {{ prioritized {{ priority_exponent: 0.6 }} }}
-  remover {{ fifo: true }}
-  max_size: {max_size}
-  rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }}
-}}
-"""
-
-
-def rss_bytes(pid: int) -> int:
-    status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024
 
 
 def measure(client, rng, samples: int, updates: int, repeats: int):
@@ -73,13 +54,11 @@ def main() -> None:
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
-    binary = ROOT / "bazel-bin/reverb_tf/cc/service/reverb_tf_server"
-    server = subprocess.Popen([str(binary), "--config=" + CONFIG.format(max_size=sizes[-1])],
-                              stdout=subprocess.PIPE, text=True)
+    server, port = start_server(
+        "port: 0 " + table_config("prio", sizes[-1], "prioritized { priority_exponent: 0.6 }"))
     rng = np.random.default_rng(0)
     rows = []
     try:
-        port = int(re.search(r"on port (\d+)", server.stdout.readline()).group(1))
         client = reverb.Client(f"localhost:{port}")
         empty = rss_bytes(server.pid)
         filled = 0

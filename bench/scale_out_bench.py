@@ -19,7 +19,6 @@ import json
 import multiprocessing
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,30 +28,20 @@ import psutil
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import small_items  # pylint: disable=g-import-not-at-top,wrong-import-position
+from server_process import start_server, table_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_TABLE = ('tables {{ table_name: "{name}" sampler {{ uniform: true }} remover {{ fifo: true }} '
-          'max_size: {max_size} rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 '
-          'min_diff: -1e300 max_diff: 1e300 }} }}')
 
 
 
 def _config(max_size: int) -> str:
     # "t" for small items; "frames" for large ones (1000 frames: 28 MB at most).
-    return ("port: 0 " + _TABLE.format(name="t", max_size=max_size) +
-            _TABLE.format(name="frames", max_size=1000))
-
-
-def _binary() -> str:
-    import reverb_tf  # pylint: disable=g-import-not-at-top
-    return str(pathlib.Path(reverb_tf.__file__).parent / "reverb_tf_server")
+    return "port: 0 " + table_config("t", max_size) + table_config("frames", 1000)
 
 
 def _start_shards(n: int, max_size: int):
     shards = []
     for _ in range(n):
-        process = subprocess.Popen([_binary(), "--config=" + _config(max_size)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
+        process, port = start_server(_config(max_size), stderr=subprocess.DEVNULL)
         shards.append((process, f"localhost:{port}"))
     return shards
 

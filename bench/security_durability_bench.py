@@ -19,7 +19,6 @@ Prints one JSON object. Certificates come from the tests' PKI helper
 import argparse
 import json
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -31,23 +30,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 import small_items  # pylint: disable=g-import-not-at-top,wrong-import-position
+from server_process import start_server, table_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 from integration import TOKENS, make_test_pki  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_CONFIG = ('port: 0 tables {{ table_name: "t" sampler {{ uniform: true }} remover {{ fifo: true }} '
-           'max_size: {max_size} rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 '
-           'min_diff: -1e300 max_diff: 1e300 }} }}')
-
-
-def _binary() -> str:
-    import reverb_tf  # pylint: disable=g-import-not-at-top
-    return str(pathlib.Path(reverb_tf.__file__).parent / "reverb_tf_server")
 
 
 def _start(flags, max_size):
-    process = subprocess.Popen([_binary(), "--config=" + _CONFIG.format(max_size=max_size),
-                                *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
-    return process, port
+    return start_server("port: 0 " + table_config("t", max_size), *flags,
+                        stderr=subprocess.PIPE)
 
 
 def _write_small(writer, seconds):

@@ -67,6 +67,9 @@ constexpr size_t kReleaseBatch = 64;
 // message (and one wake-up of every thread on the path) instead of one each.
 constexpr size_t kSendBatch = 64;
 constexpr absl::Duration kLinger = absl::Milliseconds(1);
+// Environments of one batched writer: far beyond any vectorised environment,
+// and small enough that columns * lanes stays a modest table.
+constexpr int32_t kMaxLanes = 65536;
 
 absl::Status CheckStepValue(const TensorPayload& value) {
   if (value.compression != Compression::kNone) {
@@ -91,6 +94,10 @@ absl::Status TrajectoryWriterOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_in_flight_items must be >= 1, got ", max_in_flight_items));
   }
+  if (num_lanes < 0 || num_lanes > kMaxLanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_lanes must be in [0, ", kMaxLanes, "], got ", num_lanes));
+  }
   if (zstd_level < 0 || zstd_level > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("zstd_level must be in [0, 19], got ", zstd_level));
@@ -103,7 +110,8 @@ TrajectoryWriter::TrajectoryWriter(std::shared_ptr<ClientStub> stub,
     : stub_(std::move(stub)), options_(options) {
   std::random_device seed;
   rng_.seed((uint64_t{seed()} << 32) | seed());
-  episode_id_ = rng_();
+  lanes_.resize(LaneCount());
+  for (Lane& lane : lanes_) lane.episode_id = rng_();
 }
 
 TrajectoryWriter::~TrajectoryWriter() { Close().IgnoreError(); }
@@ -115,7 +123,22 @@ int32_t TrajectoryWriter::num_columns() const {
 
 int32_t TrajectoryWriter::episode_steps() const {
   absl::MutexLock lock(&mu_);
-  return episode_step_;
+  return lanes_[0].episode_step;
+}
+
+std::vector<int32_t> TrajectoryWriter::LaneEpisodeSteps() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int32_t> steps;
+  steps.reserve(lanes_.size());
+  for (const Lane& lane : lanes_) steps.push_back(lane.episode_step);
+  return steps;
+}
+
+absl::Status TrajectoryWriter::RequireLanes(bool batched, const char* what) const {
+  if ((options_.num_lanes > 0) == batched) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      batched ? absl::StrCat(what, " is for batched writers (num_lanes >= 1)")
+              : absl::StrCat(what, " is not for batched writers: use the batched call"));
 }
 
 int64_t TrajectoryWriter::num_in_flight_items() const {
@@ -176,7 +199,39 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
 
 absl::StatusOr<int64_t> TrajectoryWriter::Append(
     std::vector<std::optional<TensorPayload>> step, bool partial_step) {
+  RETURN_IF_ERROR(RequireLanes(false, "Append()"));
   absl::MutexLock lock(&mu_);
+  return AppendLocked(std::move(step), partial_step);
+}
+
+absl::StatusOr<int64_t> TrajectoryWriter::AppendBatch(
+    std::vector<std::optional<TensorPayload>> step) {
+  RETURN_IF_ERROR(RequireLanes(true, "AppendBatch()"));
+  const int32_t lanes = options_.num_lanes;
+  absl::MutexLock lock(&mu_);
+  std::vector<std::optional<TensorPayload>> rows(step.size() * lanes);
+  for (size_t c = 0; c < step.size(); ++c) {
+    if (!step[c].has_value()) continue;
+    const TensorPayload& batch = *step[c];
+    if (batch.compression != Compression::kNone || batch.shape.empty() ||
+        batch.shape[0] != lanes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "append: ", ColumnLabelLocked(static_cast<int32_t>(c * lanes)),
+          " must be uncompressed with a leading dimension of ", lanes,
+          " (one row per environment), got shape ", ShapeDebugString(batch.shape)));
+    }
+    RETURN_IF_ERROR(batch.Validate());
+    for (int32_t b = 0; b < lanes; ++b) {
+      ASSIGN_OR_RETURN(TensorPayload row, SliceRows(batch, b, 1));
+      row.shape.erase(row.shape.begin());
+      rows[c * lanes + b] = std::move(row);
+    }
+  }
+  return AppendLocked(std::move(rows), /*partial_step=*/false);
+}
+
+absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
+    std::vector<std::optional<TensorPayload>> step, bool partial_step) {
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
   if (step.size() < columns_.size()) step.resize(columns_.size());
@@ -224,7 +279,9 @@ absl::StatusOr<int64_t> TrajectoryWriter::Append(
       column.dtype = step[c]->dtype;
       column.step_shape = step[c]->shape;
     }
-    if (column.open.empty()) column.open_episode_step = episode_step_;
+    if (column.open.empty()) {
+      column.open_episode_step = lanes_[LaneOf(static_cast<int32_t>(c))].episode_step;
+    }
     column.open.push_back(*std::move(step[c]));
     column.cells.push_back(Cell{global_step, nullptr, 0});
     filled_[c] = true;
@@ -245,7 +302,7 @@ absl::Status TrajectoryWriter::FinishStepLocked() {
     }
   }
   step_open_ = false;
-  ++episode_step_;
+  for (Lane& lane : lanes_) ++lane.episode_step;
   ReleaseOldChunksLocked();
   return absl::OkStatus();
 }
@@ -273,7 +330,7 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
   }
   auto chunk = std::make_shared<WriterChunk>();
   chunk->key = rng_();
-  chunk->episode_id = episode_id_;
+  chunk->episode_id = lanes_[LaneOf(c)].episode_id;
   chunk->episode_step = column.open_episode_step;
   chunk->num_steps = static_cast<int32_t>(column.open.size());
   chunk->payload = std::move(payload);
@@ -306,9 +363,66 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
                                           const std::vector<ItemColumn>& columns,
                                           absl::Duration timeout,
                                           Cancellation* cancel) {
+  RETURN_IF_ERROR(RequireLanes(false, "CreateItem()"));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  std::vector<std::unique_ptr<QueuedItem>> items(1);
+  ASSIGN_OR_RETURN(items[0], BuildItemLocked(table, priority, columns));
+  return EnqueueLocked(std::move(items), timeout, cancel);
+}
+
+absl::Status TrajectoryWriter::CreateItems(const std::string& table,
+                                           absl::Span<const double> priorities,
+                                           const std::vector<ItemColumn>& columns,
+                                           absl::Span<const int32_t> lanes,
+                                           absl::Duration timeout, Cancellation* cancel) {
+  RETURN_IF_ERROR(RequireLanes(true, "CreateItems()"));
+  const int32_t num_lanes = options_.num_lanes;
+  if (priorities.size() != lanes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "create_items: ", priorities.size(), " priorities for ", lanes.size(), " environments"));
+  }
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ErrorLocked());
+  if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  std::vector<bool> seen(num_lanes, false);
+  std::vector<std::unique_ptr<QueuedItem>> items;
+  items.reserve(lanes.size());
+  std::vector<ItemColumn> lane_columns = columns;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const int32_t lane = lanes[i];
+    if (lane < 0 || lane >= num_lanes || seen[lane]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "create_items: environment ", lane,
+          lane < 0 || lane >= num_lanes ? absl::StrCat(" is not in [0, ", num_lanes, ")")
+                                        : std::string(" is listed twice")));
+    }
+    seen[lane] = true;
+    for (size_t k = 0; k < columns.size(); ++k) {
+      const int32_t c = columns[k].column;
+      if (c < 0 || static_cast<int64_t>(c) * num_lanes >=
+                       static_cast<int64_t>(columns_.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item references column ", c, " but the writer has ",
+            columns_.size() / num_lanes));
+      }
+      lane_columns[k].column = c * num_lanes + lane;
+    }
+    absl::StatusOr<std::unique_ptr<QueuedItem>> item =
+        BuildItemLocked(table, priorities[i], lane_columns);
+    if (!item.ok()) {
+      return absl::Status(item.status().code(),
+                          absl::StrCat("environment ", lane, ": ", item.status().message()));
+    }
+    items.push_back(*std::move(item));
+  }
+  if (items.empty()) return absl::OkStatus();
+  return EnqueueLocked(std::move(items), timeout, cancel);
+}
+
+absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::BuildItemLocked(
+    const std::string& table, double priority, const std::vector<ItemColumn>& columns) {
   if (columns.empty()) {
     return absl::InvalidArgumentError("an item needs at least one column");
   }
@@ -341,7 +455,8 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
       if (index < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             ColumnLabelLocked(ref.column), " has no value at step ", step,
-            ": it is missing there, not appended yet, or older than the last ",
+            ": it is missing there, not appended yet, cleared by end_episode, or older ",
+            "than the last ",
             column.keep_alive, " steps (num_keep_alive_refs)"));
       }
       // Closing the open chunk changes no cell's position.
@@ -377,16 +492,29 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table,
         "the item needs ", bytes, " bytes of new chunk data, more than fits one message (",
         "max_message_bytes=", stub_->max_message_bytes(), ")"));
   }
-  for (const auto& chunk : queued->chunks) chunk->scheduled = true;
+  return queued;
+}
+
+absl::Status TrajectoryWriter::EnqueueLocked(std::vector<std::unique_ptr<QueuedItem>> items,
+                                             absl::Duration timeout, Cancellation* cancel) {
+  const int64_t count = static_cast<int64_t>(items.size());
+  // A batch larger than the window goes in once the window is empty.
+  const int64_t room = std::max<int64_t>(options_.max_in_flight_items, count);
   RETURN_IF_ERROR(AwaitLocked(
-      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return in_flight_ < options_.max_in_flight_items;
+      [this, count, room]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return in_flight_ + count <= room;
       },
-      timeout, cancel, "queue an item"));
+      timeout, cancel, count == 1 ? "queue an item" : "queue the items"));
   RETURN_IF_ERROR(EnsureStreamLocked());
-  queued->enqueued = absl::Now();
-  queue_.push_back(std::move(queued));
-  ++in_flight_;
+  // Only now: an item that timed out above is not queued, and its chunks
+  // must still go with whichever item references them next.
+  const absl::Time now = absl::Now();
+  for (auto& queued : items) {
+    for (const auto& chunk : queued->chunks) chunk->scheduled = true;
+    queued->enqueued = now;
+    queue_.push_back(std::move(queued));
+  }
+  in_flight_ += count;
   cv_.SignalAll();
   return absl::OkStatus();
 }
@@ -529,31 +657,54 @@ absl::Status TrajectoryWriter::Flush(int32_t block_until_num_items,
 absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
                                           absl::Duration timeout,
                                           Cancellation* cancel) {
+  RETURN_IF_ERROR(RequireLanes(false, "EndEpisode()"));
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(ErrorLocked());
     if (step_open_) RETURN_IF_ERROR(FinishStepLocked());
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
-    }
-    if (clear_buffers) {
-      history_start_ = step_counter_;
-      for (auto& column : columns_) {
-        std::shared_ptr<WriterChunk> previous;
-        for (Cell& cell : column->cells) {
-          if (cell.chunk != previous && cell.chunk->scheduled) {
-            release_queue_.push_back(cell.chunk->key);
-          }
-          previous = cell.chunk;
-        }
-        column->cells.clear();
-      }
-      cv_.SignalAll();
-    }
-    episode_step_ = 0;
-    episode_id_ = rng_();
+    const int32_t lane = 0;
+    RETURN_IF_ERROR(EndLaneEpisodesLocked(absl::MakeConstSpan(&lane, 1), clear_buffers));
+    if (clear_buffers) history_start_ = step_counter_;
   }
   return Flush(0, timeout, cancel);
+}
+
+absl::Status TrajectoryWriter::EndLaneEpisodes(absl::Span<const int32_t> lanes,
+                                               bool clear_buffers) {
+  RETURN_IF_ERROR(RequireLanes(true, "EndLaneEpisodes()"));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ErrorLocked());
+  for (const int32_t lane : lanes) {
+    if (lane < 0 || lane >= options_.num_lanes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "end_episode: environment ", lane, " is not in [0, ", options_.num_lanes, ")"));
+    }
+  }
+  return EndLaneEpisodesLocked(lanes, clear_buffers);
+}
+
+absl::Status TrajectoryWriter::EndLaneEpisodesLocked(absl::Span<const int32_t> lanes,
+                                                     bool clear_buffers) {
+  const size_t stride = static_cast<size_t>(LaneCount());
+  for (const int32_t lane : lanes) {
+    for (size_t c = lane; c < columns_.size(); c += stride) {
+      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+      if (!clear_buffers) continue;
+      ColumnState& column = *columns_[c];
+      std::shared_ptr<WriterChunk> previous;
+      for (Cell& cell : column.cells) {
+        if (cell.chunk != previous && cell.chunk->scheduled) {
+          release_queue_.push_back(cell.chunk->key);
+        }
+        previous = cell.chunk;
+      }
+      column.cells.clear();
+    }
+    lanes_[lane].episode_step = 0;
+    lanes_[lane].episode_id = rng_();
+  }
+  if (clear_buffers) cv_.SignalAll();
+  return absl::OkStatus();
 }
 
 absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_refs,

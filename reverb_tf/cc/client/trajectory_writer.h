@@ -23,12 +23,23 @@
 // permanent error state; every later call returns that status. Items the
 // server acknowledged stay in their tables.
 //
+// Batched writing (options.num_lanes = B >= 1): one writer serves B
+// environments that step together (a vectorised environment). Each
+// environment is a lane with its own episodes; column c of lane b is the
+// writer's column c * B + b. AppendBatch() appends one step to every lane from
+// values whose leading dimension is B, and CreateItems() creates one item per
+// chosen lane in one call; all lanes share one stream, so a batch of items
+// travels in one message. Lanes step together, so a step index means the same
+// step in every lane. In this mode Append(), CreateItem() and EndEpisode()
+// are FAILED_PRECONDITION.
+//
 // Thread safety: thread-compatible for the caller (one thread at a time, as
 // the Python TrajectoryWriter is used); the internal threads synchronize
 // with it.
 #ifndef REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_H_
 #define REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -68,6 +79,9 @@ struct REVERB_TF_EXPORT TrajectoryWriterOptions {
   // Items are dm-reverb legacy Writer items (see Item::legacy_steps): each
   // column references all the item's steps, unsqueezed.
   bool legacy_items = false;
+  // 0: a plain writer; B >= 1: a batched writer of B environments (lanes; see
+  // the class comment).
+  int32_t num_lanes = 0;
 
   absl::Status Validate() const;
 };
@@ -121,6 +135,38 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // ValidateColumnOptions().
   absl::Status Configure(int32_t column, int32_t num_keep_alive_refs,
                          int32_t max_chunk_length);
+
+  // -- Batched writing (num_lanes >= 1) ---------------------------------------
+
+  // Appends one step to every lane. `step[c]` (empty: column c missing in
+  // this step, in every lane) has a leading dimension of num_lanes; row b is
+  // lane b's value. Columns are checked and added as by Append(). Returns the
+  // step's index, the same in every lane.
+  absl::StatusOr<int64_t> AppendBatch(std::vector<std::optional<TensorPayload>> step);
+
+  // Queues one item per lane in `lanes` (distinct, in [0, num_lanes)), with
+  // `priorities[i]` for lanes[i]. `columns` name batched columns (c, not
+  // c * B + b) and step indices, as for CreateItem(); each lane's item
+  // references that lane's cells. All items are checked before any is
+  // queued: an error names the lane and queues nothing. Blocks while the
+  // in-flight window lacks room for all of them (or, for more items than the
+  // window holds, until nothing is in flight).
+  absl::Status CreateItems(const std::string& table, absl::Span<const double> priorities,
+                           const std::vector<ItemColumn>& columns,
+                           absl::Span<const int32_t> lanes,
+                           absl::Duration timeout = absl::InfiniteDuration(),
+                           Cancellation* cancel = nullptr);
+
+  // Ends the current episode of each of `lanes`: closes their open chunks
+  // and starts a new episode (new id, step 0). With clear_buffers their
+  // earlier cells can no longer be referenced. Does not wait for items
+  // (episodes of B environments end every few steps); Flush() does.
+  absl::Status EndLaneEpisodes(absl::Span<const int32_t> lanes, bool clear_buffers);
+
+  // Steps of each lane's current episode.
+  std::vector<int32_t> LaneEpisodeSteps() const;
+
+  int32_t num_lanes() const { return options_.num_lanes; }
 
   // Opens the stream now rather than at the first CreateItem(), so that the
   // server counts this writer at once (writer placement over shards).
@@ -191,6 +237,11 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   };
   struct ColumnState;
   struct QueuedItem;
+  // One environment's episode (a plain writer has one lane).
+  struct Lane {
+    uint64_t episode_id = 0;
+    int32_t episode_step = 0;
+  };
 
   TrajectoryWriter(std::shared_ptr<ClientStub> stub,
                    const TrajectoryWriterOptions& options);
@@ -213,6 +264,24 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::Status CheckSignatureLocked(const std::string& table,
                                     const std::vector<ItemColumn>& columns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lane of (internal) column `column`.
+  int32_t LaneCount() const { return std::max(1, options_.num_lanes); }
+  int32_t LaneOf(int32_t column) const { return column % LaneCount(); }
+  absl::StatusOr<int64_t> AppendLocked(std::vector<std::optional<TensorPayload>> step,
+                                       bool partial_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks `columns` (signature included) and builds the item, closing open
+  // chunks it references; changes nothing else.
+  absl::StatusOr<std::unique_ptr<QueuedItem>> BuildItemLocked(
+      const std::string& table, double priority, const std::vector<ItemColumn>& columns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for room in the in-flight window, then queues `items` and marks
+  // their chunks as sent. On error nothing is queued or marked.
+  absl::Status EnqueueLocked(std::vector<std::unique_ptr<QueuedItem>> items,
+                             absl::Duration timeout, Cancellation* cancel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EndLaneEpisodesLocked(absl::Span<const int32_t> lanes, bool clear_buffers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RequireLanes(bool batched, const char* what) const;
   absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
                            Cancellation* cancel, const char* what)
@@ -227,8 +296,7 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
-  uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
-  int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Lane> lanes_ ABSL_GUARDED_BY(mu_);
   int64_t step_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // step_counter_ when the history last began (see history_length()).
   int64_t history_start_ ABSL_GUARDED_BY(mu_) = 0;

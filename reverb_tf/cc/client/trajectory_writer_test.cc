@@ -1,11 +1,13 @@
 // The C++ TrajectoryWriter against a real server on a free loopback port:
-// partial steps, per-column configuration, episodes, and the release of
-// chunks that left the keep-alive window (counted on the server).
+// partial steps, per-column configuration, episodes, the release of chunks
+// that left the keep-alive window (counted on the server), a full in-flight
+// window, and batched (vectorised-environment) writers.
 #include "reverb_tf/cc/client/trajectory_writer.h"
 
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
@@ -28,6 +30,25 @@ TensorPayload FloatStep(float value) {
   return *MakePayload(DType::kFloat, {1}, bytes);
 }
 
+// One step of `values.size()` environments: row b holds values[b].
+TensorPayload FloatBatch(const std::vector<float>& values) {
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return *MakePayload(DType::kFloat, {static_cast<int64_t>(values.size()), 1}, bytes);
+}
+
+float FloatAt(const TensorPayload& payload, int64_t index) {
+  float value;
+  std::memcpy(&value, payload.data.data() + index * sizeof(float), sizeof(float));
+  return value;
+}
+
+SamplerOptions BoundedSampling() {
+  SamplerOptions options;
+  options.rate_limiter_timeout = kTimeout;
+  return options;
+}
+
 class TrajectoryWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -44,6 +65,23 @@ class TrajectoryWriterTest : public ::testing::Test {
     return testing::NewWriter(*client_, keep_alive);
   }
   int64_t TableSize(const std::string& name) { return testing::TableSize(*client_, name); }
+  std::unique_ptr<TrajectoryWriter> NewBatchedWriter(int lanes, int keep_alive) {
+    TrajectoryWriterOptions options;
+    options.num_lanes = lanes;
+    options.num_keep_alive_refs = keep_alive;
+    auto writer = client_->NewTrajectoryWriter(options);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    return writer.ok() ? *std::move(writer) : nullptr;
+  }
+  int64_t NumEpisodes(const std::string& name) {
+    auto tables = client_->ServerInfo(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    if (!tables.ok()) return -1;
+    for (const TableInfo& info : *tables) {
+      if (info.options.name == name) return info.num_episodes;
+    }
+    return -1;
+  }
 
   std::unique_ptr<ReplayServer> server_;
   std::unique_ptr<Client> client_;
@@ -160,11 +198,6 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   blocked.join();
 }
 
-float FloatAt(const TensorPayload& payload, int64_t row) {
-  float value;
-  std::memcpy(&value, payload.data.data() + row * sizeof(float), sizeof(float));
-  return value;
-}
 
 TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
   // Chunks of 2 steps: cells are read from the open chunk, from a closed one
@@ -255,6 +288,134 @@ TEST_F(TrajectoryWriterTest, ConfigureWithoutChunkLengthFitsASmallerWindow) {
   EXPECT_FALSE(writer->Configure(0, 2, 3).ok());
   EXPECT_FALSE(TrajectoryWriter::ValidateColumnOptions(0, 0).ok());
   EXPECT_TRUE(TrajectoryWriter::ValidateColumnOptions(3, 0).ok());
+}
+
+TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
+  // Regression: a create that timed out waiting for room in the in-flight
+  // window marked its new chunk as sent; the retry then sent the item
+  // without it and the server rejected it ("has not sent").
+  auto server = ReplayServer::StartFromOptions(
+      {MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1),
+                        /*max_times_sampled=*/1)},
+      ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
+  TrajectoryWriterOptions options;
+  options.max_in_flight_items = 1;
+  auto writer = *client->NewTrajectoryWriter(options);
+  for (int t = 0; t < 2; ++t) {
+    const int64_t step = *writer->Append({FloatStep(t)});
+    ASSERT_TRUE(writer->CreateItem("q", 1.0, {ItemColumn{0, {step}, true}}, kTimeout).ok());
+  }
+  // Item 1 waits on the server for room in the queue: the window is full.
+  const int64_t step = *writer->Append({FloatStep(2)});
+  const std::vector<ItemColumn> columns = {ItemColumn{0, {step}, true}};
+  EXPECT_EQ(writer->CreateItem("q", 1.0, columns, absl::ZeroDuration()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::vector<float> sampled;
+  std::thread sampler([&] {
+    for (int i = 0; i < 3; ++i) {
+      auto samples = client->SampleItems("q", 1, BoundedSampling());
+      ASSERT_TRUE(samples.ok()) << samples.status();
+      sampled.push_back(FloatAt((*samples)[0].columns[0], 0));
+    }
+  });
+  const absl::Status retried = writer->CreateItem("q", 1.0, columns, kTimeout);
+  const absl::Status flushed = writer->Flush(0, kTimeout);
+  sampler.join();
+  EXPECT_TRUE(retried.ok()) << retried;
+  EXPECT_TRUE(flushed.ok()) << flushed;
+  EXPECT_EQ(sampled, (std::vector<float>{0, 1, 2}));
+}
+
+TEST_F(TrajectoryWriterTest, BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpisodes) {
+  constexpr int kLanes = 3;
+  auto writer = NewBatchedWriter(kLanes, /*keep_alive=*/2);
+  ASSERT_NE(writer, nullptr);
+  std::vector<int64_t> steps;
+  for (int t = 0; t < 3; ++t) {
+    // Environment b's value at step t: 10 * b + t.
+    auto step = writer->AppendBatch({FloatBatch({0.f + t, 10.f + t, 20.f + t})});
+    ASSERT_TRUE(step.ok()) << step.status();
+    steps.push_back(*step);
+  }
+  EXPECT_EQ(writer->num_columns(), kLanes);  // one column per environment
+  const std::vector<int32_t> all = {0, 1, 2};
+  // The last two steps of every environment; priorities follow the lanes.
+  ASSERT_TRUE(writer
+                  ->CreateItems("big", std::vector<double>{1, 2, 3},
+                                {ItemColumn{0, {steps[1], steps[2]}, false}}, all, kTimeout)
+                  .ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(NumEpisodes("big"), kLanes);
+  auto samples = client_->SampleItems("big", 3, BoundedSampling());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  for (const Sample& sample : *samples) {
+    const TensorPayload& column = sample.columns[0];
+    ASSERT_EQ(column.shape, (Shape{2, 1}));
+    const int lane = static_cast<int>(sample.info.priority) - 1;
+    EXPECT_EQ(FloatAt(column, 0), 10 * lane + 1);
+    EXPECT_EQ(FloatAt(column, 1), 10 * lane + 2);
+  }
+
+  // Environment 1 ends its episode: its old cells are gone, the others' stay.
+  const int32_t one = 1;
+  ASSERT_TRUE(writer->EndLaneEpisodes(absl::MakeConstSpan(&one, 1), true).ok());
+  EXPECT_EQ(writer->LaneEpisodeSteps(), (std::vector<int32_t>{3, 0, 3}));
+  auto step = writer->AppendBatch({FloatBatch({3, 13, 23})});
+  ASSERT_TRUE(step.ok());
+  const absl::Status cleared = writer->CreateItems(
+      "big", std::vector<double>{1, 1, 1}, {ItemColumn{0, {steps[2], *step}, false}}, all);
+  EXPECT_EQ(cleared.code(), absl::StatusCode::kInvalidArgument) << cleared;
+  EXPECT_TRUE(absl::StrContains(cleared.message(), "environment 1")) << cleared;
+  const std::vector<int32_t> others = {0, 2};
+  ASSERT_TRUE(writer
+                  ->CreateItems("big", std::vector<double>{1, 1},
+                                {ItemColumn{0, {steps[2], *step}, false}}, others, kTimeout)
+                  .ok());
+  ASSERT_TRUE(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{0, {*step}, true}},
+                                  absl::MakeConstSpan(&one, 1), kTimeout)
+                  .ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  // Nothing of the refused batch was queued: 3 + 2 + 1 items.
+  EXPECT_EQ(TableSize("big"), 6);
+  // Environment 1's new episode is a fourth episode.
+  EXPECT_EQ(NumEpisodes("big"), kLanes + 1);
+}
+
+TEST_F(TrajectoryWriterTest, BatchedWriterRejectsBadBatchesAndPlainCalls) {
+  auto writer = NewBatchedWriter(2, 1);
+  ASSERT_NE(writer, nullptr);
+  EXPECT_EQ(writer->AppendBatch({FloatBatch({1, 2, 3})}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->AppendBatch({FloatStep(1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->Append({FloatStep(1)}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const int64_t step = *writer->AppendBatch({FloatBatch({1, 2})});
+  EXPECT_EQ(writer->CreateItem("big", 1, {ItemColumn{0, {step}, true}}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const std::vector<ItemColumn> columns = {ItemColumn{0, {step}, true}};
+  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1, 1}, columns,
+                                std::vector<int32_t>{1, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, columns,
+                                std::vector<int32_t>{2}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, columns,
+                                std::vector<int32_t>{0, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{1, {step}, true}},
+                                std::vector<int32_t>{0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  TrajectoryWriterOptions negative;
+  negative.num_lanes = -1;
+  EXPECT_FALSE(client_->NewTrajectoryWriter(negative).ok());
+  // The writer is still usable after every refusal.
+  ASSERT_TRUE(writer->CreateItems("big", std::vector<double>{1, 1}, columns,
+                                  std::vector<int32_t>{0, 1}, kTimeout).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_EQ(TableSize("big"), 2);
 }
 
 }  // namespace

@@ -777,7 +777,49 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("step_open", &TrajectoryWriter::step_open)
       .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
-      .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items);
+      .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items)
+      // Batched (vectorised-environment) writers: num_lanes >= 1.
+      .def("append_batch",
+           [](TrajectoryWriter& writer, const py::list& columns) {
+             std::vector<std::optional<TensorPayload>> step(columns.size());
+             for (size_t i = 0; i < columns.size(); ++i) {
+               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
+             }
+             return ValueOrRaise(writer.AppendBatch(std::move(step)));
+           })
+      .def("create_items",
+           [](TrajectoryWriter& writer, const std::string& table,
+              const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,
+              const std::vector<std::tuple<int32_t, std::vector<int64_t>, bool>>& refs,
+              const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& lanes) {
+             std::vector<ItemColumn> columns;
+             columns.reserve(refs.size());
+             for (const auto& [column, steps, squeeze] : refs) {
+               columns.push_back(ItemColumn{column, steps, squeeze});
+             }
+             const absl::Span<const double> p(priorities.data(), priorities.size());
+             const absl::Span<const int32_t> l(lanes.data(), lanes.size());
+             absl::Status status = writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+               return writer.CreateItems(table, p, columns, l, slice);
+             });
+           })
+      .def("end_lane_episodes",
+           [](TrajectoryWriter& writer,
+              const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& lanes,
+              bool clear_buffers) {
+             CheckOk(writer.EndLaneEpisodes(absl::MakeConstSpan(lanes.data(), lanes.size()),
+                                            clear_buffers));
+           })
+      .def_property_readonly("lane_episode_steps",
+                             [](const TrajectoryWriter& writer) {
+                               std::vector<int32_t> steps = writer.LaneEpisodeSteps();
+                               py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
+                               std::copy(steps.begin(), steps.end(), out.mutable_data());
+                               return out;
+                             })
+      .def_property_readonly("num_lanes", &TrajectoryWriter::num_lanes);
 
   // The C++ side of reverb_tf.structured_writer.StructuredWriter.
   py::class_<StructuredWriter>(m, "StructuredWriter")
@@ -1022,16 +1064,18 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout_s") = py::none(), py::arg("num_streams") = -1)
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
-              int32_t max_in_flight_items, bool legacy_items) {
+              int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes) {
              TrajectoryWriterOptions options;
              options.legacy_items = legacy_items;
+             options.num_lanes = num_lanes;
              options.num_keep_alive_refs = num_keep_alive_refs;
              options.max_chunk_length = max_chunk_length.value_or(0);
              options.max_in_flight_items = max_in_flight_items;
              return ValueOrRaise(client.NewTrajectoryWriter(options));
            },
            py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
-           py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false)
+           py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false,
+           py::arg("num_lanes") = 0)
       .def("new_structured_writer",
            [](Client& client, const std::vector<py::bytes>& configs) {
              std::vector<std::string> serialized(configs.begin(), configs.end());

@@ -12,6 +12,7 @@ Client or writer.
 
 import sys as _sys
 
+from reverb_tf import batched_trajectory_writer
 from reverb_tf import cc
 from reverb_tf import checkpointers
 from reverb_tf import client
@@ -24,6 +25,8 @@ from reverb_tf import replay_sample
 from reverb_tf import reverb_types
 from reverb_tf import server
 from reverb_tf import trajectory_writer
+from reverb_tf.batched_trajectory_writer import BatchedTrajectoryColumn
+from reverb_tf.batched_trajectory_writer import BatchedTrajectoryWriter
 from reverb_tf.client import Client
 from reverb_tf.client import Writer
 from reverb_tf.errors import DeadlineExceededError
@@ -76,6 +79,8 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
+    "BatchedTrajectoryColumn",
+    "BatchedTrajectoryWriter",
     "Client",
     "DeadlineExceededError",
     "PatternDataset",

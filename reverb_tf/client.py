@@ -15,6 +15,7 @@ import numpy as np
 import tree
 
 from reverb_tf import _native
+from reverb_tf import batched_trajectory_writer as batched_trajectory_writer_lib
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import replay_sample
@@ -505,6 +506,51 @@ class Client:
             get_signature = functools.partial(
                 self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
         return trajectory_writer_lib.TrajectoryWriter(core_writer, get_signature)
+
+    def batched_trajectory_writer(
+            self,
+            num_envs: int,
+            num_keep_alive_refs: int,
+            *,
+            max_in_flight_items: Optional[int] = None,
+            validate_items: bool = True,
+            get_signature_timeout_ms: Optional[int] = 3000
+    ) -> batched_trajectory_writer_lib.BatchedTrajectoryWriter:
+        """Creates a `BatchedTrajectoryWriter` for `num_envs` environments (reverb_tf's).
+
+        One writer, one stream and one call per step for a vectorised
+        environment, instead of `num_envs` TrajectoryWriters.
+
+        Args:
+          num_envs: The number of environments B that step together (>= 1).
+          num_keep_alive_refs: As for `trajectory_writer`, per environment.
+          max_in_flight_items: Items created but not yet confirmed beyond
+            which `create_items` blocks; None: no limit (as
+            `trajectory_writer`).
+          validate_items: As for `trajectory_writer`.
+          get_signature_timeout_ms: As for `trajectory_writer`.
+
+        Returns:
+          A `BatchedTrajectoryWriter` (usable as a context manager).
+
+        Raises:
+          ValueError: If `num_envs` < 1, `num_keep_alive_refs` < 1 or
+            `max_in_flight_items` < 1.
+        """
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs ({num_envs}) must be a positive integer")
+        if max_in_flight_items is None:
+            max_in_flight_items = _UNLIMITED_IN_FLIGHT_ITEMS
+        if max_in_flight_items < 1:
+            raise ValueError(
+                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
+        core_writer = self._client.new_writer(
+            int(num_keep_alive_refs), None, int(max_in_flight_items), num_lanes=int(num_envs))
+        get_signature = None
+        if validate_items and get_signature_timeout_ms is not None:
+            get_signature = functools.partial(
+                self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
+        return batched_trajectory_writer_lib.BatchedTrajectoryWriter(core_writer, get_signature)
 
     def structured_writer(self, configs: Sequence[Any]):
         """Creates a `StructuredWriter` that inserts items as `configs` say.

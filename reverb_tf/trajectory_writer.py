@@ -361,27 +361,24 @@ def _closed_error() -> errors.FailedPreconditionError:
     return errors.FailedPreconditionError("the TrajectoryWriter is closed")
 
 
-class TrajectoryWriter:
-    """Writes steps to a server and inserts items that reference them.
+class _WriterBase:
+    """What plain and batched writers share: structures, columns, flow control.
 
-    Use `Client.trajectory_writer` to create one. Example:
-
-        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
-          for step in episode:
-            writer.append({'obs': step.obs, 'action': step.action})
-            if writer.episode_steps >= 3:
-              writer.create_item('replay', priority=1.0, trajectory={
-                  'obs': writer.history['obs'][-3:],
-                  'action': writer.history['action'][-1],
-              })
-          writer.end_episode()
+    The native writer owns the steps, cells, chunks, keep-alive windows and
+    the checks on them; a writer object owns only what is Python's: the
+    mapping between nested structures and flat columns. Subclasses say which
+    native columns a column is (one, or one per environment) and how its
+    history is indexed.
     """
+
+    # The leaf type of trajectories given to this writer's item creation.
+    _column_type: type = TrajectoryColumn
 
     def __init__(self,
                  core_writer: Any,
                  get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None
                  ) -> None:
-        """Wraps a native writer. Use `Client.trajectory_writer` instead.
+        """Wraps a native writer.
 
         Args:
           core_writer: A `_core.TrajectoryWriter`.
@@ -389,9 +386,6 @@ class TrajectoryWriter:
             table has none); used to check items before they are sent. None
             skips the check (the server still checks).
         """
-        # The native writer owns the steps, cells, chunks, keep-alive windows
-        # and the checks on them; this adapter owns only what is Python's: the
-        # mapping between nested structures and flat columns.
         self._writer = core_writer
         self._get_signature = get_signature
         # Tables whose signature the native writer was given (or told there
@@ -402,13 +396,27 @@ class TrajectoryWriter:
         # True when _structure is a plain dict of leaves (the fast path).
         self._flat = False
         self._path_to_column: Dict[Path, int] = {}
-        self._columns: List[_ColumnHistory] = []
+        self._columns: List[Any] = []
         # configure() calls for columns that do not exist yet.
         self._pending_configs: Dict[Path, Tuple[int, Optional[int]]] = {}
         self._generation = _Generation()
         self._history: Any = None
         self._trajectory_key_order: Dict[Tuple[Any, ...], List[Any]] = {}
         self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise _closed_error()
+
+    # -- what subclasses decide ------------------------------------------------
+
+    def _native_columns(self, column: int) -> Sequence[int]:
+        """The native writer's columns that make up `column`."""
+        return (column,)
+
+    def _make_history(self, path: Path, column: int) -> Any:
+        """The `history` leaf of a new column."""
+        return _ColumnHistory(self._writer, path, column, self._generation)
 
     # -- properties ----------------------------------------------------------
 
@@ -418,7 +426,7 @@ class TrajectoryWriter:
 
         Leaves support list indexing: `history['obs'][-1]` (one step,
         squeezed), `history['obs'][-3:]`, `history['obs'][[0, 2]]`; the result
-        is a `TrajectoryColumn` to use in `create_item`.
+        is a column to use in item creation.
 
         Raises:
           RuntimeError: If `append` has not been called yet.
@@ -431,18 +439,15 @@ class TrajectoryWriter:
             self._history = tree.map_structure(lambda c: columns[c], self._structure)
         return self._history
 
-    @property
-    def episode_steps(self) -> int:
-        """Steps appended since the last `end_episode` (open partial steps excluded)."""
-        return self._writer.episode_steps
-
     # -- appending -----------------------------------------------------------
 
     def _new_column(self, path: Path) -> int:
         column = len(self._columns)
-        self._columns.append(_ColumnHistory(self._writer, path, column, self._generation))
+        self._columns.append(self._make_history(path, column))
         self._path_to_column[path] = column
-        self._writer.set_column_name(column, signatures.column_name(path))
+        name = signatures.column_name(path)
+        for native in self._native_columns(column):
+            self._writer.set_column_name(native, name)
         return column
 
     def _flatten_general(self, data: Any) -> List[Any]:
@@ -479,6 +484,186 @@ class TrajectoryWriter:
                 out[column] = value
         return out
 
+    def _step_columns(self, data: Any) -> List[Any]:
+        """The values of `data` by column (None: missing), adding new columns."""
+        out = [None] * len(self._columns)
+        structure = self._structure
+        try:
+            if type(structure) is dict and type(data) is dict and self._flat:
+                for key, value in data.items():
+                    out[structure[key]] = value
+            elif structure is None:
+                raise _Mismatch()
+            else:
+                _fill(structure, data, out)
+        except (KeyError, _Mismatch):
+            return self._flatten_general(data)
+        if self._flat:
+            # Only the flat-dict fast path can place a nest in a leaf column;
+            # the general path reports the structure change.
+            for value in out:
+                if (value is not None and type(value) not in _LEAF_TYPES
+                        and tree.is_nested(value)):
+                    self._flatten_general(data)
+                    raise AssertionError("unreachable: nested value for a leaf column")
+        return out
+
+    def _apply_pending_configs(self) -> None:
+        for path in [p for p in self._pending_configs if p in self._path_to_column]:
+            keep_alive, max_chunk_length = self._pending_configs.pop(path)
+            for native in self._native_columns(self._path_to_column[path]):
+                self._writer.configure(native, keep_alive, max_chunk_length)
+
+    # -- items ---------------------------------------------------------------
+
+    def _flatten_trajectory(self, trajectory: Any) -> List[Any]:
+        column_type = self._column_type
+        if type(trajectory) is dict:
+            keys = tuple(trajectory)
+            order = self._trajectory_key_order.get(keys)
+            if order is None:
+                order = sorted(keys)
+                self._trajectory_key_order[keys] = order
+            flat = [trajectory[k] for k in order]
+            for value in flat:
+                if type(value) is not column_type:
+                    return tree.flatten(trajectory)
+            return flat
+        if type(trajectory) is column_type:
+            return [trajectory]
+        return tree.flatten(trajectory)
+
+    def _sign(self, table: str) -> None:
+        """Gives the native writer `table`'s signature to check items against."""
+        signature = None
+        if self._get_signature is not None:
+            try:
+                signature = self._get_signature(table)
+            except errors.NotFoundError as e:
+                # An item for a table the server lacks is a bad argument of
+                # create_item (dm-reverb raises ValueError too).
+                raise errors.InvalidArgumentError(str(e)) from None
+        self._writer.set_table_signature(
+            table, None if signature is None else
+            [(c.name, c.dtype, list(c.shape)) for c in signature])
+        self._signed.add(table)
+
+    def _reject(self, column: Any) -> None:
+        name = self._column_type.__name__
+        if type(column) is not self._column_type:
+            raise TypeError(
+                f"every leaf of trajectory must be a {name} (cut from "
+                f"writer.history), got {type(column).__name__}: {column!r}")
+        raise ValueError(
+            "trajectory references cells of another writer or from before "
+            "end_episode(clear_buffers=True); cut columns from this writer's "
+            "current history")
+
+    # -- flow control --------------------------------------------------------
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
+        """Blocks until at most `block_until_num_items` items are unconfirmed.
+
+        Items whose data is still in open chunks are sent first, then the call
+        waits for the server to confirm them (which the table's rate limiter
+        may delay).
+
+        Args:
+          block_until_num_items: How many created items may remain
+            unconfirmed when the call returns.
+          timeout_ms: Maximum time to wait, in milliseconds; None waits
+            forever. The items are still sent after a timeout.
+
+        Raises:
+          ValueError: If `block_until_num_items` < 0.
+          DeadlineExceededError: If the timeout expires first.
+          ReverbError: If the native writer fails (e.g. an item was rejected).
+        """
+        if self._closed:
+            raise _closed_error()
+        self._writer.flush(int(block_until_num_items),
+                           None if timeout_ms is None else timeout_ms / 1000.0)
+
+    def configure(self, path: Path, *, num_keep_alive_refs: int,
+                  max_chunk_length: Optional[int]) -> None:
+        """Overrides the chunking and keep-alive window of one column.
+
+        Args:
+          path: The column's path in the step structure, as
+            `tree.flatten_with_path` gives it, e.g. `('observation',)`. The
+            column may not exist yet; the settings then apply when it appears.
+          num_keep_alive_refs: How many of the column's most recent cells stay
+            referenceable.
+          max_chunk_length: Maximum steps per chunk; None lets the writer
+            decide.
+
+        Raises:
+          ValueError: If `num_keep_alive_refs` < 1 or `max_chunk_length` is
+            not None and not in [1, num_keep_alive_refs].
+        """
+        if self._closed:
+            raise _closed_error()
+        self._writer.validate_column_options(num_keep_alive_refs, max_chunk_length)
+        path = tuple(path)
+        column = self._path_to_column.get(path)
+        if column is None:
+            self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
+            return
+        for native in self._native_columns(column):
+            self._writer.configure(native, num_keep_alive_refs, max_chunk_length)
+
+    def close(self) -> None:
+        """Closes the writer; items not yet flushed may be dropped.
+
+        Idempotent. Call `flush` (or `end_episode`) first to make sure every
+        item has reached the server.
+        """
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+
+    def __enter__(self) -> "_WriterBase":
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, exc_traceback: Any) -> None:
+        # A ReverbError means the writer (or server) is broken; flushing
+        # would only raise again and hide the original error. Either way the
+        # stream (and its two native threads) ends with the block.
+        try:
+            if exc_type is None or not issubclass(exc_type, errors.ReverbError):
+                self.flush()
+        finally:
+            self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            # Errors cannot propagate out of garbage collection.
+            pass
+
+
+class TrajectoryWriter(_WriterBase):
+    """Writes steps to a server and inserts items that reference them.
+
+    Use `Client.trajectory_writer` to create one. Example:
+
+        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+          for step in episode:
+            writer.append({'obs': step.obs, 'action': step.action})
+            if writer.episode_steps >= 3:
+              writer.create_item('replay', priority=1.0, trajectory={
+                  'obs': writer.history['obs'][-3:],
+                  'action': writer.history['action'][-1],
+              })
+          writer.end_episode()
+    """
+
+    @property
+    def episode_steps(self) -> int:
+        """Steps appended since the last `end_episode` (open partial steps excluded)."""
+        return self._writer.episode_steps
+
     def append(self, data: Any, partial_step: bool = False) -> None:
         """Appends one step (or part of one), column by column.
 
@@ -504,71 +689,13 @@ class TrajectoryWriter:
         if self._closed:
             raise _closed_error()
         num_columns = len(self._columns)
-        out = [None] * num_columns
-        structure = self._structure
-        try:
-            if type(structure) is dict and type(data) is dict and self._flat:
-                for key, value in data.items():
-                    out[structure[key]] = value
-            elif structure is None:
-                raise _Mismatch()
-            else:
-                _fill(structure, data, out)
-        except (KeyError, _Mismatch):
-            out = self._flatten_general(data)
-        else:
-            if self._flat:
-                # Only the flat-dict fast path can place a nest in a leaf
-                # column; the general path reports the structure change.
-                for value in out:
-                    if (value is not None and type(value) not in _LEAF_TYPES
-                            and tree.is_nested(value)):
-                        self._flatten_general(data)
-                        raise AssertionError("unreachable: nested value for a leaf column")
+        out = self._step_columns(data)
         # The native writer copies the values, checks them against their
         # columns (naming the column) and rejects a column given twice in a
         # partial step, all before it changes anything.
         self._writer.append(out, bool(partial_step))
         if self._pending_configs and num_columns != len(self._columns):
             self._apply_pending_configs()
-
-    def _apply_pending_configs(self) -> None:
-        for path in [p for p in self._pending_configs if p in self._path_to_column]:
-            keep_alive, max_chunk_length = self._pending_configs.pop(path)
-            self._writer.configure(self._path_to_column[path], keep_alive, max_chunk_length)
-
-    # -- items ---------------------------------------------------------------
-
-    def _flatten_trajectory(self, trajectory: Any) -> List[Any]:
-        if type(trajectory) is dict:
-            keys = tuple(trajectory)
-            order = self._trajectory_key_order.get(keys)
-            if order is None:
-                order = sorted(keys)
-                self._trajectory_key_order[keys] = order
-            flat = [trajectory[k] for k in order]
-            for value in flat:
-                if type(value) is not TrajectoryColumn:
-                    return tree.flatten(trajectory)
-            return flat
-        if type(trajectory) is TrajectoryColumn:
-            return [trajectory]
-        return tree.flatten(trajectory)
-
-    def _sign(self, table: str) -> None:
-        """Gives the native writer `table`'s signature to check items against."""
-        signature = None
-        if self._get_signature is not None:
-            try:
-                signature = self._get_signature(table)
-            except errors.NotFoundError as e:
-                # An item for a table the server lacks is a bad argument of
-                # create_item (dm-reverb raises ValueError too).
-                raise errors.InvalidArgumentError(str(e)) from None
-        self._writer.set_table_signature(
-            table, None if signature is None else
-            [(c.name, c.dtype, list(c.shape)) for c in signature])
-        self._signed.add(table)
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
         """Inserts an item into `table` that references `trajectory`'s cells.
@@ -607,41 +734,6 @@ class TrajectoryWriter:
             self._sign(table)
         self._writer.create_item(table, float(priority), entries)
 
-    def _reject(self, column: Any) -> None:
-        if type(column) is not TrajectoryColumn:
-            raise TypeError(
-                "every leaf of trajectory must be a TrajectoryColumn (cut from "
-                f"writer.history), got {type(column).__name__}: {column!r}")
-        raise ValueError(
-            "trajectory references cells of another writer or from before "
-            "end_episode(clear_buffers=True); cut columns from this writer's "
-            "current history")
-
-    # -- flow control --------------------------------------------------------
-
-    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
-        """Blocks until at most `block_until_num_items` items are unconfirmed.
-
-        Items whose data is still in open chunks are sent first, then the call
-        waits for the server to confirm them (which the table's rate limiter
-        may delay).
-
-        Args:
-          block_until_num_items: How many created items may remain
-            unconfirmed when the call returns.
-          timeout_ms: Maximum time to wait, in milliseconds; None waits
-            forever. The items are still sent after a timeout.
-
-        Raises:
-          ValueError: If `block_until_num_items` < 0.
-          DeadlineExceededError: If the timeout expires first.
-          ReverbError: If the native writer fails (e.g. an item was rejected).
-        """
-        if self._closed:
-            raise _closed_error()
-        self._writer.flush(int(block_until_num_items),
-                           None if timeout_ms is None else timeout_ms / 1000.0)
-
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
         """Flushes all items and starts a new episode.
 
@@ -676,60 +768,3 @@ class TrajectoryWriter:
             self._generation = _Generation()
             for column in self._columns:
                 column._generation = self._generation
-
-    def configure(self, path: Path, *, num_keep_alive_refs: int,
-                  max_chunk_length: Optional[int]) -> None:
-        """Overrides the chunking and keep-alive window of one column.
-
-        Args:
-          path: The column's path in the step structure, as
-            `tree.flatten_with_path` gives it, e.g. `('observation',)`. The
-            column may not exist yet; the settings then apply when it appears.
-          num_keep_alive_refs: How many of the column's most recent cells stay
-            referenceable.
-          max_chunk_length: Maximum steps per chunk; None lets the writer
-            decide.
-
-        Raises:
-          ValueError: If `num_keep_alive_refs` < 1 or `max_chunk_length` is
-            not None and not in [1, num_keep_alive_refs].
-        """
-        if self._closed:
-            raise _closed_error()
-        self._writer.validate_column_options(num_keep_alive_refs, max_chunk_length)
-        path = tuple(path)
-        column = self._path_to_column.get(path)
-        if column is None:
-            self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
-            return
-        self._writer.configure(column, num_keep_alive_refs, max_chunk_length)
-
-    def close(self) -> None:
-        """Closes the writer; items not yet flushed may be dropped.
-
-        Idempotent. Call `flush` or `end_episode` first to make sure every
-        item has reached the server.
-        """
-        if not self._closed:
-            self._closed = True
-            self._writer.close()
-
-    def __enter__(self) -> "TrajectoryWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, exc_value: Any, exc_traceback: Any) -> None:
-        # A ReverbError means the writer (or server) is broken; flushing
-        # would only raise again and hide the original error. Either way the
-        # stream (and its two native threads) ends with the block.
-        try:
-            if exc_type is None or not issubclass(exc_type, errors.ReverbError):
-                self.flush()
-        finally:
-            self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # pylint: disable=broad-except
-            # Errors cannot propagate out of garbage collection.
-            pass

@@ -21,10 +21,12 @@ struct Chunk::Accounting {
 
 namespace {
 
-size_t AllocationSize(size_t rank, size_t data_size, bool external) {
-  return sizeof(Chunk) + rank * sizeof(int64_t) +
+size_t AllocationSize(size_t rank, bool compressed, size_t data_size, bool external) {
+  return sizeof(Chunk) + (rank + (compressed ? 1 : 0)) * sizeof(int64_t) +
          (external ? sizeof(std::string) : data_size);
 }
+
+static_assert(sizeof(Chunk) == 40, "keep a chunk's header at 40 bytes (see data layout)");
 
 }  // namespace
 
@@ -33,13 +35,13 @@ TensorPayload Chunk::ToPayload() const {
   payload.dtype = dtype();
   payload.shape.assign(dims(), dims() + rank_);
   payload.compression = compression();
-  payload.uncompressed_size = uncompressed_size_;
+  payload.uncompressed_size = uncompressed_size();
   payload.data.assign(bytes(), data_size_);
   return payload;
 }
 
 int64_t Chunk::ByteSize() const {
-  return static_cast<int64_t>(AllocationSize(rank_, data_size_, external_) +
+  return static_cast<int64_t>(AllocationSize(rank_, compression_ != 0, data_size_, external_) +
                               (external_ ? external()->capacity() : 0));
 }
 
@@ -82,13 +84,14 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
   }
   const size_t rank = payload.shape.size();
   const bool external = payload.data.size() > Chunk::kInlineBytes;
-  void* memory = ::operator new(AllocationSize(rank, payload.data.size(), external));
+  const bool compressed = payload.compression != Compression::kNone;
+  void* memory =
+      ::operator new(AllocationSize(rank, compressed, payload.data.size(), external));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
   chunk->episode_id_ = episode_id;
   chunk->accounting_ = accounting_;
-  chunk->uncompressed_size_ = payload.uncompressed_size;
   chunk->data_size_ = static_cast<uint32_t>(payload.data.size());
   chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
   chunk->compression_ = static_cast<uint8_t>(payload.compression);
@@ -96,6 +99,7 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
   chunk->external_ = external;
   std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
               rank * sizeof(int64_t));
+  if (compressed) *chunk->UncompressedSizeSlot() = payload.uncompressed_size;
   if (external) {
     new (chunk->tail()) std::string(std::move(payload.data));
   } else {

@@ -57,7 +57,9 @@ class REVERB_TF_EXPORT Chunk {
   absl::Span<const int64_t> shape() const { return {dims(), rank_}; }
   // Raw (possibly compressed) bytes.
   absl::string_view data() const { return {bytes(), data_size_}; }
-  int64_t uncompressed_size() const { return uncompressed_size_; }
+  int64_t uncompressed_size() const {
+    return compression_ == 0 ? data_size_ : *UncompressedSizeSlot();
+  }
 
   // Payloads up to this size are copied into the chunk's own allocation.
   static constexpr size_t kInlineBytes = 1024;
@@ -81,8 +83,13 @@ class REVERB_TF_EXPORT Chunk {
   ~Chunk() = default;
 
   const int64_t* dims() const { return reinterpret_cast<const int64_t*>(this + 1); }
-  // After the dims: the bytes, or (external_) a std::string holding them.
-  void* tail() const { return const_cast<int64_t*>(dims() + rank_); }
+  // After the dims, for compressed chunks only: the uncompressed size
+  // (uncompressed chunks' is data_size_, so they do not pay 8 bytes for it).
+  int64_t* UncompressedSizeSlot() const { return const_cast<int64_t*>(dims() + rank_); }
+  // Then the bytes, or (external_) a std::string holding them.
+  void* tail() const {
+    return const_cast<int64_t*>(dims() + rank_ + (compression_ == 0 ? 0 : 1));
+  }
   const std::string* external() const { return static_cast<const std::string*>(tail()); }
   const char* bytes() const {
     return external_ ? external()->data() : static_cast<const char*>(tail());
@@ -94,14 +101,14 @@ class REVERB_TF_EXPORT Chunk {
   ChunkKey key_ = 0;
   uint64_t episode_id_ = 0;
   Accounting* accounting_ = nullptr;
-  int64_t uncompressed_size_ = 0;
   uint32_t data_size_ = 0;
   uint8_t dtype_ = 0;
   uint8_t compression_ = 0;
   uint8_t rank_ = 0;
   bool external_ = false;
-  // Followed in the same allocation by int64_t dims[rank_] and the bytes
-  // (or a std::string owning them).
+  // Followed in the same allocation by int64_t dims[rank_], the uncompressed
+  // size if compressed, and the bytes (or a std::string owning them). 40
+  // bytes: a small item's three chunks each fit a smaller malloc size class.
 };
 
 // A counted reference to a Chunk: what std::shared_ptr<const Chunk> would be,

@@ -107,6 +107,36 @@ TEST(FifoLifoSelectorTest, LongSequencesDrainInInsertionOrder) {
   EXPECT_THAT(Drain(lifo), ElementsAreArray(expected));
 }
 
+TEST(FifoLifoSelectorTest, RandomOperationsMatchAListModel) {
+  // Inserts, deletes anywhere (ends included) and re-inserts, against a
+  // std::list: the oldest and newest keys must match after every step. Keys
+  // include 0 and the largest value, which nothing may treat as "none".
+  FifoSelector fifo;
+  LifoSelector lifo;
+  std::vector<Key> model;  // oldest first
+  std::mt19937_64 rng(11);
+  const std::vector<Key> pool = {0, 1, 2, 3, 5, 8, 13, ~Key{0}, ~Key{0} - 1, 1u << 31};
+  for (int step = 0; step < 20000; ++step) {
+    const Key key = pool[rng() % pool.size()];
+    const auto it = std::find(model.begin(), model.end(), key);
+    if (it == model.end()) {
+      ASSERT_TRUE(fifo.Insert(key, 1.0).ok());
+      ASSERT_TRUE(lifo.Insert(key, 1.0).ok());
+      model.push_back(key);
+    } else {
+      ASSERT_TRUE(fifo.Delete(key).ok());
+      ASSERT_TRUE(lifo.Delete(key).ok());
+      model.erase(it);
+      EXPECT_EQ(fifo.Delete(key).code(), absl::StatusCode::kNotFound);
+    }
+    ASSERT_EQ(fifo.size(), static_cast<int64_t>(model.size()));
+    if (model.empty()) continue;
+    ASSERT_EQ(SampleKey(fifo), model.front()) << "step " << step;
+    ASSERT_EQ(SampleKey(lifo), model.back()) << "step " << step;
+  }
+  EXPECT_THAT(Drain(fifo), ElementsAreArray(model));
+}
+
 TEST(HeapSelectorTest, OptionsReportHeapDirection) {
   EXPECT_EQ(HeapSelector(/*min_heap=*/true).options().kind,
             SelectorOptions::Kind::kMinHeap);

@@ -2,7 +2,6 @@
 #define REVERB_TF_CC_SELECTORS_INSERTION_ORDER_H_
 
 #include <cstdint>
-#include <list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,22 +39,31 @@ class InsertionOrder {
   absl::Status CheckPresent(Key key) const;
 
   // Both require !empty().
-  Key oldest() const { return order_.front(); }
-  Key newest() const { return order_.back(); }
+  Key oldest() const { return oldest_; }
+  Key newest() const { return newest_; }
 
   // Appends (position, key) for every key, oldest first.
   void AppendRanks(std::vector<std::pair<uint64_t, Key>>* ranks) const;
 
-  bool empty() const { return order_.empty(); }
-  int64_t size() const { return static_cast<int64_t>(position_.size()); }
+  bool empty() const { return links_.empty(); }
+  int64_t size() const { return static_cast<int64_t>(links_.size()); }
   void Clear();
 
  private:
+  // A key's neighbours in the order. Undefined: `older` of the oldest key,
+  // `newer` of the newest (keys may take any value, so none can mark "none").
+  struct Links {
+    Key older = 0;
+    Key newer = 0;
+  };
+
   std::string owner_;
-  // Oldest key first. A std::list because its iterators stay valid when
-  // other elements are erased, so the map can point straight at each node.
-  std::list<Key> order_;
-  absl::flat_hash_map<Key, std::list<Key>::iterator> position_;
+  // A doubly linked list threaded through the map by key: no node of its
+  // own per key (a std::list node costs 32 bytes more per item), and
+  // rehashing moves nothing that is pointed at.
+  absl::flat_hash_map<Key, Links> links_;
+  Key oldest_ = 0;
+  Key newest_ = 0;
 };
 
 }  // namespace reverb_tf

@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
-from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # pylint: disable=unused-import
+from integration import TOKENS, make_server, metric_value, scrape_metrics, table, watchdog  # pylint: disable=unused-import
 
 READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
+WRITES = ("InsertStream",)
 
 
 def _table():
@@ -23,7 +24,7 @@ def _rpc_counts(server):
     samples, _ = scrape_metrics(server.metrics_port)
     counts = {method: samples.get(("reverb_tf_rpc_duration_seconds_count", (("method", method),)),
                                   0.0)
-              for method in READS + ("InsertStream",)}
+              for method in READS + WRITES}
     counts["samples"] = metric_value(samples, "reverb_tf_table_samples_total", table="t")
     counts["updates"] = metric_value(samples, "reverb_tf_table_priority_updates_total",
                                      table="t")
@@ -60,7 +61,8 @@ def test_calls_to_a_server_of_this_process_skip_grpc(make_server):
     client = reverb.Client(address)
     _fill(client)
     before = _rpc_counts(server)
-    assert before["InsertStream"] >= 1  # writers stream over gRPC
+    assert before["InsertStream"] == 0  # the writer's stream skipped gRPC too
+    assert client.server_info()["t"].current_size == 20
 
     assert _read_every_way(address, client) == 3
     after = _rpc_counts(server)
@@ -78,6 +80,7 @@ def test_with_the_switch_off_the_same_calls_go_over_grpc(make_server, over_grpc)
     client = reverb.Client(address)
     _fill(client)
     before = _rpc_counts(server)
+    assert before["InsertStream"] == 1
     _read_every_way(address, client)
     after = _rpc_counts(server)
     for method in READS:
@@ -111,3 +114,44 @@ def test_after_stop_in_process_calls_fail_as_remote_ones_do(make_server):
         client.server_info()
     with pytest.raises(reverb.errors.ReverbError):
         list(client.sample("t", num_samples=1))
+
+
+def test_a_writer_of_a_stopped_server_fails_and_a_blocked_one_wakes(make_server, watchdog):
+    server = make_server(reverb.Table.queue("q", 2), table())
+    client = reverb.Client(f"localhost:{server.port}")
+    writer = client.trajectory_writer(1)
+    blocked = client.trajectory_writer(1)
+    for i in range(3):  # the third waits for room in the queue
+        blocked.append({"x": np.float32(i)})
+        blocked.create_item("q", 1.0, {"x": blocked.history["x"][-1]})
+    writer.append({"x": np.float32(0)})
+    writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+    writer.flush()
+    with pytest.raises(reverb.errors.DeadlineExceededError):
+        blocked.flush(timeout_ms=200)
+    server.stop()
+    # The blocked insert was woken by the stop, and the writer's next
+    # message meets a stopped server: errors, not hangs.
+    with pytest.raises(reverb.errors.ReverbError):
+        blocked.flush(timeout_ms=10_000)
+    with pytest.raises(reverb.errors.ReverbError):
+        writer.append({"x": np.float32(1)})
+        writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+        writer.flush(timeout_ms=10_000)
+    writer.close()
+    blocked.close()
+
+
+def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server, watchdog):
+    import time  # pylint: disable=g-import-not-at-top
+    server = make_server(reverb.Table.queue("q", 1))
+    client = reverb.Client(f"localhost:{server.port}")
+    writer = client.trajectory_writer(1)
+    for i in range(3):
+        writer.append({"x": np.float32(i)})
+        writer.create_item("q", 1.0, {"x": writer.history["x"][-1]})
+    start = time.monotonic()
+    writer.close()
+    assert time.monotonic() - start < 10
+    # The server goes on: the stored item is there, the others were dropped.
+    assert client.server_info()["q"].current_size == 1

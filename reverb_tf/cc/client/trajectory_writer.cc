@@ -49,6 +49,9 @@ struct TrajectoryWriter::QueuedItem {
 };
 
 struct WriterStream {
+  // A server of this process (client/local_server.h): messages go to it
+  // directly, acknowledged as they are stored; no receiver thread.
+  std::unique_ptr<LocalInsertStream> local;
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReaderWriter<proto::InsertRequest, proto::InsertResponse>> rw;
   bool sender_done = false;
@@ -527,11 +530,18 @@ absl::Status TrajectoryWriter::Connect() {
 
 absl::Status TrajectoryWriter::EnsureStreamLocked() {
   if (stream_ != nullptr) return absl::OkStatus();
-  stream_ = std::make_unique<WriterStream>();
-  stub_->Prepare(&stream_->context);
-  stream_->rw = stub_->stub()->InsertStream(&stream_->context);
+  auto stream = std::make_unique<WriterStream>();
+  if (std::shared_ptr<LocalServer> local = stub_->Local(); local != nullptr) {
+    ASSIGN_OR_RETURN(stream->local, local->OpenInsertStream());
+  }
+  stream_ = std::move(stream);
+  // In-process: nothing to read, acknowledgements come back from Write().
+  if (stream_->local == nullptr) {
+    stub_->Prepare(&stream_->context);
+    stream_->rw = stub_->stub()->InsertStream(&stream_->context);
+    receiver_ = std::thread([this] { ReceiveLoop(); });
+  }
   sender_ = std::thread([this] { SendLoop(); });
-  receiver_ = std::thread([this] { ReceiveLoop(); });
   return absl::OkStatus();
 }
 
@@ -561,7 +571,9 @@ void TrajectoryWriter::SendLoop() {
     proto::InsertRequest request;
     request.set_rate_limiter_timeout_ms(timeout_ms);
     int64_t bytes = 0;
-    // Chunks whose bytes the request borrows, and where.
+    // Chunks whose bytes the request borrows, and where. An in-process
+    // server takes the bytes it is given, so it gets a copy instead.
+    const bool local = stream_->local != nullptr;
     std::vector<std::pair<std::shared_ptr<WriterChunk>, std::string*>> lent;
     while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
       QueuedItem& queued = *queue_.front();
@@ -572,6 +584,10 @@ void TrajectoryWriter::SendLoop() {
         out->set_episode_step(chunk->episode_step);
         bytes += static_cast<int64_t>(chunk->payload->data.size());
         proto::Tensor* tensor = out->mutable_tensor();
+        if (local) {
+          PayloadToProto(*chunk->payload, tensor);
+          continue;
+        }
         SwapPayloadIntoProto(&*chunk->payload, tensor);
         chunk->in_transit = true;
         lent.emplace_back(chunk, tensor->mutable_data());
@@ -585,6 +601,21 @@ void TrajectoryWriter::SendLoop() {
       request.mutable_release_chunk_keys()->Add(release_queue_.begin(),
                                                 release_queue_.end());
       release_queue_.clear();
+    }
+    if (local) {
+      mu_.Unlock();
+      const absl::Status status =
+          stream_->local->Write(request, [this](const proto::InsertResponse& response) {
+            absl::MutexLock lock(&mu_);
+            in_flight_ -= response.keys_size();
+            cv_.SignalAll();
+          });
+      mu_.Lock();
+      if (!status.ok()) {
+        FailLocked(status);
+        break;
+      }
+      continue;
     }
     mu_.Unlock();
     // Serialized before Write() returns: the borrowed bytes can go back.
@@ -602,7 +633,7 @@ void TrajectoryWriter::SendLoop() {
       break;
     }
   }
-  if (error_.ok() && !stream_->reads_done) {
+  if (error_.ok() && !stream_->reads_done && stream_->local == nullptr) {
     mu_.Unlock();
     stream_->rw->WritesDone();
     mu_.Lock();
@@ -940,11 +971,18 @@ absl::Status TrajectoryWriter::Close(absl::Duration grace) {
     if (closing_) return absl::OkStatus();
     closing_ = true;
     cv_.SignalAll();
+    // In-process, the sender is the whole stream.
     if (stream_ != nullptr &&
-        !mu_.AwaitWithDeadline(absl::Condition(&stream_->receiver_done),
+        !mu_.AwaitWithDeadline(absl::Condition(stream_->local != nullptr
+                                                   ? &stream_->sender_done
+                                                   : &stream_->receiver_done),
                                absl::Now() + grace)) {
       // Items still wait for a rate limiter: give them up rather than hang.
-      stream_->context.TryCancel();
+      if (stream_->local != nullptr) {
+        stream_->local->Cancel();
+      } else {
+        stream_->context.TryCancel();
+      }
     }
   }
   if (sender_.joinable()) sender_.join();

@@ -173,88 +173,109 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
   }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  const StreamSlot counted(&insert_streams_, std::numeric_limits<int64_t>::max());
   ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream, &metrics_);
   LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kInsertStream];
   Cancellation cancel;
   const auto watch =
       cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
-  absl::flat_hash_map<ChunkKey, ChunkRef> chunks;
-  int64_t chunk_bytes = 0;  // data of the chunks in `chunks`
+  InsertSession session(this, &cancel);
   proto::InsertRequest request;
   while (true) {
     absl::StatusOr<bool> read = stream.Read(&request);
     if (!read.ok()) return ToGrpcStatus(read.status());
     if (!*read) break;
     const absl::Time received = absl::Now();
-    for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
-      auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
-      // A stored chunk must decompress to what it declares for every client
-      // that samples it, so compressed chunks are decoded once here.
-      if (payload.ok()) {
-        if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
-          payload = verified;
-        }
-      }
-      if (!payload.ok()) {
-        return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-            "chunk ", proto_chunk.key(), ": ", payload.status().message())));
-      }
-      auto chunk = chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
-                                       proto_chunk.episode_step(), *std::move(payload));
-      if (!chunk.ok()) return ToGrpcStatus(chunk.status());
-      ChunkRef& slot = chunks[proto_chunk.key()];
-      if (slot != nullptr) chunk_bytes -= static_cast<int64_t>(slot->data().size());
-      slot = *std::move(chunk);
-      chunk_bytes += static_cast<int64_t>(slot->data().size());
-      if (chunk_bytes > limits_.max_stream_chunk_bytes) {
-        return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-            "this stream holds ", chunk_bytes, " bytes of chunks, more than the server's limit ",
-            "of ", limits_.max_stream_chunk_bytes, "; release chunks no item will reference again")));
-      }
-    }
-    proto::InsertResponse response;
-    const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
-    for (const proto::Item& proto_item : request.items()) {
-      auto table = FindTable(proto_item.table());
-      if (!table.ok()) {
-        // An item naming a table the server lacks is a bad item (dm-reverb
-        // reports it as an invalid argument too), not a missing resource.
-        return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-            "item ", proto_item.key(), ": ", table.status().message())));
-      }
-      auto item = ItemFromProto(proto_item, chunks);
-      if (!item.ok()) return ToGrpcStatus(item.status());
-      absl::Status status = (*table)->InsertOrAssign(*item, absl::ZeroDuration());
-      if (status.code() != absl::StatusCode::kDeadlineExceeded) {
-        if (!status.ok()) return ToGrpcStatus(status);
-        response.add_keys(proto_item.key());
-        continue;
-      }
-      // About to wait for the rate limiter: acknowledge what is already
-      // stored, so the client's flush(block_until_num_items) sees it.
-      if (response.keys_size() > 0) {
-        if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
-        if (!stream.Write(response)) return grpc::Status::OK;
-        response.Clear();
-      }
-      status = WordTimeout((*table)->InsertOrAssign(*item, timeout, &cancel), timeout,
-                           absl::StrCat("insert into table '", proto_item.table(), "'"));
-      if (!status.ok()) return ToGrpcStatus(status);
-      response.add_keys(proto_item.key());
-    }
-    for (ChunkKey key : request.release_chunk_keys()) {
-      auto it = chunks.find(key);
-      if (it == chunks.end()) continue;
-      chunk_bytes -= static_cast<int64_t>(it->second->data().size());
-      chunks.erase(it);
-    }
-    // Acknowledged only once logged (a no-op without a write-ahead log).
-    if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
-    if (!stream.Write(response)) break;  // client gone
+    absl::StatusOr<bool> processed = session.Process(
+        request, [&stream](const proto::InsertResponse& response) {
+          return stream.Write(response);
+        });
+    if (!processed.ok()) return ToGrpcStatus(processed.status());
+    if (!*processed) break;  // client gone
     latency.Observe(absl::Now() - received);
   }
   return grpc::Status::OK;
+}
+
+ReplayService::InsertSession::InsertSession(ReplayService* service, Cancellation* cancel)
+    : service_(service), cancel_(cancel), open_streams_(service->insert_streams_) {
+  open_streams_->fetch_add(1, std::memory_order_relaxed);
+}
+
+ReplayService::InsertSession::~InsertSession() {
+  open_streams_->fetch_sub(1, std::memory_order_relaxed);
+}
+
+absl::StatusOr<bool> ReplayService::InsertSession::Process(
+    proto::InsertRequest& request,
+    absl::FunctionRef<bool(const proto::InsertResponse&)> ack) {
+  const Limits& limits = service_->limits_;
+  const auto commit = [this]() -> absl::Status {
+    return service_->wal_ == nullptr ? absl::OkStatus() : service_->wal_->Commit();
+  };
+  for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
+    auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
+    // A stored chunk must decompress to what it declares for every client
+    // that samples it, so compressed chunks are decoded once here.
+    if (payload.ok()) {
+      if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
+        payload = verified;
+      }
+    }
+    if (!payload.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", proto_chunk.key(), ": ", payload.status().message()));
+    }
+    ASSIGN_OR_RETURN(ChunkRef chunk,
+                     service_->chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
+                                                   proto_chunk.episode_step(),
+                                                   *std::move(payload)));
+    ChunkRef& slot = chunks_[proto_chunk.key()];
+    if (slot != nullptr) chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
+    slot = std::move(chunk);
+    chunk_bytes_ += static_cast<int64_t>(slot->data().size());
+    if (chunk_bytes_ > limits.max_stream_chunk_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this stream holds ", chunk_bytes_, " bytes of chunks, more than the server's limit ",
+          "of ", limits.max_stream_chunk_bytes, "; release chunks no item will reference again"));
+    }
+  }
+  proto::InsertResponse response;
+  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+  for (const proto::Item& proto_item : request.items()) {
+    auto table = service_->FindTable(proto_item.table());
+    if (!table.ok()) {
+      // An item naming a table the server lacks is a bad item (dm-reverb
+      // reports it as an invalid argument too), not a missing resource.
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", proto_item.key(), ": ", table.status().message()));
+    }
+    ASSIGN_OR_RETURN(Item item, ItemFromProto(proto_item, chunks_));
+    absl::Status status = (*table)->InsertOrAssign(item, absl::ZeroDuration());
+    if (status.code() != absl::StatusCode::kDeadlineExceeded) {
+      RETURN_IF_ERROR(status);
+      response.add_keys(proto_item.key());
+      continue;
+    }
+    // About to wait for the rate limiter: acknowledge what is already
+    // stored, so the client's flush(block_until_num_items) sees it.
+    if (response.keys_size() > 0) {
+      RETURN_IF_ERROR(commit());
+      if (!ack(response)) return false;
+      response.Clear();
+    }
+    RETURN_IF_ERROR(WordTimeout((*table)->InsertOrAssign(item, timeout, cancel_), timeout,
+                                absl::StrCat("insert into table '", proto_item.table(), "'")));
+    response.add_keys(proto_item.key());
+  }
+  for (ChunkKey key : request.release_chunk_keys()) {
+    auto it = chunks_.find(key);
+    if (it == chunks_.end()) continue;
+    chunk_bytes_ -= static_cast<int64_t>(it->second->data().size());
+    chunks_.erase(it);
+  }
+  // Acknowledged only once logged (a no-op without a write-ahead log).
+  RETURN_IF_ERROR(commit());
+  return ack(response);
 }
 
 grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
@@ -397,7 +418,7 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
     return admitted;
   }
   for (const TableInfo& info : TableInfos()) TableInfoToProto(info, response->add_tables());
-  response->set_active_insert_streams(insert_streams_.load(std::memory_order_relaxed));
+  response->set_active_insert_streams(insert_streams_->load(std::memory_order_relaxed));
   return grpc::Status::OK;
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -80,6 +81,38 @@ class ReplayService final : public proto::ReplayService::Service {
   };
 
   ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
+
+  // One insert stream's state and work, shared by the InsertStream RPC and
+  // by in-process writers (client/local_server.h): the chunks the stream
+  // sent and has not released, and the storing of each message's items.
+  //
+  // Thread-compatible: one message at a time. `service` and `cancel` must
+  // outlive it.
+  class InsertSession {
+   public:
+    InsertSession(ReplayService* service, Cancellation* cancel);
+    ~InsertSession();
+    InsertSession(const InsertSession&) = delete;
+    InsertSession& operator=(const InsertSession&) = delete;
+
+    // Stores `request`'s chunks (taking their bytes) and then its items, in
+    // order, blocking on rate limiters for up to the request's timeout (or
+    // until `cancel` fires), then drops the chunks the request releases.
+    // The keys stored so far go to `ack` once the write-ahead log has them:
+    // before any wait on a rate limiter, and at the end. Returns false if
+    // `ack` returned false (the client is gone: stop, without error); an
+    // error is the stream's status, and the stream must end.
+    absl::StatusOr<bool> Process(proto::InsertRequest& request,
+                                 absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
+
+   private:
+    ReplayService* const service_;
+    Cancellation* const cancel_;
+    // Counts this session while it exists.
+    const std::shared_ptr<std::atomic<int64_t>> open_streams_;
+    absl::flat_hash_map<ChunkKey, ChunkRef> chunks_;
+    int64_t chunk_bytes_ = 0;  // data of the chunks in chunks_
+  };
 
   // Changes are acknowledged only once `wal` (may be null: none) has them
   // (checkpointing/wal.h); set before serving.
@@ -142,8 +175,10 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;
   std::atomic<int64_t> active_streams_{0};
-  // Of those, InsertStreams (what ServerInfo tells writer placement).
-  std::atomic<int64_t> insert_streams_{0};
+  // Insert streams open now, in-process ones included (what ServerInfo
+  // tells writer placement); shared, so a session may outlive the service.
+  const std::shared_ptr<std::atomic<int64_t>> insert_streams_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> accepting_{true};
   ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};

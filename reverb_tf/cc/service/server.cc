@@ -41,14 +41,32 @@ std::vector<std::string> ListeningHosts(const std::string& host) {
 
 // What in-process clients reach (client/local_server.h): the server's tables,
 // its log and its checkpoints, until the server starts stopping.
-class ReplayServer::Local final : public LocalServer {
+class ReplayServer::Local final : public LocalServer,
+                                  public std::enable_shared_from_this<ReplayServer::Local> {
  public:
-  explicit Local(ReplayServer* server) : server_(server) {}
+  Local(ReplayServer* server, int64_t max_message_bytes)
+      : server_(server), max_message_bytes_(max_message_bytes) {}
 
   // Ends access: calls from now on fail as RPCs to a stopped server would.
+  // Insert streams' calls already running go on until AwaitIdle().
   void Detach() {
     absl::MutexLock lock(&mu_);
     server_ = nullptr;
+  }
+
+  // Waits until no insert stream call is running. Call after Detach() and
+  // after closing the tables, which wakes the calls blocked on them.
+  void AwaitIdle() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* active) { return *active == 0; }, &active_writes_));
+  }
+
+  absl::StatusOr<std::unique_ptr<LocalInsertStream>> OpenInsertStream() override {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckServing());
+    return std::unique_ptr<LocalInsertStream>(
+        new InsertStream(shared_from_this(), server_->service_.get(), max_message_bytes_));
   }
 
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) override {
@@ -83,8 +101,66 @@ class ReplayServer::Local final : public LocalServer {
     return absl::UnavailableError("the replay server of this process has stopped");
   }
 
+  // The InsertStream RPC's work (ReplayService::InsertSession) without gRPC.
+  // The session points into the service, so every call first checks, under
+  // mu_, that the server has not stopped, and counts itself while it runs:
+  // Stop() waits for the count to drop (AwaitIdle) before the service may
+  // go. Chunks the session still holds may outlive the service (chunks
+  // keep their store's accounting alive).
+  class InsertStream final : public LocalInsertStream {
+   public:
+    InsertStream(std::shared_ptr<Local> local, ReplayService* service, int64_t max_message_bytes)
+        : local_(std::move(local)),
+          max_message_bytes_(max_message_bytes),
+          session_(service, &cancel_) {}
+
+    absl::Status Write(proto::InsertRequest& request,
+                       absl::FunctionRef<void(const proto::InsertResponse&)> ack) override {
+      if (!error_.ok()) return error_;
+      // The limit gRPC enforces on a received message, so that a writer
+      // meets the same server whichever way it reaches it.
+      if (const size_t bytes = request.ByteSizeLong();
+          bytes > static_cast<size_t>(max_message_bytes_)) {
+        error_ = absl::ResourceExhaustedError(absl::StrCat(
+            "an insert message of ", bytes, " bytes is larger than the server's ",
+            "max_message_bytes (", max_message_bytes_, ")"));
+        return error_;
+      }
+      {
+        absl::MutexLock lock(&local_->mu_);
+        if (local_->server_ == nullptr) {
+          error_ = absl::UnavailableError("the replay server of this process has stopped");
+          return error_;
+        }
+        ++local_->active_writes_;
+      }
+      absl::StatusOr<bool> processed =
+          session_.Process(request, [&ack](const proto::InsertResponse& response) {
+            ack(response);
+            return true;
+          });
+      {
+        absl::MutexLock lock(&local_->mu_);
+        --local_->active_writes_;
+      }
+      if (!processed.ok()) error_ = processed.status();
+      return error_;
+    }
+
+    void Cancel() override { cancel_.Cancel(); }
+
+   private:
+    const std::shared_ptr<Local> local_;
+    const int64_t max_message_bytes_;
+    Cancellation cancel_;
+    ReplayService::InsertSession session_;
+    absl::Status error_;
+  };
+
   absl::Mutex mu_;
   ReplayServer* server_ ABSL_GUARDED_BY(mu_);
+  const int64_t max_message_bytes_;
+  int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
@@ -241,7 +317,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   // secured: tokens and certificates ride on the RPC, and a client that
   // could not connect over the wire must not get in through the back door.
   if (options.auth == nullptr && !options.tls.enabled()) {
-    server->local_ = std::make_shared<Local>(raw);
+    server->local_ = std::make_shared<Local>(raw, options.max_message_bytes);
     RegisterLocalServer(server->port_, options.host, server->local_);
   }
   return server;
@@ -514,6 +590,8 @@ void ReplayServer::Stop() {
   // discarded anyway); none starts after this.
   if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
   for (const auto& table : tables_) table->Close();
+  // In-process insert streams blocked on a table have just been woken.
+  if (local_ != nullptr) local_->AwaitIdle();
   // Closed tables have woken every blocked handler; the deadline cancels
   // whatever is still running after that.
   // Null when Start() failed before gRPC was up.

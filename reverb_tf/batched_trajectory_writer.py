@@ -109,7 +109,7 @@ class _BatchedColumnHistory:
         return f"_BatchedColumnHistory(path={self._path!r}, steps={len(self)})"
 
 
-class BatchedTrajectoryColumn:
+class BatchedTrajectoryColumn(trajectory_writer_lib._ColumnCells):  # pylint: disable=protected-access
     """Cells of one column, the same steps in every environment.
 
     A leaf of the `trajectory` passed to `BatchedTrajectoryWriter.create_items`.
@@ -128,14 +128,6 @@ class BatchedTrajectoryColumn:
         raise TypeError(
             "BatchedTrajectoryColumns are made by indexing BatchedTrajectoryWriter.history")
 
-    @property
-    def is_squeezed(self) -> bool:
-        """True if the column holds one step without a time dimension."""
-        return self._entry[2]
-
-    def __len__(self) -> int:
-        return len(self._steps)
-
     def __getitem__(self, index: _Index) -> "BatchedTrajectoryColumn":
         """Selects some of the column's steps (positions within this column).
 
@@ -145,17 +137,6 @@ class BatchedTrajectoryColumn:
         """
         positions, squeeze = _steps_of(index, len(self._steps))
         return _make_column(self._hist, tuple(self._steps[p] for p in positions), squeeze)
-
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        """Shape of the column as each environment's item holds it."""
-        shape = self._hist.shape
-        return shape if self.is_squeezed else (len(self._steps),) + shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The column's numpy dtype (`object` for strings)."""
-        return self._hist.dtype
 
     def numpy(self, envs: Any = None) -> np.ndarray:
         """Returns the referenced values, one row per environment.

@@ -29,6 +29,21 @@ from reverb_tf.cc import schema_pb2
 # the caller's brake); a large window keeps create_item from blocking.
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
+
+def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
+    """A writer's in-flight window: None is unlimited.
+
+    Raises:
+      ValueError: If `max_in_flight_items` < 1.
+    """
+    if max_in_flight_items is None:
+        return _UNLIMITED_IN_FLIGHT_ITEMS
+    if max_in_flight_items < 1:
+        raise ValueError(
+            f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
+    return int(max_in_flight_items)
+
+
 # Client.sample: samples requested ahead of what the generator has yielded.
 _SAMPLES_IN_FLIGHT = 256
 
@@ -464,13 +479,8 @@ class Client:
             raise ValueError(
                 f"chunk_length ({chunk_length}) must be a positive integer <= "
                 f"max_sequence_length ({max_sequence_length})")
-        if max_in_flight_items is None:
-            max_in_flight_items = _UNLIMITED_IN_FLIGHT_ITEMS
-        if max_in_flight_items < 1:
-            raise ValueError(
-                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
         core_writer = self._client.new_writer(
-            int(max_sequence_length), int(chunk_length), int(max_in_flight_items),
+            int(max_sequence_length), int(chunk_length), _in_flight_limit(max_in_flight_items),
             legacy_items=True)
         return Writer(core_writer, max_sequence_length)
 
@@ -501,11 +511,8 @@ class Client:
         """
         core_writer = self._client.new_writer(
             int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
-        get_signature = None
-        if validate_items and get_signature_timeout_ms is not None:
-            get_signature = functools.partial(
-                self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
-        return trajectory_writer_lib.TrajectoryWriter(core_writer, get_signature)
+        return trajectory_writer_lib.TrajectoryWriter(
+            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
 
     def batched_trajectory_writer(
             self,
@@ -539,18 +546,18 @@ class Client:
         """
         if int(num_envs) < 1:
             raise ValueError(f"num_envs ({num_envs}) must be a positive integer")
-        if max_in_flight_items is None:
-            max_in_flight_items = _UNLIMITED_IN_FLIGHT_ITEMS
-        if max_in_flight_items < 1:
-            raise ValueError(
-                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
         core_writer = self._client.new_writer(
-            int(num_keep_alive_refs), None, int(max_in_flight_items), num_lanes=int(num_envs))
-        get_signature = None
-        if validate_items and get_signature_timeout_ms is not None:
-            get_signature = functools.partial(
-                self._flat_signature, timeout_s=_timeout_s(get_signature_timeout_ms))
-        return batched_trajectory_writer_lib.BatchedTrajectoryWriter(core_writer, get_signature)
+            int(num_keep_alive_refs), None, _in_flight_limit(max_in_flight_items),
+            num_lanes=int(num_envs))
+        return batched_trajectory_writer_lib.BatchedTrajectoryWriter(
+            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
+
+    def _signature_getter(self, validate_items: bool, timeout_ms: Optional[int]
+                          ) -> Optional[Callable[[str], Any]]:
+        """What writers call for a table's flat signature (None: do not check)."""
+        if not validate_items or timeout_ms is None:
+            return None
+        return functools.partial(self._flat_signature, timeout_s=_timeout_s(timeout_ms))
 
     def structured_writer(self, configs: Sequence[Any]):
         """Creates a `StructuredWriter` that inserts items as `configs` say.

@@ -250,7 +250,36 @@ class WeakCellRef:
                 f"step={self._step})")
 
 
-class TrajectoryColumn:
+class _ColumnCells:
+    """What every column cut from a history answers from its steps and history.
+
+    Subclasses hold `_hist` (the column's history), `_steps` (step ids) and
+    `_entry` (the native writer's reference; its third field: squeezed).
+    """
+
+    __slots__ = ()
+
+    @property
+    def is_squeezed(self) -> bool:
+        """True if the column holds one step without a time dimension."""
+        return self._entry[2]
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape of the column as an item holds it (time dimension first)."""
+        shape = self._hist.shape
+        return shape if self.is_squeezed else (len(self._steps),) + shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The column's numpy dtype (`object` for strings)."""
+        return self._hist.dtype
+
+
+class TrajectoryColumn(_ColumnCells):
     """Cells of one column, cut from `TrajectoryWriter.history`.
 
     A leaf of the `trajectory` passed to `create_item`. An integer index gives
@@ -267,14 +296,6 @@ class TrajectoryColumn:
           TypeError: Always.
         """
         raise TypeError("TrajectoryColumns are made by indexing TrajectoryWriter.history")
-
-    @property
-    def is_squeezed(self) -> bool:
-        """True if the column holds one step without a time dimension."""
-        return self._entry[2]
-
-    def __len__(self) -> int:
-        return len(self._steps)
 
     def __iter__(self) -> Iterator[WeakCellRef]:
         """Yields a `WeakCellRef` per cell, oldest first."""
@@ -309,17 +330,6 @@ class TrajectoryColumn:
         # Cut from this column, so valid exactly as long as this column is.
         column._generation = self._generation
         return column
-
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        """Shape of the column as an item holds it (time dimension first)."""
-        shape = self._hist.shape
-        return shape if self.is_squeezed else (len(self._steps),) + shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The column's numpy dtype (`object` for strings)."""
-        return self._hist.dtype
 
     def numpy(self) -> np.ndarray:
         """Returns the referenced values, read from the native writer.

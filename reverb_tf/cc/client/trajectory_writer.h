@@ -16,7 +16,10 @@
 // Sending happens on a background thread that packs queued items into one
 // message, lingering up to 1 ms (or until 64 items are queued, or a flush
 // asks) so that many small items share a message; a second thread reads the
-// acknowledgements. Flush() waits for them. At most
+// acknowledgements. To a server of this process (client/local_server.h) the
+// sender hands each message over directly and gets the acknowledgements
+// back from that call: no second thread, no serialization. Flush() waits
+// for them. At most
 // max_in_flight_items may be unacknowledged: CreateItem() blocks beyond that.
 //
 // Errors: a failed stream (server gone, item rejected) puts the writer in a

@@ -94,6 +94,22 @@ def insert_values(client, name, priorities):
         client.insert(np.int64(value), priorities={name: priority})
 
 
+def write_from_child(port: int, n: int, results) -> None:
+    """A child process's work: write `n` items to table 't' and report to `results` (a queue).
+
+    Puts ("ok", None) or ("error", exception type name, message).
+    """
+    try:
+        client = reverb.Client(f"localhost:{port}")
+        with client.trajectory_writer(1) as writer:
+            for i in range(n):
+                writer.append({"x": np.float32(i)})
+                writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+        results.put(("ok", None, ""))
+    except Exception as e:  # pylint: disable=broad-except
+        results.put(("error", type(e).__name__, str(e)))
+
+
 def value_of(sample):
     """The value an `insert_values` item holds (inserts have a time dim of 1)."""
     data = sample.data[0]

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 from integration import TOKENS, make_server, metric_value, scrape_metrics, table, watchdog  # pylint: disable=unused-import
+from integration import write_from_child
 
 READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
 WRITES = ("InsertStream",)
@@ -155,3 +156,27 @@ def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server,
     assert time.monotonic() - start < 10
     # The server goes on: the stored item is there, the others were dropped.
     assert client.server_info()["q"].current_size == 1
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_child_process_reaches_the_real_server_or_refuses(make_server, watchdog, method):
+    # A fork()ed child inherits a copy of the server (without its threads)
+    # and gRPC state it cannot use: writes there once landed in the copy and
+    # vanished. Now the child is refused at once; a spawned child writes
+    # over gRPC into the real server.
+    import multiprocessing  # pylint: disable=g-import-not-at-top
+    server = make_server(table())
+    client = reverb.Client(f"localhost:{server.port}")
+    context = multiprocessing.get_context(method)
+    results = context.Queue()
+    child = context.Process(target=write_from_child, args=(server.port, 5, results))
+    child.start()
+    outcome = results.get(timeout=120)
+    child.join(60)
+    if method == "fork":
+        assert outcome[:2] == ("error", "FailedPreconditionError"), outcome
+        assert "spawn" in outcome[2]
+        assert client.server_info()["t"].current_size == 0
+    else:
+        assert outcome[0] == "ok", outcome
+        assert client.server_info()["t"].current_size == 5

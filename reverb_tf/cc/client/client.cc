@@ -12,6 +12,7 @@
 #include "reverb_tf/cc/client/sampler.h"
 #include "reverb_tf/cc/client/shard_set.h"
 #include "reverb_tf/cc/platform/deadline.h"
+#include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
@@ -40,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
+  RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
   DisableMutexDeadlockDetection();
   ClientSecurity security;
   if (options.security.has_value()) {

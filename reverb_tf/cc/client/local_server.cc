@@ -1,5 +1,7 @@
 #include "reverb_tf/cc/client/local_server.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,10 @@ namespace {
 struct Entry {
   std::string host;
   std::shared_ptr<LocalServer> server;
+  // The registering process. A fork()ed child inherits the registry, and a
+  // copy of the server without its threads: its clients must reach the real
+  // server over the wire, or their writes would land in the child's copy.
+  pid_t pid;
 };
 
 absl::Mutex registry_mu(absl::kConstInit);
@@ -38,7 +44,7 @@ bool ServesLoopback(absl::string_view host) {
 void RegisterLocalServer(int port, const std::string& host, std::shared_ptr<LocalServer> server) {
   absl::MutexLock lock(&registry_mu);
   if (registry == nullptr) registry = new absl::flat_hash_map<int, Entry>();
-  (*registry)[port] = Entry{host, std::move(server)};
+  (*registry)[port] = Entry{host, std::move(server), getpid()};
 }
 
 void UnregisterLocalServer(int port, const LocalServer* server) {
@@ -67,7 +73,10 @@ std::shared_ptr<LocalServer> FindLocalServer(int port) {
   absl::MutexLock lock(&registry_mu);
   if (registry == nullptr) return nullptr;
   auto it = registry->find(port);
-  if (it == registry->end() || !ServesLoopback(it->second.host)) return nullptr;
+  if (it == registry->end() || !ServesLoopback(it->second.host) ||
+      it->second.pid != getpid()) {
+    return nullptr;
+  }
   return it->second.server;
 }
 

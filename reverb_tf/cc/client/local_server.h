@@ -81,7 +81,8 @@ REVERB_TF_EXPORT void UnregisterLocalServer(int port, const LocalServer* server)
 REVERB_TF_EXPORT int LoopbackPort(absl::string_view address);
 
 // The server of this process listening on `port` that loopback clients
-// reach, if any and if in-process access is enabled.
+// reach, if any and if in-process access is enabled. Not in a fork()ed
+// child of the process that started it (that child holds only a copy).
 REVERB_TF_EXPORT std::shared_ptr<LocalServer> FindLocalServer(int port);
 
 // Process-wide switch (default: on unless REVERB_TF_IN_PROCESS=0).

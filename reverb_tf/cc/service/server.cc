@@ -15,6 +15,7 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
 #include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/metrics.h"
@@ -168,6 +169,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("invalid port ", options.port));
   }
+  RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
   if (options.host.empty() || options.host.find_first_of(" /[]") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "host must be a name or an address such as localhost, 0.0.0.0 or ::1, got '",

@@ -389,6 +389,16 @@ absl::Status TrajectoryWriter::CreateItems(const std::string& table,
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  // Batched column indices, checked here so that errors name them rather
+  // than a lane's native column.
+  for (const ItemColumn& ref : columns) {
+    if (ref.column < 0 || static_cast<int64_t>(ref.column) * num_lanes >=
+                              static_cast<int64_t>(columns_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item references column ", ref.column, " but the writer has ",
+          columns_.size() / num_lanes));
+    }
+  }
   std::vector<bool> seen(num_lanes, false);
   std::vector<std::unique_ptr<QueuedItem>> items;
   items.reserve(lanes.size());
@@ -403,14 +413,7 @@ absl::Status TrajectoryWriter::CreateItems(const std::string& table,
     }
     seen[lane] = true;
     for (size_t k = 0; k < columns.size(); ++k) {
-      const int32_t c = columns[k].column;
-      if (c < 0 || static_cast<int64_t>(c) * num_lanes >=
-                       static_cast<int64_t>(columns_.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "item references column ", c, " but the writer has ",
-            columns_.size() / num_lanes));
-      }
-      lane_columns[k].column = c * num_lanes + lane;
+      lane_columns[k].column = columns[k].column * num_lanes + lane;
     }
     absl::StatusOr<std::unique_ptr<QueuedItem>> item =
         BuildItemLocked(table, priorities[i], lane_columns);

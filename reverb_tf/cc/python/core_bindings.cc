@@ -336,6 +336,29 @@ TensorPayload PayloadFromArray(py::handle value) {
   return ValueOrRaise(MakePayload(dtype, std::move(shape), std::move(bytes)));
 }
 
+// A step as Python's writers pass it: one array-like per flat column, None
+// where the column is missing.
+std::vector<std::optional<TensorPayload>> StepFromColumns(const py::list& columns) {
+  std::vector<std::optional<TensorPayload>> step(columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
+  }
+  return step;
+}
+
+// An item's reference to one column as Python passes it: (column, steps,
+// squeeze), a TrajectoryColumn's _entry.
+using ColumnRef = std::tuple<int32_t, std::vector<int64_t>, bool>;
+
+std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs) {
+  std::vector<ItemColumn> columns;
+  columns.reserve(refs.size());
+  for (const auto& [column, steps, squeeze] : refs) {
+    columns.push_back(ItemColumn{column, steps, squeeze});
+  }
+  return columns;
+}
+
 py::array ArrayFromPayload(TensorPayload payload) {
   std::vector<py::ssize_t> shape(payload.shape.begin(), payload.shape.end());
   if (payload.dtype == DType::kString) {
@@ -678,21 +701,14 @@ PYBIND11_MODULE(_core, m) {
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def("append",
            [](TrajectoryWriter& writer, const py::list& columns, bool partial_step) {
-             std::vector<std::optional<TensorPayload>> step(columns.size());
-             for (size_t i = 0; i < columns.size(); ++i) {
-               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
-             }
+             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
              return ValueOrRaise(writer.Append(std::move(step), partial_step));
            },
            py::arg("columns"), py::arg("partial_step") = false)
       .def("create_item",
            [](TrajectoryWriter& writer, const std::string& table, double priority,
-              const std::vector<std::tuple<int32_t, std::vector<int64_t>, bool>>& refs) {
-             std::vector<ItemColumn> columns;
-             columns.reserve(refs.size());
-             for (const auto& [column, steps, squeeze] : refs) {
-               columns.push_back(ItemColumn{column, steps, squeeze});
-             }
+              const std::vector<ColumnRef>& refs) {
+             const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
              // Fast path: room in the in-flight window, nothing to wait for.
              absl::Status status = writer.CreateItem(table, priority, columns, absl::ZeroDuration());
              if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
@@ -781,22 +797,15 @@ PYBIND11_MODULE(_core, m) {
       // Batched (vectorised-environment) writers: num_lanes >= 1.
       .def("append_batch",
            [](TrajectoryWriter& writer, const py::list& columns) {
-             std::vector<std::optional<TensorPayload>> step(columns.size());
-             for (size_t i = 0; i < columns.size(); ++i) {
-               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
-             }
+             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
              return ValueOrRaise(writer.AppendBatch(std::move(step)));
            })
       .def("create_items",
            [](TrajectoryWriter& writer, const std::string& table,
               const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,
-              const std::vector<std::tuple<int32_t, std::vector<int64_t>, bool>>& refs,
+              const std::vector<ColumnRef>& refs,
               const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& lanes) {
-             std::vector<ItemColumn> columns;
-             columns.reserve(refs.size());
-             for (const auto& [column, steps, squeeze] : refs) {
-               columns.push_back(ItemColumn{column, steps, squeeze});
-             }
+             const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
              const absl::Span<const double> p(priorities.data(), priorities.size());
              const absl::Span<const int32_t> l(lanes.data(), lanes.size());
              absl::Status status = writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
@@ -825,10 +834,7 @@ PYBIND11_MODULE(_core, m) {
   py::class_<StructuredWriter>(m, "StructuredWriter")
       .def("append",
            [](StructuredWriter& writer, const py::list& columns, bool partial_step) {
-             std::vector<std::optional<TensorPayload>> step(columns.size());
-             for (size_t i = 0; i < columns.size(); ++i) {
-               if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
-             }
+             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
              // Fast path: the items fit in the in-flight window.
              absl::Status status = writer.Append(std::move(step), partial_step, absl::ZeroDuration());
              if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);

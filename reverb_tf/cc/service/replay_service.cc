@@ -139,9 +139,8 @@ grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
       "the server is loading its checkpoint; retry when its health is SERVING"));
 }
 
-grpc::Status ReplayService::CommitLog() const {
-  if (wal_ == nullptr) return grpc::Status::OK;
-  return ToGrpcStatus(wal_->Commit());
+absl::Status ReplayService::CommitLog() const {
+  return wal_ == nullptr ? absl::OkStatus() : wal_->Commit();
 }
 
 grpc::Status ReplayService::TooManyStreams() const {
@@ -209,9 +208,6 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
     proto::InsertRequest& request,
     absl::FunctionRef<bool(const proto::InsertResponse&)> ack) {
   const Limits& limits = service_->limits_;
-  const auto commit = [this]() -> absl::Status {
-    return service_->wal_ == nullptr ? absl::OkStatus() : service_->wal_->Commit();
-  };
   for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
     auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
     // A stored chunk must decompress to what it declares for every client
@@ -259,7 +255,7 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
     // About to wait for the rate limiter: acknowledge what is already
     // stored, so the client's flush(block_until_num_items) sees it.
     if (response.keys_size() > 0) {
-      RETURN_IF_ERROR(commit());
+      RETURN_IF_ERROR(service_->CommitLog());
       if (!ack(response)) return false;
       response.Clear();
     }
@@ -274,7 +270,7 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
     chunks_.erase(it);
   }
   // Acknowledged only once logged (a no-op without a write-ahead log).
-  RETURN_IF_ERROR(commit());
+  RETURN_IF_ERROR(service_->CommitLog());
   return ack(response);
 }
 
@@ -335,7 +331,7 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
     // after a crash before anyone sees them.
     if (std::any_of(samples->begin(), samples->end(),
                     [](const SampledItem& s) { return s.removed; })) {
-      if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
+      if (absl::Status logged = CommitLog(); !logged.ok()) return ToGrpcStatus(logged);
     }
 
     // Pack samples into as few responses as the byte budget allows.
@@ -380,7 +376,7 @@ grpc::Status ReplayService::MutatePriorities(
   auto result = (*table)->MutatePriorities(
       updates, absl::MakeConstSpan(request->deletes().data(), request->deletes_size()));
   if (!result.ok()) return ToGrpcStatus(result.status());
-  if (grpc::Status logged = CommitLog(); !logged.ok()) return logged;
+  if (absl::Status logged = CommitLog(); !logged.ok()) return ToGrpcStatus(logged);
   response->set_updated(result->updated);
   response->set_deleted(result->deleted);
   response->set_missing(result->missing);
@@ -397,7 +393,7 @@ grpc::Status ReplayService::Reset(grpc::ServerContext* context,
   auto table = FindTable(request->table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
-  return CommitLog();
+  return ToGrpcStatus(CommitLog());
 }
 
 std::vector<TableInfo> ReplayService::TableInfos() const {

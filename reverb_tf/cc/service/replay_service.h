@@ -164,7 +164,7 @@ class ReplayService final : public proto::ReplayService::Service {
 
  private:
   // WriteAheadLog::Commit(), if there is a log.
-  grpc::Status CommitLog() const;
+  absl::Status CommitLog() const;
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
   grpc::Status TooManyStreams() const;
   // What every method checks first: the caller's token may make the call

@@ -67,7 +67,7 @@ class ReplayServer::Local final : public LocalServer,
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckServing());
     return std::unique_ptr<LocalInsertStream>(
-        new InsertStream(shared_from_this(), server_->service_.get(), max_message_bytes_));
+        new InsertStream(shared_from_this(), server_->service_.get()));
   }
 
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) override {
@@ -110,29 +110,25 @@ class ReplayServer::Local final : public LocalServer,
   // keep their store's accounting alive).
   class InsertStream final : public LocalInsertStream {
    public:
-    InsertStream(std::shared_ptr<Local> local, ReplayService* service, int64_t max_message_bytes)
-        : local_(std::move(local)),
-          max_message_bytes_(max_message_bytes),
-          session_(service, &cancel_) {}
+    InsertStream(std::shared_ptr<Local> local, ReplayService* service)
+        : local_(std::move(local)), session_(service, &cancel_) {}
 
     absl::Status Write(proto::InsertRequest& request,
                        absl::FunctionRef<void(const proto::InsertResponse&)> ack) override {
       if (!error_.ok()) return error_;
       // The limit gRPC enforces on a received message, so that a writer
       // meets the same server whichever way it reaches it.
-      if (const size_t bytes = request.ByteSizeLong();
-          bytes > static_cast<size_t>(max_message_bytes_)) {
+      const int64_t limit = local_->max_message_bytes_;
+      if (const size_t bytes = request.ByteSizeLong(); bytes > static_cast<size_t>(limit)) {
         error_ = absl::ResourceExhaustedError(absl::StrCat(
             "an insert message of ", bytes, " bytes is larger than the server's ",
-            "max_message_bytes (", max_message_bytes_, ")"));
+            "max_message_bytes (", limit, ")"));
         return error_;
       }
       {
         absl::MutexLock lock(&local_->mu_);
-        if (local_->server_ == nullptr) {
-          error_ = absl::UnavailableError("the replay server of this process has stopped");
-          return error_;
-        }
+        error_ = local_->CheckServing();
+        if (!error_.ok()) return error_;
         ++local_->active_writes_;
       }
       absl::StatusOr<bool> processed =
@@ -152,7 +148,6 @@ class ReplayServer::Local final : public LocalServer,
 
    private:
     const std::shared_ptr<Local> local_;
-    const int64_t max_message_bytes_;
     Cancellation cancel_;
     ReplayService::InsertSession session_;
     absl::Status error_;

@@ -56,7 +56,7 @@ def _position(index: int, length: int) -> int:
     return position
 
 
-class _BatchedColumnHistory:
+class _BatchedColumnHistory(trajectory_writer_lib._HistoryOfColumn):  # pylint: disable=protected-access
     """The recent cells of one column in every environment.
 
     Index i is the writer's i-th step (negative indices count from the
@@ -66,40 +66,15 @@ class _BatchedColumnHistory:
     created, per environment.
     """
 
-    __slots__ = ("_core", "_path", "_column", "_num_envs", "_type")
+    __slots__ = ("_num_envs",)
 
     def __init__(self, core: Any, path: Path, column: int, num_envs: int) -> None:
-        self._core = core
-        self._path = path
-        self._column = column
+        super().__init__(core, path, column)
         self._num_envs = num_envs
-        self._type: Optional[Tuple[np.dtype, Tuple[int, ...]]] = None
 
-    def _column_type(self) -> Optional[Tuple[np.dtype, Tuple[int, ...]]]:
-        if self._type is None:
-            # Every environment's column has the dtype and shape of the batch rows.
-            self._type = self._core.column_type(self._column * self._num_envs)
-        return self._type
-
-    @property
-    def path(self) -> Path:
-        """The column's path in the step structure."""
-        return self._path
-
-    @property
-    def dtype(self) -> Optional[np.dtype]:
-        """The column's numpy dtype; None before its first value."""
-        column_type = self._column_type()
-        return None if column_type is None else column_type[0]
-
-    @property
-    def shape(self) -> Optional[Tuple[int, ...]]:
-        """The shape of one environment's value in one step; None before its first value."""
-        column_type = self._column_type()
-        return None if column_type is None else column_type[1]
-
-    def __len__(self) -> int:
-        return self._core.history_length
+    def _native_column(self) -> int:
+        # Environment 0's; every environment's has the dtype and shape of the rows.
+        return self._column * self._num_envs
 
     def __getitem__(self, index: _Index) -> "BatchedTrajectoryColumn":
         steps, squeeze = _steps_of(index, self._core.history_length)

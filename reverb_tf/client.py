@@ -644,10 +644,9 @@ class Client:
             raise ValueError(f"num_samples ({num_samples}) must be a positive integer")
         timeout_s = None if rate_limiter_timeout_ms is None else rate_limiter_timeout_ms / 1000
         unflatten = self._unflattener(table) if unpack_as_table_signature else None
-        if sampling_stats:
-            sample_info = replay_sample.SampleInfoWithStats._make
-        else:
-            sample_info = lambda fields: replay_sample.SampleInfo._make(fields[:5])  # noqa: E731
+        info_cls = replay_sample.info_type(sampling_stats)
+        num_fields = len(info_cls._fields)
+        sample_info = lambda fields: info_cls._make(fields[:num_fields])  # noqa: E731
         sample = replay_sample.ReplaySample
         sampler = self._client.new_sampler(
             table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s)

@@ -1,6 +1,6 @@
 """What sampling returns: the item's data and facts about the sample."""
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Type, Union
 
 
 class SampleInfo(NamedTuple):
@@ -119,3 +119,13 @@ class ReplaySample(NamedTuple):
 
     info: SampleInfo
     data: Any
+
+
+def info_type(sampling_stats: bool) -> Type[Union[SampleInfo, SampleInfoWithStats]]:
+    """The `info` class of samples taken with or without `sampling_stats`.
+
+    Its fields are a prefix of the native layer's info fields (dm-reverb's
+    five first, the two statistics after), so `cls(*fields[:len(cls._fields)])`
+    makes one.
+    """
+    return SampleInfoWithStats if sampling_stats else SampleInfo

@@ -76,10 +76,8 @@ class TFClient:
             outputs = self._ops.reverb_tf_sample(
                 server_address=self._server_address, table=table,
                 dtypes=[tf.as_dtype(d) for d in data_dtypes])
-            if sampling_stats:
-                info = replay_sample.SampleInfoWithStats(*outputs[:7])
-            else:
-                info = replay_sample.SampleInfo(*outputs[:5])
+            info_cls = replay_sample.info_type(sampling_stats)
+            info = info_cls(*outputs[:len(info_cls._fields)])
             return replay_sample.ReplaySample(info=info, data=list(outputs[7]))
 
     def insert(self, data: List[Any], tables: Any, priorities: Any,

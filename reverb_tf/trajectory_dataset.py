@@ -191,8 +191,7 @@ class TrajectoryDataset(_ReplaySource):
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         data_spec = _lists_to_tuples(tf.nest.map_structure(
             lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes))
-        info_type = (replay_sample.SampleInfoWithStats if sampling_stats
-                     else replay_sample.SampleInfo)
+        info_type = replay_sample.info_type(sampling_stats)
         info_spec = info_type(*[tf.TensorSpec([], dtype) for dtype in info_type.tf_dtypes()])
         self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
         flat_specs = tf.nest.flatten(self._element_spec)

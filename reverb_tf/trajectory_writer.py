@@ -131,7 +131,49 @@ class _Generation:
     __slots__ = ()
 
 
-class _ColumnHistory:
+class _HistoryOfColumn:
+    """What every writer's `history` leaf knows of its column: path, dtype, shape."""
+
+    __slots__ = ("_core", "_path", "_column", "_type")
+
+    def __init__(self, core: Any, path: Path, column: int) -> None:
+        self._core = core
+        self._path = path
+        self._column = column
+        # (dtype, step shape) once the native writer knows it; fixed from then on.
+        self._type: Optional[Tuple[np.dtype, Tuple[int, ...]]] = None
+
+    def _native_column(self) -> int:
+        """The native writer's column whose dtype and shape this column has."""
+        return self._column
+
+    def _column_type(self) -> Optional[Tuple[np.dtype, Tuple[int, ...]]]:
+        if self._type is None:
+            self._type = self._core.column_type(self._native_column())
+        return self._type
+
+    @property
+    def path(self) -> Path:
+        """The column's path in the step structure."""
+        return self._path
+
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """The column's numpy dtype (`object` for strings); None before its first value."""
+        column_type = self._column_type()
+        return None if column_type is None else column_type[0]
+
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """The shape of one step of the column; None before its first value."""
+        column_type = self._column_type()
+        return None if column_type is None else column_type[1]
+
+    def __len__(self) -> int:
+        return self._core.history_length
+
+
+class _ColumnHistory(_HistoryOfColumn):
     """The recent cells of one column, indexable like a list.
 
     Index i counts steps since the history began (the writer's creation or
@@ -142,37 +184,11 @@ class _ColumnHistory:
     cells; this class only names the column.
     """
 
-    __slots__ = ("_core", "_path", "_column", "_generation", "_type")
+    __slots__ = ("_generation",)
 
     def __init__(self, core: Any, path: Path, column: int, generation: _Generation) -> None:
-        self._core = core
-        self._path = path
-        self._column = column
+        super().__init__(core, path, column)
         self._generation = generation
-        # (dtype, step shape) once the native writer knows it; fixed from then on.
-        self._type: Optional[Tuple[np.dtype, Tuple[int, ...]]] = None
-
-    @property
-    def path(self) -> Path:
-        """The column's path in the step structure."""
-        return self._path
-
-    @property
-    def dtype(self) -> Optional[np.dtype]:
-        """The column's numpy dtype (`object` for strings); None before its first value."""
-        if self._type is None:
-            self._type = self._core.column_type(self._column)
-        return None if self._type is None else self._type[0]
-
-    @property
-    def shape(self) -> Optional[Tuple[int, ...]]:
-        """The shape of one step of the column; None before its first value."""
-        if self._type is None:
-            self._type = self._core.column_type(self._column)
-        return None if self._type is None else self._type[1]
-
-    def __len__(self) -> int:
-        return self._core.history_length
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         core, column = self._core, self._column

@@ -6,6 +6,7 @@ scripts/setup.sh) or an installed wheel's (scripts/check_wheel.sh runs a
 copy of tests/ in a venv with the wheel and sets REVERB_TF_TEST_INSTALLED=1,
 which makes the session fail unless reverb_tf comes from site-packages).
 """
+import faulthandler
 import os
 import pathlib
 import re
@@ -13,6 +14,12 @@ import subprocess
 import sysconfig
 
 import pytest
+
+# No test may take longer than this. Past it the watchdog prints every
+# thread's stack and ends the session: a hung native call must cost CI
+# minutes and leave a trace, not its whole budget. The slowest test takes
+# well under a minute on a loaded 2-core machine.
+WATCHDOG_S = 300
 
 
 def _package_dir() -> pathlib.Path:
@@ -25,14 +32,29 @@ def pytest_report_header(config):
     return f"reverb_tf: {_package_dir()}"
 
 
+# The session's real stderr: while a test runs, fd 2 is pytest's capture
+# file, which a watchdog exit would lose.
+_stderr_copy = None
+
+
 def pytest_configure(config):
     del config
+    global _stderr_copy
+    _stderr_copy = os.dup(2)
     if os.environ.get("REVERB_TF_TEST_INSTALLED"):
         site_packages = {pathlib.Path(sysconfig.get_paths()[key]).resolve()
                          for key in ("purelib", "platlib")}
         if _package_dir().parent not in site_packages:
             raise pytest.UsageError(f"REVERB_TF_TEST_INSTALLED is set but reverb_tf is "
                                     f"{_package_dir()}, not an installed package")
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    """Bounds every test's time (see WATCHDOG_S); a hang ends the session with stacks."""
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=_stderr_copy)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +86,8 @@ def start_server():
     def start(*command):
         process = subprocess.Popen(list(command), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
-        line = process.stdout.readline()  # the one readiness line
+        from integration import read_line  # pylint: disable=g-import-not-at-top
+        line = read_line(process.stdout, "readiness line from " + command[0])
         match = re.search(r"on port (\d+)", line)
         if match is None:
             process.kill()

@@ -4,8 +4,11 @@ Every such test starts `reverb_tf.Server` and therefore needs the native
 module `reverb_tf._core`: without it they fail (ImportError), they are never
 skipped.
 """
-import faulthandler
+import collections
 import os
+import re
+import shutil
+import subprocess
 import threading
 import time
 import urllib.request
@@ -20,14 +23,6 @@ import reverb_tf as reverb
 from reverb_tf._ports import port_outside_ephemeral_range  # pylint: disable=unused-import
 
 DEADLINE_S = 20.0
-
-
-@pytest.fixture(autouse=True)
-def watchdog():
-    # A hung native call must not hang the suite (and CI) forever.
-    faulthandler.dump_traceback_later(180, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture
@@ -129,6 +124,72 @@ def listening_addresses(port):
                 if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
                     addresses.add(address)
     return addresses
+
+
+def read_line(pipe, what: str, timeout: float = 60.0) -> str:
+    """Reads one line from a child process's pipe, failing the test if none comes.
+
+    Args:
+      pipe: the child's stdout or stderr (text mode).
+      what: what the line is, for the failure message.
+      timeout: seconds to wait.
+
+    Returns:
+      The line, with its newline ('' if the child closed the pipe).
+
+    Raises:
+      pytest.fail.Exception: no line within `timeout`.
+    """
+    line = []
+    reader = threading.Thread(target=lambda: line.append(pipe.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        pytest.fail(f"no {what} within {timeout:.0f} s")
+    return line[0]
+
+
+def native_stacks(pid: int, frames: int = 12) -> str:
+    """The native stacks of process `pid`'s threads, identical ones counted once.
+
+    For the failure message of a test that found a server hung: it tells
+    where every thread waits. Needs gdb; says so if there is none.
+
+    Args:
+      pid: the process to attach to (briefly stopped while gdb reads it).
+      frames: innermost frames kept per thread.
+
+    Returns:
+      Text: each distinct stack with the number of threads showing it.
+    """
+    if shutil.which("gdb") is None:
+        return "(no gdb on this machine: no native stacks)"
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                              "-ex", f"thread apply all bt {frames}"],
+                             capture_output=True, text=True, timeout=120).stdout
+    except subprocess.TimeoutExpired:
+        return "(gdb did not finish within 120 s)"
+    stacks = collections.Counter()
+    current = []
+    for line in out.splitlines() + ["Thread"]:
+        if line.startswith("Thread"):
+            if current:
+                stacks["\n".join(current)] += 1
+            current = []
+        elif line.startswith("#"):
+            # "#3  0x00007f... in fn(sig) (args) at file:line": keep fn and where.
+            frame = re.sub(r"^#\d+\s+(0x[0-9a-f]+ in )?", "", line)
+            where = ""
+            for word in (" at ", " from "):
+                if word in frame:
+                    frame, where = frame.rsplit(word, 1)
+                    where = word + where
+                    break
+            if frame.endswith(")") and " (" in frame:
+                frame = frame[:frame.rindex(" (")]  # the arguments' values
+            current.append(f"  {frame[:160]}{where}")
+    return "\n".join(f"{count} thread(s):\n{stack}" for stack, count in stacks.most_common())
 
 
 def proc_count(pid, what):

@@ -6,7 +6,7 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import make_server, table, watchdog  # noqa: F401  (fixtures)
+from integration import make_server, table  # noqa: F401  (fixtures)
 
 B = 4
 

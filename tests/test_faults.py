@@ -9,6 +9,7 @@ bounded time; a server restarted on the same port must serve the old
 threads and fds where they were.
 """
 
+import os
 import re
 import signal
 import subprocess
@@ -23,8 +24,10 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 from integration import listening_addresses
+from integration import native_stacks
 from integration import port_outside_ephemeral_range
 from integration import proc_count
+from integration import read_line
 
 # How long a call caught by the kill may take to raise. Measured about 1.5 s
 # (the channel's reconnect attempt); the bound leaves room for a loaded CI.
@@ -43,7 +46,7 @@ tables {{ table_name: "q" sampler {{ fifo: true }} remover {{ fifo: true }} max_
 def _start(server_binary, port=0):
     process = subprocess.Popen([server_binary, "--config=" + _CONFIG.format(port=port)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    match = re.search(r"on port (\d+)", process.stdout.readline())
+    match = re.search(r"on port (\d+)", read_line(process.stdout, "server readiness line"))
     if match is None:
         process.kill()
         pytest.fail(f"server did not start: {process.stderr.read()}")
@@ -158,9 +161,10 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
 
 
 _MANY_STREAMS_CLIENT = textwrap.dedent("""
-    import sys, threading
+    import faulthandler, signal, sys, threading
     import numpy as np
     import reverb_tf as reverb
+    faulthandler.register(signal.SIGUSR1)  # the test asks for stacks if this hangs
     client = reverb.Client(sys.argv[1])
     writers, samplers = [], []
     for i in range(100):
@@ -180,16 +184,49 @@ _MANY_STREAMS_CLIENT = textwrap.dedent("""
 """)
 
 
-def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline(server_binary):
+def _hung(what, server, clients=(), client_logs=()):
+    """Fails the test with where the server's threads and the clients' threads wait."""
+    for client in clients:
+        if client.poll() is None:
+            client.send_signal(signal.SIGUSR1)  # faulthandler: Python stacks to its log
+    time.sleep(1)
+    logs = []
+    for log in client_logs:
+        log.seek(0)
+        logs.append(log.read()[-20000:])
+    pytest.fail(f"{what}\n--- server threads:\n{native_stacks(server.pid)}\n"
+                + "".join(f"--- client {i} stderr:\n{log}\n" for i, log in enumerate(logs)))
+
+
+def _within(seconds, call, what, server, clients=(), client_logs=()):
+    """Runs `call` with a bound on its time; returns its result."""
+    result = []
+    outcome = _Outcome(lambda: result.append(call()))
+    outcome.join(seconds)
+    if outcome.ended_at is None:
+        _hung(f"{what} still blocked after {seconds} s", server, clients, client_logs)
+    if outcome.error is not None:
+        raise outcome.error
+    return result[0]
+
+
+def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline(
+        server_binary, tmp_path):
     process, port = _start(server_binary)
     address = f"localhost:{port}"
+    logs = [open(tmp_path / f"client{i}.log", "w+") for i in range(2)]
+    clients = []
     try:
         reverb.Client(address).server_info(timeout=10)
         baseline = {what: proc_count(process.pid, what) for what in ("task", "fd")}
         clients = [subprocess.Popen([sys.executable, "-c", _MANY_STREAMS_CLIENT, address],
-                                    stdout=subprocess.PIPE, text=True) for _ in range(2)]
-        for client in clients:
-            assert client.stdout.readline().strip() == "streams open"
+                                    stdout=subprocess.PIPE, stderr=log, text=True)
+                   for log in logs]
+        for i, client in enumerate(clients):
+            line = _within(120, client.stdout.readline, f"client {i}'s setup", process,
+                           clients, logs)
+            if line.strip() != "streams open":
+                _hung(f"client {i} said {line!r}", process, clients, logs)
         deadline = time.monotonic() + 20
         while proc_count(process.pid, "task") < baseline["task"] + 300:
             assert time.monotonic() < deadline, proc_count(process.pid, "task")
@@ -199,13 +236,22 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
             client.wait()
         deadline = time.monotonic() + 20
         while any(proc_count(process.pid, what) > baseline[what] + 5 for what in baseline):
-            assert time.monotonic() < deadline, {w: proc_count(process.pid, w) for w in baseline}
+            if time.monotonic() > deadline:
+                _hung(f"threads and fds above baseline {baseline}: "
+                      f"{ {w: proc_count(process.pid, w) for w in baseline} }", process)
             time.sleep(0.1)
         # Still serving, and the killed writers' flushed items are kept.
         client = reverb.Client(address)
         assert client.server_info(timeout=10)["t"].current_size == 100
-        client.insert(np.float32(1), {"q": 1.0})
-        assert next(client.sample("q", emit_timesteps=False)).data[0] == 1
+        _within(30, lambda: client.insert(np.float32(1), {"q": 1.0}), "insert", process)
+        sample = _within(30, lambda: next(client.sample("q", emit_timesteps=False)),
+                         "sample", process)
+        assert sample.data[0] == 1
     finally:
+        for client in clients:
+            client.kill()
+            client.wait()
+        for log in logs:
+            log.close()
         process.kill()
         process.wait()

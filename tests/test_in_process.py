@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
-from integration import TOKENS, make_server, metric_value, scrape_metrics, table, watchdog  # pylint: disable=unused-import
+from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # pylint: disable=unused-import
 from integration import write_from_child
 
 READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
@@ -117,7 +117,7 @@ def test_after_stop_in_process_calls_fail_as_remote_ones_do(make_server):
         list(client.sample("t", num_samples=1))
 
 
-def test_a_writer_of_a_stopped_server_fails_and_a_blocked_one_wakes(make_server, watchdog):
+def test_a_writer_of_a_stopped_server_fails_and_a_blocked_one_wakes(make_server):
     server = make_server(reverb.Table.queue("q", 2), table())
     client = reverb.Client(f"localhost:{server.port}")
     writer = client.trajectory_writer(1)
@@ -143,7 +143,7 @@ def test_a_writer_of_a_stopped_server_fails_and_a_blocked_one_wakes(make_server,
     blocked.close()
 
 
-def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server, watchdog):
+def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server):
     import time  # pylint: disable=g-import-not-at-top
     server = make_server(reverb.Table.queue("q", 1))
     client = reverb.Client(f"localhost:{server.port}")
@@ -159,7 +159,7 @@ def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server,
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_child_process_reaches_the_real_server_or_refuses(make_server, watchdog, method):
+def test_a_child_process_reaches_the_real_server_or_refuses(make_server, method):
     # A fork()ed child inherits a copy of the server (without its threads)
     # and gRPC state it cannot use: writes there once landed in the copy and
     # vanished. Now the child is refused at once; a spawned child writes

@@ -7,7 +7,7 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import insert_values, value_of, Background, make_server, sample_one, table, wait_until, watchdog  # noqa: F401  (fixtures)
+from integration import insert_values, value_of, Background, make_server, sample_one, table, wait_until  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import listening_addresses, insert_values, Background, make_server, sample_one, table, wait_until, watchdog  # noqa: F401  (fixtures)
+from integration import listening_addresses, insert_values, Background, make_server, sample_one, table, wait_until  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True

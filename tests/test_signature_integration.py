@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from reverb_tf import errors
-from integration import make_server, table, watchdog  # noqa: F401  (fixtures)
+from integration import make_server, table  # noqa: F401  (fixtures)
 
 
 def signed_table():

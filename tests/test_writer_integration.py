@@ -7,7 +7,7 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import make_server, sample_one, table, watchdog  # noqa: F401  (fixtures)
+from integration import make_server, sample_one, table  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True

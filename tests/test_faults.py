@@ -82,6 +82,7 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
     first_addresses = listening_addresses(port)
     client = reverb.Client(address)
     client.server_info(timeout=10)
+    client.mutate_priorities("t", updates={1: 1.0})  # its mutation stream is open now
 
     def blocked_sample():  # "t" is empty: waits for its first item
         next(client.sample("t", emit_timesteps=False))
@@ -137,7 +138,12 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
         assert listening_addresses(port) == first_addresses
         assert client.server_info(timeout=10)["t"].current_size == 0  # nothing checkpointed
         client.insert(np.float32(7), {"t": 1.0})
-        assert next(client.sample("t", emit_timesteps=False)).data[0] == 7
+        key = int(next(client.sample("t", emit_timesteps=False)).info.key)
+        # The mutation stream went down with the first server: the update
+        # still lands (over a unary call, until a new stream opens).
+        client.mutate_priorities("t", updates={key: 5.0})
+        sample = next(client.sample("t", emit_timesteps=False))
+        assert sample.data[0] == 7 and sample.info.priority == 5.0
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             writer.append([np.float32(8)])
             writer.create_item("t", 1.0, writer.history[0][-1:])

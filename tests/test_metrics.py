@@ -1,4 +1,5 @@
 """The Prometheus metrics endpoint: scraped over HTTP and read with prometheus_client's parser."""
+import gc
 import re
 import signal
 import threading
@@ -72,7 +73,8 @@ def test_values_move_with_traffic(served):
         assert count > value(before, "reverb_tf_rpc_duration_seconds_count", method=method)
         assert value(after, "reverb_tf_rpc_duration_seconds_bucket", method=method,
                      le="+Inf") == count
-    assert value(after, "reverb_tf_active_streams") == 0
+    # The client keeps its priority-mutation stream open for its next calls.
+    assert value(after, "reverb_tf_active_streams") == 1
     # Priorities: the 5 items left all have priority 1 but one (3.0): the
     # cumulative counts by power of two say so.
     assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="0.5") == 0
@@ -85,6 +87,23 @@ def test_values_move_with_traffic(served):
                  signature="no") == 1
     # The name with a quote and a backslash survives the round trip.
     assert value(after, "reverb_tf_table_max_size", table='odd "name" \\ here') == 10
+
+
+def test_a_clients_mutation_stream_lasts_as_long_as_the_client(served):
+    server, _ = served
+    streams = lambda: value(scrape(server.metrics_port)[0], "reverb_tf_active_streams")
+    before = streams()
+    clients = [reverb_tf.Client(f"localhost:{server.port}") for _ in range(2)]
+    for _ in range(3):
+        for client in clients:
+            client.mutate_priorities("prio", updates={12345: 1.0})
+    assert streams() == before + 2  # one each, however many calls
+    del clients, client
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while streams() != before:
+        assert time.monotonic() < deadline, streams()
+        time.sleep(0.05)
 
 
 def test_rate_limiter_waits_and_checkpoints_are_reported(served):

@@ -51,6 +51,12 @@ def _valid_requests():
                                        deletes=[3]),
             pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[]),
         ],
+        "MutateStream": [
+            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0],
+                                       deletes=[3]),
+            pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[]),
+            pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[float("nan")]),
+        ],
         "Reset": [pb.ResetRequest(table="nope")],
         "ServerInfo": [pb.ServerInfoRequest()],
         "Checkpoint": [pb.CheckpointRequest()],
@@ -88,7 +94,7 @@ def _round_trip(address):
 
 
 @pytest.mark.parametrize("method", ["InsertStream", "SampleStream", "MutatePriorities",
-                                    "Reset", "ServerInfo", "Checkpoint"])
+                                    "MutateStream", "Reset", "ServerInfo", "Checkpoint"])
 def test_hostile_bytes_never_take_the_server_down(method):
     rng = random.Random(f"reverb_tf-{method}")
     table = reverb.Table("t", sampler=reverb.selectors.Uniform(),

@@ -296,8 +296,20 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
   const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   if (shards.size() == 1) {
     proto::MutatePrioritiesResponse response;
-    RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
-                          request, &response, timeout, cancel));
+    std::optional<proto::MutatePrioritiesResponse> streamed;
+    if (timeout == absl::InfiniteDuration()) {
+      ASSIGN_OR_RETURN(streamed, shards[0]->mutations().Mutate(request, cancel));
+    }
+    if (streamed.has_value()) {
+      if (streamed->error_code() != 0) {
+        return absl::Status(static_cast<absl::StatusCode>(streamed->error_code()),
+                            streamed->error_message());
+      }
+      response = *std::move(streamed);
+    } else {
+      RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
+                            request, &response, timeout, cancel));
+    }
     report.updated = response.updated();
     report.deleted = response.deleted();
     report.missing = response.missing();

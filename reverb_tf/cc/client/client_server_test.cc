@@ -1,5 +1,7 @@
 // End to end over loopback gRPC: a ReplayServer on a free port and the C++
 // Client and TrajectoryWriter talking to it.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -255,6 +257,147 @@ TEST_P(ClientServerTest, MutateResetAndServerInfo) {
   EXPECT_EQ(TableSize("p"), 2);
   ASSERT_TRUE(client_->Reset("p", kTimeout).ok());
   EXPECT_EQ(TableSize("p"), 0);
+}
+
+// The streams the server serves now, from its metrics page.
+int64_t ActiveStreams(const ReplayServer& server) {
+  const std::string text = server.MetricsText();
+  const std::string name = "\nreverb_tf_active_streams ";
+  const size_t at = text.find(name);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + name.size()));
+}
+
+// Three items of priority 1 in prioritized table "p"; returns their keys.
+std::vector<Key> ThreePrioritizedItems(Client& client, TrajectoryWriter& writer) {
+  for (int i = 0; i < 3; ++i) {
+    auto step = writer.Append({FloatStep(i)});
+    EXPECT_TRUE(writer.CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  }
+  EXPECT_TRUE(writer.Flush(0, kTimeout).ok());
+  std::vector<Key> keys;
+  auto samples = client.SampleItems("p", 60, Bounded());
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  for (const Sample& sample : *samples) {
+    if (std::find(keys.begin(), keys.end(), sample.info.key) == keys.end()) {
+      keys.push_back(sample.info.key);
+    }
+  }
+  EXPECT_EQ(keys.size(), 3u);
+  return keys;
+}
+
+TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadRequests) {
+  StartServer({MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter();
+  const std::vector<Key> keys = ThreePrioritizedItems(*client_, *writer);
+  writer.reset();
+  const int64_t before = ActiveStreams(*server_);
+  for (int i = 0; i < 20; ++i) {
+    auto result = client_->MutatePriorities("p", {{keys[i % 3], 1.0 + i}, {12345, 1.0}}, {},
+                                            absl::InfiniteDuration());
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->updated, 1);
+    EXPECT_EQ(result->missing, 1);
+  }
+  // One stream for all of them (in-process, none: no gRPC at all).
+  EXPECT_EQ(ActiveStreams(*server_), before + (GetParam() ? 0 : 1));
+  // A bad request fails alone, with the server's words, and the stream stays.
+  auto bad = client_->MutatePriorities("p", {{keys[0], NAN}}, {}, absl::InfiniteDuration());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  auto unknown = client_->MutatePriorities("nope", {{keys[0], 1.0}}, {},
+                                           absl::InfiniteDuration());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
+  auto deleted = client_->MutatePriorities("p", {{keys[1], 7.0}}, {keys[2]},
+                                           absl::InfiniteDuration());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->updated, 1);
+  EXPECT_EQ(deleted->deleted, 1);
+  EXPECT_EQ(ActiveStreams(*server_), before + (GetParam() ? 0 : 1));
+  // What the last calls left: keys[0] at 19 (i = 18), keys[1] at 7, keys[2] gone.
+  auto samples = client_->SampleItems("p", 40, Bounded());
+  ASSERT_TRUE(samples.ok());
+  for (const Sample& sample : *samples) {
+    ASSERT_NE(sample.info.key, keys[2]);
+    EXPECT_EQ(sample.info.priority, sample.info.key == keys[0] ? 19.0 : 7.0);
+  }
+  // Closing the client ends its stream on the server.
+  client_.reset();
+  for (int i = 0; i < 200 && ActiveStreams(*server_) != before; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(ActiveStreams(*server_), before);
+}
+
+TEST_P(ClientServerTest, ConcurrentMutationsAllLandWhetherStreamedOrNot) {
+  StartServer({MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))});
+  auto writer = NewWriter();
+  const std::vector<Key> keys = ThreePrioritizedItems(*client_, *writer);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        auto result = client_->MutatePriorities("p", {{keys[t], 1.0 + t * 1000 + i}}, {},
+                                                absl::InfiniteDuration());
+        if (!result.ok() || result->updated != 1) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  // Each thread's last update is its key's priority: nothing reordered.
+  auto samples = client_->SampleItems("p", 30, Bounded());
+  ASSERT_TRUE(samples.ok());
+  for (const Sample& sample : *samples) {
+    const int t = static_cast<int>(std::find(keys.begin(), keys.end(), sample.info.key) -
+                                   keys.begin());
+    EXPECT_EQ(sample.info.priority, 1.0 + t * 1000 + 99);
+  }
+}
+
+TEST(MutationStreamTest, AServerThatRefusesTheStreamIsAskedByUnaryCalls) {
+  // One stream allowed, and a writer holds it: the mutation stream is
+  // refused (RESOURCE_EXHAUSTED), and the unary call carries the request.
+  ServerOptions options;
+  options.max_active_streams = 1;
+  auto server = ReplayServer::StartFromOptions(
+      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+      options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::ScopedInProcess over_grpc(false);
+  auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
+  auto writer = testing::NewWriter(*client, 1);
+  auto step = writer->Append({FloatStep(1)});
+  ASSERT_TRUE(writer->CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_EQ(ActiveStreams(**server), 1);
+  for (int i = 0; i < 3; ++i) {  // the first finds out; the others skip the stream
+    auto result = client->MutatePriorities("p", {{12345, 2.0}}, {}, absl::InfiniteDuration());
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->missing, 1);
+  }
+  EXPECT_EQ(ActiveStreams(**server), 1);
+}
+
+TEST(MutationStreamTest, StopEndsAnIdleMutationStreamAtOnce) {
+  auto server = ReplayServer::StartFromOptions(
+      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+      ServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::ScopedInProcess over_grpc(false);
+  auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
+  ASSERT_TRUE(client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()).ok());
+  ASSERT_EQ(ActiveStreams(**server), 1);
+  // Without EndMutateStreams() gRPC's shutdown would wait out its 2 s.
+  const absl::Time start = absl::Now();
+  (*server)->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
+  auto after = client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
 }
 
 TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {

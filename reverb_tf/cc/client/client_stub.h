@@ -14,6 +14,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/client/mutation_stream.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
@@ -29,7 +30,8 @@ class ClientStub {
         stub_(proto::ReplayService::NewStub(channel_)),
         max_message_bytes_(max_message_bytes),
         authorization_(token.empty() ? "" : "Bearer " + token),
-        loopback_port_(LoopbackPort(address_)) {}
+        loopback_port_(LoopbackPort(address_)),
+        mutations_(std::make_unique<MutationStream>(this)) {}
 
   // The server of this process behind this address, reached without gRPC
   // (local_server.h); null if there is none (or it is another process's).
@@ -41,6 +43,8 @@ class ClientStub {
   }
 
   proto::ReplayService::Stub* stub() { return stub_.get(); }
+  // The stream priority mutations to this server go over (see there).
+  MutationStream& mutations() { return *mutations_; }
   grpc::Channel* channel() { return channel_.get(); }
   const std::string& address() const { return address_; }
   int64_t max_message_bytes() const { return max_message_bytes_; }
@@ -62,6 +66,8 @@ class ClientStub {
   const int64_t max_message_bytes_;
   const std::string authorization_;
   const int loopback_port_;
+  // Last: it uses the stub and the channel until it is gone.
+  const std::unique_ptr<MutationStream> mutations_;
 };
 
 // While alive, Cancel() on `cancel` (may be null) aborts the RPC of `context`.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/method_handler.h"
@@ -115,10 +116,12 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   // Indices are the methods' positions in the proto's service.
   constexpr int kInsertStream = 0;
   constexpr int kSampleStream = 1;
+  constexpr int kMutateStream = 6;
   using RawHandler =
       grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer, grpc::ByteBuffer>;
   MarkMethodStreamed(kInsertStream, new RawHandler(&ReplayService::HandleInsertStream, this));
   MarkMethodStreamed(kSampleStream, new RawHandler(&ReplayService::HandleSampleStream, this));
+  MarkMethodStreamed(kMutateStream, new RawHandler(&ReplayService::HandleMutateStream, this));
 }
 
 grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
@@ -134,9 +137,13 @@ grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
       return ToGrpcStatus(status);
     }
   }
-  if (accepting_.load(std::memory_order_acquire)) return grpc::Status::OK;
-  return ToGrpcStatus(absl::UnavailableError(
-      "the server is loading its checkpoint; retry when its health is SERVING"));
+  return ToGrpcStatus(CheckAccepting());
+}
+
+absl::Status ReplayService::CheckAccepting() const {
+  if (accepting_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return absl::UnavailableError(
+      "the server is loading its checkpoint; retry when its health is SERVING");
 }
 
 absl::Status ReplayService::CommitLog() const {
@@ -361,26 +368,76 @@ grpc::Status ReplayService::MutatePriorities(
   if (grpc::Status admitted = Admit(context, Role::kWriter, "MutatePriorities"); !admitted.ok()) {
     return admitted;
   }
-  auto table = FindTable(request->table());
-  if (!table.ok()) return ToGrpcStatus(table.status());
-  if (request->keys_size() != request->priorities_size()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        request->keys_size(), " keys but ", request->priorities_size(),
-        " priorities")));
+  return ToGrpcStatus(Mutate(*request, response));
+}
+
+grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
+                                               RawStream* raw_stream) {
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutateStream"); !admitted.ok()) {
+    return admitted;
+  }
+  StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
+  if (!slot_in_limit.ok()) return TooManyStreams();
+  {
+    absl::MutexLock lock(&mutate_streams_mu_);
+    if (mutate_streams_ended_) {
+      return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
+    }
+    mutate_streams_.insert(context);
+  }
+  absl::Cleanup registered = [this, context] {
+    absl::MutexLock lock(&mutate_streams_mu_);
+    mutate_streams_.erase(context);
+  };
+  ParsedStream<proto::MutatePrioritiesRequest, proto::MutatePrioritiesResponse> stream(
+      raw_stream, &metrics_);
+  proto::MutatePrioritiesRequest request;
+  while (true) {
+    absl::StatusOr<bool> read = stream.Read(&request);
+    if (!read.ok()) return ToGrpcStatus(read.status());
+    if (!*read) return grpc::Status::OK;  // client done
+    proto::MutatePrioritiesResponse response;
+    {
+      CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
+      absl::Status status = CheckAccepting();
+      if (status.ok()) status = Mutate(request, &response);
+      if (!status.ok()) {
+        response.Clear();
+        response.set_error_code(static_cast<int32_t>(status.code()));
+        response.set_error_message(std::string(status.message()));
+      }
+    }
+    if (!stream.Write(response)) return grpc::Status::OK;  // client gone
+  }
+}
+
+void ReplayService::EndMutateStreams() {
+  absl::MutexLock lock(&mutate_streams_mu_);
+  mutate_streams_ended_ = true;
+  // A handler leaves the set under this lock: each context is alive here.
+  for (grpc::ServerContext* context : mutate_streams_) context->TryCancel();
+}
+
+absl::Status ReplayService::Mutate(const proto::MutatePrioritiesRequest& request,
+                                   proto::MutatePrioritiesResponse* response) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Table> table, FindTable(request.table()));
+  if (request.keys_size() != request.priorities_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.keys_size(), " keys but ", request.priorities_size(), " priorities"));
   }
   std::vector<std::pair<Key, double>> updates;
-  updates.reserve(request->keys_size());
-  for (int i = 0; i < request->keys_size(); ++i) {
-    updates.emplace_back(request->keys(i), request->priorities(i));
+  updates.reserve(request.keys_size());
+  for (int i = 0; i < request.keys_size(); ++i) {
+    updates.emplace_back(request.keys(i), request.priorities(i));
   }
-  auto result = (*table)->MutatePriorities(
-      updates, absl::MakeConstSpan(request->deletes().data(), request->deletes_size()));
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  if (absl::Status logged = CommitLog(); !logged.ok()) return ToGrpcStatus(logged);
-  response->set_updated(result->updated);
-  response->set_deleted(result->deleted);
-  response->set_missing(result->missing);
-  return grpc::Status::OK;
+  ASSIGN_OR_RETURN(MutationResult result,
+                   table->MutatePriorities(updates, absl::MakeConstSpan(request.deletes().data(),
+                                                                        request.deletes_size())));
+  RETURN_IF_ERROR(CommitLog());
+  response->set_updated(result.updated);
+  response->set_deleted(result.deleted);
+  response->set_missing(result.missing);
+  return absl::OkStatus();
 }
 
 grpc::Status ReplayService::Reset(grpc::ServerContext* context,

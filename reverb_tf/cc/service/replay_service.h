@@ -10,6 +10,10 @@
 // sends at most that many samples, in responses of at most
 // flexible_batch_size items, each chunk once per response.
 //
+// Priority mutations: one unary call each, or messages of a MutateStream,
+// which a client keeps open to save each call's setup; a failed request is
+// answered in its response and leaves that stream open.
+//
 // Streams: the synchronous gRPC API, one handler thread per active stream,
 // at most `max_active_streams` at once (more fail with RESOURCE_EXHAUSTED,
 // so a flood of streams cannot exhaust the server's threads). The streaming
@@ -25,7 +29,8 @@
 // Close() on the tables frees every thread at once when the server stops.
 //
 // Thread safety: all handlers may run concurrently; the service itself holds
-// only immutable state (the table map) and thread-safe objects.
+// only immutable state (the table map), thread-safe objects and the set of
+// open MutateStreams (under its mutex).
 #ifndef REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 #define REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 
@@ -37,8 +42,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
@@ -71,12 +78,13 @@ class ReplayService final : public proto::ReplayService::Service {
     // Chunk bytes one InsertStream may hold (sent and not yet released):
     // beyond it the stream fails with RESOURCE_EXHAUSTED.
     int64_t max_stream_chunk_bytes;
-    // InsertStreams and SampleStreams open at once; more fail with
+    // Streams (insert, sample, mutate) open at once; more fail with
     // RESOURCE_EXHAUSTED.
     int64_t max_active_streams;
     // Non-null: every call needs a bearer token of a role that may make it
     // (security/auth.h): ServerInfo and SampleStream `reader`, InsertStream
-    // and MutatePriorities `writer`, Reset and Checkpoint `admin`.
+    // MutatePriorities and MutateStream `writer`, Reset and Checkpoint
+    // `admin`.
     std::shared_ptr<const TokenAuthenticator> auth;
   };
 
@@ -128,6 +136,7 @@ class ReplayService final : public proto::ReplayService::Service {
   using RawStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
   grpc::Status HandleInsertStream(grpc::ServerContext* context, RawStream* stream);
   grpc::Status HandleSampleStream(grpc::ServerContext* context, RawStream* stream);
+  grpc::Status HandleMutateStream(grpc::ServerContext* context, RawStream* stream);
 
   // Chunks written through this service and still held by an item or a
   // stream.
@@ -141,12 +150,17 @@ class ReplayService final : public proto::ReplayService::Service {
   // (it comes from a request).
   absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
 
+  // Ends every MutateStream at once and refuses new ones (UNAVAILABLE):
+  // for the server's Stop(). Between requests their handlers wait in Read(),
+  // which nothing else ends before gRPC's shutdown deadline.
+  void EndMutateStreams();
+
   // Each table's info, by name: what ServerInfo answers.
   std::vector<TableInfo> TableInfos() const;
 
   // What the service counted as it served (see metrics.h).
   const ServiceMetrics& metrics() const { return metrics_; }
-  // InsertStreams and SampleStreams being served now.
+  // Streams (insert, sample, mutate) being served now.
   int64_t active_streams() const { return active_streams_.load(std::memory_order_relaxed); }
 
   grpc::Status MutatePriorities(grpc::ServerContext* context,
@@ -163,6 +177,12 @@ class ReplayService final : public proto::ReplayService::Service {
                           proto::CheckpointResponse* response) override;
 
  private:
+  // One priority mutation, logged: the work of MutatePriorities and of
+  // each MutateStream message.
+  absl::Status Mutate(const proto::MutatePrioritiesRequest& request,
+                      proto::MutatePrioritiesResponse* response);
+  // UNAVAILABLE while a checkpoint loads (see set_accepting).
+  absl::Status CheckAccepting() const;
   // WriteAheadLog::Commit(), if there is a log.
   absl::Status CommitLog() const;
   // RESOURCE_EXHAUSTED for a stream beyond limits_.max_active_streams.
@@ -182,6 +202,11 @@ class ReplayService final : public proto::ReplayService::Service {
   std::atomic<bool> accepting_{true};
   ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
+  absl::Mutex mutate_streams_mu_;
+  // The calls of the MutateStreams being served.
+  absl::flat_hash_set<grpc::ServerContext*> mutate_streams_
+      ABSL_GUARDED_BY(mutate_streams_mu_);
+  bool mutate_streams_ended_ ABSL_GUARDED_BY(mutate_streams_mu_) = false;
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
   WriteAheadLog* wal_ = nullptr;

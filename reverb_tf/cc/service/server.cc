@@ -480,7 +480,8 @@ std::string ReplayServer::MetricsText() const {
               "Bytes of insert and sample stream messages sent.");
   page.Sample("reverb_tf_sent_bytes_total", {},
               static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
-  page.Family("reverb_tf_active_streams", "gauge", "Insert and sample streams open now.");
+  page.Family("reverb_tf_active_streams", "gauge",
+              "Insert, sample and priority-mutation streams open now.");
   page.Sample("reverb_tf_active_streams", {}, static_cast<double>(service_->active_streams()));
   page.Family("reverb_tf_rpc_duration_seconds", "histogram",
               "Unary calls: the call. Streams: one message, from a request to its "
@@ -593,6 +594,8 @@ void ReplayServer::Stop() {
   // whatever is still running after that.
   // Null when Start() failed before gRPC was up.
   if (server_ != nullptr) {
+    // Idle between requests, nothing above wakes them.
+    service_->EndMutateStreams();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }

@@ -1,0 +1,84 @@
+"""Per-call cost of a remote priority update, split into its parts.
+
+A `reverb_tf_server` in a child process holds a Prioritized table of small
+items; one client updates priorities in calls of `--keys` keys, over the
+client's mutation stream (what `Client.mutate_priorities` uses) and as unary
+calls (what a call with a deadline uses). Each way is timed for an empty
+request (the round trip alone), keys the table does not hold (the round trip
+and the request's bytes) and keys it holds (and the table's work), with the
+CPU time the client and the server spent per call.
+
+    .venv/bin/python bench/mutation_bench.py [--keys 256] [--calls 3000]
+"""
+import argparse
+import os
+import time
+
+import numpy as np
+
+import reverb_tf as reverb
+from server_process import start_server, table_config
+
+# A deadline makes the native client use a unary call instead of the stream.
+_UNARY_TIMEOUT_S = 60.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid`, from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=256, help="keys per call")
+    parser.add_argument("--calls", type=int, default=3000, help="calls per figure")
+    parser.add_argument("--items", type=int, default=5000, help="items in the table")
+    args = parser.parse_args()
+
+    process, port = start_server(
+        "port: 0 " + table_config("prio", 100_000, "prioritized { priority_exponent: 0.6 }"))
+    try:
+        client = reverb.Client(f"localhost:{port}")
+        with client.trajectory_writer(1) as writer:
+            for i in range(args.items):
+                writer.append({"x": np.float32(i)})
+                writer.create_item("prio", 1.0, {"x": writer.history["x"][-1]})
+        held = []
+        while len(held) < args.keys:
+            held = list(dict.fromkeys(
+                held + [int(s.info.key) for s in client.sample("prio", 4 * args.keys,
+                                                                emit_timesteps=False)]))
+        held = held[:args.keys]
+        absent = [key ^ 1 for key in held]  # random 64-bit keys: none of these is held
+        priorities = np.random.default_rng(0).random(args.keys).tolist()
+        native = client._client  # pylint: disable=protected-access
+
+        def measure(keys, timeout_s):
+            values = priorities[:len(keys)]
+            client_cpu, server_cpu = time.process_time(), _cpu_seconds(process.pid)
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                native.mutate_priorities("prio", keys, values, [], timeout_s)
+            per_call = 1e6 / args.calls
+            return ((time.perf_counter() - start) * per_call,
+                    (time.process_time() - client_cpu) * per_call,
+                    (_cpu_seconds(process.pid) - server_cpu) * per_call)
+
+        measure(held, None)  # warm-up: connection, stream, caches
+        measure(held, _UNARY_TIMEOUT_S)
+        print(f"{args.keys} keys per call, {args.calls} calls per figure, "
+              f"{args.items} items; microseconds per call")
+        print(f"{'request':<22}{'path':<8}{'wall':>8}{'client CPU':>12}{'server CPU':>12}")
+        for label, keys in [("empty", []), (f"{args.keys} absent keys", absent),
+                            (f"{args.keys} held keys", held)]:
+            for path, timeout_s in [("stream", None), ("unary", _UNARY_TIMEOUT_S)]:
+                wall, client_cpu, server_cpu = measure(keys, timeout_s)
+                print(f"{label:<22}{path:<8}{wall:>8.0f}{client_cpu:>12.0f}{server_cpu:>12.0f}")
+    finally:
+        process.kill()
+        process.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -68,8 +68,10 @@ class SampleInfoWithStats(NamedTuple):
       min_probability: The smallest probability with which any item of the
         table would have been chosen at that moment (`float`; items of
         priority 0 are never chosen and do not count; 1.0 for deterministic
-        selectors). With several shards, this and `probability` are the
-        shard's own, as `table_size` is.
+        selectors). With several shards, this, `probability`,
+        `table_size` and `table_weight` are those of one table holding
+        every shard's items, so weights need no other call there either
+        (queue-like tables keep their shard's).
     """
 
     key: Any

@@ -97,6 +97,47 @@ def test_one_dataset_samples_every_shard_in_proportion_to_its_size(shards):
                                [1 / 6, 1 / 3, 1 / 2], atol=0.04)
 
 
+# Prioritized(1.0) table "p", by shard: the priority of item x = 10 * shard + i.
+_SHARD_PRIORITIES = [[1.0, 2.0], [4.0], [8.0, 0.5, 0.0]]  # 0.0 is never chosen
+
+
+def _check_merged_info(info, x):
+    """`info` of item `x` is what one table holding all of _SHARD_PRIORITIES says."""
+    every = [p for shard in _SHARD_PRIORITIES for p in shard]
+    total = sum(every)
+    priority = _SHARD_PRIORITIES[x // 10][x % 10]
+    assert isinstance(info, reverb.SampleInfoWithStats)
+    assert info.table_size == len(every)
+    np.testing.assert_allclose(info.table_weight, total, rtol=1e-9)
+    np.testing.assert_allclose(info.probability, priority / total, rtol=1e-9)
+    np.testing.assert_allclose(info.min_probability, 0.5 / total, rtol=1e-9)
+    np.testing.assert_allclose(info.importance_weight(1.0), 0.5 / priority, rtol=1e-9)
+
+
+def test_sample_infos_are_those_of_one_table_holding_every_shards_items(shards):
+    addresses, _ = shards
+    for shard, priorities in enumerate(_SHARD_PRIORITIES):
+        with reverb.Client(addresses[shard]).trajectory_writer(1) as writer:
+            for i, priority in enumerate(priorities):
+                writer.append({"x": np.int32(10 * shard + i)})
+                writer.create_item("p", priority, {"x": writer.history["x"][-1]})
+    seen = set()
+    for sample in reverb.Client(addresses).sample("p", 300, emit_timesteps=False,
+                                                  sampling_stats=True):
+        x = int(sample.data[0])
+        seen.add(x)
+        _check_merged_info(sample.info, x)
+    assert seen == {0, 1, 10, 20, 21}
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        addresses, "p", max_in_flight_samples_per_worker=8, sampling_stats=True)
+    seen = set()
+    for sample in dataset.take(300):
+        x = int(sample.data["x"])
+        seen.add(x)
+        _check_merged_info(reverb.SampleInfoWithStats(*[v.numpy() for v in sample.info]), x)
+    assert seen == {0, 1, 10, 20, 21}
+
+
 def test_priority_updates_from_a_sharded_dataset_reach_the_owning_shard_only(shards, caplog):
     addresses, _ = shards
     for i in range(3):

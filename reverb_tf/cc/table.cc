@@ -421,6 +421,7 @@ TableInfo Table::info() const {
   info.num_episodes = static_cast<int64_t>(episode_items_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
   info.sampler_total_weight = sampler_->TotalWeight();
+  info.sampler_min_item_weight = sampler_->MinProbability() * info.sampler_total_weight;
   info.counters = counters_;
   info.priorities = priorities_;
   info.rate_limiter_info = rate_limiter_.info();

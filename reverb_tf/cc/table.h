@@ -129,8 +129,10 @@ struct TableInfo {
   // table, and episodes whose last item left it since the last Reset().
   int64_t num_episodes = 0;
   int64_t num_deleted_episodes = 0;
-  // ItemSelector::TotalWeight() of the sampler.
+  // ItemSelector::TotalWeight() of the sampler, and the smallest weight of
+  // an item it can choose (MinProbability() * TotalWeight(); 0 if none).
   double sampler_total_weight = 0;
+  double sampler_min_item_weight = 0;
   RateLimiterInfo rate_limiter_info;
 };
 

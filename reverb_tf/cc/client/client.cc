@@ -177,6 +177,11 @@ void AddTableInfo(const TableInfo& shard, TableInfo* total) {
   }
   total->current_size += shard.current_size;
   total->sampler_total_weight += shard.sampler_total_weight;
+  if (shard.sampler_min_item_weight > 0 &&
+      (!(total->sampler_min_item_weight > 0) ||
+       shard.sampler_min_item_weight < total->sampler_min_item_weight)) {
+    total->sampler_min_item_weight = shard.sampler_min_item_weight;
+  }
   total->num_unique_samples += shard.num_unique_samples;
   total->num_episodes += shard.num_episodes;
   total->num_deleted_episodes += shard.num_deleted_episodes;
@@ -437,10 +442,12 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
     }
     return std::unique_ptr<Sampler>(new StreamSampler(shards[0], table, options));
   }
-  std::vector<double> weights;
-  if (shards.size() > 1 && options.max_samples >= 0) {
-    // To split max_samples between the shards: their weights now. A shard
-    // that does not answer at once (down, restarting) gets no share.
+  std::vector<ShardedSampler::ShardTable> tables;
+  if (shards.size() > 1) {
+    // The shards' tables now: to split max_samples by, and what the merged
+    // infos count for a shard until it delivers. A shard that does not
+    // answer at once (down, restarting) gets no share and counts for
+    // nothing until then.
     std::vector<proto::ServerInfoResponse> responses;
     const proto::ServerInfoRequest request;
     CallEveryShard<proto::ServerInfoResponse>(
@@ -450,15 +457,18 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
           shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
         });
     for (const proto::ServerInfoResponse& response : responses) {
-      double weight = 0;
+      ShardedSampler::ShardTable& found = tables.emplace_back();
       for (const proto::TableInfo& info : response.tables()) {
-        if (info.config().table_name() == table) weight = info.sampler_total_weight();
+        if (info.config().table_name() == table) {
+          found.weight = info.sampler_total_weight();
+          found.size = info.current_size();
+          found.min_item_weight = info.sampler_min_item_weight();
+        }
       }
-      weights.push_back(weight);
     }
   }
   return std::unique_ptr<Sampler>(
-      new ShardedSampler(std::move(shards), table, options, weights));
+      new ShardedSampler(std::move(shards), table, options, tables));
 }
 
 absl::StatusOr<std::vector<Sample>> Client::SampleItems(

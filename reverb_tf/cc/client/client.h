@@ -50,7 +50,9 @@ struct REVERB_TF_EXPORT SampleInfo {
   // The smallest probability any item of the table had when this one was
   // chosen: (probability / min_probability)^-beta is the item's
   // importance-sampling weight normalised by the largest. With several
-  // shards, both are the shard's own, as table_size is.
+  // shards, these, probability and table_size are those of one table
+  // holding every shard's items (ShardedSampler, sampler.h), except for
+  // queue-like tables, whose samples keep their shard's.
   double min_probability = 0;
 };
 

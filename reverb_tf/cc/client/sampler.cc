@@ -403,7 +403,7 @@ bool InProcessSampler::TryNext(Sample* sample) {
 
 ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
                                std::string table, const SamplerOptions& options,
-                               const std::vector<double>& weights)
+                               const std::vector<ShardTable>& tables)
     : table_(std::move(table)),
       stream_options_(options),
       max_samples_(options.max_samples),
@@ -418,21 +418,23 @@ ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
   for (int i = 0; i < n; ++i) {
     shards_[i].stub = std::move(shards[i]);
     shards_[i].streams_wanted = total / n + (i < total % n ? 1 : 0);
+    if (i < static_cast<int>(tables.size())) {
+      shards_[i].weight = tables[i].weight;
+      shards_[i].size = tables[i].size;
+      shards_[i].min_item_weight = tables[i].min_item_weight;
+      shards_[i].known = true;
+    }
   }
   if (by_quota_) {
     // A multinomial draw of max_samples over the weights, one binomial at a
     // time; without any weight, the shards alike.
     double left_weight = 0;
-    for (int i = 0; i < n; ++i) {
-      left_weight += i < static_cast<int>(weights.size()) ? std::max(weights[i], 0.0) : 0.0;
-    }
+    for (int i = 0; i < n; ++i) left_weight += std::max(shards_[i].weight, 0.0);
     const bool alike = !(left_weight > 0);
     if (alike) left_weight = n;
     int64_t left = max_samples_;
     for (int i = 0; i < n; ++i) {
-      const double w = alike ? 1.0
-                             : (i < static_cast<int>(weights.size()) ? std::max(weights[i], 0.0)
-                                                                      : 0.0);
+      const double w = alike ? 1.0 : std::max(shards_[i].weight, 0.0);
       const double p = left_weight > 0 ? std::min(1.0, w / left_weight) : 0.0;
       const int64_t quota =
           i == n - 1 ? left : std::binomial_distribution<int64_t>(left, p)(rng_);
@@ -501,12 +503,16 @@ void ShardedSampler::WorkerLoop(Worker* worker) {
       Shard& shard = shards_[worker->shard];
       backoff = absl::Milliseconds(100);
       shard.weight = sample.info.table_weight;
+      shard.size = sample.info.table_size;
+      shard.min_item_weight = sample.info.min_probability * sample.info.table_weight;
       shard.up = true;
       shard.ever_up = true;
       first_delivery_ = std::min(first_delivery_, absl::Now());
       shard.failed = false;
       shard.stalled = false;
-      if (!worker->sampler->ordered()) {
+      if (worker->sampler->ordered()) {
+        ordered_ = true;
+      } else {
         while (shard.streams_running < shard.streams_wanted) StartWorkerLocked(worker->shard);
       }
       shard.queue.push_back(std::move(sample));
@@ -580,10 +586,35 @@ int ShardedSampler::ChooseShardLocked(bool queued_only) {
 void ShardedSampler::TakeLocked(int shard, Sample* sample) {
   *sample = std::move(shards_[shard].queue.front());
   shards_[shard].queue.pop_front();
+  MergeInfoLocked(shard, &sample->info);
   ++shards_[shard].taken;
   ++returned_;
   quota_choice_ = -1;
   cv_.SignalAll();  // a worker may wait for room
+}
+
+void ShardedSampler::MergeInfoLocked(int shard, SampleInfo* info) {
+  if (shards_.size() < 2 || ordered_) return;
+  // The item's shard as it was when the item was chosen; the others as
+  // they last reported.
+  double total = std::max(info->table_weight, 0.0);
+  int64_t size = info->table_size;
+  double min_item_weight = info->min_probability * info->table_weight;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const Shard& other = shards_[i];
+    if (static_cast<int>(i) == shard || !(other.ever_up || other.known)) continue;
+    total += std::max(other.weight, 0.0);
+    size += other.size;
+    if (other.min_item_weight > 0 &&
+        (!(min_item_weight > 0) || other.min_item_weight < min_item_weight)) {
+      min_item_weight = other.min_item_weight;
+    }
+  }
+  if (!(total > 0)) return;  // nothing can be chosen: nothing to scale by
+  info->probability *= info->table_weight / total;
+  info->min_probability = min_item_weight / total;
+  info->table_weight = total;
+  info->table_size = size;
 }
 
 absl::Status ShardedSampler::AllFailedLocked() {

@@ -26,6 +26,14 @@
 // empty is waited for a short grace (kStallGrace); if it still has nothing
 // (its rate limiter holds it back, its link is slow) it is passed over
 // until it delivers again, so one blocked shard does not stall the others.
+// A sample's info is the merged table's, as one table holding every
+// shard's items would report it: the shards' sizes and total weights are
+// added up (each shard's as its latest sample reported it, or as the
+// client found it before sampling; a shard known neither way counts for
+// nothing), and the probability and smallest
+// probability are the item's weight over that total. Queue-like tables keep
+// their shard's info: their order, not a probability, chooses.
+//
 // A stream that fails because its server went away is reopened in the
 // background with backoff; the others go on. Only when every shard has
 // failed for longer than SamplerOptions::reconnect_timeout does Next()
@@ -152,10 +160,18 @@ absl::Status MaterializeSample(const SampledItem& item, Sample* sample);
 
 class ShardedSampler : public Sampler {
  public:
-  // `weights`: each shard's total weight now (e.g. from server info), to
-  // split options.max_samples by; ignored without max_samples.
+  // A shard's table as the client found it before sampling (server info).
+  struct ShardTable {
+    double weight = 0;  // the sampler's total weight
+    int64_t size = 0;
+    double min_item_weight = 0;  // TableInfo::sampler_min_item_weight
+  };
+
+  // `tables`: each shard's table now, to split options.max_samples by and
+  // to count in merged infos until the shard delivers; may be empty (then
+  // max_samples is split evenly).
   ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards, std::string table,
-                 const SamplerOptions& options, const std::vector<double>& weights);
+                 const SamplerOptions& options, const std::vector<ShardTable>& tables);
   ~ShardedSampler() override;
 
   absl::Status Next(Sample* sample) override;
@@ -168,11 +184,16 @@ class ShardedSampler : public Sampler {
  private:
   struct Shard {
     std::shared_ptr<ClientStub> stub;
-    // The latest sample's table_weight.
+    // The latest sample's table_weight, table_size, and smallest item
+    // weight (min_probability * table_weight).
     double weight = 0;
-    // Delivered since its streams last failed; `ever_up`: ever delivered.
+    int64_t size = 0;
+    double min_item_weight = 0;
+    // Delivered since its streams last failed; `ever_up`: ever delivered;
+    // `known`: weight and size came from the constructor's `tables`.
     bool up = false;
     bool ever_up = false;
+    bool known = false;
     // Its streams are failing (since failed_since), with last_error.
     bool failed = false;
     absl::Time failed_since;
@@ -202,6 +223,9 @@ class ShardedSampler : public Sampler {
   // if there is none.
   int ChooseShardLocked(bool queued_only) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeLocked(int shard, Sample* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rewrites `info`, a sample of shard `shard`, as the merged table's (see
+  // the top of this file).
+  void MergeInfoLocked(int shard, SampleInfo* info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAVAILABLE once every shard has failed for reconnect_timeout; OK while
   // some shard may still deliver.
   absl::Status AllFailedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -225,6 +249,8 @@ class ShardedSampler : public Sampler {
   absl::Mutex mu_;
   absl::CondVar cv_;
   std::vector<Shard> shards_ ABSL_GUARDED_BY(mu_);
+  // The table hands items out in a defined order (a stream said so).
+  bool ordered_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(mu_);
   int workers_finished_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t returned_ ABSL_GUARDED_BY(mu_) = 0;

@@ -291,6 +291,10 @@ TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {
   ASSERT_EQ(info->size(), 2);
   EXPECT_EQ((*info)[0].options.name, "t");
   EXPECT_EQ((*info)[0].current_size, 7);
+  // Uniform: every item weighs 1, so the total is the size.
+  EXPECT_EQ((*info)[0].sampler_total_weight, 7.0);
+  EXPECT_DOUBLE_EQ((*info)[0].sampler_min_item_weight, 1.0);
+  EXPECT_EQ((*info)[1].sampler_min_item_weight, 0.0);  // empty: nothing to choose
   EXPECT_EQ((*info)[0].rate_limiter_info.inserts, 7);
   EXPECT_EQ((*info)[0].options.max_size, 100);  // the capacity of both
   EXPECT_EQ((*info)[1].options.max_size, 140);

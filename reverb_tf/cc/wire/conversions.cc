@@ -195,6 +195,7 @@ void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
   out->set_current_size(info.current_size);
   out->set_num_unique_samples(info.num_unique_samples);
   out->set_sampler_total_weight(info.sampler_total_weight);
+  out->set_sampler_min_item_weight(info.sampler_min_item_weight);
   out->set_num_episodes(info.num_episodes);
   out->set_num_deleted_episodes(info.num_deleted_episodes);
   proto::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
@@ -212,6 +213,7 @@ absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& proto_info)
   info.current_size = proto_info.current_size();
   info.num_unique_samples = proto_info.num_unique_samples();
   info.sampler_total_weight = proto_info.sampler_total_weight();
+  info.sampler_min_item_weight = proto_info.sampler_min_item_weight();
   info.num_episodes = proto_info.num_episodes();
   info.num_deleted_episodes = proto_info.num_deleted_episodes();
   const proto::RateLimiterInfo& limiter = proto_info.rate_limiter_info();

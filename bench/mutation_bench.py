@@ -1,14 +1,18 @@
 """Per-call cost of a remote priority update, split into its parts.
 
-A `reverb_tf_server` in a child process holds a Prioritized table of small
-items; one client updates priorities in calls of `--keys` keys, over the
+`--shards` `reverb_tf_server`s in child processes each hold a Prioritized
+table of small items; one client (of all of them) updates priorities in
+calls of `--keys` keys, over the
 client's mutation stream (what `Client.mutate_priorities` uses) and as unary
 calls (what a call with a deadline uses). Each way is timed for an empty
 request (the round trip alone), keys the table does not hold (the round trip
 and the request's bytes) and keys it holds (and the table's work), with the
 CPU time the client and the server spent per call.
 
-    .venv/bin/python bench/mutation_bench.py [--keys 256] [--calls 3000]
+    .venv/bin/python bench/mutation_bench.py [--keys 256] [--calls 3000] [--shards 1]
+
+With several shards every call goes to every shard (each applies the keys
+it holds), and the server CPU is the shards' sum.
 """
 import argparse
 import os
@@ -33,17 +37,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=256, help="keys per call")
     parser.add_argument("--calls", type=int, default=3000, help="calls per figure")
-    parser.add_argument("--items", type=int, default=5000, help="items in the table")
+    parser.add_argument("--items", type=int, default=5000, help="items in each shard's table")
+    parser.add_argument("--shards", type=int, default=1, help="servers behind the client")
     args = parser.parse_args()
 
-    process, port = start_server(
-        "port: 0 " + table_config("prio", 100_000, "prioritized { priority_exponent: 0.6 }"))
+    started = [start_server("port: 0 " + table_config(
+        "prio", 100_000, "prioritized { priority_exponent: 0.6 }")) for _ in range(args.shards)]
+    processes = [process for process, _ in started]
     try:
-        client = reverb.Client(f"localhost:{port}")
-        with client.trajectory_writer(1) as writer:
-            for i in range(args.items):
-                writer.append({"x": np.float32(i)})
-                writer.create_item("prio", 1.0, {"x": writer.history["x"][-1]})
+        for _, port in started:
+            with reverb.Client(f"localhost:{port}").trajectory_writer(1) as writer:
+                for i in range(args.items):
+                    writer.append({"x": np.float32(i)})
+                    writer.create_item("prio", 1.0, {"x": writer.history["x"][-1]})
+        client = reverb.Client([f"localhost:{port}" for _, port in started])
         held = []
         while len(held) < args.keys:
             held = list(dict.fromkeys(
@@ -56,19 +63,20 @@ def main() -> None:
 
         def measure(keys, timeout_s):
             values = priorities[:len(keys)]
-            client_cpu, server_cpu = time.process_time(), _cpu_seconds(process.pid)
+            servers_cpu = lambda: sum(_cpu_seconds(process.pid) for process in processes)
+            client_cpu, server_cpu = time.process_time(), servers_cpu()
             start = time.perf_counter()
             for _ in range(args.calls):
                 native.mutate_priorities("prio", keys, values, [], timeout_s)
             per_call = 1e6 / args.calls
             return ((time.perf_counter() - start) * per_call,
                     (time.process_time() - client_cpu) * per_call,
-                    (_cpu_seconds(process.pid) - server_cpu) * per_call)
+                    (servers_cpu() - server_cpu) * per_call)
 
         measure(held, None)  # warm-up: connection, stream, caches
         measure(held, _UNARY_TIMEOUT_S)
-        print(f"{args.keys} keys per call, {args.calls} calls per figure, "
-              f"{args.items} items; microseconds per call")
+        print(f"{args.keys} keys per call, {args.calls} calls per figure, {args.shards} "
+              f"shard(s) of {args.items} items; microseconds per call")
         print(f"{'request':<22}{'path':<8}{'wall':>8}{'client CPU':>12}{'server CPU':>12}")
         for label, keys in [("empty", []), (f"{args.keys} absent keys", absent),
                             (f"{args.keys} held keys", held)]:
@@ -76,8 +84,9 @@ def main() -> None:
                 wall, client_cpu, server_cpu = measure(keys, timeout_s)
                 print(f"{label:<22}{path:<8}{wall:>8.0f}{client_cpu:>12.0f}{server_cpu:>12.0f}")
     finally:
-        process.kill()
-        process.wait()
+        for process in processes:
+            process.kill()
+            process.wait()
 
 
 if __name__ == "__main__":

@@ -322,15 +322,62 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
     return report;
   }
   // Every shard gets every key: the one that holds it applies it (keys are
-  // random 64-bit numbers, so no two shards hold the same one).
-  std::vector<proto::MutatePrioritiesResponse> responses;
-  std::vector<absl::Status> statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
-      shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context,
-                 proto::MutatePrioritiesResponse* response,
-                 std::function<void(grpc::Status)> done) {
-        shard.stub()->async()->MutatePriorities(context, &request, response, std::move(done));
-      });
+  // random 64-bit numbers, so no two shards hold the same one). Without a
+  // deadline, on each shard's mutation stream, all sent before any answer
+  // is read; shards whose stream cannot take it get unary calls, at once.
+  std::vector<proto::MutatePrioritiesResponse> responses(shards.size());
+  std::vector<absl::Status> statuses(shards.size());
+  std::vector<bool> answered(shards.size(), false);
+  if (timeout == absl::InfiniteDuration()) {
+    std::vector<bool> sent(shards.size(), false);
+    absl::Status send_failure;
+    for (size_t i = 0; i < shards.size() && send_failure.ok(); ++i) {
+      absl::StatusOr<bool> on_stream = shards[i]->mutations().Send(request, cancel);
+      if (on_stream.ok()) {
+        sent[i] = *on_stream;
+      } else {
+        send_failure = on_stream.status();
+      }
+    }
+    for (size_t i = 0; i < shards.size(); ++i) {
+      if (!sent[i]) continue;
+      absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> streamed =
+          shards[i]->mutations().Receive();  // every sent request is received
+      if (!streamed.ok()) {
+        if (send_failure.ok()) send_failure = streamed.status();
+      } else if (streamed->has_value()) {
+        answered[i] = true;
+        const proto::MutatePrioritiesResponse& response = **streamed;
+        statuses[i] = response.error_code() == 0
+                          ? absl::OkStatus()
+                          : absl::Status(static_cast<absl::StatusCode>(response.error_code()),
+                                         response.error_message());
+        responses[i] = response;
+      }
+    }
+    RETURN_IF_ERROR(send_failure);  // cancelled
+  }
+  std::vector<std::shared_ptr<ClientStub>> rest;
+  std::vector<size_t> rest_index;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (answered[i]) continue;
+    rest.push_back(shards[i]);
+    rest_index.push_back(i);
+  }
+  if (!rest.empty()) {
+    std::vector<proto::MutatePrioritiesResponse> rest_responses;
+    std::vector<absl::Status> rest_statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
+        rest, timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
+        [&request](ClientStub& shard, grpc::ClientContext* context,
+                   proto::MutatePrioritiesResponse* response,
+                   std::function<void(grpc::Status)> done) {
+          shard.stub()->async()->MutatePriorities(context, &request, response, std::move(done));
+        });
+    for (size_t j = 0; j < rest.size(); ++j) {
+      statuses[rest_index[j]] = std::move(rest_statuses[j]);
+      responses[rest_index[j]] = std::move(rest_responses[j]);
+    }
+  }
   int reached = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
     if (absl::IsUnavailable(statuses[i])) {

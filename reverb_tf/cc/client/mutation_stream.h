@@ -22,6 +22,7 @@
 namespace reverb_tf {
 
 class ClientStub;
+class ScopedRpcCancellation;
 
 // Contract: Mutate() answers a request over the stream, or tells the caller
 // to make the unary call instead (std::nullopt): when another request is on
@@ -53,6 +54,16 @@ class MutationStream {
   absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> Mutate(
       const proto::MutatePrioritiesRequest& request, Cancellation* cancel);
 
+  // Mutate() in two halves, so that one request can be on several servers'
+  // streams at once. Send() writes `request`: false means make the unary
+  // call (as std::nullopt above); after true the stream stays taken until
+  // the caller's one Receive(), which returns what Mutate() would. `cancel`
+  // must outlive the Receive().
+  absl::StatusOr<bool> Send(const proto::MutatePrioritiesRequest& request,
+                            Cancellation* cancel) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> Receive()
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
  private:
   using Stream = grpc::ClientReaderWriter<proto::MutatePrioritiesRequest,
                                           proto::MutatePrioritiesResponse>;
@@ -61,13 +72,20 @@ class MutationStream {
     std::unique_ptr<Stream> stream;
   };
 
+  // The stream broke during a request: ends it; CANCELLED if the request's
+  // cancellation fired, else std::nullopt (make the unary call).
+  absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> EndRequestLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the open stream and notes when to try again.
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ClientStub* const stub_;
-  // Held for a whole request: one at a time.
+  // Held from Send() to Receive(): one request at a time.
   absl::Mutex mu_;
   std::unique_ptr<Open> open_ ABSL_GUARDED_BY(mu_);
+  // The request's cancellation, from Send() to Receive().
+  Cancellation* cancel_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<ScopedRpcCancellation> scoped_cancel_ ABSL_GUARDED_BY(mu_);
   absl::Time reopen_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

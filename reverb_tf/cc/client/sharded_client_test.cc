@@ -1,6 +1,7 @@
 // A Client over several real ReplayServers on loopback: target parsing,
 // writer placement, proportional sampling, broadcast priority updates,
 // aggregated info, checkpoints of every shard, and shards that go away.
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -132,6 +133,25 @@ class ShardedClientTest : public ::testing::Test {
     return shard_of;
   }
 
+  // Two shards of prioritized table "p", `per_shard` items each (values 0..
+  // and 1000..); returns each item's value by key, the keys as a learner
+  // gets them: from the merged sampler.
+  std::map<Key, int32_t> TwoPrioritizedShards(int per_shard) {
+    StartShards(2, {MakeTableOptions("p", Prioritized(1.0), Fifo(), 1000,
+                                     RateLimiterOptions::MinSize(1))});
+    Write(*shard_clients_[0], "p", 0, per_shard);
+    Write(*shard_clients_[1], "p", 1000, per_shard);
+    SamplerOptions options;
+    options.rate_limiter_timeout = kTimeout;
+    auto samples = client_->SampleItems("p", 40 * per_shard, options);
+    std::map<Key, int32_t> value_of;
+    EXPECT_TRUE(samples.ok()) << samples.status();
+    if (!samples.ok()) return value_of;
+    for (const Sample& sample : *samples) value_of[sample.info.key] = IntOf(sample.columns[0]);
+    EXPECT_EQ(value_of.size(), 2 * per_shard);
+    return value_of;
+  }
+
   std::vector<std::unique_ptr<ReplayServer>> servers_;
   std::vector<std::unique_ptr<Client>> shard_clients_;
   std::string target_;
@@ -231,18 +251,10 @@ TEST_F(ShardedClientTest, MaxSamplesIsExactOverAllShards) {
 }
 
 TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
-  StartShards(2, {MakeTableOptions("p", Prioritized(1.0), Fifo(), 1000,
-                                   RateLimiterOptions::MinSize(1))});
-  Write(*shard_clients_[0], "p", 0, 5);
-  Write(*shard_clients_[1], "p", 1000, 5);
+  const std::map<Key, int32_t> value_of = TwoPrioritizedShards(5);
+  ASSERT_EQ(value_of.size(), 10);
   SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
-  // Keys as a learner gets them: from the merged sampler.
-  auto samples = client_->SampleItems("p", 200, options);
-  ASSERT_TRUE(samples.ok());
-  std::map<Key, int32_t> value_of;
-  for (const Sample& sample : *samples) value_of[sample.info.key] = IntOf(sample.columns[0]);
-  ASSERT_EQ(value_of.size(), 10);
   std::vector<std::pair<Key, double>> updates;
   for (const auto& [key, value] : value_of) updates.push_back({key, 100.0 + value});
   updates.push_back({12345, 1.0});  // a key no shard holds
@@ -280,6 +292,42 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ShardedClientTest, UpdatesWithoutADeadlineGoOverEachShardsStream) {
+  const std::map<Key, int32_t> value_of = TwoPrioritizedShards(3);
+  ASSERT_EQ(value_of.size(), 6);
+  SamplerOptions options;
+  options.rate_limiter_timeout = kTimeout;
+  // The sampler's streams end on the servers shortly after it is gone.
+  for (const auto& server : servers_) ASSERT_EQ(testing::AwaitActiveStreams(*server, 0), 0);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::pair<Key, double>> updates;
+    for (const auto& [key, value] : value_of) updates.push_back({key, 10.0 * round + value});
+    updates.push_back({12345, 1.0});
+    auto report = client_->MutatePriorities("p", updates, {}, absl::InfiniteDuration());
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->updated, 6);
+    EXPECT_EQ(report->missing, 1);
+  }
+  // One stream on each shard, for all three calls.
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    EXPECT_EQ(testing::ActiveStreams(*servers_[s]), 1) << s;
+  }
+  for (int s = 0; s < 2; ++s) {
+    auto shard_samples = shard_clients_[s]->SampleItems("p", 50, options);
+    ASSERT_TRUE(shard_samples.ok());
+    for (const Sample& sample : *shard_samples) {
+      EXPECT_EQ(sample.info.priority, 20.0 + IntOf(sample.columns[0]));
+    }
+  }
+  // A request that fails fails the call, and the streams stay.
+  auto bad = client_->MutatePriorities("p", {{value_of.begin()->first, NAN}}, {},
+                                       absl::InfiniteDuration());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    EXPECT_EQ(testing::ActiveStreams(*servers_[s]), 1) << s;
+  }
 }
 
 TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {

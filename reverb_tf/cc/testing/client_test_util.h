@@ -8,6 +8,7 @@
 
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/service/server.h"
 
 namespace reverb_tf::testing {
 
@@ -26,6 +27,12 @@ class ScopedInProcess {
 
 // A writer with `keep_alive` keep-alive references; dies on error.
 std::unique_ptr<TrajectoryWriter> NewWriter(Client& client, int keep_alive = 1);
+
+// The streams `server` serves now, from its metrics page; -1 if absent.
+int64_t ActiveStreams(const ReplayServer& server);
+// Waits up to 5 s for ActiveStreams(server) == want (a stream ends on the
+// server shortly after its client let go); returns the last count.
+int64_t AwaitActiveStreams(const ReplayServer& server, int64_t want);
 
 // The current size of table `name` as server_info reports it; -1 (and a test
 // failure) if the call fails or the server has no such table.

@@ -75,9 +75,9 @@ class Background:
         except BaseException as e:  # pylint: disable=broad-except
             self.error = e
 
-    def join(self):
-        self.thread.join(DEADLINE_S)
-        assert not self.thread.is_alive(), "background call did not finish"
+    def join(self, timeout: float = DEADLINE_S, what: str = "background call"):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"{what} did not finish within {timeout:.0f} s"
         if self.error is not None:
             raise self.error
         return self.result
@@ -138,15 +138,9 @@ def read_line(pipe, what: str, timeout: float = 60.0) -> str:
       The line, with its newline ('' if the child closed the pipe).
 
     Raises:
-      pytest.fail.Exception: no line within `timeout`.
+      AssertionError: no line within `timeout`.
     """
-    line = []
-    reader = threading.Thread(target=lambda: line.append(pipe.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout)
-    if reader.is_alive():
-        pytest.fail(f"no {what} within {timeout:.0f} s")
-    return line[0]
+    return Background(pipe.readline).join(timeout, f"reading the {what}")
 
 
 def native_stacks(pid: int, frames: int = 12) -> str:

@@ -136,6 +136,14 @@ struct TableInfo {
   RateLimiterInfo rate_limiter_info;
 };
 
+// The smaller of two smallest item weights (TableInfo::
+// sampler_min_item_weight), 0 standing for none: how those of several
+// tables combine.
+inline double SmallerItemWeight(double a, double b) {
+  if (!(a > 0)) return b > 0 ? b : 0.0;
+  return b > 0 && b < a ? b : a;
+}
+
 // A table's contents copied in one pass under its lock, for checkpoints.
 //
 // The copy holds no per-item allocation: flat arrays of item, column and

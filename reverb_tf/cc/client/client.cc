@@ -89,6 +89,14 @@ absl::Status Unary(ClientStub& stub,
   return stub.RpcStatus((stub.stub()->*method)(&context, request, response));
 }
 
+// What a MutateStream answer says of its request: OK, or the request's own
+// failure (error_code, error_message).
+absl::Status StatusOfAnswer(const proto::MutatePrioritiesResponse& answer) {
+  if (answer.error_code() == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(answer.error_code()),
+                      answer.error_message());
+}
+
 // Starts one call of `shard` through gRPC's callback API; `done` runs once.
 template <typename Response>
 using StartCall = std::function<void(ClientStub& shard, grpc::ClientContext* context,
@@ -177,11 +185,8 @@ void AddTableInfo(const TableInfo& shard, TableInfo* total) {
   }
   total->current_size += shard.current_size;
   total->sampler_total_weight += shard.sampler_total_weight;
-  if (shard.sampler_min_item_weight > 0 &&
-      (!(total->sampler_min_item_weight > 0) ||
-       shard.sampler_min_item_weight < total->sampler_min_item_weight)) {
-    total->sampler_min_item_weight = shard.sampler_min_item_weight;
-  }
+  total->sampler_min_item_weight =
+      SmallerItemWeight(total->sampler_min_item_weight, shard.sampler_min_item_weight);
   total->num_unique_samples += shard.num_unique_samples;
   total->num_episodes += shard.num_episodes;
   total->num_deleted_episodes += shard.num_deleted_episodes;
@@ -306,10 +311,7 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
       ASSIGN_OR_RETURN(streamed, shards[0]->mutations().Mutate(request, cancel));
     }
     if (streamed.has_value()) {
-      if (streamed->error_code() != 0) {
-        return absl::Status(static_cast<absl::StatusCode>(streamed->error_code()),
-                            streamed->error_message());
-      }
+      RETURN_IF_ERROR(StatusOfAnswer(*streamed));
       response = *std::move(streamed);
     } else {
       RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
@@ -347,12 +349,8 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
         if (send_failure.ok()) send_failure = streamed.status();
       } else if (streamed->has_value()) {
         answered[i] = true;
-        const proto::MutatePrioritiesResponse& response = **streamed;
-        statuses[i] = response.error_code() == 0
-                          ? absl::OkStatus()
-                          : absl::Status(static_cast<absl::StatusCode>(response.error_code()),
-                                         response.error_message());
-        responses[i] = response;
+        statuses[i] = StatusOfAnswer(**streamed);
+        responses[i] = **std::move(streamed);
       }
     }
     RETURN_IF_ERROR(send_failure);  // cancelled

@@ -422,7 +422,6 @@ ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
       shards_[i].weight = tables[i].weight;
       shards_[i].size = tables[i].size;
       shards_[i].min_item_weight = tables[i].min_item_weight;
-      shards_[i].known = true;
     }
   }
   if (by_quota_) {
@@ -601,14 +600,11 @@ void ShardedSampler::MergeInfoLocked(int shard, SampleInfo* info) {
   int64_t size = info->table_size;
   double min_item_weight = info->min_probability * info->table_weight;
   for (size_t i = 0; i < shards_.size(); ++i) {
+    if (static_cast<int>(i) == shard) continue;
     const Shard& other = shards_[i];
-    if (static_cast<int>(i) == shard || !(other.ever_up || other.known)) continue;
     total += std::max(other.weight, 0.0);
     size += other.size;
-    if (other.min_item_weight > 0 &&
-        (!(min_item_weight > 0) || other.min_item_weight < min_item_weight)) {
-      min_item_weight = other.min_item_weight;
-    }
+    min_item_weight = SmallerItemWeight(min_item_weight, other.min_item_weight);
   }
   if (!(total > 0)) return;  // nothing can be chosen: nothing to scale by
   info->probability *= info->table_weight / total;

@@ -185,15 +185,15 @@ class ShardedSampler : public Sampler {
   struct Shard {
     std::shared_ptr<ClientStub> stub;
     // The latest sample's table_weight, table_size, and smallest item
-    // weight (min_probability * table_weight).
+    // weight (min_probability * table_weight); until the first sample,
+    // the constructor's `tables`, else 0: a shard known neither way adds
+    // nothing to merged infos.
     double weight = 0;
     int64_t size = 0;
     double min_item_weight = 0;
-    // Delivered since its streams last failed; `ever_up`: ever delivered;
-    // `known`: weight and size came from the constructor's `tables`.
+    // Delivered since its streams last failed; `ever_up`: ever delivered.
     bool up = false;
     bool ever_up = false;
-    bool known = false;
     // Its streams are failing (since failed_since), with last_error.
     bool failed = false;
     absl::Time failed_since;

@@ -59,7 +59,7 @@ int main() {
           item.priority = 1.0;
           SlicedColumn column;
           for (int k = t + 1 - kTrajectoryLength; k <= t; ++k) {
-            column.slices.push_back(ChunkSlice{steps[k], 0, 1});
+            column.add_slice(ChunkSlice{steps[k], 0, 1});
           }
           item.trajectory.push_back(std::move(column));
           absl::Status status = table->InsertOrAssign(std::move(item), absl::Seconds(10));

@@ -48,7 +48,7 @@ TEST(ChunkStoreTest, ChunkLivesExactlyAsLongAsItsLastReference) {
     chunk.reset();
     a = Item();
     EXPECT_EQ(store.num_live_chunks(), 1);
-    EXPECT_EQ(b.trajectory[0].slices[0].chunk->ref_count(), 1);
+    EXPECT_EQ(b.trajectory[0].slices()[0].chunk->ref_count(), 1);
   }
   EXPECT_EQ(store.num_live_chunks(), 0);
   EXPECT_EQ(store.num_live_bytes(), 0);
@@ -107,17 +107,17 @@ TEST(ItemTest, ValidateTrajectoryCatchesBadSlices) {
   auto chunk = MakeFloatChunk(store, 1, 3);
   Item item = testing::MakeItem(1, 1.0, {chunk});
   EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
-  item.trajectory[0].slices[0].length = 4;
+  item.trajectory[0].mutable_slices()[0].length = 4;
   EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
             absl::StatusCode::kInvalidArgument);
-  item.trajectory[0].slices[0] = ChunkSlice{chunk, 2, 1};
-  item.trajectory[0].squeeze = true;
+  item.trajectory[0].mutable_slices()[0] = ChunkSlice{chunk, 2, 1};
+  item.trajectory[0].set_squeeze(true);
   EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
-  item.trajectory[0].slices[0] = ChunkSlice{chunk, 1, 2};
+  item.trajectory[0].mutable_slices()[0] = ChunkSlice{chunk, 1, 2};
   EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateTrajectory({}).code(), absl::StatusCode::kInvalidArgument);
-  item.trajectory[0].slices[0].chunk = nullptr;
+  item.trajectory[0].mutable_slices()[0].chunk = nullptr;
   EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -140,8 +140,8 @@ TEST(ItemTest, SignatureMismatchNamesColumnDtypeAndShape) {
   signature.columns[0] = ColumnSpec{"observation", DType::kInt32, {-1, 4}};
   EXPECT_FALSE(ValidateAgainstSignature(item.trajectory, signature).ok());
   // A squeezed single step drops the time dimension.
-  item.trajectory[0].slices[0] = ChunkSlice{obs, 2, 1};
-  item.trajectory[0].squeeze = true;
+  item.trajectory[0].mutable_slices()[0] = ChunkSlice{obs, 2, 1};
+  item.trajectory[0].set_squeeze(true);
   signature.columns[0] = ColumnSpec{"observation", DType::kFloat, {4}};
   EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
   signature.columns.push_back(signature.columns[0]);

@@ -1,5 +1,9 @@
 #include "reverb_tf/cc/item.h"
 
+#include <algorithm>
+#include <new>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
@@ -9,9 +13,9 @@ namespace {
 
 // The shape a column of `trajectory` has once materialized.
 Shape ColumnShape(const SlicedColumn& column) {
-  const absl::Span<const int64_t> chunk_shape = column.slices.front().chunk->shape();
+  const absl::Span<const int64_t> chunk_shape = column.slices().front().chunk->shape();
   Shape shape;
-  if (!column.squeeze) shape.push_back(column.num_steps());
+  if (!column.squeeze()) shape.push_back(column.num_steps());
   shape.insert(shape.end(), chunk_shape.begin() + 1, chunk_shape.end());
   return shape;
 }
@@ -27,9 +31,104 @@ bool ShapeCompatible(absl::Span<const int64_t> spec,
 
 }  // namespace
 
+static_assert(sizeof(SlicedColumn) == 24, "a stored column is 24 bytes (see item.h)");
+
+SlicedColumn::SlicedColumn(std::initializer_list<ChunkSlice> slices, bool squeeze)
+    : SlicedColumn() {
+  Reserve(slices.size());
+  for (const ChunkSlice& slice : slices) add_slice(slice);
+  squeeze_ = squeeze;
+}
+
+SlicedColumn::SlicedColumn(const SlicedColumn& other) : SlicedColumn() {
+  squeeze_ = other.squeeze_;
+  if (!other.on_heap_ && other.size_ == 1) {  // every sample copies these
+    new (&inline_) ChunkSlice(other.inline_);
+    size_ = 1;
+    return;
+  }
+  Reserve(other.size_);
+  for (const ChunkSlice& slice : other.slices()) add_slice(slice);
+}
+
+SlicedColumn::SlicedColumn(SlicedColumn&& other) noexcept : SlicedColumn() {
+  TakeFrom(other);
+}
+
+SlicedColumn& SlicedColumn::operator=(const SlicedColumn& other) {
+  if (this != &other) *this = SlicedColumn(other);
+  return *this;
+}
+
+SlicedColumn& SlicedColumn::operator=(SlicedColumn&& other) noexcept {
+  if (this != &other) {
+    Clear();
+    TakeFrom(other);
+  }
+  return *this;
+}
+
+void SlicedColumn::TakeFrom(SlicedColumn& other) noexcept {
+  squeeze_ = other.squeeze_;
+  if (other.on_heap_) {
+    heap_ = other.heap_;
+    on_heap_ = true;
+    size_ = other.size_;
+    other.on_heap_ = false;
+    other.heap_ = {nullptr, 0};
+    other.size_ = 0;
+  } else if (other.size_ == 1) {
+    new (&inline_) ChunkSlice(std::move(other.inline_));
+    size_ = 1;
+    other.inline_.~ChunkSlice();
+    other.size_ = 0;
+  }
+}
+
+void SlicedColumn::Clear() {
+  ChunkSlice* slices = data();
+  for (uint32_t i = 0; i < size_; ++i) slices[i].~ChunkSlice();
+  if (on_heap_) ::operator delete(heap_.data);
+  on_heap_ = false;
+  size_ = 0;
+}
+
+void SlicedColumn::Reserve(size_t n) {
+  if (n <= capacity()) return;
+  const size_t grown = std::max(n, 2 * capacity());
+  auto* fresh = static_cast<ChunkSlice*>(::operator new(grown * sizeof(ChunkSlice)));
+  ChunkSlice* old = data();
+  for (uint32_t i = 0; i < size_; ++i) {
+    new (&fresh[i]) ChunkSlice(std::move(old[i]));
+    old[i].~ChunkSlice();
+  }
+  if (on_heap_) ::operator delete(heap_.data);
+  heap_ = {fresh, static_cast<uint32_t>(grown)};
+  on_heap_ = true;
+}
+
+void SlicedColumn::add_slice(ChunkSlice slice) {
+  Reserve(size_ + size_t{1});
+  new (&data()[size_]) ChunkSlice(std::move(slice));
+  ++size_;
+}
+
+void SlicedColumn::resize_slices(size_t n) {
+  if (n < size_) {
+    ChunkSlice* slices = data();
+    for (size_t i = n; i < size_; ++i) slices[i].~ChunkSlice();
+    size_ = static_cast<uint32_t>(n);
+    return;
+  }
+  Reserve(n);
+  ChunkSlice* slices = data();
+  for (size_t i = size_; i < n; ++i) new (&slices[i]) ChunkSlice();
+  size_ = static_cast<uint32_t>(n);
+}
+
 int64_t SlicedColumn::num_steps() const {
   int64_t n = 0;
-  for (const ChunkSlice& slice : slices) n += slice.length;
+  for (const ChunkSlice& slice : slices()) n += slice.length;
   return n;
 }
 
@@ -39,12 +138,12 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const SlicedColumn& column = trajectory[c];
-    if (column.slices.empty()) {
+    if (column.slices().empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("column ", c, " of the trajectory is empty"));
     }
-    const Chunk* first = column.slices.front().chunk.get();
-    for (const ChunkSlice& slice : column.slices) {
+    const Chunk* first = column.slices().front().chunk.get();
+    for (const ChunkSlice& slice : column.slices()) {
       if (slice.chunk == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat("column ", c, " references a missing chunk"));
@@ -67,7 +166,7 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
             ShapeDebugString(a.shape())));
       }
     }
-    if (column.squeeze && column.num_steps() != 1) {
+    if (column.squeeze() && column.num_steps() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "column ", c, " is squeezed but has ", column.num_steps(), " steps"));
     }
@@ -109,8 +208,8 @@ absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
     if (absl::Status status = CheckColumnAgainstSpec(
-            signature.columns[c], c, trajectory[c].slices.front().chunk->dtype(),
-            ColumnShape(trajectory[c]), trajectory[c].squeeze, legacy_steps);
+            signature.columns[c], c, trajectory[c].slices().front().chunk->dtype(),
+            ColumnShape(trajectory[c]), trajectory[c].squeeze(), legacy_steps);
         !status.ok()) {
       return status;
     }

@@ -11,11 +11,11 @@
 #define REVERB_TF_CC_ITEM_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -35,14 +35,57 @@ struct ChunkSlice {
 // One column of a stored item: slices of chunks, concatenated in order. (The
 // writer's reference to the steps it will become is an ItemColumn; Python's
 // TrajectoryColumn is that reference.)
-struct SlicedColumn {
-  // Almost every column is a single slice; keep that case allocation-free.
-  absl::InlinedVector<ChunkSlice, 1> slices;
+//
+// 24 bytes, because a table holds one per column of every item: almost every
+// column is a single slice, kept inline; more slices go to one heap array.
+// (An absl::InlinedVector<ChunkSlice, 1> and a bool would take 32.)
+class REVERB_TF_EXPORT SlicedColumn {
+ public:
+  SlicedColumn() : heap_{nullptr, 0} {}
+  SlicedColumn(std::initializer_list<ChunkSlice> slices, bool squeeze);
+  SlicedColumn(const SlicedColumn& other);
+  SlicedColumn(SlicedColumn&& other) noexcept;
+  SlicedColumn& operator=(const SlicedColumn& other);
+  SlicedColumn& operator=(SlicedColumn&& other) noexcept;
+  ~SlicedColumn() { Clear(); }
+
+  absl::Span<const ChunkSlice> slices() const { return {data(), size_}; }
+  absl::Span<ChunkSlice> mutable_slices() { return {data(), size_}; }
+  void add_slice(ChunkSlice slice);
+  // Keeps the first `n` slices, or adds slices without a chunk up to `n`.
+  void resize_slices(size_t n);
+
   // A squeezed column must have exactly one step and is returned without its
   // time dimension (what `history[col][-1]` produces in the Python writer).
-  bool squeeze = false;
+  bool squeeze() const { return squeeze_; }
+  void set_squeeze(bool squeeze) { squeeze_ = squeeze; }
 
   int64_t num_steps() const;
+
+ private:
+  struct HeapSlices {
+    ChunkSlice* data;
+    uint32_t capacity;
+  };
+
+  ChunkSlice* data() { return on_heap_ ? heap_.data : &inline_; }
+  const ChunkSlice* data() const { return on_heap_ ? heap_.data : &inline_; }
+  size_t capacity() const { return on_heap_ ? heap_.capacity : 1; }
+  void Reserve(size_t n);
+  // Destroys every slice and frees the heap array: back to empty and inline.
+  void Clear();
+  // Takes `other`'s slices; this column must be empty and inline.
+  void TakeFrom(SlicedColumn& other) noexcept;
+
+  // inline_ is alive iff !on_heap_ && size_ == 1; heap_.data holds size_
+  // live slices of heap_.capacity iff on_heap_.
+  union {
+    ChunkSlice inline_;
+    HeapSlices heap_;
+  };
+  uint32_t size_ = 0;
+  bool on_heap_ = false;
+  bool squeeze_ = false;
 };
 
 using Trajectory = std::vector<SlicedColumn>;

@@ -157,8 +157,8 @@ absl::Status Table::CheckPriority(double priority) const {
 }
 
 void Table::CountEpisodeLocked(const Item& item, int delta) {
-  if (item.trajectory.empty() || item.trajectory.front().slices.empty()) return;
-  const uint64_t episode = item.trajectory.front().slices.front().chunk->episode_id();
+  if (item.trajectory.empty() || item.trajectory.front().slices().empty()) return;
+  const uint64_t episode = item.trajectory.front().slices().front().chunk->episode_id();
   if (delta > 0) {
     ++episode_items_[episode];
     return;
@@ -371,7 +371,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
 }
 
 void Table::Reset() {
-  absl::flat_hash_map<Key, Item> graveyard;
+  TableMap<Key, Item> graveyard;
   absl::MutexLock lock(&mu_);
   graveyard.swap(items_);
   if (snapshots_alive_ > 0) {
@@ -487,7 +487,7 @@ TableSnapshot Table::Snapshot() const {
     if (!items_.empty()) {
       const Trajectory& first = items_.begin()->second.trajectory;
       columns_per_item = first.size();
-      for (const SlicedColumn& column : first) slices_per_item += column.slices.size();
+      for (const SlicedColumn& column : first) slices_per_item += column.slices().size();
     }
   }
   // Some slack for items inserted in between.
@@ -516,9 +516,9 @@ TableSnapshot Table::Snapshot() const {
           snapshot.columns.resize(2 * column_count + 16);
         }
         snapshot.columns[column_count++] = {slice_count,
-                                            static_cast<uint32_t>(column.slices.size()),
-                                            column.squeeze};
-        for (const ChunkSlice& slice : column.slices) {
+                                            static_cast<uint32_t>(column.slices().size()),
+                                            column.squeeze()};
+        for (const ChunkSlice& slice : column.slices()) {
           if (slice_count == snapshot.slices.size()) {
             snapshot.slices.resize(2 * slice_count + 16);
             snapshot.chunks.resize(2 * slice_count + 16);

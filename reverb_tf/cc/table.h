@@ -40,6 +40,7 @@
 #include "reverb_tf/cc/item.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "reverb_tf/cc/rate_limiters/rate_limiter.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 
@@ -341,7 +342,7 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   TableCounters counters_ ABSL_GUARDED_BY(mu_);
   PriorityHistogram priorities_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Key, Item> items_ ABSL_GUARDED_BY(mu_);
+  TableMap<Key, Item> items_ ABSL_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> sampler_ ABSL_PT_GUARDED_BY(mu_);
   const std::unique_ptr<ItemSelector> remover_ ABSL_PT_GUARDED_BY(mu_);
   // Their priority_matters(), fixed at construction.

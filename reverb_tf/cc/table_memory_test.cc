@@ -41,8 +41,8 @@ Item SmallItem(ChunkStore& store, Key key) {
   };
   for (const auto& chunk : columns) {
     SlicedColumn column;
-    column.slices.push_back(ChunkSlice{chunk, 0, 1});
-    column.squeeze = true;
+    column.add_slice(ChunkSlice{chunk, 0, 1});
+    column.set_squeeze(true);
     item.trajectory.push_back(std::move(column));
   }
   return item;

@@ -145,7 +145,7 @@ TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
   EXPECT_DOUBLE_EQ(s.priority, s.key == 1 ? 1.0 : 3.0);
   EXPECT_FALSE(s.rate_limited);
   ASSERT_EQ(s.trajectory.size(), 1u);
-  EXPECT_EQ(s.trajectory[0].slices[0].chunk->key(), s.key);
+  EXPECT_EQ(s.trajectory[0].slices()[0].chunk->key(), s.key);
 }
 
 TEST_F(TableTest, PrioritiesAreWeightsOnlyWhereASelectorIsPrioritized) {
@@ -210,7 +210,7 @@ TEST_F(TableTest, AssignReplacesPriorityAndTrajectoryWithoutCountingAnInsert) {
   EXPECT_EQ(store_.num_live_chunks(), 1);  // the old chunk is gone
   auto sample = table->Sample(1, kLong).value()[0];
   EXPECT_EQ(sample.priority, 5.0);
-  EXPECT_EQ(sample.trajectory[0].slices[0].chunk->key(), 99u);
+  EXPECT_EQ(sample.trajectory[0].slices()[0].chunk->key(), 99u);
   EXPECT_EQ(sample.trajectory[0].num_steps(), 2);
 }
 

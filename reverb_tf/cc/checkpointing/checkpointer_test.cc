@@ -129,8 +129,8 @@ class CheckpointerTest : public ::testing::Test {
       for (int k = 0; k < n; ++k) {
         Item item = MakeItem(1000 + k, (rng() % 7) * 0.5, {chunks[k]});
         SlicedColumn partial;
-        partial.slices.push_back({chunks[k + 1], 1, 1});
-        partial.squeeze = true;
+        partial.add_slice({chunks[k + 1], 1, 1});
+        partial.set_squeeze(true);
         item.trajectory.push_back(std::move(partial));
         ASSERT_TRUE(table->InsertOrAssign(std::move(item), kShort).ok());
       }
@@ -265,7 +265,7 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
         const Key key = k * 2 + w;
         ChunkRef chunk = MakeFloatChunk(store, key, 2);
         Item item = MakeItem(key, 1 + key % 5, {chunk});
-        item.trajectory[0].slices[0].length = 1 + key % 2;
+        item.trajectory[0].mutable_slices()[0].length = 1 + key % 2;
         table->InsertOrAssign(std::move(item), kShort).IgnoreError();
       }
     });

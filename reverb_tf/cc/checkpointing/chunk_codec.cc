@@ -58,9 +58,9 @@ absl::Status DecodeTrajectory(ByteReader* in, uint64_t num_columns,
     // Every slice takes at least one byte: bounds what a damaged count
     // could make us allocate.
     if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
-    column.squeeze = (slices & 1) != 0;
-    column.slices.resize(slices >> 1);
-    for (ChunkSlice& slice : column.slices) {
+    column.set_squeeze((slices & 1) != 0);
+    column.resize_slices(slices >> 1);
+    for (ChunkSlice& slice : column.mutable_slices()) {
       uint64_t reference, offset, length;
       read_reference(in, &reference);
       in->GetVarintAtMost(INT32_MAX, &offset);

@@ -344,8 +344,8 @@ void WriteAheadLog::Inserted(const Table& table, const Item& item) {
   head.push_back(item.legacy_steps ? 1 : 0);
   PutVarint(&head, item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
-    PutVarint(&head, (uint64_t{column.slices.size()} << 1) | (column.squeeze ? 1 : 0));
-    for (const ChunkSlice& slice : column.slices) {
+    PutVarint(&head, (uint64_t{column.slices().size()} << 1) | (column.squeeze() ? 1 : 0));
+    for (const ChunkSlice& slice : column.slices()) {
       PutFixed64(&head, slice.chunk->key());
       PutVarint(&head, static_cast<uint32_t>(slice.offset));
       PutVarint(&head, static_cast<uint32_t>(slice.length));
@@ -355,7 +355,7 @@ void WriteAheadLog::Inserted(const Table& table, const Item& item) {
   if (!error_.ok()) return;  // nothing is written after a failure
   MaybeBeginFileLocked();
   for (const SlicedColumn& column : item.trajectory) {
-    for (const ChunkSlice& slice : column.slices) {
+    for (const ChunkSlice& slice : column.slices()) {
       if (!file_chunks_.insert(slice.chunk->key()).second) continue;
       std::string chunk_head;
       EncodeChunkHead(*slice.chunk, &chunk_head);

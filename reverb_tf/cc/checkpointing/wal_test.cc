@@ -129,7 +129,7 @@ TEST_F(WalTest, ReplayRebuildsEveryKindOfChange) {
   // The replayed items' data is back, chunks included.
   auto sample = replayed_tables[2]->Sample(1);
   ASSERT_TRUE(sample.ok());
-  EXPECT_EQ((*sample)[0].trajectory[0].slices[0].chunk->key(), 200001);
+  EXPECT_EQ((*sample)[0].trajectory[0].slices()[0].chunk->key(), 200001);
   Detach(replayed_tables);
 }
 

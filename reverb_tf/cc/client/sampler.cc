@@ -295,13 +295,13 @@ absl::StatusOr<TensorPayload> RowsOfChunk(const ChunkSlice& slice, bool squeeze)
 }
 
 absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column, ChunkCache* cache) {
-  if (column.slices.size() == 1 && column.slices[0].chunk->compression() == Compression::kNone &&
-      column.slices[0].chunk->dtype() != DType::kString) {
-    return RowsOfChunk(column.slices[0], column.squeeze);
+  if (column.slices().size() == 1 && column.slices()[0].chunk->compression() == Compression::kNone &&
+      column.slices()[0].chunk->dtype() != DType::kString) {
+    return RowsOfChunk(column.slices()[0], column.squeeze());
   }
   return JoinSlices(
-      column.slices.size(), column.squeeze, [&](size_t i) -> absl::StatusOr<ChunkRows> {
-        const ChunkSlice& slice = column.slices[i];
+      column.slices().size(), column.squeeze(), [&](size_t i) -> absl::StatusOr<ChunkRows> {
+        const ChunkSlice& slice = column.slices()[i];
         auto cached = cache->find(slice.chunk.get());
         if (cached == cache->end()) {
           ASSIGN_OR_RETURN(TensorPayload payload, Decompress(slice.chunk->ToPayload()));
@@ -321,10 +321,11 @@ absl::Status Materialize(const SampledItem& item, ChunkCache* cache, Sample* sam
   sample->info.table_weight = item.table_weight;
   sample->info.min_probability = item.min_probability;
   sample->columns.reserve(item.trajectory.size());
+  sample->squeezed.reserve(item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
     ASSIGN_OR_RETURN(TensorPayload payload, MaterializeColumn(column, cache));
     sample->columns.push_back(std::move(payload));
-    sample->squeezed.push_back(column.squeeze);
+    sample->squeezed.push_back(column.squeeze());
   }
   return absl::OkStatus();
 }

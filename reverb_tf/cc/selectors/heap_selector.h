@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
@@ -68,9 +69,9 @@ class HeapSelector : public ItemSelector {
   const bool min_heap_;
   uint64_t next_insertion_rank_ = 0;
   // heap_[0] is the entry to sample; children of i are 2i+1 and 2i+2.
-  std::vector<Entry> heap_;
+  TableVector<Entry> heap_;
   // index_of_[heap_[i].key] == i for every i.
-  absl::flat_hash_map<Key, size_t> index_of_;
+  TableMap<Key, size_t> index_of_;
 };
 
 }  // namespace reverb_tf

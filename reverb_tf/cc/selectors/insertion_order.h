@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 
@@ -61,7 +62,7 @@ class InsertionOrder {
   // A doubly linked list threaded through the map by key: no node of its
   // own per key (a std::list node costs 32 bytes more per item), and
   // rehashing moves nothing that is pointed at.
-  absl::flat_hash_map<Key, Links> links_;
+  TableMap<Key, Links> links_;
   Key oldest_ = 0;
   Key newest_ = 0;
 };

@@ -107,7 +107,7 @@ void PrioritizedSelector::UpdateMin(size_t slot) {
 void PrioritizedSelector::RebuildMin() {
   const size_t blocks = num_min_blocks();
   // A new vector, not assign(): a shrunk or cleared tree gives memory back.
-  min_tree_ = std::vector<double>(2 * blocks, std::numeric_limits<double>::infinity());
+  min_tree_ = TableVector<double>(2 * blocks, std::numeric_limits<double>::infinity());
   const size_t per_block = capacity_ / blocks;
   for (size_t block = 0; block < blocks; ++block) {
     double smallest = std::numeric_limits<double>::infinity();
@@ -133,7 +133,7 @@ double PrioritizedSelector::MinProbability() const {
 }
 
 void PrioritizedSelector::Resize(size_t capacity) {
-  std::vector<double> tree(2 * capacity, 0.0);
+  TableVector<double> tree(2 * capacity, 0.0);
   for (size_t slot = 0; slot < keys_.size(); ++slot) {
     tree[capacity + slot] = tree_[capacity_ + slot];
   }
@@ -273,7 +273,7 @@ void PrioritizedSelector::Clear() {
   decltype(keys_)().swap(keys_);
   decltype(slot_of_)().swap(slot_of_);
   capacity_ = kMinCapacity;
-  tree_ = std::vector<double>(2 * kMinCapacity, 0.0);
+  tree_ = TableVector<double>(2 * kMinCapacity, 0.0);
   RebuildMin();
 }
 

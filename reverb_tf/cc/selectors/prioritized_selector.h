@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
@@ -99,7 +100,7 @@ class PrioritizedSelector : public ItemSelector {
   // Implicit binary tree: tree_[1] is the root, node i has children 2i and
   // 2i+1, and the leaf of slot s is tree_[capacity_ + s]. tree_[0] is unused.
   // Leaves of unused slots hold 0.
-  std::vector<double> tree_;
+  TableVector<double> tree_;
   // Leaves of tree_ per leaf of min_tree_: one cache line of doubles, so
   // that the minimum costs 1/8 of the sum tree's memory.
   static constexpr size_t kMinBlock = 8;
@@ -111,11 +112,11 @@ class PrioritizedSelector : public ItemSelector {
   // Implicit binary tree like tree_ whose leaf b holds the smallest positive
   // weight among tree_'s leaves [b·block, (b+1)·block) (+infinity if none),
   // and each node the smaller of its children's.
-  std::vector<double> min_tree_;
+  TableVector<double> min_tree_;
   // keys_[s] is the key in slot s; slots [0, keys_.size()) are in use.
-  std::vector<Key> keys_;
+  TableVector<Key> keys_;
   // Inverse of `keys_`.
-  absl::flat_hash_map<Key, size_t> slot_of_;
+  TableMap<Key, size_t> slot_of_;
   std::mt19937_64 rng_;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
@@ -44,9 +45,9 @@ class UniformSelector : public ItemSelector {
   std::string DebugString() const override;
 
  private:
-  std::vector<Key> keys_;
+  TableVector<Key> keys_;
   // Inverse of `keys_`: index_of_[keys_[i]] == i for every i.
-  absl::flat_hash_map<Key, size_t> index_of_;
+  TableMap<Key, size_t> index_of_;
   std::mt19937_64 rng_;
 };
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "reverb_tf/cc/platform/table_memory.h"
+
 namespace reverb_tf::testing {
 namespace {
 
@@ -39,7 +41,7 @@ Item MakeItem(Key key, double priority,
   item.priority = priority;
   for (const auto& chunk : columns) {
     SlicedColumn column;
-    column.slices.push_back(ChunkSlice{chunk, 0, chunk->num_steps()});
+    column.add_slice(ChunkSlice{chunk, 0, chunk->num_steps()});
     item.trajectory.push_back(std::move(column));
   }
   return item;
@@ -74,7 +76,7 @@ SelectorOptions Prioritized(double exponent) {
 
 size_t HeapBytesInUse() {
   const struct mallinfo2 info = mallinfo2();
-  return info.uordblks + info.hblkhd;
+  return info.uordblks + info.hblkhd + static_cast<size_t>(MappedTableBytes());
 }
 
 std::shared_ptr<Table> MakeTable(TableOptions options, uint64_t seed) {

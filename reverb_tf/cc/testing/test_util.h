@@ -32,7 +32,8 @@ SelectorOptions Lifo();
 SelectorOptions Prioritized(double exponent);
 SelectorOptions MinHeap();
 
-// Heap bytes in use right now (glibc: arena + mmapped blocks).
+// Heap bytes in use right now: glibc's arena and mmapped blocks, and the
+// blocks tables map themselves (platform/table_memory.h).
 size_t HeapBytesInUse();
 
 // Creates a table; dies on error.

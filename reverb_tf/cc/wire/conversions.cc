@@ -244,7 +244,7 @@ absl::StatusOr<Item> ItemFromProto(
   item.trajectory.reserve(proto_item.columns_size());
   for (const proto::Column& proto_column : proto_item.columns()) {
     SlicedColumn& column = item.trajectory.emplace_back();
-    column.squeeze = proto_column.squeeze();
+    column.set_squeeze(proto_column.squeeze());
     for (const proto::Slice& slice : proto_column.slices()) {
       auto it = chunks.find(slice.chunk_key());
       if (it == chunks.end()) {
@@ -252,7 +252,7 @@ absl::StatusOr<Item> ItemFromProto(
             "item ", item.key, " references chunk ", slice.chunk_key(),
             " which this stream has not sent or has released"));
       }
-      column.slices.push_back(ChunkSlice{it->second, slice.offset(), slice.length()});
+      column.add_slice(ChunkSlice{it->second, slice.offset(), slice.length()});
     }
   }
   return item;
@@ -273,8 +273,8 @@ int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response
   info->set_min_probability(sample.min_probability);
   for (const SlicedColumn& column : sample.trajectory) {
     proto::Column* out_column = out->add_columns();
-    out_column->set_squeeze(column.squeeze);
-    for (const ChunkSlice& slice : column.slices) {
+    out_column->set_squeeze(column.squeeze());
+    for (const ChunkSlice& slice : column.slices()) {
       proto::Slice* out_slice = out_column->add_slices();
       out_slice->set_chunk_key(slice.chunk->key());
       out_slice->set_offset(slice.offset);

@@ -178,7 +178,9 @@ class Dataset : public DatasetBase {
         *end_of_sequence = true;
         return absl::OkStatus();
       }
-      tf_facade::Sample sample;
+      // One sample object for the iterator's life: Next() then reuses its
+      // vectors' storage instead of allocating them for every element.
+      tf_facade::Sample& sample = sample_;
       const tf_facade::Status status = sampler_->Next(&sample);
       const auto code = static_cast<absl::StatusCode>(status.code);
       if (code == absl::StatusCode::kOutOfRange ||
@@ -254,6 +256,7 @@ class Dataset : public DatasetBase {
     std::unique_ptr<tf_facade::FacadeSampler> sampler_;
     std::function<void()> deregister_;
     bool done_ TF_GUARDED_BY(mu_) = false;
+    tf_facade::Sample sample_ TF_GUARDED_BY(mu_);
   };
 
   const std::string server_address_;

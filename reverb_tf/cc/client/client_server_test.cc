@@ -115,6 +115,49 @@ TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
   EXPECT_EQ((*samples)[0].info.table_size, 4);
 }
 
+TEST_P(ClientServerTest, LargeChunksArriveIntactAndStayReadableWhileTheyTravel) {
+  // Remote writers hand gRPC the chunk bytes in place (wire/insert_frame.h):
+  // the server must get exactly them, and the writer's cells must read the
+  // same while their message is being written.
+  constexpr int kSteps = 48;
+  constexpr int kWidth = 28224 / 4;
+  StartServer({MakeTableOptions("t", Fifo(), Fifo(), kSteps, RateLimiterOptions::MinSize(1),
+                                /*max_times_sampled=*/1)},
+              /*max_message_bytes=*/8 << 20);
+  auto writer = NewWriter(/*keep_alive=*/kSteps);
+  std::vector<int64_t> steps;
+  for (int t = 0; t < kSteps; ++t) {
+    std::string bytes(kWidth * sizeof(float), '\0');
+    for (int i = 0; i < kWidth; ++i) {
+      const float value = static_cast<float>(t * kWidth + i);
+      std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
+    }
+    auto step = writer->Append({*MakePayload(DType::kFloat, {kWidth}, bytes)});
+    ASSERT_TRUE(step.ok()) << step.status();
+    steps.push_back(*step);
+    ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+    // Cells written up to now, some of them in a message on its way.
+    for (int back = 0; back <= std::min(t, 3); ++back) {
+      auto cells = writer->ReadCells(0, {steps[t - back]});
+      ASSERT_TRUE(cells.ok()) << cells.status();
+      ASSERT_EQ(FirstFloat(*cells, kWidth - 1), static_cast<float>((t - back + 1) * kWidth - 1));
+    }
+  }
+  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  writer.reset();  // the chunks now live on only where the server keeps them
+  auto samples = client_->SampleItems("t", kSteps, Bounded());
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), static_cast<size_t>(kSteps));
+  for (int t = 0; t < kSteps; ++t) {  // Fifo: in order
+    const TensorPayload& column = (*samples)[t].columns[0];
+    ASSERT_EQ(column.shape, (Shape{kWidth}));
+    for (int i = 0; i < kWidth; i += 997) {
+      ASSERT_EQ(FirstFloat(column, i), static_cast<float>(t * kWidth + i)) << t << " " << i;
+    }
+    ASSERT_EQ(FirstFloat(column, kWidth - 1), static_cast<float>((t + 1) * kWidth - 1));
+  }
+}
+
 TEST_P(ClientServerTest, MultiColumnItemsAndMissingColumns) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(2);

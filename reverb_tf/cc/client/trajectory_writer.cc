@@ -10,13 +10,15 @@
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
+#include "reverb_tf/cc/wire/insert_frame.h"
 
 namespace reverb_tf {
 
 // A closed chunk of one column. Its payload stays here while any of its cells
 // is referenceable (ReadCells() serves Python's TrajectoryColumn.numpy() from
-// it); the sender lends the bytes to the one message that carries the chunk
-// and takes them back once the message is written, so nothing is copied.
+// it), and is never changed: the message that carries the chunk to a remote
+// server hands gRPC its bytes in place (wire/insert_frame.h) and keeps the
+// chunk alive until they are sent, so nothing is copied.
 struct WriterChunk {
   uint64_t key = 0;
   uint64_t episode_id = 0;
@@ -25,8 +27,6 @@ struct WriterChunk {
   std::optional<TensorPayload> payload;
   // Attached to a queued item, so on (or on its way to) the server.
   bool scheduled = false;
-  // payload->data is lent to a message being written.
-  bool in_transit = false;
 };
 
 struct TrajectoryWriter::ColumnState {
@@ -53,7 +53,8 @@ struct WriterStream {
   // directly, acknowledged as they are stored; no receiver thread.
   std::unique_ptr<LocalInsertStream> local;
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::InsertRequest, proto::InsertResponse>> rw;
+  // Writes serialized InsertRequests (InsertFrame), reads InsertResponses.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, proto::InsertResponse>> rw;
   bool sender_done = false;
   // Read() has returned false: nothing more will be acknowledged.
   bool reads_done = false;
@@ -541,7 +542,14 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
   // In-process: nothing to read, acknowledgements come back from Write().
   if (stream_->local == nullptr) {
     stub_->Prepare(&stream_->context);
-    stream_->rw = stub_->stub()->InsertStream(&stream_->context);
+    // The generated stub only writes InsertRequest messages; this call
+    // writes the bytes of InsertFrame's, to the same method.
+    static const grpc::internal::RpcMethod kInsertStream(
+        "/reverb_tf.proto.ReplayService/InsertStream",
+        grpc::internal::RpcMethod::BIDI_STREAMING);
+    stream_->rw.reset(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, proto::InsertResponse>::Create(
+            stub_->channel(), kInsertStream, &stream_->context));
     receiver_ = std::thread([this] { ReceiveLoop(); });
   }
   sender_ = std::thread([this] { SendLoop(); });
@@ -574,26 +582,27 @@ void TrajectoryWriter::SendLoop() {
     proto::InsertRequest request;
     request.set_rate_limiter_timeout_ms(timeout_ms);
     int64_t bytes = 0;
-    // Chunks whose bytes the request borrows, and where. An in-process
-    // server takes the bytes it is given, so it gets a copy instead.
+    // An in-process server takes the bytes it is given, so it gets a copy in
+    // the request; a remote one gets them in place, in `frame`.
     const bool local = stream_->local != nullptr;
-    std::vector<std::pair<std::shared_ptr<WriterChunk>, std::string*>> lent;
+    InsertFrame frame;
+    proto::Chunk chunk_fields;
+    proto::Tensor tensor_fields;
     while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
       QueuedItem& queued = *queue_.front();
       for (const auto& chunk : queued.chunks) {
-        proto::Chunk* out = request.add_chunks();
+        bytes += static_cast<int64_t>(chunk->payload->data.size());
+        proto::Chunk* out = local ? request.add_chunks() : &chunk_fields;
         out->set_key(chunk->key);
         out->set_episode_id(chunk->episode_id);
         out->set_episode_step(chunk->episode_step);
-        bytes += static_cast<int64_t>(chunk->payload->data.size());
-        proto::Tensor* tensor = out->mutable_tensor();
         if (local) {
-          PayloadToProto(*chunk->payload, tensor);
+          PayloadToProto(*chunk->payload, out->mutable_tensor());
           continue;
         }
-        SwapPayloadIntoProto(&*chunk->payload, tensor);
-        chunk->in_transit = true;
-        lent.emplace_back(chunk, tensor->mutable_data());
+        tensor_fields.Clear();
+        PayloadMetadataToProto(*chunk->payload, &tensor_fields);
+        frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data, chunk);
       }
       *request.add_items() = std::move(queued.item);
       queue_.pop_front();
@@ -620,15 +629,10 @@ void TrajectoryWriter::SendLoop() {
       }
       continue;
     }
+    grpc::ByteBuffer message = frame.Finish(request);
     mu_.Unlock();
-    // Serialized before Write() returns: the borrowed bytes can go back.
-    const bool written = stream_->rw->Write(request);
+    const bool written = stream_->rw->Write(message);
     mu_.Lock();
-    for (auto& [chunk, data] : lent) {
-      chunk->payload->data.swap(*data);
-      chunk->in_transit = false;
-    }
-    if (!lent.empty()) cv_.SignalAll();
     if (!written) {
       // Finish() (in the receiver) will tell why; until then, a placeholder.
       if (error_.ok()) stream_->provisional_error = true;
@@ -900,21 +904,14 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
   absl::MutexLock lock(&mu_);
   // Where each step's cell is; valid while mu_ is held.
   std::vector<int64_t> indices(steps.size());
-  while (true) {
-    bool in_transit = false;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const int64_t step = steps[i];
-      const int64_t index = indices[i] = CellIndexLocked(column, step);
-      if (index < 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            ColumnLabelLocked(column), " no longer holds step ", step,
-            ": it left the keep-alive window or the history was cleared"));
-      }
-      const Cell& cell = columns_[column]->cells[index];
-      in_transit |= cell.chunk != nullptr && cell.chunk->in_transit;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const int64_t step = steps[i];
+    const int64_t index = indices[i] = CellIndexLocked(column, step);
+    if (index < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          ColumnLabelLocked(column), " no longer holds step ", step,
+          ": it left the keep-alive window or the history was cleared"));
     }
-    if (!in_transit) break;
-    cv_.Wait(&mu_);
   }
   const ColumnState& state = *columns_[column];
   std::vector<TensorPayload> rows;

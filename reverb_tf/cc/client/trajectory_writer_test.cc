@@ -212,8 +212,8 @@ TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
   EXPECT_EQ(FloatAt(*cells, 0), 0.0f);
   EXPECT_EQ(FloatAt(*cells, 1), 1.0f);
   EXPECT_EQ(FloatAt(*cells, 2), 2.0f);
-  // Sending lent the bytes to the message and took them back: a second item
-  // on the same chunk still reads them, and the server stored both items.
+  // Sending gave the message the chunk's bytes in place: a second item on
+  // the same chunk still reads them, and the server stored both items.
   ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout).ok());
   ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
   EXPECT_EQ(FloatAt(*writer->ReadCells(0, {1}), 0), 1.0f);

@@ -113,15 +113,15 @@ absl::StatusOr<TensorPayload> PayloadFromProto(proto::Tensor* tensor) {
 }
 
 void PayloadToProto(TensorPayload payload, proto::Tensor* tensor) {
-  SwapPayloadIntoProto(&payload, tensor);
+  PayloadMetadataToProto(payload, tensor);
+  tensor->mutable_data()->swap(payload.data);
 }
 
-void SwapPayloadIntoProto(TensorPayload* payload, proto::Tensor* tensor) {
-  tensor->set_dtype(static_cast<int32_t>(payload->dtype));
-  tensor->mutable_shape()->Assign(payload->shape.begin(), payload->shape.end());
-  tensor->set_compression(static_cast<uint32_t>(payload->compression));
-  tensor->set_uncompressed_size(payload->uncompressed_size);
-  tensor->mutable_data()->swap(payload->data);
+void PayloadMetadataToProto(const TensorPayload& payload, proto::Tensor* tensor) {
+  tensor->set_dtype(static_cast<int32_t>(payload.dtype));
+  tensor->mutable_shape()->Assign(payload.shape.begin(), payload.shape.end());
+  tensor->set_compression(static_cast<uint32_t>(payload.compression));
+  tensor->set_uncompressed_size(payload.uncompressed_size);
 }
 
 void ChunkToProto(const Chunk& chunk, proto::Chunk* out) {

@@ -31,10 +31,8 @@ REVERB_TF_EXPORT absl::Status FromGrpcStatus(const grpc::Status& status);
 // Moves the tensor's bytes out of `tensor` (no copy of the data).
 absl::StatusOr<TensorPayload> PayloadFromProto(proto::Tensor* tensor);
 void PayloadToProto(TensorPayload payload, proto::Tensor* tensor);
-// PayloadToProto without giving the payload up: its bytes are swapped into
-// `tensor` (payload->data gets the tensor's old bytes, none for a new one),
-// so a caller can swap them back once the message is serialized.
-void SwapPayloadIntoProto(TensorPayload* payload, proto::Tensor* tensor);
+// Every field of `payload` but its bytes.
+void PayloadMetadataToProto(const TensorPayload& payload, proto::Tensor* tensor);
 void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
 
 // The server's view of a written item: its slices resolved against the

@@ -35,20 +35,13 @@ static_assert(sizeof(SlicedColumn) == 24, "a stored column is 24 bytes (see item
 
 SlicedColumn::SlicedColumn(std::initializer_list<ChunkSlice> slices, bool squeeze)
     : SlicedColumn() {
-  Reserve(slices.size());
-  for (const ChunkSlice& slice : slices) add_slice(slice);
+  AddSlices(slices);
   squeeze_ = squeeze;
 }
 
 SlicedColumn::SlicedColumn(const SlicedColumn& other) : SlicedColumn() {
+  AddSlices(other.slices());
   squeeze_ = other.squeeze_;
-  if (!other.on_heap_ && other.size_ == 1) {  // every sample copies these
-    new (&inline_) ChunkSlice(other.inline_);
-    size_ = 1;
-    return;
-  }
-  Reserve(other.size_);
-  for (const ChunkSlice& slice : other.slices()) add_slice(slice);
 }
 
 SlicedColumn::SlicedColumn(SlicedColumn&& other) noexcept : SlicedColumn() {
@@ -105,6 +98,11 @@ void SlicedColumn::Reserve(size_t n) {
   if (on_heap_) ::operator delete(heap_.data);
   heap_ = {fresh, static_cast<uint32_t>(grown)};
   on_heap_ = true;
+}
+
+void SlicedColumn::AddSlices(absl::Span<const ChunkSlice> slices) {
+  Reserve(size_ + slices.size());
+  for (const ChunkSlice& slice : slices) add_slice(slice);
 }
 
 void SlicedColumn::add_slice(ChunkSlice slice) {

@@ -72,6 +72,8 @@ class REVERB_TF_EXPORT SlicedColumn {
   const ChunkSlice* data() const { return on_heap_ ? heap_.data : &inline_; }
   size_t capacity() const { return on_heap_ ? heap_.capacity : 1; }
   void Reserve(size_t n);
+  // Copies `slices` after the present ones, growing the array at most once.
+  void AddSlices(absl::Span<const ChunkSlice> slices);
   // Destroys every slice and frees the heap array: back to empty and inline.
   void Clear();
   // Takes `other`'s slices; this column must be empty and inline.

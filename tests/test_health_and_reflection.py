@@ -5,6 +5,8 @@ Checked with the ecosystem's own clients (grpcio-health-checking,
 grpcio-reflection), as grpc_health_probe, Kubernetes probes and grpcurl would.
 """
 
+import os
+import pathlib
 import queue
 import signal
 import subprocess
@@ -147,3 +149,38 @@ def test_not_serving_and_unavailable_while_a_checkpoint_loads(server_binary, tmp
     finally:
         restarted.send_signal(signal.SIGTERM)
         assert restarted.wait(timeout=60) == 0
+
+
+def _thread_names(pid):
+    tasks = pathlib.Path(f"/proc/{pid}/task")
+    names = []
+    for task in tasks.iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return names
+
+
+def test_neither_side_starts_grpcs_callback_pollers(server_binary, start_server):
+    # gRPC's callback API (its own health service, callback client calls)
+    # starts "nexting_thread" pollers that take turns with the threads that
+    # wait on our streams, a wake-up more per message (health_service.h).
+    # Health checks, server info and priority updates must not start them.
+    process, port = start_server(server_binary, "--config=port: 0 " + (
+        'tables { table_name: "p" sampler { prioritized { priority_exponent: 1 } } '
+        'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
+        'min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 } }'))
+    try:
+        with grpc.insecure_channel(f"localhost:{port}") as channel:
+            assert _status(channel, "") == health_pb2.HealthCheckResponse.SERVING
+        client = reverb.Client(f"localhost:{port}")
+        assert client.server_info()["p"].current_size == 0
+        client.mutate_priorities("p", updates={1: 1.0})
+        client.mutate_priorities("p", updates={1: 1.0}, deletes=[2])
+        for pid in (process.pid, os.getpid()):
+            names = _thread_names(pid)
+            assert "nexting_thread" not in names, (pid, sorted(names))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0

@@ -6,8 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/async_unary_call.h"
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/client/sampler.h"
 #include "reverb_tf/cc/client/shard_set.h"
@@ -97,15 +98,21 @@ absl::Status StatusOfAnswer(const proto::MutatePrioritiesResponse& answer) {
                       answer.error_message());
 }
 
-// Starts one call of `shard` through gRPC's callback API; `done` runs once.
+// Starts one call of `shard` on `cq` (gRPC's completion-queue API; the
+// caller posts its Finish).
+//
+// Not gRPC's callback API: with Debian's gRPC 1.51 and its epoll1 poller, a
+// channel's first callback call starts a pair of polling threads that live
+// as long as the channel and take turns at the process's epoll set with the
+// threads waiting on this client's streams, which then often need a wake-up
+// from them for every message.
 template <typename Response>
-using StartCall = std::function<void(ClientStub& shard, grpc::ClientContext* context,
-                                     Response* response,
-                                     std::function<void(grpc::Status)> done)>;
+using StartCall = std::function<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>(
+    ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq)>;
 
 // The same call to every shard at once, each with `timeout` and `cancel`
 // applied; returns when all have finished, with each shard's status (and
-// its response in `responses`).
+// its response in `responses`). The calling thread polls for the answers.
 template <typename Response>
 std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<ClientStub>>& shards,
                                          absl::Duration timeout, Cancellation* cancel,
@@ -113,25 +120,35 @@ std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<Clien
                                          const StartCall<Response>& start) {
   const size_t n = shards.size();
   responses->assign(n, Response());
-  std::vector<absl::Status> statuses(n);
+  std::vector<grpc::Status> rpc_statuses(n);
+  grpc::CompletionQueue cq;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<ScopedRpcCancellation>> scoped;
-  absl::BlockingCounter done(static_cast<int>(n));
+  std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>> calls;
   for (size_t i = 0; i < n; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     shards[i]->Prepare(contexts[i].get());
     SetTimeout(contexts[i].get(), timeout);
     contexts[i]->set_wait_for_ready(wait_for_ready);
     scoped.push_back(std::make_unique<ScopedRpcCancellation>(cancel, contexts[i].get()));
-    ClientStub* shard = shards[i].get();
-    start(*shard, contexts[i].get(), &(*responses)[i],
-          [&statuses, &done, shard, i](grpc::Status status) {
-            statuses[i] = shard->RpcStatus(status);
-            done.DecrementCount();
-          });
+    calls.push_back(start(*shards[i], contexts[i].get(), &cq));
+    calls[i]->Finish(&(*responses)[i], &rpc_statuses[i], reinterpret_cast<void*>(i));
   }
-  done.Wait();
+  // Each call's Finish comes back exactly once, whatever happened to it.
+  for (size_t finished = 0; finished < n; ++finished) {
+    void* tag;
+    bool ok;
+    if (!cq.Next(&tag, &ok)) break;  // not reached: the queue is not shut down yet
+  }
   scoped.clear();
+  calls.clear();
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+  std::vector<absl::Status> statuses(n);
+  for (size_t i = 0; i < n; ++i) statuses[i] = shards[i]->RpcStatus(rpc_statuses[i]);
   return statuses;
 }
 
@@ -210,9 +227,8 @@ std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
   // without one, an unreachable server fails at once instead of hanging.
   std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
       shards, timeout, cancel, wait_for_ready && timeout != absl::InfiniteDuration(), &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context,
-                 proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
-        shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
+      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncServerInfo(context, request, cq);
       });
   std::vector<ShardInfo> infos;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -366,11 +382,9 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
     std::vector<proto::MutatePrioritiesResponse> rest_responses;
     std::vector<absl::Status> rest_statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
         rest, timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
-        [&request](ClientStub& shard, grpc::ClientContext* context,
-                   proto::MutatePrioritiesResponse* response,
-                   std::function<void(grpc::Status)> done) {
-          shard.stub()->async()->MutatePriorities(context, &request, response, std::move(done));
-        });
+        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncMutatePriorities(context, request, cq);
+      });
     for (size_t j = 0; j < rest.size(); ++j) {
       statuses[rest_index[j]] = std::move(rest_statuses[j]);
       responses[rest_index[j]] = std::move(rest_responses[j]);
@@ -440,9 +454,8 @@ absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
   std::vector<proto::ResetResponse> responses;
   std::vector<absl::Status> statuses = CallEveryShard<proto::ResetResponse>(
       shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context, proto::ResetResponse* response,
-                 std::function<void(grpc::Status)> done) {
-        shard.stub()->async()->Reset(context, &request, response, std::move(done));
+      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncReset(context, request, cq);
       });
   return FirstFailure(shards, statuses, absl::StrCat("reset of table '", table, "'"));
 }
@@ -458,9 +471,8 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint(absl::Duration timeo
   const proto::CheckpointRequest request;
   std::vector<absl::Status> statuses = CallEveryShard<proto::CheckpointResponse>(
       shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context,
-                 proto::CheckpointResponse* response, std::function<void(grpc::Status)> done) {
-        shard.stub()->async()->Checkpoint(context, &request, response, std::move(done));
+      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncCheckpoint(context, request, cq);
       });
   std::vector<std::string> paths;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -497,10 +509,9 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
     const proto::ServerInfoRequest request;
     CallEveryShard<proto::ServerInfoResponse>(
         shards, absl::Seconds(10), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
-        [&request](ClientStub& shard, grpc::ClientContext* context,
-                   proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
-          shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
-        });
+        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncServerInfo(context, request, cq);
+      });
     for (const proto::ServerInfoResponse& response : responses) {
       ShardedSampler::ShardTable& found = tables.emplace_back();
       for (const proto::TableInfo& info : response.tables()) {
@@ -567,9 +578,8 @@ std::shared_ptr<ClientStub> Client::PickWriterShard(
   const proto::ServerInfoRequest request;
   const std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
       shards, absl::Seconds(2), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context,
-                 proto::ServerInfoResponse* response, std::function<void(grpc::Status)> done) {
-        shard.stub()->async()->ServerInfo(context, &request, response, std::move(done));
+      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        return shard.stub()->AsyncServerInfo(context, request, cq);
       });
   int best = -1;
   for (size_t i = 0; i < shards.size(); ++i) {

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
@@ -20,6 +19,7 @@
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
+#include "reverb_tf/cc/service/health_service.h"
 #include "reverb_tf/cc/service/replay_service.h"
 
 namespace reverb_tf {
@@ -220,10 +220,12 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   });
 
   // The standard health service (grpc.health.v1: grpc_health_probe,
-  // Kubernetes probes) and server reflection (grpcurl). Both settings are
-  // process-wide and apply to servers built from here on.
-  grpc::EnableDefaultHealthCheckService(true);
+  // Kubernetes probes) is ours (health_service.h says why not gRPC's), and
+  // server reflection (grpcurl). Both settings are process-wide and apply to
+  // servers built from here on.
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  server->health_ = std::make_unique<HealthService>();
   const std::vector<std::string> hosts = ListeningHosts(options.host);
   // Port 0 on several addresses: one port free on all of them, tried again
   // if another process takes it on one address before gRPC binds it.
@@ -244,6 +246,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
     builder.RegisterService(server->service_.get());
+    builder.RegisterService(server->health_.get());
     server->server_ = builder.BuildAndStart();
     if (server->server_ != nullptr &&
         std::all_of(bound.begin(), bound.end(), [&](int p) { return p == bound[0] && p != 0; })) {
@@ -258,12 +261,10 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
         "could not start a gRPC server on ", absl::StrJoin(hosts, " and "), ":", options.port,
         hosts.size() > 1 ? " (the port must be free on each)" : ""));
   }
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  // The whole server ("") and the replay service by name.
+  server->health_->SetServingStatus("", !loading);
+  server->health_->SetServingStatus(kHealthServiceName, !loading);
   if (loading) {
-    if (health != nullptr) {
-      health->SetServingStatus(false);
-      health->SetServingStatus(kHealthServiceName, false);
-    }
     absl::StatusOr<LoadedCheckpoint> loaded = server->checkpointer_->LoadLatest(server->tables_);
     if (!loaded.ok()) {
       server->Stop();
@@ -295,11 +296,7 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
       }
     }
     server->service_->set_accepting(true);
-  }
-  // SERVING for the whole server ("") and for the replay service by name.
-  if (health != nullptr) {
-    health->SetServingStatus(true);
-    health->SetServingStatus(kHealthServiceName, true);
+    server->health_->SetAllServingStatus(true);
   }
   if (options.metrics_port >= 0) {
     ASSIGN_OR_RETURN(server->metrics_http_,
@@ -579,11 +576,7 @@ void ReplayServer::Stop() {
   }
   // Probes see NOT_SERVING from now on (watchers are told at once), before
   // any call starts failing.
-  if (server_ != nullptr) {
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-      health->Shutdown();
-    }
-  }
+  if (health_ != nullptr) health_->Shutdown();
   // A periodic checkpoint in progress finishes (a half-written one would be
   // discarded anyway); none starts after this.
   if (checkpoint_thread_.joinable()) checkpoint_thread_.join();

@@ -45,6 +45,7 @@ class Server;
 namespace reverb_tf {
 
 class MetricsHttpServer;
+class HealthService;
 class ReplayService;
 
 struct REVERB_TF_EXPORT ServerOptions {
@@ -144,6 +145,8 @@ class REVERB_TF_EXPORT ReplayServer {
 
   std::vector<std::shared_ptr<Table>> tables_;
   std::unique_ptr<ReplayService> service_;
+  // Declared before server_, so that it outlives the gRPC server's calls.
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::shared_ptr<Checkpointer> checkpointer_;

@@ -135,8 +135,12 @@ silent.listen()  # accepts connections and never answers: a call to it blocks in
 
 
 def test_ctrl_c_interrupts_a_call_blocked_in_grpc():
-    # On the main thread such calls run on a reused worker thread while the
-    # main thread watches for Ctrl-C (RunCancellable in core_bindings.cc).
+    # On the main thread, mutate_priorities waits for its mutation stream
+    # itself, in slices, checking for Ctrl-C between them; the interrupted
+    # request ends the stream, so the next call (within a second) is a unary
+    # call, which runs on a reused worker thread while the main thread
+    # watches for Ctrl-C (RunCancellable in core_bindings.cc). Both ways
+    # are interrupted here.
     process = subprocess.Popen(
         [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent("""
             import sys

@@ -10,6 +10,7 @@
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/support/async_unary_call.h"
 #include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/client/mutation_stream.h"
 #include "reverb_tf/cc/client/sampler.h"
 #include "reverb_tf/cc/client/shard_set.h"
 #include "reverb_tf/cc/platform/deadline.h"
@@ -296,9 +297,11 @@ absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout
   return total;
 }
 
-absl::StatusOr<MutationReport> Client::MutatePriorities(
-    const std::string& table, absl::Span<const std::pair<Key, double>> updates,
-    absl::Span<const Key> deletes, absl::Duration timeout, Cancellation* cancel) {
+namespace {
+
+proto::MutatePrioritiesRequest MutationRequest(const std::string& table,
+                                               absl::Span<const std::pair<Key, double>> updates,
+                                               absl::Span<const Key> deletes) {
   proto::MutatePrioritiesRequest request;
   request.set_table(table);
   request.mutable_keys()->Reserve(updates.size());
@@ -308,114 +311,176 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
     request.add_priorities(priority);
   }
   request.mutable_deletes()->Add(deletes.begin(), deletes.end());
+  return request;
+}
+
+}  // namespace
+
+// Every shard gets every key: the one that holds it applies it (keys are
+// random 64-bit numbers, so no two shards hold the same one). Without a
+// deadline, on each shard's mutation stream, all sent before any answer is
+// awaited; shards whose stream cannot take it get unary calls, in parallel.
+struct PendingMutation::State {
+  Client* client;
+  std::string table;
+  proto::MutatePrioritiesRequest request;
+  int64_t num_keys;  // updates and deletes
+  std::vector<std::shared_ptr<ClientStub>> shards;
+  absl::Duration timeout;  // of the unary calls
+  // Per shard: its request on the stream (null once answered or given up),
+  // whether it was answered there, and the answer.
+  std::vector<std::unique_ptr<MutationStream::Ticket>> tickets;
+  std::vector<bool> answered;
+  std::vector<proto::MutatePrioritiesResponse> responses;
+  std::vector<absl::Status> statuses;
+};
+
+PendingMutation::PendingMutation(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+PendingMutation::~PendingMutation() = default;
+
+absl::Status PendingMutation::AwaitStreams(absl::Time deadline) {
+  State& s = *state_;
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    if (s.tickets[i] == nullptr) continue;
+    absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> streamed =
+        s.tickets[i]->Await(deadline);
+    if (absl::IsDeadlineExceeded(streamed.status())) return streamed.status();
+    s.tickets[i].reset();
+    if (!streamed.ok()) return streamed.status();  // cancelled
+    if (streamed->has_value()) {
+      s.answered[i] = true;
+      s.statuses[i] = StatusOfAnswer(**streamed);
+      s.responses[i] = **std::move(streamed);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool PendingMutation::NeedsCalls() const {
+  return std::find(state_->answered.begin(), state_->answered.end(), false) !=
+         state_->answered.end();
+}
+
+absl::StatusOr<MutationReport> PendingMutation::Finish(Cancellation* cancel) {
+  State& s = *state_;
+  std::vector<std::shared_ptr<ClientStub>> rest;
+  std::vector<size_t> rest_index;
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    if (s.answered[i]) continue;
+    rest.push_back(s.shards[i]);
+    rest_index.push_back(i);
+  }
+  if (!rest.empty()) {
+    std::vector<proto::MutatePrioritiesResponse> rest_responses;
+    const proto::MutatePrioritiesRequest& request = s.request;
+    std::vector<absl::Status> rest_statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
+        rest, s.timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
+        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+          return shard.stub()->AsyncMutatePriorities(context, request, cq);
+        });
+    for (size_t j = 0; j < rest.size(); ++j) {
+      s.statuses[rest_index[j]] = std::move(rest_statuses[j]);
+      s.responses[rest_index[j]] = std::move(rest_responses[j]);
+      s.answered[rest_index[j]] = true;
+    }
+  }
   MutationReport report;
+  if (s.shards.size() == 1) {
+    // One server: its failure, whatever it is, is the call's.
+    RETURN_IF_ERROR(s.statuses[0]);
+    report.updated = s.responses[0].updated();
+    report.deleted = s.responses[0].deleted();
+    report.missing = s.responses[0].missing();
+    s.client->NoteSkipped(s.table, &report);
+    return report;
+  }
+  int reached = 0;
+  for (size_t i = 0; i < s.shards.size(); ++i) {
+    if (absl::IsUnavailable(s.statuses[i])) {
+      report.unreachable.push_back(
+          absl::StrCat(s.shards[i]->address(), ": ", s.statuses[i].message()));
+      continue;
+    }
+    if (!s.statuses[i].ok()) {
+      // Any other failure (a NaN priority, an unknown table) is the caller's.
+      return absl::Status(s.statuses[i].code(),
+                          absl::StrCat("mutate_priorities failed on shard ",
+                                       s.shards[i]->address(), ": ", s.statuses[i].message()));
+    }
+    ++reached;
+    report.updated += s.responses[i].updated();
+    report.deleted += s.responses[i].deleted();
+  }
+  if (reached == 0) {
+    s.client->shards_->Invalidate();
+    return FirstFailure(s.shards, s.statuses, "mutate_priorities");
+  }
+  if (!report.unreachable.empty()) s.client->shards_->Invalidate();
+  report.missing = s.num_keys - report.updated - report.deleted;
+  s.client->NoteSkipped(s.table, &report);
+  return report;
+}
+
+namespace {
+
+// A PendingMutation to every shard of `shards`, with nothing sent yet.
+std::unique_ptr<PendingMutation::State> NewMutationState(
+    Client* client, const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes, std::vector<std::shared_ptr<ClientStub>> shards,
+    absl::Duration timeout) {
+  auto state = std::make_unique<PendingMutation::State>();
+  state->client = client;
+  state->table = table;
+  state->request = MutationRequest(table, updates, deletes);
+  state->num_keys = static_cast<int64_t>(updates.size() + deletes.size());
+  const size_t n = shards.size();
+  state->shards = std::move(shards);
+  state->timeout = timeout;
+  state->tickets.resize(n);
+  state->answered.assign(n, false);
+  state->responses.resize(n);
+  state->statuses.resize(n);
+  return state;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PendingMutation>> Client::StartMutatePriorities(
+    const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes, Cancellation* cancel) {
+  std::unique_ptr<PendingMutation::State> state = NewMutationState(
+      this, table, updates, deletes, shards_->Current(), absl::InfiniteDuration());
+  for (size_t i = 0; i < state->shards.size(); ++i) {
+    state->tickets[i] = state->shards[i]->mutations().Send(state->request, cancel);
+  }
+  return std::unique_ptr<PendingMutation>(new PendingMutation(std::move(state)));
+}
+
+absl::StatusOr<MutationReport> Client::MutatePriorities(
+    const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes, absl::Duration timeout, Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
     ASSIGN_OR_RETURN(std::shared_ptr<Table> found, local->FindTable(table));
     ASSIGN_OR_RETURN(MutationResult result, found->MutatePriorities(updates, deletes));
     RETURN_IF_ERROR(local->Commit());
+    MutationReport report;
     report.updated = result.updated;
     report.deleted = result.deleted;
     report.missing = result.missing;
     NoteSkipped(table, &report);
     return report;
   }
-  const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
-  if (shards.size() == 1) {
-    proto::MutatePrioritiesResponse response;
-    std::optional<proto::MutatePrioritiesResponse> streamed;
-    if (timeout == absl::InfiniteDuration()) {
-      ASSIGN_OR_RETURN(streamed, shards[0]->mutations().Mutate(request, cancel));
-    }
-    if (streamed.has_value()) {
-      RETURN_IF_ERROR(StatusOfAnswer(*streamed));
-      response = *std::move(streamed);
-    } else {
-      RETURN_IF_ERROR(Unary(*shards[0], &proto::ReplayService::Stub::MutatePriorities,
-                            request, &response, timeout, cancel));
-    }
-    report.updated = response.updated();
-    report.deleted = response.deleted();
-    report.missing = response.missing();
-    NoteSkipped(table, &report);
-    return report;
-  }
-  // Every shard gets every key: the one that holds it applies it (keys are
-  // random 64-bit numbers, so no two shards hold the same one). Without a
-  // deadline, on each shard's mutation stream, all sent before any answer
-  // is read; shards whose stream cannot take it get unary calls, at once.
-  std::vector<proto::MutatePrioritiesResponse> responses(shards.size());
-  std::vector<absl::Status> statuses(shards.size());
-  std::vector<bool> answered(shards.size(), false);
   if (timeout == absl::InfiniteDuration()) {
-    std::vector<bool> sent(shards.size(), false);
-    absl::Status send_failure;
-    for (size_t i = 0; i < shards.size() && send_failure.ok(); ++i) {
-      absl::StatusOr<bool> on_stream = shards[i]->mutations().Send(request, cancel);
-      if (on_stream.ok()) {
-        sent[i] = *on_stream;
-      } else {
-        send_failure = on_stream.status();
-      }
-    }
-    for (size_t i = 0; i < shards.size(); ++i) {
-      if (!sent[i]) continue;
-      absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> streamed =
-          shards[i]->mutations().Receive();  // every sent request is received
-      if (!streamed.ok()) {
-        if (send_failure.ok()) send_failure = streamed.status();
-      } else if (streamed->has_value()) {
-        answered[i] = true;
-        statuses[i] = StatusOfAnswer(**streamed);
-        responses[i] = **std::move(streamed);
-      }
-    }
-    RETURN_IF_ERROR(send_failure);  // cancelled
+    ASSIGN_OR_RETURN(std::unique_ptr<PendingMutation> pending,
+                     StartMutatePriorities(table, updates, deletes, cancel));
+    RETURN_IF_ERROR(pending->AwaitStreams(absl::InfiniteFuture()));
+    return pending->Finish(cancel);
   }
-  std::vector<std::shared_ptr<ClientStub>> rest;
-  std::vector<size_t> rest_index;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (answered[i]) continue;
-    rest.push_back(shards[i]);
-    rest_index.push_back(i);
-  }
-  if (!rest.empty()) {
-    std::vector<proto::MutatePrioritiesResponse> rest_responses;
-    std::vector<absl::Status> rest_statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
-        rest, timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
-        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-        return shard.stub()->AsyncMutatePriorities(context, request, cq);
-      });
-    for (size_t j = 0; j < rest.size(); ++j) {
-      statuses[rest_index[j]] = std::move(rest_statuses[j]);
-      responses[rest_index[j]] = std::move(rest_responses[j]);
-    }
-  }
-  int reached = 0;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (absl::IsUnavailable(statuses[i])) {
-      report.unreachable.push_back(
-          absl::StrCat(shards[i]->address(), ": ", statuses[i].message()));
-      continue;
-    }
-    if (!statuses[i].ok()) {
-      // Any other failure (a NaN priority, an unknown table) is the caller's.
-      return absl::Status(statuses[i].code(),
-                          absl::StrCat("mutate_priorities failed on shard ",
-                                       shards[i]->address(), ": ", statuses[i].message()));
-    }
-    ++reached;
-    report.updated += responses[i].updated();
-    report.deleted += responses[i].deleted();
-  }
-  if (reached == 0) {
-    shards_->Invalidate();
-    return FirstFailure(shards, statuses, "mutate_priorities");
-  }
-  if (!report.unreachable.empty()) shards_->Invalidate();
-  report.missing = static_cast<int64_t>(updates.size() + deletes.size()) - report.updated -
-                   report.deleted;
-  NoteSkipped(table, &report);
-  return report;
+  // A deadline: unary calls, which carry it.
+  PendingMutation pending(
+      NewMutationState(this, table, updates, deletes, shards_->Current(), timeout));
+  return pending.Finish(cancel);
 }
 
 void Client::NoteSkipped(const std::string& table, MutationReport* report) {

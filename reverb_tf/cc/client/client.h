@@ -155,9 +155,46 @@ struct REVERB_TF_EXPORT ShardInfo {
   absl::StatusOr<std::vector<TableInfo>> tables;
 };
 
+class Client;
 class ClientStub;
 class LocalServer;
 class ShardSet;
+
+// A MutatePriorities in two steps (Client::StartMutatePriorities): its
+// requests are written to the shards' mutation streams, then their answers
+// are awaited, in slices if the caller wants (Python's main thread checks
+// for Ctrl-C between slices instead of handing the whole call to another
+// thread), and Finish() makes the unary calls for shards whose stream did
+// not take the request or broke, and reports.
+//
+// Not thread-safe: one thread at a time. The Client must outlive it.
+class REVERB_TF_EXPORT PendingMutation {
+ public:
+  // Requests still unanswered are abandoned: their streams are ended, and
+  // each may or may not have been applied.
+  ~PendingMutation();
+  PendingMutation(const PendingMutation&) = delete;
+  PendingMutation& operator=(const PendingMutation&) = delete;
+
+  // Waits until `deadline` for the streams' answers. OK once every stream
+  // has answered or given its request up (Finish() then makes that one a
+  // unary call); DEADLINE_EXCEEDED if the deadline came first (call again);
+  // CANCELLED if the cancellation given at the start fired.
+  absl::Status AwaitStreams(absl::Time deadline);
+  // Whether Finish() will make unary calls, which may block on the network.
+  bool NeedsCalls() const;
+  // After AwaitStreams() returned OK: the unary calls still needed, with
+  // `cancel` (may be null), then the report, as MutatePriorities().
+  absl::StatusOr<MutationReport> Finish(Cancellation* cancel);
+
+  // Opaque: what the client keeps of the call (client.cc).
+  struct State;
+
+ private:
+  friend class Client;
+  explicit PendingMutation(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 // A client of one replay server or of several shards of the same tables
 // (target.h): one gRPC channel per shard.
@@ -214,6 +251,13 @@ class REVERB_TF_EXPORT Client {
       absl::Span<const Key> deletes, absl::Duration timeout,
       Cancellation* cancel = nullptr);
 
+  // MutatePriorities() without a deadline, over the network whether or not
+  // the server runs in this process, in two steps (PendingMutation).
+  // `cancel` (may be null) must outlive the PendingMutation.
+  absl::StatusOr<std::unique_ptr<PendingMutation>> StartMutatePriorities(
+      const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+      absl::Span<const Key> deletes, Cancellation* cancel = nullptr);
+
   // Resets `table` on every shard.
   absl::Status Reset(const std::string& table, absl::Duration timeout,
                      Cancellation* cancel = nullptr);
@@ -242,6 +286,7 @@ class REVERB_TF_EXPORT Client {
   bool InProcess() { return LocalShard() != nullptr; }
 
  private:
+  friend class PendingMutation;
   Client(std::string address, std::unique_ptr<ShardSet> shards);
   // The server behind a single-shard target when it runs in this process
   // (local_server.h): calls then reach its tables directly.

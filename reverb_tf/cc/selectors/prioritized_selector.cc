@@ -19,10 +19,10 @@
 namespace reverb_tf {
 namespace {
 
-// Capacity 1 makes the root itself the only leaf, which the tree code
-// handles without special cases; keeping it small means an emptied selector
-// gives back its memory.
-constexpr size_t kMinCapacity = 1;
+// One group of leaves under the root; keeping it small means an emptied
+// selector gives back its memory.
+constexpr size_t kMinCapacity = 8;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -41,9 +41,29 @@ PrioritizedSelector::PrioritizedSelector(double priority_exponent,
                                          uint64_t seed)
     : priority_exponent_(priority_exponent),
       capacity_(kMinCapacity),
-      tree_(2 * kMinCapacity, 0.0),
-      min_tree_(2, std::numeric_limits<double>::infinity()),
-      rng_(seed) {}
+      leaves_(kMinCapacity, 0.0),
+      rng_(seed) {
+  static_assert(kMinCapacity % kFanOut == 0);
+  LayOutLevels();
+}
+
+void PrioritizedSelector::LayOutLevels() {
+  level_offsets_.assign(1, 0);
+  size_t nodes = capacity_;
+  size_t offset = 0;
+  do {
+    nodes = (nodes + kFanOut - 1) / kFanOut;
+    level_offsets_.push_back(offset);
+    offset += 2 * kFanOut * ((nodes + kFanOut - 1) / kFanOut);
+  } while (nodes > 1);
+  num_levels_ = level_offsets_.size() - 1;
+  root_offset_ = GroupOffset(num_levels_, 0);
+  // A new vector, not assign(): a shrunk or cleared tree gives memory back.
+  nodes_ = TableVector<double>(offset, 0.0);
+  for (size_t group = 0; group < offset; group += 2 * kFanOut) {
+    std::fill_n(&nodes_[group + kFanOut], kFanOut, kInfinity);
+  }
+}
 
 absl::StatusOr<double> PrioritizedSelector::WeightOf(double priority) const {
   // Exponent 0 must mean uniform, including for priority 0; spelling out
@@ -67,82 +87,71 @@ void PrioritizedSelector::Prefetch(Key key, int stage) const {
   }
   auto it = slot_of_.find(key);
   if (it == slot_of_.end()) return;
-  // The leaf and its ancestors in both trees, but their top 4096 nodes
-  // (32 KiB each, which stay cached): one cache line per level.
-  for (size_t node = capacity_ + it->second; node >= 4096; node /= 2) {
-    __builtin_prefetch(&tree_[node], /*rw=*/1);
+  // The leaf's line and, on each level, the lines of its ancestor's group:
+  // what SetLeaf reads and writes.
+  size_t node = it->second;
+  __builtin_prefetch(&leaves_[node], /*rw=*/1);
+  for (size_t level = 1; level <= num_levels_; ++level) {
+    node /= kFanOut;
+    const double* group = &nodes_[GroupOffset(level, node / kFanOut)];
+    __builtin_prefetch(group, /*rw=*/1);
+    __builtin_prefetch(group + kFanOut, /*rw=*/1);
   }
-  const size_t blocks = num_min_blocks();
-  for (size_t node = blocks + it->second / (capacity_ / blocks); node >= 4096; node /= 2) {
-    __builtin_prefetch(&min_tree_[node], /*rw=*/1);
+}
+
+void PrioritizedSelector::RecomputeNode(size_t level, size_t node) {
+  double sum = 0.0;
+  double smallest = kInfinity;
+  if (level == 1) {
+    const double* children = &leaves_[node * kFanOut];
+    for (size_t i = 0; i < kFanOut; ++i) {
+      sum += children[i];
+      if (children[i] > 0.0 && children[i] < smallest) smallest = children[i];
+    }
+  } else {
+    const double* children = &nodes_[GroupOffset(level - 1, node)];
+    for (size_t i = 0; i < kFanOut; ++i) {
+      sum += children[i];
+      smallest = std::min(smallest, children[kFanOut + i]);
+    }
   }
+  const size_t at = GroupOffset(level, node / kFanOut) + node % kFanOut;
+  nodes_[at] = sum;
+  nodes_[at + kFanOut] = smallest;
 }
 
 void PrioritizedSelector::SetLeaf(size_t slot, double weight) {
-  size_t node = capacity_ + slot;
-  tree_[node] = weight;
+  leaves_[slot] = weight;
   // Recompute rather than add a delta: see the class comment.
-  for (node /= 2; node >= 1; node /= 2) {
-    tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
-  }
-  UpdateMin(slot);
-}
-
-void PrioritizedSelector::UpdateMin(size_t slot) {
-  const size_t blocks = num_min_blocks();
-  const size_t per_block = capacity_ / blocks;
-  const size_t block = slot / per_block;
-  const double* leaves = &tree_[capacity_ + block * per_block];
-  double smallest = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < per_block; ++i) {
-    if (leaves[i] > 0.0 && leaves[i] < smallest) smallest = leaves[i];
-  }
-  size_t node = blocks + block;
-  min_tree_[node] = smallest;
-  for (node /= 2; node >= 1; node /= 2) {
-    min_tree_[node] = std::min(min_tree_[2 * node], min_tree_[2 * node + 1]);
-  }
-}
-
-void PrioritizedSelector::RebuildMin() {
-  const size_t blocks = num_min_blocks();
-  // A new vector, not assign(): a shrunk or cleared tree gives memory back.
-  min_tree_ = TableVector<double>(2 * blocks, std::numeric_limits<double>::infinity());
-  const size_t per_block = capacity_ / blocks;
-  for (size_t block = 0; block < blocks; ++block) {
-    double smallest = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < per_block; ++i) {
-      const double leaf = tree_[capacity_ + block * per_block + i];
-      if (leaf > 0.0 && leaf < smallest) smallest = leaf;
-    }
-    min_tree_[blocks + block] = smallest;
-  }
-  for (size_t node = blocks - 1; node >= 1; --node) {
-    min_tree_[node] = std::min(min_tree_[2 * node], min_tree_[2 * node + 1]);
+  size_t node = slot;
+  for (size_t level = 1; level <= num_levels_; ++level) {
+    node /= kFanOut;
+    RecomputeNode(level, node);
   }
 }
 
 double PrioritizedSelector::MinProbability() const {
   if (keys_.empty()) return 0.0;
   const double total = total_weight();
+  const double smallest = nodes_[root_offset_ + kFanOut];
   // Every weight 0 (or underflowed): Sample() is uniform.
-  if (!(total > 0.0) || !std::isfinite(min_tree_[1])) {
+  if (!(total > 0.0) || !std::isfinite(smallest)) {
     return 1.0 / static_cast<double>(keys_.size());
   }
-  return min_tree_[1] / total;
+  return smallest / total;
 }
 
 void PrioritizedSelector::Resize(size_t capacity) {
-  TableVector<double> tree(2 * capacity, 0.0);
-  for (size_t slot = 0; slot < keys_.size(); ++slot) {
-    tree[capacity + slot] = tree_[capacity_ + slot];
-  }
-  for (size_t node = capacity - 1; node >= 1; --node) {
-    tree[node] = tree[2 * node] + tree[2 * node + 1];
-  }
-  tree_ = std::move(tree);
+  TableVector<double> leaves(capacity, 0.0);
+  std::copy_n(leaves_.begin(), keys_.size(), leaves.begin());
+  leaves_ = std::move(leaves);
   capacity_ = capacity;
-  RebuildMin();
+  LayOutLevels();
+  size_t nodes = capacity_;
+  for (size_t level = 1; level <= num_levels_; ++level) {
+    nodes = (nodes + kFanOut - 1) / kFanOut;
+    for (size_t node = 0; node < nodes; ++node) RecomputeNode(level, node);
+  }
 }
 
 absl::Status PrioritizedSelector::Insert(Key key, double priority) {
@@ -177,7 +186,7 @@ absl::Status PrioritizedSelector::Update(Key key, double priority) {
         absl::StrCat("Key ", key, " not found in PrioritizedSelector."));
   }
   const size_t slot = it->second;
-  const double old_weight = tree_[capacity_ + slot];
+  const double old_weight = leaves_[slot];
   SetLeaf(slot, weight);
   if (!std::isfinite(total_weight())) {
     SetLeaf(slot, old_weight);
@@ -197,7 +206,7 @@ absl::Status PrioritizedSelector::Delete(Key key) {
   const size_t slot = it->second;
   slot_of_.erase(it);
   const size_t last_slot = keys_.size() - 1;
-  const double last_weight = tree_[capacity_ + last_slot];
+  const double last_weight = leaves_[last_slot];
   // Clear the last leaf before copying its weight into the hole so the
   // moved weight is never counted twice, which could overflow the total
   // transiently.
@@ -237,25 +246,42 @@ PrioritizedSelector::Sample() {
 
 ItemSelector::KeyWithProbability PrioritizedSelector::SampleAt(
     double target) const {
-  size_t node = 1;
-  while (node < capacity_) {
-    const double left = tree_[2 * node];
-    const double right = tree_[2 * node + 1];
+  size_t node = 0;  // the root, on level num_levels_
+  for (size_t level = num_levels_; level >= 1; --level) {
+    const double* children =
+        level == 1 ? &leaves_[node * kFanOut] : &nodes_[GroupOffset(level - 1, node)];
+    // The walk is a chain of dependent loads, one per level: fetch the
+    // next level's candidates (one line of sums per child) while this one
+    // is read and decided.
+    if (level >= 2) {
+      const size_t first = node * kFanOut;  // of this node's children
+      const double* next = level == 2 ? &leaves_[first * kFanOut]
+                                      : &nodes_[GroupOffset(level - 2, first)];
+      const size_t stride = level == 2 ? kFanOut : 2 * kFanOut;
+      for (size_t i = 0; i < kFanOut; ++i) __builtin_prefetch(next + i * stride);
+    }
     // Rounding can leave `target` at or past the end of the subtree it is
     // walking (and some standard libraries can even return `total` itself
     // from the distribution), which would send a plain comparison into a
     // zero-weight subtree. Since a node with a positive sum has at least one
-    // positive child, never entering a child whose sum is 0 guarantees the
+    // positive child, never entering a child whose sum is 0 (and taking the
+    // last positive one when `target` runs past them all) guarantees the
     // leaf reached has positive weight.
-    if (right <= 0.0 || (left > 0.0 && target < left)) {
-      node = 2 * node;
-    } else {
-      target -= left;
-      node = 2 * node + 1;
+    size_t chosen = kFanOut;
+    size_t last_positive = kFanOut;
+    for (size_t i = 0; i < kFanOut; ++i) {
+      const double sum = children[i];
+      if (!(sum > 0.0)) continue;
+      if (target < sum) {
+        chosen = i;
+        break;
+      }
+      target -= sum;
+      last_positive = i;
     }
+    node = node * kFanOut + (chosen < kFanOut ? chosen : last_positive);
   }
-  return KeyWithProbability{keys_[node - capacity_],
-                            tree_[node] / total_weight()};
+  return KeyWithProbability{keys_[node], leaves_[node] / total_weight()};
 }
 
 absl::StatusOr<ItemSelector::KeyWithProbability>
@@ -273,8 +299,8 @@ void PrioritizedSelector::Clear() {
   decltype(keys_)().swap(keys_);
   decltype(slot_of_)().swap(slot_of_);
   capacity_ = kMinCapacity;
-  tree_ = TableVector<double>(2 * kMinCapacity, 0.0);
-  RebuildMin();
+  leaves_ = TableVector<double>(kMinCapacity, 0.0);
+  LayOutLevels();
 }
 
 int64_t PrioritizedSelector::size() const {
@@ -297,7 +323,7 @@ std::string PrioritizedSelector::DebugString() const {
 double PrioritizedSelector::SumOfLeavesForTesting() const {
   double sum = 0.0;
   for (size_t slot = 0; slot < keys_.size(); ++slot) {
-    sum += tree_[capacity_ + slot];
+    sum += leaves_[slot];
   }
   return sum;
 }

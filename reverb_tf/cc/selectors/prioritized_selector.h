@@ -26,13 +26,19 @@ absl::Status ValidatePriorityExponent(double priority_exponent);
 // uniform and reports probability 1/size.
 //
 // Keys occupy a dense array of slots (a deleted slot is refilled with the
-// last one) and the weights sit in the leaves of a complete binary sum tree,
-// so Insert, Update, Delete and Sample are O(log n). The tree's capacity
-// doubles when full and halves when a quarter full, so memory tracks size.
+// last one), and the weights sit in the leaves of an 8-ary sum tree, so
+// Insert, Update, Delete and Sample are O(log n). Each node also holds the
+// smallest positive weight below it (MinProbability). The 8 children of a
+// node lie side by side: their sums fill one cache line and their minimums
+// the next, so a walk between a leaf and the root touches about two lines
+// per level over log8(n) levels (a binary tree touches one per level over
+// log2(n), about 3 times as many at 10M keys, most of them cache misses).
+// The tree's capacity doubles when full and halves when a quarter full, so
+// memory tracks size.
 //
 // Numerical stability: whenever a leaf changes, each ancestor is recomputed
-// as left + right from its two children rather than adjusted by the change.
-// Every node is therefore a fixed function of the current leaves, whatever
+// as the sum of its children, in their order, rather than adjusted by the
+// change. Every node is therefore a fixed function of the current leaves, whatever
 // history led there, so no rounding error can accumulate over long runs.
 // Weights and the total are kept finite: a priority whose weight, or whose
 // addition to the total, would overflow is rejected with InvalidArgument
@@ -59,7 +65,7 @@ class PrioritizedSelector : public ItemSelector {
   std::string DebugString() const override;
 
   // Sum of all weights, as held at the root of the tree.
-  double total_weight() const { return tree_[1]; }
+  double total_weight() const { return nodes_[root_offset_]; }
   double TotalWeight() const override { return total_weight(); }
   // The smallest positive weight over the total (keys of weight 0 are never
   // chosen), or 1/size when every weight is 0 (Sample() is uniform then).
@@ -88,31 +94,39 @@ class PrioritizedSelector : public ItemSelector {
   // Stores `weight` in the leaf of `slot` and recomputes its ancestors.
   void SetLeaf(size_t slot, double weight);
 
-  // Rebuilds the tree with `capacity` leaves (a power of two that is at
-  // least the number of keys). Internal nodes get exactly the values
+  // Rebuilds the tree with `capacity` leaves (a power of two, at least
+  // kFanOut and the number of keys). Internal nodes get exactly the values
   // incremental updates would have given them, so resizing never perturbs
   // the total.
   void Resize(size_t capacity);
 
+  // Children per node.
+  static constexpr size_t kFanOut = 8;
+  // Where group `group` of internal level `level` (1 = the leaves'
+  // parents) starts in nodes_: kFanOut sums, then their kFanOut minimums.
+  size_t GroupOffset(size_t level, size_t group) const {
+    return level_offsets_[level] + 2 * kFanOut * group;
+  }
+  // Recomputes node `node` of internal level `level` (its sum and minimum)
+  // from its children.
+  void RecomputeNode(size_t level, size_t node);
+  // Lays out the internal levels for capacity_ leaves, all nodes empty.
+  void LayOutLevels();
+
   double priority_exponent_;
-  // Number of leaves; a power of two >= 1.
+  // Number of leaves; a power of two >= kFanOut.
   size_t capacity_;
-  // Implicit binary tree: tree_[1] is the root, node i has children 2i and
-  // 2i+1, and the leaf of slot s is tree_[capacity_ + s]. tree_[0] is unused.
-  // Leaves of unused slots hold 0.
-  TableVector<double> tree_;
-  // Leaves of tree_ per leaf of min_tree_: one cache line of doubles, so
-  // that the minimum costs 1/8 of the sum tree's memory.
-  static constexpr size_t kMinBlock = 8;
-  size_t num_min_blocks() const { return capacity_ > kMinBlock ? capacity_ / kMinBlock : 1; }
-  // Recomputes the minimum of the block of `slot` and its ancestors.
-  void UpdateMin(size_t slot);
-  // Recomputes min_tree_ from tree_'s leaves, O(capacity).
-  void RebuildMin();
-  // Implicit binary tree like tree_ whose leaf b holds the smallest positive
-  // weight among tree_'s leaves [b·block, (b+1)·block) (+infinity if none),
-  // and each node the smaller of its children's.
-  TableVector<double> min_tree_;
+  // leaves_[s] is the weight of slot s; slots past keys_.size() hold 0.
+  TableVector<double> leaves_;
+  // The internal levels, bottom up: level k (>= 1) has one node per kFanOut
+  // nodes of level k - 1 (rounded up), the last level one node, the root.
+  // Stored in groups of kFanOut siblings (see GroupOffset), padded with
+  // sum 0 and minimum +infinity.
+  TableVector<double> nodes_;
+  // level_offsets_[k]: where level k starts in nodes_ (index 0 unused).
+  std::vector<size_t> level_offsets_;
+  size_t num_levels_;  // internal levels; the root's is num_levels_
+  size_t root_offset_;  // GroupOffset(num_levels_, 0): the root's sum
   // keys_[s] is the key in slot s; slots [0, keys_.size()) are in use.
   TableVector<Key> keys_;
   // Inverse of `keys_`.

@@ -345,6 +345,59 @@ TEST(PrioritizedSelectorTest, WalkFindsTheLeafCoveringTheTarget) {
   }
 }
 
+TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
+  // Sizes whose trees have 1 to 5 levels above the leaves, the upper ones
+  // with partly filled groups of siblings; small integer weights (zeros
+  // among them) keep every prefix sum exact, so the leaf covering a target
+  // is known exactly. Checked again after deletes have moved keys into
+  // other slots and shrunk the tree.
+  std::mt19937_64 rng(5);
+  for (int n : {9, 65, 100, 513, 4097, 5000}) {
+    PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/n);
+    absl::flat_hash_map<Key, double> weight;
+    for (Key key = 0; key < static_cast<Key>(n); ++key) {
+      weight[key] = static_cast<double>(rng() % 6);
+      ASSERT_TRUE(selector.Insert(key, weight[key]).ok());
+    }
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(testing::Message() << "n " << n << " round " << round);
+      // Slot order is insertion order with deletes refilled from the end,
+      // which the test does not track: instead, every key's interval is
+      // [target where it starts, + its weight), and walking all of them
+      // in turn must visit each positive key exactly where its weight says.
+      double total = 0;
+      for (const auto& [key, w] : weight) total += w;
+      ASSERT_EQ(selector.total_weight(), total);
+      absl::flat_hash_map<Key, double> covered;
+      for (double target = 0.5; target < total; target += 1.0) {
+        auto sample = selector.SampleAtForTesting(target);
+        ASSERT_TRUE(sample.ok());
+        ASSERT_GT(weight[sample->key], 0.0) << "target " << target;
+        ASSERT_EQ(sample->probability, weight[sample->key] / total);
+        covered[sample->key] += 1.0;
+      }
+      for (const auto& [key, w] : weight) {
+        ASSERT_EQ(covered.contains(key) ? covered[key] : 0.0, w) << "key " << key;
+      }
+      // Integer targets on the boundaries go to the later key, and the end
+      // of the range to a positive one.
+      auto last = selector.SampleAtForTesting(total);
+      ASSERT_TRUE(last.ok());
+      EXPECT_GT(weight[last->key], 0.0);
+      // Delete about 3 in 4 keys (shrinking the tree), then walk again.
+      std::vector<Key> keys;
+      for (const auto& [key, w] : weight) keys.push_back(key);
+      std::sort(keys.begin(), keys.end());
+      for (Key key : keys) {
+        if (rng() % 4 == 0 || weight.size() <= 2) continue;
+        ASSERT_TRUE(selector.Delete(key).ok());
+        weight.erase(key);
+      }
+      ASSERT_EQ(selector.size(), static_cast<int64_t>(weight.size()));
+    }
+  }
+}
+
 TEST(PrioritizedSelectorTest, RandomLayoutsNeverYieldZeroWeightKeys) {
   std::mt19937_64 rng(21);
   std::uniform_real_distribution<double> log10_dist(-300.0, 300.0);

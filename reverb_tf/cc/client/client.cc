@@ -76,21 +76,6 @@ std::vector<std::string> Client::ShardAddresses() {
 
 namespace {
 
-// One unary call with `timeout` and `cancel` applied.
-template <typename Request, typename Response>
-absl::Status Unary(ClientStub& stub,
-                   grpc::Status (proto::ReplayService::Stub::*method)(
-                       grpc::ClientContext*, const Request&, Response*),
-                   const Request& request, Response* response, absl::Duration timeout,
-                   Cancellation* cancel, bool wait_for_ready = false) {
-  grpc::ClientContext context;
-  stub.Prepare(&context);
-  SetTimeout(&context, timeout);
-  context.set_wait_for_ready(wait_for_ready);
-  ScopedRpcCancellation scoped(cancel, &context);
-  return stub.RpcStatus((stub.stub()->*method)(&context, request, response));
-}
-
 // What a MutateStream answer says of its request: OK, or the request's own
 // failure (error_code, error_message).
 absl::Status StatusOfAnswer(const proto::MutatePrioritiesResponse& answer) {

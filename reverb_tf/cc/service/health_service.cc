@@ -4,6 +4,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "reverb_tf/cc/platform/cancellation.h"
+#include "reverb_tf/cc/service/request_echo.h"
 
 namespace reverb_tf {
 
@@ -50,8 +51,8 @@ grpc::Status HealthService::Check(grpc::ServerContext* /*context*/,
   absl::ReaderMutexLock lock(&mu_);
   const ServingStatus status = StatusLocked(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "this server has no service named '" + request->service() + "'");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "this server has no service named " +
+                                                         QuotedFromRequest(request->service()));
   }
   response->set_status(status);
   return grpc::Status::OK;

@@ -94,6 +94,12 @@ TEST_F(HealthServiceTest, CheckAnswersKnownServicesAndNotFoundForOthers) {
   health_->SetAllServingStatus(true);
   ASSERT_TRUE(Check("replay", &response).ok());
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  // A huge name is echoed only in part: the error still reaches the client.
+  const grpc::Status huge = Check(std::string(1 << 20, 'x'), &response);
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(huge.error_message().size(), 300u);
+  EXPECT_NE(huge.error_message().find("1048576 bytes"), std::string::npos);
 }
 
 TEST_F(HealthServiceTest, WatchSendsTheStatusThenEachChangeOfItsOwnService) {

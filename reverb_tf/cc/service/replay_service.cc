@@ -12,6 +12,7 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/request_echo.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
@@ -160,14 +161,7 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
     const std::string& name) const {
   auto it = tables_.find(name);
   if (it == tables_.end()) {
-    // The name comes from the request: echo a bounded prefix, so that the
-    // error stays within gRPC's metadata limit whatever the client sent.
-    constexpr size_t kEchoed = 128;
-    return absl::NotFoundError(
-        name.size() <= kEchoed
-            ? absl::StrCat("no table named '", name, "'")
-            : absl::StrCat("no table named '", name.substr(0, kEchoed), "...' (",
-                           name.size(), " bytes)"));
+    return absl::NotFoundError(absl::StrCat("no table named ", QuotedFromRequest(name)));
   }
   return it->second;
 }

@@ -560,8 +560,8 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
     CallEveryShard<proto::ServerInfoResponse>(
         shards, absl::Seconds(10), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
         [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-        return shard.stub()->AsyncServerInfo(context, request, cq);
-      });
+          return shard.stub()->AsyncServerInfo(context, request, cq);
+        });
     for (const proto::ServerInfoResponse& response : responses) {
       ShardedSampler::ShardTable& found = tables.emplace_back();
       for (const proto::TableInfo& info : response.tables()) {

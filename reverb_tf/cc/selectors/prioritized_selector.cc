@@ -52,9 +52,9 @@ void PrioritizedSelector::LayOutLevels() {
   size_t nodes = capacity_;
   size_t offset = 0;
   do {
-    nodes = (nodes + kFanOut - 1) / kFanOut;
+    nodes = ParentsOf(nodes);
     level_offsets_.push_back(offset);
-    offset += 2 * kFanOut * ((nodes + kFanOut - 1) / kFanOut);
+    offset += 2 * kFanOut * ParentsOf(nodes);  // whole groups of siblings
   } while (nodes > 1);
   num_levels_ = level_offsets_.size() - 1;
   root_offset_ = GroupOffset(num_levels_, 0);
@@ -149,7 +149,7 @@ void PrioritizedSelector::Resize(size_t capacity) {
   LayOutLevels();
   size_t nodes = capacity_;
   for (size_t level = 1; level <= num_levels_; ++level) {
-    nodes = (nodes + kFanOut - 1) / kFanOut;
+    nodes = ParentsOf(nodes);
     for (size_t node = 0; node < nodes; ++node) RecomputeNode(level, node);
   }
 }

@@ -102,6 +102,8 @@ class PrioritizedSelector : public ItemSelector {
 
   // Children per node.
   static constexpr size_t kFanOut = 8;
+  // Nodes on the level above `nodes` nodes.
+  static constexpr size_t ParentsOf(size_t nodes) { return (nodes + kFanOut - 1) / kFanOut; }
   // Where group `group` of internal level `level` (1 = the leaves'
   // parents) starts in nodes_: kFanOut sums, then their kFanOut minimums.
   size_t GroupOffset(size_t level, size_t group) const {

@@ -1,16 +1,60 @@
 #!/usr/bin/env bash
 # Runs pip_package/Dockerfile without a Docker engine: with buildah (chroot
-# isolation, which needs no OCI runtime or cgroups) on a debian:bookworm base
-# made by mmdebstrap from Debian's own archive (no container registry
+# isolation, which needs no OCI runtime or cgroups) on a Debian base image
+# that mmdebstrap makes from Debian's own archive (no container registry
 # needed). What `docker build -f pip_package/Dockerfile -o wheels .` does, on
-# machines where that cannot run. Not part of the test suite: a cold build
-# takes about 25 minutes on 2 cores (docs/packaging.md).
+# machines where that cannot run. A cold build takes about 8 minutes on
+# 2 cores (docs/packaging.md); the full build is not part of the test suite,
+# but its first two steps are (scripts/container_check.sh runs --probe).
 #
-# Usage: bash scripts/container_build.sh [OUTDIR]   (default: ./wheels)
+# Usage: bash scripts/container_build.sh [options] [OUTDIR]   (default: ./wheels)
+#   --suite SUITE     Debian suite of the base: bookworm (Debian 12,
+#                     Python 3.11; the default) or trixie (Debian 13, Python 3.13)
+#   --tf VERSION      build for another TensorFlow (the Dockerfile's TF_VERSION)
+#   --distribution D  its pip distribution (default tensorflow-cpu)
+#   --tests T         pytest | smoke | auto (the Dockerfile's TESTS; default auto)
+#   --base-only       make (or find) the base image, print its name, stop
+#   --probe           build pip_package/probe.Dockerfile on the base instead of
+#                     the wheel: the same buildah invocation, in seconds
+#   --refresh-base    download the base again instead of using the cache
+#
+# The base is cached twice: mmdebstrap's tarball under
+# ${REVERB_TF_CACHE:-~/.cache/reverb_tf}/container/ (survives a wiped
+# container store) and the committed image localhost/reverb_tf-base:SUITE in
+# buildah's store, so a second run downloads nothing for the base.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="$(realpath -m "${1:-${ROOT}/wheels}")"
+CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
 log() { printf '[container_build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+usage() {
+  sed -n 's/^# \{0,1\}//; /^Usage:/,/^$/p' "${BASH_SOURCE[0]}" >&2
+  exit 2
+}
+
+suite="bookworm"; tf_version=""; distribution="tensorflow-cpu"; tests="auto"
+mode="wheel"; refresh=0; out=""
+while (( $# )); do
+  case "$1" in
+    --suite) suite="$2"; shift 2 ;;
+    --tf) tf_version="$2"; shift 2 ;;
+    --distribution) distribution="$2"; shift 2 ;;
+    --tests) tests="$2"; shift 2 ;;
+    --base-only) mode="base"; shift ;;
+    --probe) mode="probe"; shift ;;
+    --refresh-base) refresh=1; shift ;;
+    -h|--help) usage ;;
+    -*) echo "unknown option $1" >&2; usage ;;
+    *) out="$1"; shift ;;
+  esac
+done
+# Only suites whose archive keys the host's debian-archive-keyring holds and
+# whose toolchain the build scripts know.
+case "${suite}" in
+  bookworm|trixie) ;;
+  *) echo "--suite must be bookworm or trixie, not ${suite}" >&2; exit 2 ;;
+esac
+OUT="$(realpath -m "${out:-${ROOT}/wheels}")"
+image="localhost/reverb_tf-base:${suite}"
 
 missing=()
 for tool in buildah mmdebstrap; do
@@ -18,22 +62,63 @@ for tool in buildah mmdebstrap; do
 done
 if (( ${#missing[@]} )); then
   log "installing ${missing[*]}"
+  # A fresh machine may have no package lists yet.
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" uidmap >/dev/null
 fi
 
-if ! buildah inspect --type image docker.io/library/debian:bookworm >/dev/null 2>&1; then
-  log "making the debian:bookworm base image with mmdebstrap"
-  base="$(mktemp --suffix=.tar)"
-  mmdebstrap --variant=minbase --quiet bookworm "${base}"
-  buildah import "${base}" docker.io/library/debian:bookworm >/dev/null
-  rm -f "${base}"
+# The base image. Debian 12's buildah (1.28) has no `buildah import`, so the
+# tarball goes in through an empty working container instead.
+tarball="${CACHE}/container/debian-${suite}-minbase.tar"
+if (( refresh )); then
+  rm -f "${tarball}"
+  buildah rmi --force "${image}" >/dev/null 2>&1 || true
+fi
+if ! buildah inspect --type image "${image}" >/dev/null 2>&1; then
+  if [[ ! -s "${tarball}" ]]; then
+    log "downloading a minimal Debian ${suite} with mmdebstrap"
+    mkdir -p "$(dirname "${tarball}")"
+    # Written beside the cache entry and renamed, so an interrupted run never
+    # leaves a truncated tarball that later runs would trust.
+    partial="${tarball}.partial.$$"
+    trap 'rm -f "${partial}"' EXIT
+    # The same sources as the official debian:SUITE images.
+    mmdebstrap --variant=minbase --format=tar --quiet "${suite}" "${partial}" \
+      "deb http://deb.debian.org/debian ${suite} main" \
+      "deb http://deb.debian.org/debian ${suite}-updates main" \
+      "deb http://deb.debian.org/debian-security ${suite}-security main"
+    mv "${partial}" "${tarball}"
+    trap - EXIT
+  fi
+  log "committing ${image} from ${tarball}"
+  container="$(buildah from scratch)"
+  trap 'buildah rm "${container}" >/dev/null 2>&1 || true' EXIT
+  buildah add --quiet "${container}" "${tarball}" / >/dev/null
+  # A scratch image has no configuration: give it what debian:SUITE has.
+  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --cmd bash "${container}"
+  buildah commit --quiet "${container}" "${image}" >/dev/null
+  buildah rm "${container}" >/dev/null
+  trap - EXIT
+fi
+if [[ "${mode}" == "base" ]]; then
+  echo "${image}"
+  exit 0
 fi
 
-# The context is a clean export of HEAD: exactly what is committed.
 context="$(mktemp -d)"
 trap 'rm -rf "${context}"' EXIT
-git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
+if [[ "${mode}" == "probe" ]]; then
+  # The probe needs no sources: an empty context and the working tree's file.
+  dockerfile="${ROOT}/pip_package/probe.Dockerfile"
+  ignorefile=()
+else
+  # The context is a clean export of HEAD: exactly what is committed.
+  git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
+  dockerfile="${context}/pip_package/Dockerfile"
+  ignorefile=(--ignorefile "${context}/pip_package/Dockerfile.dockerignore")
+fi
 # On a network that intercepts TLS, the host trusts an extra CA (pip's
 # `cert` setting); hand the container the same trust for pip.
 mounts=()
@@ -43,9 +128,19 @@ if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
   mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro"
            --volume "${context}/.host-pip.conf:/etc/pip.conf:ro")
 fi
-log "building (cold: about 25 minutes on 2 cores)"
+if [[ "${mode}" == "probe" ]]; then
+  log "building the probe on ${image}"
+else
+  log "building the wheel on ${image} (cold: about 8 minutes on 2 cores)"
+fi
 started=$(date +%s)
-buildah bud --isolation chroot --pull-never --network host "${mounts[@]}" \
-  --ignorefile "${context}/pip_package/Dockerfile.dockerignore" \
-  -f "${context}/pip_package/Dockerfile" -o "type=local,dest=${OUT}" "${context}"
-log "done in $(( $(date +%s) - started )) s: $(ls "${OUT}")"
+# -o exports the last stage; the image buildah also commits for it is
+# removed afterwards, so repeated runs leave nothing behind in the store.
+iidfile="${context}/.iid"
+buildah bud --iidfile "${iidfile}" --isolation chroot --pull-never --network host "${mounts[@]}" \
+  "${ignorefile[@]}" --build-arg BASE="${image}" \
+  --build-arg TF_VERSION="${tf_version}" --build-arg TF_DISTRIBUTION="${distribution}" \
+  --build-arg TESTS="${tests}" \
+  -f "${dockerfile}" -o "type=local,dest=${OUT}" "${context}"
+buildah rmi "$(cat "${iidfile}")" >/dev/null 2>&1 || true
+log "done in $(( $(date +%s) - started )) s: $(ls "${OUT}" | tr '\n' ' ')"

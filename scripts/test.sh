@@ -35,6 +35,9 @@ if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
     "${ROOT}/tests" || status=$?
 fi
 
+# The container build's base image and a probe build in it, 10 to 15 s warm.
+bash "${ROOT}/scripts/container_check.sh" || status=$?
+
 # The wheel, built and smoke-tested in a brand-new venv.
 bash "${ROOT}/scripts/build_wheel.sh" --no-setup || status=$?
 exit "${status}"

@@ -1,0 +1,26 @@
+# The container build's canary (scripts/container_check.sh, run by
+# scripts/test.sh): the same base image, build arguments, buildah invocation
+# and `-o` export as pip_package/Dockerfile, with a step of seconds where the
+# wheel build would start. It installs Debian's python3 and venv (as
+# scripts/setup.sh does), makes a venv with pip, and exports what the
+# interpreter reports.
+ARG BASE=debian:bookworm
+FROM ${BASE} AS build
+ARG PYTHON=python3
+# Declared so that container_build.sh passes the Dockerfile's arguments
+# unchanged; the probe does not use them.
+ARG TF_VERSION=""
+ARG TF_DISTRIBUTION=tensorflow-cpu
+ARG TESTS=auto
+RUN set -eu; \
+    apt-get update -qq; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3-venv >/dev/null; \
+    "${PYTHON}" -m venv /tmp/venv; \
+    mkdir /report; \
+    /tmp/venv/bin/python -c 'import platform, sys; print(platform.python_version(), sys.prefix)' \
+      > /report/python.txt; \
+    /tmp/venv/bin/python -m pip --version > /report/pip.txt
+
+FROM scratch
+COPY --from=build /report/ /

@@ -210,10 +210,16 @@ class _ColumnHistory(_HistoryOfColumn):
         return f"_ColumnHistory(path={self._path!r}, steps={len(self)})"
 
 
-def _expired_error(what: str) -> RuntimeError:
+# dm-reverb's phrases for expired references; our messages start with them.
+_EXPIRED_REF = "Cannot access data from expired WeakCellRef"
+_EXPIRED_COLUMN = "Cannot convert TrajectoryColumn with expired data references to numpy array."
+_EXPIRED_IN_ITEM = "Column contains expired CellRef."
+
+
+def _expired_error(phrase: str) -> RuntimeError:
     # A plain RuntimeError, as dm-reverb raises.
     return RuntimeError(
-        f"{what} references cells that left the keep-alive window or were cleared by "
+        f"{phrase} The cells left the keep-alive window or were cleared by "
         "end_episode(clear_buffers=True); the writer no longer holds their data")
 
 
@@ -257,9 +263,10 @@ class WeakCellRef:
           RuntimeError: If the reference has expired.
         """
         if self.expired:
-            raise _expired_error("the WeakCellRef")
+            raise _expired_error(_EXPIRED_REF + ".")
         hist = self._hist
-        return hist._core.read_cells(hist._column, [self._step])[0]  # pylint: disable=protected-access
+        # `[0, ...]`: an array even for a scalar cell, as dm-reverb returns.
+        return hist._core.read_cells(hist._column, [self._step])[0, ...]  # pylint: disable=protected-access
 
     def __repr__(self) -> str:
         return (f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, "
@@ -296,25 +303,77 @@ class _ColumnCells:
 
 
 class TrajectoryColumn(_ColumnCells):
-    """Cells of one column, cut from `TrajectoryWriter.history`.
+    """Cells of one column: a leaf of the `trajectory` given to `create_item`.
 
-    A leaf of the `trajectory` passed to `create_item`. An integer index gives
-    a squeezed column (one step, sampled without a time dimension); slices
-    and lists give a column with a leading time dimension.
+    Usually cut from `TrajectoryWriter.history`: an integer index gives a
+    squeezed column (one step, sampled without a time dimension); slices and
+    lists give a column with a leading time dimension. It can also be built
+    from `WeakCellRef`s, e.g. those of other columns:
+    `TrajectoryColumn([*history['obs'][-2:], history['obs'][-1]])`.
+
+    References to cells of more than one of the writer's columns make a
+    column that can be inspected (`dtype`, `shape`, `numpy()`) but that
+    `create_item` does not accept: the native writer slices an item's column
+    out of one of its own columns (docs/compatibility.md).
     """
 
-    __slots__ = ("_hist", "_generation", "_steps", "_entry")
+    # `_refs` is None for a column of one writer column (the common case: the
+    # native writer's entry says everything); otherwise it holds the given
+    # references and `_hist`, `_generation` and `_entry` are unusable.
+    __slots__ = ("_hist", "_generation", "_steps", "_entry", "_refs")
 
-    def __init__(self) -> None:
-        """Not for direct use: index `TrajectoryWriter.history` instead.
+    def __init__(self,
+                 data_references: Sequence[WeakCellRef],
+                 *,
+                 squeeze: bool = False,
+                 path: Optional[Tuple[Union[str, int, slice], ...]] = None) -> None:
+        """Builds a column from references to cells.
+
+        Args:
+          data_references: The cells, in time order, as iterating a
+            `TrajectoryColumn` yields them.
+          squeeze: If True, the column holds its one cell without a time
+            dimension (as an integer index of `history` gives).
+          path: Where the column sits in a trajectory; only used to name it
+            in errors.
 
         Raises:
-          TypeError: Always.
+          ValueError: If `squeeze` is set and there is not exactly one
+            reference, or if a reference is None.
         """
-        raise TypeError("TrajectoryColumns are made by indexing TrajectoryWriter.history")
+        references = tuple(data_references)
+        if squeeze and len(references) != 1:
+            raise ValueError(
+                "Columns must contain exactly one data reference when squeeze set, "
+                f"got {len(references)}")
+        if any(reference is None for reference in references):
+            raise ValueError(
+                "TrajectoryColumns cannot contain any None data references: "
+                f"TrajectoryColumn at path {path} got {list(references)}.")
+        hists = {id(getattr(r, "_hist", None)) for r in references}
+        first = references[0] if references else None
+        if len(hists) == 1 and type(first) is WeakCellRef:
+            generations = {id(r._generation) for r in references}  # pylint: disable=protected-access
+            self._hist = first._hist  # pylint: disable=protected-access
+            # Cells of two episodes of one history: one of them is cleared,
+            # and no generation of the writer will match.
+            self._generation = (first._generation if len(generations) == 1  # pylint: disable=protected-access
+                                else _Generation())
+            self._steps = tuple(r._step for r in references)  # pylint: disable=protected-access
+            self._entry = (self._hist._column, list(self._steps), bool(squeeze))  # pylint: disable=protected-access
+            self._refs = None
+        else:
+            self._hist = None
+            self._generation = None
+            self._steps = tuple(range(len(references)))
+            self._entry = (None, [], bool(squeeze))
+            self._refs = references
 
     def __iter__(self) -> Iterator[WeakCellRef]:
         """Yields a `WeakCellRef` per cell, oldest first."""
+        if self._refs is not None:
+            yield from self._refs
+            return
         for step in self._steps:
             yield WeakCellRef(self._hist, self._generation, step)
 
@@ -338,14 +397,39 @@ class TrajectoryColumn(_ColumnCells):
         if isinstance(index, (list, tuple, np.ndarray)):
             return self._sub(tuple(self._steps[int(i)] for i in index), False)
         raise TypeError(
-            f"TrajectoryColumn indices must be integers, slices or lists of integers, "
+            f"TrajectoryColumn indices must be integers or slices, "
             f"not {type(index).__name__}")
 
     def _sub(self, steps: Tuple[int, ...], squeeze: bool) -> "TrajectoryColumn":
+        if self._refs is not None:
+            return TrajectoryColumn([self._refs[i] for i in steps], squeeze=squeeze)
         column = _make_column(self._hist, steps, squeeze)
         # Cut from this column, so valid exactly as long as this column is.
         column._generation = self._generation
         return column
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape of the column as an item holds it (time dimension first).
+
+        Raises:
+          IndexError: If the column holds no cells.
+        """
+        if self._refs is None:
+            return _ColumnCells.shape.fget(self)
+        step_shape = tuple(self._refs[0].shape)
+        return step_shape if self.is_squeezed else (len(self._refs),) + step_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The column's numpy dtype (`object` for strings).
+
+        Raises:
+          IndexError: If the column holds no cells.
+        """
+        if self._refs is None:
+            return self._hist.dtype
+        return self._refs[0].dtype
 
     def numpy(self) -> np.ndarray:
         """Returns the referenced values, read from the native writer.
@@ -360,14 +444,28 @@ class TrajectoryColumn(_ColumnCells):
         Raises:
           RuntimeError: If a cell left the keep-alive window or the history
             was cleared since the column was cut.
+          ValueError: If the column holds no cells, or cells of different
+            shapes.
         """
+        if self._refs is not None:
+            if any(reference.expired for reference in self._refs):
+                raise _expired_error(_EXPIRED_COLUMN)
+            values = [reference.numpy() for reference in self._refs]
+            return values[0] if self.is_squeezed else np.stack(values)
         hist = self._hist
         if hist._generation is not self._generation:  # pylint: disable=protected-access
-            raise _expired_error("the TrajectoryColumn")
-        values = hist._core.read_cells(hist._column, list(self._steps))  # pylint: disable=protected-access
-        return values[0] if self.is_squeezed else values
+            raise _expired_error(_EXPIRED_COLUMN)
+        try:
+            values = hist._core.read_cells(hist._column, list(self._steps))  # pylint: disable=protected-access
+        except RuntimeError as e:
+            if type(e) is not RuntimeError:  # a ReverbError: not about expiry
+                raise
+            raise RuntimeError(f"{_EXPIRED_COLUMN} {e}") from None
+        return values[0, ...] if self.is_squeezed else values
 
     def __repr__(self) -> str:
+        if self._refs is not None:
+            return f"TrajectoryColumn({list(self._refs)!r}, squeezed={self.is_squeezed})"
         return (f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
                 f"steps={list(self._steps)}, squeezed={self.is_squeezed})")
 
@@ -379,7 +477,49 @@ def _make_column(hist: _ColumnHistory, steps: Tuple[int, ...], squeeze: bool) ->
     column._steps = steps
     # Exactly what _core.TrajectoryWriter.create_item takes for this column.
     column._entry = (hist._column, list(steps), squeeze)
+    column._refs = None
     return column
+
+
+def _check_references(column: TrajectoryColumn) -> None:
+    """Raises the error `create_item` gives for a column built from references
+    that are not cells of one column of one writer.
+
+    Raises:
+      TypeError: If a reference is not a `WeakCellRef`.
+      InvalidArgumentError: If the column holds no cells, or its cells differ
+        in dtype or shape (the checks dm-reverb's writer makes).
+      RuntimeError: If a cell has expired.
+      UnimplementedError: Otherwise: cells of compatible columns, which
+        reverb_tf's native writer cannot combine in one item column.
+    """
+    references = column._refs  # pylint: disable=protected-access
+    for reference in references:
+        if type(reference) is not WeakCellRef:
+            raise TypeError(
+                f"a TrajectoryColumn must hold WeakCellRefs, got {type(reference).__name__}")
+    if not references:
+        # dm-reverb's phrase, although only this column is empty.
+        raise errors.InvalidArgumentError(
+            "trajectory must not be empty. A TrajectoryColumn of the item holds no cells")
+    if any(reference.expired for reference in references):
+        raise errors.InvalidArgumentError(
+            f"{_EXPIRED_IN_ITEM} A cell left the keep-alive window or was cleared by "
+            "end_episode(clear_buffers=True)")
+    dtypes = [reference.dtype for reference in references]
+    if len(set(dtypes)) > 1:
+        raise errors.InvalidArgumentError(
+            "Column references tensors with different dtypes: "
+            f"{', '.join(str(d) for d in dtypes)}")
+    shapes = [tuple(reference.shape) for reference in references]
+    if len(set(shapes)) > 1:
+        raise errors.InvalidArgumentError(
+            "Column references tensors with incompatible shapes: "
+            f"{', '.join(str(list(s)) for s in shapes)}")
+    raise errors.UnimplementedError(
+        "a TrajectoryColumn references cells of several of the writer's columns (or of "
+        "several writers); reverb_tf items take each column's cells from one column of "
+        "the writer")
 
 
 def _closed_error() -> errors.FailedPreconditionError:
@@ -576,14 +716,20 @@ class _WriterBase:
 
     def _reject(self, column: Any) -> None:
         name = self._column_type.__name__
+        if type(column) is TrajectoryColumn and column._refs is not None:  # pylint: disable=protected-access
+            _check_references(column)
         if type(column) is not self._column_type:
             raise TypeError(
-                f"every leaf of trajectory must be a {name} (cut from "
-                f"writer.history), got {type(column).__name__}: {column!r}")
+                f"All leaves of `trajectory` must be `{name}` but got "
+                f"{type(column).__name__}: {column!r} (cut columns from writer.history)")
+        hist = column._hist  # pylint: disable=protected-access
+        if 0 <= hist._column < len(self._columns) and self._columns[hist._column] is hist:  # pylint: disable=protected-access
+            raise errors.InvalidArgumentError(
+                f"{_EXPIRED_IN_ITEM} The trajectory references cells from before "
+                "end_episode(clear_buffers=True); cut columns from the current history")
         raise ValueError(
-            "trajectory references cells of another writer or from before "
-            "end_episode(clear_buffers=True); cut columns from this writer's "
-            "current history")
+            "trajectory references cells of another writer; cut columns from this "
+            "writer's history")
 
     # -- flow control --------------------------------------------------------
 

@@ -42,6 +42,20 @@ def _exception(error: BaseException) -> Dict[str, Any]:
     }}
 
 
+class PhrasedError:
+    """An exception together with the phrase its message must contain.
+
+    `Context.call_expecting` returns one; `normalize` records the phrase and
+    the message, and `differences` requires the phrase in both messages:
+    reverb_tf's message contains dm-reverb's key phrase verbatim and may add
+    detail around it.
+    """
+
+    def __init__(self, error: BaseException, phrase: str) -> None:
+        self.error = error
+        self.phrase = phrase
+
+
 def normalize(value: Any) -> Any:
     """Turns a value into JSON that two implementations can be compared on.
 
@@ -50,6 +64,10 @@ def normalize(value: Any) -> Any:
     """
     if isinstance(value, BaseException):
         return _exception(value)
+    if isinstance(value, PhrasedError):
+        observation = _exception(value.error)
+        observation["__raises__"].update(phrase=value.phrase, message=str(value.error))
+        return observation
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -118,6 +136,26 @@ class Context:
         except Exception as e:  # pylint: disable=broad-except
             return e
 
+    def call_expecting(self, phrase: str, fn: Callable[..., Any], *args: Any,
+                       **kwargs: Any) -> Any:
+        """Calls `fn`; returns its result or, if it raised, the exception
+        with `phrase`, which both implementations' messages must contain.
+
+        Args:
+          phrase: dm-reverb's key phrase of the expected error message, as
+            the oracle gives it.
+          fn: The call.
+          *args: Its positional arguments.
+          **kwargs: Its keyword arguments.
+
+        Returns:
+          What `fn` returned, or a `PhrasedError`.
+        """
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # pylint: disable=broad-except
+            return PhrasedError(e, phrase)
+
     def close(self) -> None:
         for server in self._servers:
             try:
@@ -137,11 +175,28 @@ _REL_TOL = 1e-6
 _EXTRA_BASES = {"DeadlineExceededError": {"TimeoutError", "OSError"}}
 
 
+def _phrase_differences(want: Dict[str, Any], got: Dict[str, Any], path: str) -> List[str]:
+    """Where two recorded exceptions' messages lack the scenario's phrase."""
+    phrase = want.get("phrase")
+    if phrase is None:
+        return []
+    out = []
+    if phrase not in want["message"]:
+        out.append(f"{path}: the scenario's phrase {phrase!r} is not in dm-reverb's own "
+                   f"message {want['message']!r:.300}")
+    if phrase not in got.get("message", ""):
+        out.append(f"{path}: message {got.get('message')!r:.300} lacks dm-reverb's phrase "
+                   f"{phrase!r}")
+    return out
+
+
 def differences(want: Any, got: Any, path: str = "") -> List[str]:
     """Lists where `got` (reverb_tf) differs from `want` (dm-reverb).
 
     Exceptions compare by the classes a program can catch: the same builtin
-    and tf.errors bases, and at least dm-reverb's reverb.errors classes.
+    and tf.errors bases, and at least dm-reverb's reverb.errors classes; an
+    exception recorded with a phrase (`Context.call_expecting`) also by its
+    message, which must contain the phrase under both.
     """
     if isinstance(want, dict) and "__raises__" in want:
         if not (isinstance(got, dict) and "__raises__" in got):
@@ -155,6 +210,7 @@ def differences(want: Any, got: Any, path: str = "") -> List[str]:
                 out.append(f"{path}: exception {field} {g[field]} != dm-reverb's {w[field]}")
         if not set(w["reverb_errors"]) <= set(g["reverb_errors"]):
             out.append(f"{path}: exception not a {w['reverb_errors']} (is {g['reverb_errors']})")
+        out.extend(_phrase_differences(w, g, path))
         return out
     if isinstance(want, float) or isinstance(got, float):
         if (isinstance(want, (int, float)) and isinstance(got, (int, float))

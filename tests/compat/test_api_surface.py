@@ -21,7 +21,7 @@ _API = json.load(open(os.path.join(os.path.dirname(__file__), "dm_reverb_0_14_ap
 
 # Differences we chose, each with its reason. Key: "module:Name[.member]".
 _BUILT_BY_THE_CLIENT = (
-    "constructed by the Client (or by indexing a writer's history) from a native "
+    "constructed by the Client from a native "
     "object, in dm-reverb as in reverb_tf; the native objects differ, so no program "
     "can call this constructor portably")
 _NATIVE_METHODS = (
@@ -37,8 +37,6 @@ DELIBERATE = {
     "reverb.client:Writer.__init__": _BUILT_BY_THE_CLIENT,
     "reverb:TrajectoryWriter.__init__": _BUILT_BY_THE_CLIENT,
     "reverb.trajectory_writer:TrajectoryWriter.__init__": _BUILT_BY_THE_CLIENT,
-    "reverb:TrajectoryColumn.__init__": _BUILT_BY_THE_CLIENT,
-    "reverb.trajectory_writer:TrajectoryColumn.__init__": _BUILT_BY_THE_CLIENT,
     "reverb.pybind:Client.*": _NATIVE_METHODS,
     "reverb.pybind:Server.*": _NATIVE_METHODS,
     "reverb.pybind:Writer.*": _NATIVE_METHODS,

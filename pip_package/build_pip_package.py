@@ -12,7 +12,10 @@ runs this with the interpreter the native code was built for:
 2. Write the .dist-info: the version from reverb_tf/__init__.py, a
    requirement on the TensorFlow distribution and major.minor version that
    _build_info.json records (the one the op library was compiled against),
-   and the console entry points `reverb_tf_server` and `reverb_tf`.
+   the console entry points `reverb_tf_server` and `reverb_tf`, and the
+   licences (Metadata 2.4: `License-Expression` and `License-File`, the
+   files in .dist-info/licenses/): our LICENSE, THIRD_PARTY_NOTICES.md, and
+   the licence texts of the third-party code the wheel carries.
 3. Zip a cpXY-cpXY-linux_<arch> wheel, then `auditwheel repair` it: the
    shared libraries the native files need from the system (absl, re2) are
    copied into reverb_tf.libs/ and the wheel gets the manylinux tag its
@@ -28,6 +31,7 @@ import ast
 import base64
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -38,6 +42,7 @@ import sysconfig
 import tempfile
 import time
 import zipfile
+from typing import Dict, List, Optional, Sequence
 
 PACKAGE = "reverb_tf"
 PROJECT = "reverb-tf"
@@ -52,6 +57,31 @@ CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main",
 # Must come from the user's TensorFlow (already loaded when our ops load).
 EXCLUDED_LIBRARIES = ["libtensorflow_framework.so.2"]
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest date a zip entry can carry
+
+# Licences (THIRD_PARTY_NOTICES.md lists what the wheel carries and why).
+LICENSE_EXPRESSION = "Apache-2.0"
+# Ours, from the root of the workspace (the runfiles).
+PROJECT_LICENSE_FILES = ["LICENSE", "THIRD_PARTY_NOTICES.md"]
+# licenses/third_party/<name>.copyright <- /usr/share/doc/<package>/copyright
+# of the build machine: the code linked statically (gRPC with upb and
+# address_sorting, c-ares, OpenSSL, protobuf, zlib, zstd) and the shared
+# libraries auditwheel vendors (absl, re2). The -dev packages, whose names
+# are the same in Debian 12 and 13.
+DEBIAN_COPYRIGHTS = {
+    "grpc": "libgrpc-dev",
+    "c-ares": "libc-ares-dev",
+    "openssl": "libssl-dev",
+    "protobuf": "libprotobuf-dev",
+    "zlib": "zlib1g-dev",
+    "zstd": "libzstd-dev",
+    "abseil": "libabsl-dev",
+    "re2": "libre2-dev",
+}
+# licenses/third_party/<name> <- /usr/share/common-licenses/<text>: the
+# static libmicrohttpd, rebuilt from Debian's source, which installs no
+# copyright file.
+COMMON_LICENSES = {"libmicrohttpd.LGPL-2.1.txt": "LGPL-2.1"}
+PYBIND11_LICENSE = "third_party/pybind11.LICENSE"
 
 
 def log(message: str) -> None:
@@ -111,15 +141,59 @@ def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
     return [destination for _, destination in staged]
 
 
+def pybind11_license() -> pathlib.Path:
+    """pybind11's LICENSE, from the build interpreter's pybind11 distribution."""
+    distribution = importlib.metadata.distribution("pybind11")
+    for file in distribution.files or []:
+        if file.name == "LICENSE":
+            return pathlib.Path(distribution.locate_file(file))
+    raise SystemExit("the build venv's pybind11 has no LICENSE file")
+
+
+def write_licenses(info: pathlib.Path, project_root: pathlib.Path,
+                   doc_root: pathlib.Path = pathlib.Path("/usr/share/doc"),
+                   common_licenses: pathlib.Path = pathlib.Path("/usr/share/common-licenses"),
+                   pybind11: Optional[pathlib.Path] = None) -> List[str]:
+    """Copies every licence file into info/licenses/; returns their paths there.
+
+    Fails, rather than ship a wheel without them, when one is missing.
+    """
+    sources: Dict[str, pathlib.Path] = {name: project_root / name
+                                        for name in PROJECT_LICENSE_FILES}
+    for name, package in DEBIAN_COPYRIGHTS.items():
+        sources[f"third_party/{name}.copyright"] = doc_root / package / "copyright"
+    for name, text in COMMON_LICENSES.items():
+        sources[f"third_party/{name}"] = common_licenses / text
+    sources[PYBIND11_LICENSE] = pybind11 if pybind11 is not None else pybind11_license()
+    missing = sorted(str(source) for source in sources.values() if not source.is_file())
+    if missing:
+        raise SystemExit(f"licence files missing on the build machine: {missing}")
+    for name, source in sources.items():
+        target = info / "licenses" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        target.chmod(0o644)
+    return sorted(sources)
+
+
 def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: str,
-                    python_requires: str) -> pathlib.Path:
+                    python_requires: str,
+                    license_files: Sequence[str] = ()) -> pathlib.Path:
+    """Writes METADATA (2.4), WHEEL, entry points and top_level.txt.
+
+    license_files are paths under the dist-info's licenses/ (write_licenses).
+    """
     info = root / f"{PACKAGE}-{version}.dist-info"
-    info.mkdir()
+    info.mkdir(exist_ok=True)
     metadata = [
-        "Metadata-Version: 2.1",
+        "Metadata-Version: 2.4",
         f"Name: {PROJECT}",
         f"Version: {version}",
         f"Summary: {SUMMARY}",
+        # PEP 639: the SPDX expression, not a License classifier (tools may
+        # reject a wheel that has both).
+        f"License-Expression: {LICENSE_EXPRESSION}",
+        *(f"License-File: {name}" for name in license_files),
         f"Requires-Python: {python_requires}",
         *(f"Requires-Dist: {requirement}" for requirement in requirements),
         *(line for extra, extra_requirements in EXTRAS.items()
@@ -195,12 +269,48 @@ def repair(wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch:
         return pathlib.Path(shutil.move(str(repaired), outdir / repaired.name))
 
 
+def expected_license_files() -> List[str]:
+    """The paths under .dist-info/licenses/ that every wheel must hold."""
+    return sorted(PROJECT_LICENSE_FILES
+                  + [f"third_party/{name}.copyright" for name in DEBIAN_COPYRIGHTS]
+                  + [f"third_party/{name}" for name in COMMON_LICENSES]
+                  + [PYBIND11_LICENSE])
+
+
+def check_licenses(names: Sequence[str], metadata: str) -> None:
+    """Fails unless METADATA declares the licence and every licence file is in names.
+
+    names are the wheel's entries, metadata the text of its METADATA.
+    """
+    lines = metadata.splitlines()
+    problems = []
+    if "Metadata-Version: 2.4" not in lines:
+        problems.append("Metadata-Version is not 2.4 (License-Expression needs it)")
+    if f"License-Expression: {LICENSE_EXPRESSION}" not in lines:
+        problems.append(f"no License-Expression: {LICENSE_EXPRESSION}")
+    declared = sorted(line.split(": ", 1)[1] for line in lines
+                      if line.startswith("License-File: "))
+    if declared != expected_license_files():
+        problems.append(f"License-File entries {declared} != {expected_license_files()}")
+    info_dirs = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+    if len(info_dirs) != 1:
+        problems.append(f"not exactly one .dist-info: {sorted(info_dirs)}")
+    else:
+        (info_dir,) = info_dirs
+        absent = [name for name in declared if f"{info_dir}/licenses/{name}" not in names]
+        if absent:
+            problems.append(f"License-File entries not in {info_dir}/licenses/: {absent}")
+    if problems:
+        raise SystemExit("licence metadata: " + "; ".join(problems))
+
+
 def check(wheel: pathlib.Path, staged: list, requirement: str) -> None:
     """Fails unless the repaired wheel has what this build promises."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = next(archive.read(n).decode() for n in names
                         if n.endswith(".dist-info/METADATA"))
+    check_licenses(names, metadata)
     missing = sorted(set(staged) - set(names))
     if missing:
         raise SystemExit(f"{wheel.name} lacks {missing}")
@@ -238,10 +348,12 @@ def main() -> None:
         requirement = tensorflow_requirement(build_info)
         python_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
         platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        license_files = write_licenses(root / f"{PACKAGE}-{version}.dist-info", args.runfiles)
         info = write_dist_info(
             root, version, [requirement] + REQUIREMENTS,
             tag=f"{python_tag}-{python_tag}-{platform_tag}",
-            python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*")
+            python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*",
+            license_files=license_files)
         wheel = pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
         zip_wheel(root, info, wheel, epoch)
         repaired = repair(wheel, outdir.resolve(), venv, epoch)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Insert throughput of BatchedTrajectoryWriter against per-environment TrajectoryWriters.
 
 The workload is the replay benchmark's small item (`{observation: f32[4],

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checkpoint cost and the pause a concurrent sampler sees.
 
 Fills a server (in a child process, like the shared harness) with small

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CPU a reverb_tf_server spends on idle, blocked sample streams.
 
 Opens `--streams` SampleStreams that wait on a table that never fills, then

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Server memory per stored small item, measured on a reverb_tf_server process.
 
 The same shape as the shared harness's server_rss figure: the benchmark's

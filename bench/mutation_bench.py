@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-call cost of a remote priority update, split into its parts.
 
 `--shards` `reverb_tf_server`s in child processes each hold a Prioritized

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Native ceiling of the hot paths, without Python: a server in this process
 // and the C++ client over loopback gRPC. Compare with bench/python_bench.py
 // and the Python-level benchmarks to see what the Python layer costs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Does per-call cost stay flat as a table grows? Server RSS per item, too.
 
 One reverb_tf_server process holds a Prioritized(0.6)/Fifo table; one

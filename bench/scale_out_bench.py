@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Throughput over 1, 2, 3 shards, streams per iterator, and a shard's restart.
 
 Shards are `reverb_tf_server` processes on loopback (so each one's CPU can be

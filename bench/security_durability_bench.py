@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What TLS, tokens and the write-ahead log cost on inserts, and WAL recovery time.
 
 Each configuration starts a `reverb_tf_server` binary on loopback and runs

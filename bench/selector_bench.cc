@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PrioritizedSelector alone, without a table or a network: nanoseconds per
 // Update of a random held key (one at a time, and in batches of 256 with
 // the two-stage prefetch Table::MutatePriorities uses) and per Sample, at

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `reverb_tf_server` binary in a child process, as our benchmarks run it.
 
 A module, not a script.

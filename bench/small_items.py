@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The small-item workload of our benchmarks (the replay benchmark's scenario a).
 
 Each step is `{observation: f32[4], action: i32, reward: f32}`, written with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bounded soak of one reverb_tf_server process.
 
 Writers, samplers, priority updaters, periodic resets and checkpoints run

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How long `reverb_tf_server` takes to exit after SIGTERM, by table size.
 
 Starts the binary on a free loopback port with one uniform table, fills it

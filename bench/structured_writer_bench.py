@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StructuredWriter insert throughput for an N-step transition pattern.
 
 Each step is {obs: f32[4], action: i32, reward: f32, discount: f32}; one

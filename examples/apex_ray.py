@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An Ape-X-style job on Ray: K actor processes, N replay shards, one learner.
 
 * `ReplayCluster` starts N replay shards as Ray actors (one prioritized table

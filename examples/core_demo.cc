@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The replay core on its own, in one process: two actors write episodes into
 // a prioritized table as overlapping 3-step trajectories that share chunks,
 // while a learner samples batches and updates priorities, all under a

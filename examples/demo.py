@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The main job: a replay server, actors writing trajectories, a TF learner.
 
 Runs a reverb_tf server in this process, two actor threads writing episodes

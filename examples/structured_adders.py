@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Acme-style adders written with the StructuredWriter, read back as datasets.
 
 Two adders share one writer, as Acme's structured adders do:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel of ReverbTfPatternDataset (ops/dataset_ops.cc): applies
 // StructuredWriter configs to a dataset of steps with the pattern engine of
 // libreverb_tf.so, reached through its std-only facade (pattern_facade.h).

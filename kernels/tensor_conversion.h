@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between TF tensors/statuses and libreverb_tf.so's std-only
 // facade types, shared by the kernels.
 #ifndef REVERB_TF_KERNELS_TENSOR_CONVERSION_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of the TFClient ops (ops/client_ops.cc). They reach the server
 // through libreverb_tf.so's std-only facade; each call is synchronous and the
 // blocking ones support step cancellation.

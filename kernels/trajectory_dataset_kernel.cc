@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel of ReverbTfTrajectoryDataset (ops/dataset_ops.cc): a DatasetBase
 // whose iterator streams samples through libreverb_tf.so's std-only facade.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration of the ops behind reverb_tf.TFClient. Kernels:
 // kernels/tf_client_kernels.cc.
 #include "tensorflow/core/framework/common_shape_fns.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration of reverb_tf's tf.data ops: the trajectory source (kernel in
 // kernels/trajectory_dataset_kernel.cc) and the PatternDataset (kernel in
 // kernels/pattern_dataset_kernel.cc).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Assembles the reverb_tf wheel from Bazel's outputs and repairs it.
 
 Run through Bazel, which first builds everything the wheel holds and then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the reverb_tf wheel into OUTDIR (relative to where bazel was run):
 #
 #   bazel run //pip_package:build_pip_package -- OUTDIR

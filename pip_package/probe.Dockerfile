@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The container build's canary (scripts/container_check.sh, run by
 # scripts/test.sh): the same base image, build arguments, buildah invocation
 # and `-o` export as pip_package/Dockerfile, with a step of seconds where the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Smoke test of an installed reverb_tf wheel.
 
 scripts/check_wheel.sh runs it with the python of a fresh venv that holds

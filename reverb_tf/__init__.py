@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """reverb_tf: a TensorFlow-native experience replay system.
 
 The public API mirrors dm-reverb 0.14, name for name, so that

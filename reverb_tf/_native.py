@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lazy access to the native module `reverb_tf._core`.
 
 The pure-Python parts of reverb_tf (selectors, rate limiters, errors,

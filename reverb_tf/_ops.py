@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loads reverb_tf's TensorFlow op library, built for one TensorFlow version.
 
 A custom op library only works with the TensorFlow minor version it was

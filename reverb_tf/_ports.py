@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Picking a port for a server that must come back on the same one."""
 
 import random

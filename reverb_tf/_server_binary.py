@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `reverb_tf_server` command: runs the native server binary.
 
 The binary sits next to this module: the wheel packs it there

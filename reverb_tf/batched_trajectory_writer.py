@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BatchedTrajectoryWriter: one writer for the B environments of a vectorised env.
 
 An actor that steps B environments together (gym's vector envs, envpool, a

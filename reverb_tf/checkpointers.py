@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checkpointers: where a `Server` saves its tables and loads them from.
 
 A checkpointer names a root directory. `Server(tables, checkpointer=...)`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `reverb_tf` command: run, look at and load-test replay servers.
 
     reverb_tf serve --config_file=server.textproto [server flags]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python client of a reverb_tf server.
 
 `Client` inserts, samples, updates priorities and reads table metadata. For

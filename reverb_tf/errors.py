@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions raised by reverb_tf, and the one table that maps status codes to them.
 
 Every failure that crosses from the native core (`reverb_tf._core`) or from the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Item selectors: how a table picks the item to sample or to evict.
 
 A `Table` takes two selectors: the `sampler` decides which item a sample

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PatternDataset: StructuredWriter configs applied to a dataset of steps.
 
 Given a `tf.data.Dataset` of steps, `PatternDataset` produces the

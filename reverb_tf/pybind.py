@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dm-reverb's native names (`reverb.pybind`), backed by reverb_tf's classes.
 
 Programs reach for `reverb.pybind` mostly for the selector classes, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rate limiters: when a table lets inserts and samples proceed.
 
 Every limiter is the same mechanism with four parameters. With

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Replay shards on a Ray cluster: placed, checkpointed and restarted by Ray.
 
 `ReplayCluster` starts N replay servers ("shards") of the same tables, each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What sampling returns: the item's data and facts about the sample."""
 
 from typing import Any, NamedTuple, Type, Union

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Types shared across the API: `TableInfo`, selector aliases, `SpecNest`.
 
 `TableInfo` is what `Client.server_info()` returns per table. As in dm-reverb,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS and bearer tokens for servers and clients (reverb_tf extension).
 
 A server listens on loopback unless told otherwise (`Server(host=...)`).

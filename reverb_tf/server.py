@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The replay server and the tables it hosts.
 
 `Table` describes one table (selectors, rate limiter, size, signature);

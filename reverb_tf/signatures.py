@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Table signatures: from nested `tf.TensorSpec`s to flat columns and back.
 
 A table's `signature` is a nested structure of `tf.TensorSpec`. The native

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StructuredWriter: insert trajectories described by static patterns.
 
 Instead of cutting every item out of the history by hand (as with

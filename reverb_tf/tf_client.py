@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TFClient: reverb_tf calls as TensorFlow ops, for tf.function actors and learners.
 
 Each method adds an op whose C++ kernel talks to the server

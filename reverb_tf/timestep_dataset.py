@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TimestepDataset: a reverb_tf table as a tf.data source of single timesteps.
 
 Built on the C++ source of `trajectory_dataset.TrajectoryDataset`: each

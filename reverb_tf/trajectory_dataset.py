@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ReverbDataset / TrajectoryDataset: a reverb_tf table as a tf.data source.
 
 The dataset is a real tf.data source backed by a C++ kernel

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryWriter: append steps, then create items that reference them.
 
 Data flows in two stages:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds a position-independent static GNU libmicrohttpd without HTTPS from
 # Debian's own source package: the HTTP server behind /metrics
 # (docs/operations.md).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds a position-independent static libprotobuf from Debian's own source
 # package, so that it matches /usr/bin/protoc (3.21) exactly.
 #

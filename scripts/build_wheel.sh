@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the reverb_tf wheel and tests it in a brand-new venv:
 #
 #   bash scripts/build_wheel.sh                 # for requirements.txt's TensorFlow -> dist/

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs a reverb_tf wheel into a brand-new venv that holds only
 # TensorFlow, and tests it there, away from the checkout:
 #

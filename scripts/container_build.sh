@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs pip_package/Dockerfile without a Docker engine: with buildah (chroot
 # isolation, which needs no OCI runtime or cgroups) on a Debian base image
 # that mmdebstrap makes from Debian's own archive (no container registry

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Keeps the container build (scripts/container_build.sh, docs/packaging.md)
 # from rotting without paying for it: scripts/test.sh runs its first two
 # steps on every run.

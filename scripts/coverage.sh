@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Line coverage of the C++ code (gcov, through gcovr) and of the Python
 # package (coverage.py), for the figures quoted in issues and docs. Not part
 # of the CI suite: run on demand (about 10 minutes on 2 cores).

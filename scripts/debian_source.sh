@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the scripts that build a library from Debian's own source
 # package (build_protobuf_pic.sh, build_microhttpd.sh).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: sets up (idempotently), builds, and runs the replay demo:
 # a server, actors writing trajectories, a learner sampling them.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Coverage-guided fuzzing of the wire decoding and validation paths
 # (reverb_tf/cc/fuzzing/wire_fuzzer.cc) with libFuzzer, ASan and UBSan.
 #

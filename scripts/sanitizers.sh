@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every C++ test under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the `sanitize` config of .bazelrc), leak checking included, with the
 # suppressions in reverb_tf/cc/testing/lsan_suppressions.txt (system

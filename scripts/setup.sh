@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sets up everything reverb_tf needs on a Debian 12 machine, idempotently:
 #   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/OpenSSL/protobuf/absl/zstd/gtest);
 #   2. a PIC static protobuf and a static libmicrohttpd without HTTPS, built

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the dm-reverb 0.14 "oracle" venv the differential tests
 # (tests/compat/) compare reverb_tf against, idempotently:
 #   $REVERB_TF_CACHE/dm-reverb-venv  with dm-reverb 0.14.0, TF 2.14 CPU, numpy<2.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sums the gtest case counts of a Bazel test run.
 
 Bazel reports test targets; this reports the test cases inside them, from each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds everything with Bazel and copies what Python imports into the
 # package: the native files (the .so files and the server binary) into
 # reverb_tf/, the generated protobuf modules into reverb_tf/cc/, as the wheel

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the whole test suite: sets up (idempotently), builds everything with
 # Bazel offline, runs every C++ test (also under ASan + UBSan), fuzzes the
 # wire decoding paths for 90 s, then the Python tests (including the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pytest fixtures for reverb_tf's Python tests.
 
 The tests run against whichever reverb_tf is imported: a checkout's (its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the end-to-end tests (test_*_integration.py).
 
 Every such test starts `reverb_tf.Server` and therefore needs the native

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's Ape-X example runs on a local Ray cluster and checks its updates."""
 
 import pathlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BatchedTrajectoryWriter end to end: B environments through one writer, real servers."""
 import threading
 

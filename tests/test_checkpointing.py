@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checkpointing through the Python Server and the reverb_tf_server binary.
 
 Every test saves through a real server and restores into a new one; the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The `reverb_tf` command, run as a program against real servers and checkpoints."""
 import contextlib
 import io

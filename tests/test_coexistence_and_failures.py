@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """reverb_tf next to TensorFlow, and behaviour when things go wrong.
 
 Each scenario runs in a fresh interpreter so that the import order is the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The live dashboard, in a real headless browser (Debian's Chromium, driven by Playwright).
 
 The page loads from a running server's metrics port, shows its tables, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The status-code -> exception mapping of reverb_tf.errors."""
 import pytest
 

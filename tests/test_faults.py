@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fault tests: a server killed with SIGKILL under load, and clients killed
 mid-stream.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The standard gRPC health service and server reflection, beside the replay
 service, in the in-process server and in the binary.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Clients in the server's process reach its tables directly (client/local_server.h).
 
 The behaviour of both paths is tested by the modules that set BOTH_TRANSPORTS;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Selector descriptions and their validation (no server needed)."""
 import math
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Prometheus metrics endpoint: scraped over HTTP and read with prometheus_client's parser."""
 import gc
 import re

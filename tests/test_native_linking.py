@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks that native libraries are linked the way docs/native_linking.md says.
 
 TensorFlow exports its own protobuf, gRPC, zlib and BoringSSL globally; our

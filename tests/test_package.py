@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What `import reverb_tf` provides, and what it must not do."""
 import os
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PatternDataset: StructuredWriter configs applied to a tf.data dataset.
 
 Expected elements are those dm-reverb 0.14 produces for the same input

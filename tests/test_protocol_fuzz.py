@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Black-box protocol fuzzing: hostile bytes on every RPC never take the server down.
 
 Each method of the replay service gets random byte strings and mutated

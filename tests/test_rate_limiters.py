@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rate limiter parameters and validation (no server needed)."""
 import math
 import sys

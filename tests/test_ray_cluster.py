@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """reverb_tf.ray on a real local Ray cluster (2 CPUs, no dashboard).
 
 Shards are Ray actors holding in-process servers; actors and learners are

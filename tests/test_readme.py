@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's quick start runs as written."""
 import os
 import pathlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ReplaySample and SampleInfo as dm-reverb 0.14 defines them."""
 import tensorflow as tf
 

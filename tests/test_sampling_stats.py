@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Importance-sampling weights from one sample: `sampling_stats=True` (reverb_tf extension)."""
 import numpy as np
 import pytest

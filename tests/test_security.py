@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS, mutual TLS and bearer tokens with roles, on every client path.
 
 Certificates come from the `pki` fixture (a test CA made with the `openssl`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Selectors, removers, rate limiters and priority mutation end to end."""
 import collections
 import time

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The reverb_tf_server binary: textproto configs, readiness, clean shutdown."""
 import re
 import signal

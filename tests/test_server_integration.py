@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python API end to end: servers, clients, sampling and errors, against
 real servers on free loopback ports."""
 import collections

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Several servers behind one client target (docs/scale_out.md), without Ray.
 
 Real servers on loopback: in-process `reverb_tf.Server`s and, for the kill

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Table signatures checked by writers and by the server, end to end."""
 import numpy as np
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Signature flattening, encoding round trips and column checks."""
 import collections
 import subprocess

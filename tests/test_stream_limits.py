@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stream-level guard rails of the server: malformed messages, a cap on open
 streams, and abandoned streams giving their threads back.
 

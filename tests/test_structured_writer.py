@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StructuredWriter: configs applied to appended steps, items sampled back.
 
 Every test starts a real server. The expected items are those dm-reverb

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Table descriptions (validation, queue/stack presets); no server needed."""
 import numpy as np
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TFClient ops in tf.function actors and learners, against a real server."""
 import collections
 

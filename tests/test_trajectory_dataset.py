@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ReverbDataset / TrajectoryDataset: a table as a tf.data source (C++ kernel)."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryWriter's Python adapter, checked against what it hands the native writer.
 
 `RecordingCoreWriter` wraps a real `_core.TrajectoryWriter` (of a client of

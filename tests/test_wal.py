@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The write-ahead log: SIGKILL under concurrent writers loses no acknowledged item.
 
 The server is the `reverb_tf_server` binary with --wal_dir and a checkpoint

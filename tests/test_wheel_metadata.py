@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wheel's licence metadata (Metadata 2.4) and the licence files it ships.
 
 In a checkout these run pip_package/build_pip_package.py's functions on a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryWriter and the legacy Writer end to end, against real servers."""
 import collections
 import time

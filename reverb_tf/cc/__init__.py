@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Generated protocol buffer modules, at dm-reverb's paths (`reverb.cc.*_pb2`).
 
 The C++ sources beside this file are not Python; the `*_pb2.py` modules are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chunks and the store that creates them.
 //
 // A Chunk is an immutable run of consecutive steps of ONE column of one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types of tensors in reverb_tf.
 //
 // This header uses the standard library only: the TF kernels include it next

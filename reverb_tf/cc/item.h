@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Items, trajectories and table signatures.
 //
 // An Item is what a table stores and samples: a key, a priority and a

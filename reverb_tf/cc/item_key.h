@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The key that names an item in a table, chosen by the writer (unique per
 // table; a key written again replaces the item). Its own header so that the
 // selectors, which only see keys, need not depend on items and chunks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Table: the replay buffer itself.
 //
 // A table stores Items (item.h) under unique keys. Two selectors decide

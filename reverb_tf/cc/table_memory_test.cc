@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Measures the heap bytes one stored small item costs in the core, in the
 // shape the shared benchmark inserts ({observation: f32[4], action: i32,
 // reward: f32}, one step per chunk, squeezed columns), and checks that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many writers, samplers and priority updaters on one table for a bounded
 // time; afterwards the table's invariants and the chunk accounting must hold.
 #include <atomic>

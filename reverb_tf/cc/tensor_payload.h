@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TensorPayload: how a tensor is stored in chunks and shipped on the wire,
 // without TensorFlow. A payload is a dtype, a shape and row-major bytes,
 // optionally zstd-compressed.

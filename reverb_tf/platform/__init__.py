@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
 """Module paths dm-reverb code imports (`reverb.platform.checkpointers_lib`)."""

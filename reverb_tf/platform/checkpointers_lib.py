@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dm-reverb's `reverb.platform.checkpointers_lib`: the checkpointers.
 
 The implementation lives in `reverb_tf.checkpointers`; this module gives it

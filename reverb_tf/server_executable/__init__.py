@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The replay server as a program: configuration messages and builders.
 
 `reverb_tf_server` (the binary) reads a `ReverbServerConfig` in text format;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`ReverbServerConfig`, at dm-reverb's module path.
 
 The message is defined once, in `reverb_tf/cc/proto/schema.proto`; this

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds `Table`s from configuration messages (dm-reverb's server_from_proto).
 
     config = text_format.Parse(text, reverb_config_pb2.ReverbServerConfig())

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes dm-reverb's public API as JSON: the checked list of tests/compat.
 
 Run under the dm-reverb 0.14 oracle venv (scripts/setup_oracle.sh makes it):

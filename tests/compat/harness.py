@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a program can observe, as JSON: the heart of the differential tests.
 
 A scenario is a function `scenario_<name>(ctx)` in `scenarios/*.py`. It

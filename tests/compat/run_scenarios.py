@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs differential scenarios under one module; writes observations as JSON lines.
 
     python run_scenarios.py --module reverb_tf --out ours.jsonl [--only ID,ID...]

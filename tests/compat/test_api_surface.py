@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every public name of dm-reverb 0.14 exists in reverb_tf, callable the same way.
 
 The checked list is `dm_reverb_0_14_api.json`, extracted from dm-reverb

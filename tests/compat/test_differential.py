@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Differential tests: each scenario under dm-reverb 0.14 and under reverb_tf.
 
 Both runs happen once per session, side by side in child processes

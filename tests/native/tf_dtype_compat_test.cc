@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile-time proof that reverb_tf's DType numbering equals the installed
 // TensorFlow's DataType enum, which the TF kernels rely on to convert dtypes
 // with a cast. Only std-only headers of ours may sit next to TF's here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Appending and parsing the little-endian integers and varints that
 // checkpoint files are made of (record_file.h, checkpointer.cc).
 //

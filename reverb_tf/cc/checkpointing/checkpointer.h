@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints: saving every table of a server to disk and loading them back.
 //
 // A checkpoint is a directory under the checkpointer's root, named by its

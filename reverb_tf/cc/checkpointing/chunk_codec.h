@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a chunk is stored in checkpoint files and in the write-ahead log:
 // a head (key, episode, dtype, compression, shape, uncompressed size)
 // followed by the chunk's bytes as they are held (compressed or not), so

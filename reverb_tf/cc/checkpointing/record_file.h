@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoint data files: a stream of checksummed, optionally compressed
 // records, with no size limit.
 //

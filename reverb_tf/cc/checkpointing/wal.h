@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The write-ahead log: no acknowledged change is lost when the server dies.
 //
 // The log is attached to every table as its TableJournal: each change (an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Client: the C++ side of reverb_tf.Client, TFClient and the datasets.
 //
 // Unary calls (server info, priorities, reset, checkpoint), sampling through

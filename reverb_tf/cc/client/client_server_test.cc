@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end over loopback gRPC: a ReplayServer on a free port and the C++
 // Client and TrajectoryWriter talking to it.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the client: the gRPC channel and stub of one server, shared by
 // a Client and its writers and samplers, and the glue between a Cancellation
 // and an RPC.

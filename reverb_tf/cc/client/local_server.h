@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replay servers of this process, which clients in the same process reach
 // without gRPC (as dm-reverb does for samplers).
 //

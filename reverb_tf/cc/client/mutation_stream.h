@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the client: one long-lived MutateStream to one server, which
 // carries Client::MutatePriorities requests as messages instead of one
 // unary call each. On this project's 2-core machines a unary call costs

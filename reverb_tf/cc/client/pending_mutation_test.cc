@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Client::StartMutatePriorities against a server that answers mutations
 // only when the test lets it: the two-step call's sliced waits, its answer,
 // and what abandoning it leaves (the stream is ended; the next call makes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the client: the two Samplers (client.h).
 //
 // StreamSampler reads one SampleStream in the caller's thread, keeping

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/client/shard_set.h"
 
 #include <random>

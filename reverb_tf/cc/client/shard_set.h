@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to the client: the shards of a Client's target, one gRPC channel
 // each, kept current for dns: targets (target.h).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Client over several real ReplayServers on loopback: target parsing,
 // writer placement, proportional sampling, broadcast priority updates,
 // aggregated info, checkpoints of every shard, and shards that go away.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Client targets that name one replay server or several (shards).
 //
 // A Client is given one target string. It names:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The narrow, standard-library-only interface of libreverb_tf.so that the
 // TensorFlow kernels (kernels/) use.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TrajectoryWriter: streams steps and items to the server.
 //
 // The caller appends steps (one payload per flat column, or none when a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C++ TrajectoryWriter against a real server on a free loopback port:
 // partial steps, per-column configuration, episodes, the release of chunks
 // that left the keep-alive window (counted on the server), a full in-flight

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes the wire fuzzer's seed corpus: valid requests of every kind.
 
 Each file is one fuzzer input: a selector byte (0 insert, 1 sample response,

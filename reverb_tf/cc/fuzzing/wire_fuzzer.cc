@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Coverage-guided fuzzing (libFuzzer) of everything that decodes or
 // validates bytes from the wire, in both directions:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pattern engine: decides, step by step, which StructuredWriter configs
 // apply and which steps each of their pattern nodes takes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pattern engine (pattern_engine.h) behind libreverb_tf.so's
 // standard-library-only facade, for the PatternDataset kernel (kernels/),
 // which must not see our absl or protobuf (docs/native_linking.md).

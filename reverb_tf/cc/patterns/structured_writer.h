@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StructuredWriter: a TrajectoryWriter driven by pattern configs.
 //
 // The caller appends steps (one payload per flat column, or none when the

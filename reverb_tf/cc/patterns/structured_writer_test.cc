@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StructuredWriter end to end: a ReplayServer on a free port, items created
 // by configs and sampled back.
 #include "reverb_tf/cc/patterns/structured_writer.h"

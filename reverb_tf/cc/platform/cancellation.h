@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A one-shot cancellation signal for blocking calls.
 //
 // A caller that may need to abandon a blocking Table call (an RPC whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turns "has this call been cancelled?" questions that nothing can push into
 // Cancellation::Cancel(), with one thread for every watched call.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timeouts, deadlines and sliced waiting: one place for the conventions the
 // table, the service, the client and the Python binding share.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // REVERB_TF_EXPORT marks the classes and functions that form the interface of
 // libreverb_tf.so. Everything else is compiled with -fvisibility=hidden (see
 // .bazelrc), which keeps inline protobuf/gRPC/absl code that lands in our

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gRPC cannot run in a fork()ed child of a process that had already started
 // it (a channel or a server): its threads are not copied, and calls in the
 // child hang. GRPC_ENABLE_FORK_SUPPORT does not cover the C++ API. Rather

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loopback interfaces, for servers that listen on "localhost".
 //
 // "localhost" names both 127.0.0.1 and ::1, and clients of localhost:P try

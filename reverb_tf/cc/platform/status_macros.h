@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Status propagation macros for code that returns absl::Status or
 // absl::StatusOr<T>.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory for a table's per-item arrays and hash maps.
 //
 // A table of millions of items spreads its key maps and sum trees over

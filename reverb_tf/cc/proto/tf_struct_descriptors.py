@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes TensorFlow's struct.proto and its imports as a FileDescriptorSet.
 
 patterns.proto imports "tensorflow/core/protobuf/struct.proto", which the

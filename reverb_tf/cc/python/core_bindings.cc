@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reverb_tf._core: the Python binding of libreverb_tf.so (docs/core_module_api.md).
 //
 // Conventions:

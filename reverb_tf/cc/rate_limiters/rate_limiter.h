@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rate limiting: when may a table accept an insert or hand out a sample.
 //
 // All four limiters users know (MinSize, SampleToInsertRatio, Queue, Stack)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bearer-token authentication with roles for the replay service.
 //
 // A tokens file names who may do what, one token per line:

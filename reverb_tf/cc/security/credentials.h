@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TLS for the replay service and its clients, and the client's bearer token.
 //
 // The server serves TLS when given a certificate chain and key, and mutual

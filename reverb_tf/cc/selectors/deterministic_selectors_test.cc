@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ordering rules specific to FifoSelector, LifoSelector and HeapSelector.
 
 #include <algorithm>

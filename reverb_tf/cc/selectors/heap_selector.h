@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef REVERB_TF_CC_SELECTORS_HEAP_SELECTOR_H_
 #define REVERB_TF_CC_SELECTORS_HEAP_SELECTOR_H_
 

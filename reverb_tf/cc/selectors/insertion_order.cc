@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/selectors/insertion_order.h"
 
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The narrow interface every item selector implements.
 //
 // A selector decides which item a table hands out on Sample() (the table's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks that every selector kind, built through MakeSelector, honours the
 // contract in item_selector.h, and compares each against a brute-force
 // reference model over long random operation sequences.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The grpc.health.v1 service of a ReplayServer, on gRPC's synchronous API.
 //
 // gRPC's own health service (grpc::EnableDefaultHealthCheckService) is built

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HealthService over a real gRPC server on a loopback port, with gRPC's own
 // generated client: what a probe sees.
 #include "reverb_tf/cc/service/health_service.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prometheus metrics of a replay server: the counters the service updates on
 // its hot paths, and the text exposition format (version 0.0.4) they are
 // rendered in.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The HTTP endpoint of a server's Prometheus metrics (GET /metrics) and of its
 // live dashboard (GET /, dashboard.html, which polls /metrics), served by
 // GNU libmicrohttpd (linked statically, built without HTTPS) on one thread of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The metrics building blocks: histogram buckets, the text format's
 // escaping and histogram lines. (The served page is checked end to end, with
 // Prometheus's own parser, by tests/test_metrics.py.)

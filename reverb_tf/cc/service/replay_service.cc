@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/service/replay_service.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gRPC replay service: InsertStream, SampleStream and the unary calls,
 // implemented over a fixed set of Tables.
 //

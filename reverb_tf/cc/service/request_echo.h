@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text from a request, fit to quote in an error sent back to the client.
 #ifndef REVERB_TF_CC_SERVICE_REQUEST_ECHO_H_
 #define REVERB_TF_CC_SERVICE_REQUEST_ECHO_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReplayServer: a set of tables served over gRPC on one port, with the
 // standard health service (grpc.health.v1: SERVING while up, NOT_SERVING from
 // the start of Stop()) and server reflection beside the replay service.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reverb_tf_server: serves replay tables described by a textproto config,
 // in the shape Reverb's reverb_server reads:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for tests that talk to a real server through the C++ client.
 #ifndef REVERB_TF_CC_TESTING_CLIENT_TEST_UTIL_H_
 #define REVERB_TF_CC_TESTING_CLIENT_TEST_UTIL_H_

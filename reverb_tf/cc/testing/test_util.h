@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builders shared by the core's unit tests.
 #ifndef REVERB_TF_CC_TESTING_TEST_UTIL_H_
 #define REVERB_TF_CC_TESTING_TEST_UTIL_H_

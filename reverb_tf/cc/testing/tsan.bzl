@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Dependencies a test needs to run under ThreadSanitizer (--config=tsan)."""
 
 # Empty outside the TSan build; there, the absl annotations (see

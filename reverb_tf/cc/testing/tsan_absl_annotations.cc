@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ThreadSanitizer annotations for Debian's prebuilt absl synchronization.
 //
 // Debian's libabsl is not built with TSan, so the happens-before edges its

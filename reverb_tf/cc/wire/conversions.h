@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between the wire/config protos and the core's types, and the
 // one mapping between absl and gRPC status codes.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An InsertRequest serialized around chunk bytes it does not copy.
 //
 // A writer's chunk bytes are the bulk of every insert message (a 84x84x4

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Client: insert, sample, mutate_priorities, reset, server_info, errors."""
 
 import numpy as np

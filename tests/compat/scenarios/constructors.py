@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Constructor and argument errors of Server, Table, Client, writers, limiters."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryDataset and TimestepDataset: specs, values, errors, TF1 graph mode."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Objects of the module surface: selectors, limiters, tables, protos, pybind."""
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Server, Table.info, server_info timeouts, unreachable servers, checkpoints."""
 
 import numpy as np

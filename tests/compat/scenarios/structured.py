@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StructuredWriter and PatternDataset: what a program sees.
 
 Items are read from queue tables (oldest first, each once) without table

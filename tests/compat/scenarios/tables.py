@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Selectors, limits and removal as a program sees them through samples."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TFClient: insert, sample, update_priorities, argument checks."""
 
 import numpy as np

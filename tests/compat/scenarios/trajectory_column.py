@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryColumn built by a program from WeakCellRefs: what it sees."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TrajectoryWriter and the legacy Writer: what a program sees."""
 
 import numpy as np

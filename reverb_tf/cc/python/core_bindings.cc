@@ -31,6 +31,7 @@
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/client/sample_batch.h"
 #include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/security/auth.h"
@@ -429,6 +430,53 @@ py::dict TablesDict(std::vector<TableInfo> tables) {
 py::tuple SampleInfoTuple(const SampleInfo& info) {
   return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
                         info.times_sampled, info.table_weight, info.min_probability);
+}
+
+
+// A stacked batch as numpy: (infos, columns, squeezed), where infos holds one
+// array per SampleInfoTuple field and each column is [batch, ...]. Fixed-size
+// columns are handed over without a copy.
+py::tuple StackedBatchTuple(StackedBatch batch) {
+  const py::ssize_t n = batch.size();
+  py::array_t<uint64_t> key(n);
+  py::array_t<double> probability(n);
+  py::array_t<int64_t> table_size(n);
+  py::array_t<double> priority(n);
+  py::array_t<int32_t> times_sampled(n);
+  py::array_t<double> table_weight(n);
+  py::array_t<double> min_probability(n);
+  for (py::ssize_t i = 0; i < n; ++i) {
+    const SampleInfo& info = batch.infos[i];
+    key.mutable_at(i) = info.key;
+    probability.mutable_at(i) = info.probability;
+    table_size.mutable_at(i) = info.table_size;
+    priority.mutable_at(i) = info.priority;
+    times_sampled.mutable_at(i) = info.times_sampled;
+    table_weight.mutable_at(i) = info.table_weight;
+    min_probability.mutable_at(i) = info.min_probability;
+  }
+  py::list columns;
+  py::list squeezed;
+  for (StackedColumn& column : batch.columns) {
+    std::vector<py::ssize_t> shape(column.shape.begin(), column.shape.end());
+    squeezed.append(py::bool_(column.squeezed));
+    if (column.dtype == DType::kString) {
+      py::array out(py::dtype("O"), shape);
+      PyObject** cells = static_cast<PyObject**>(out.mutable_data());
+      for (size_t i = 0; i < column.strings.size(); ++i) {
+        cells[i] = PyBytes_FromStringAndSize(column.strings[i].data(), column.strings[i].size());
+      }
+      columns.append(std::move(out));
+      continue;
+    }
+    auto* owner = new std::string(std::move(column.data));
+    py::capsule capsule(owner, [](void* p) { delete static_cast<std::string*>(p); });
+    columns.append(py::array(NumpyDType(column.dtype), shape, owner->data(), capsule));
+  }
+  return py::make_tuple(
+      py::make_tuple(key, probability, table_size, priority, times_sampled, table_weight,
+                     min_probability),
+      columns, squeezed);
 }
 
 }  // namespace
@@ -917,7 +965,41 @@ PYBIND11_MODULE(_core, m) {
              }
              return out;
            },
-           py::arg("max_items"));
+           py::arg("max_items"))
+      .def("next_stacked",
+           [](Sampler& sampler, int64_t batch_size) -> py::object {
+             // Blocks for a full batch, stacked in C++ without the GIL.
+             // Returns (batch, None); (short batch, error) when the sampler
+             // failed after some samples came (the caller raises the error
+             // after handing the samples on); (None, None) once it ended
+             // (max_samples) with nothing left. Raises when it failed with
+             // nothing to hand on.
+             StackedBatch batch;
+             absl::Status status = RunCancellable([&](Cancellation* cancel) {
+               Cancellation::Id id = 0;
+               if (!cancel->Register([&sampler] { sampler.Cancel(); }, &id)) {
+                 return absl::CancelledError("sampling was cancelled");
+               }
+               absl::Status result = NextStackedBatch(&sampler, batch_size, &batch);
+               cancel->UnregisterAndWait(id);
+               return result;
+             });
+             if (absl::IsOutOfRange(status)) status = absl::OkStatus();
+             if (!status.ok() && (batch.size() == 0 || absl::IsInvalidArgument(status))) {
+               RaiseStatus(status);
+             }
+             py::object error = py::none();
+             if (!status.ok()) {
+               error = py::module_::import("reverb_tf.errors")
+                           .attr("from_status")(static_cast<int>(status.code()),
+                                                std::string(status.message()));
+             }
+             if (batch.size() == 0) return py::make_tuple(py::none(), error);
+             return py::make_tuple(StackedBatchTuple(std::move(batch)), error);
+           },
+           py::arg("batch_size"))
+      .def("cancel", &Sampler::Cancel,
+           "Ends a blocked or later next_batch()/next_stacked() with CANCELLED; any thread.");
 
   py::class_<ClientSecurity>(m, "ClientSecurity",
                              "TLS and bearer token of clients (security/credentials.h).")
@@ -1076,19 +1158,22 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout_s") = py::none())
       .def("new_sampler",
            [](Client& client, const std::string& table, int64_t max_samples,
-              int64_t max_in_flight, std::optional<double> timeout_s, int32_t num_streams) {
+              int64_t max_in_flight, std::optional<double> timeout_s, int32_t num_streams,
+              int64_t max_samples_per_stream) {
              SamplerOptions options;
              options.max_samples = max_samples;
              options.max_in_flight = max_in_flight;
              options.rate_limiter_timeout = TimeoutFromSeconds(timeout_s);
              options.num_streams = num_streams;
+             options.max_samples_per_stream = max_samples_per_stream;
              return ValueOrRaise(client.NewSampler(table, options));
            },
            "A sampler (one stream per shard unless num_streams says more): at most "
            "max_in_flight samples per stream are requested ahead of next_batch(), so "
            "memory stays bounded for any max_samples.",
            py::arg("table"), py::arg("max_samples"), py::arg("max_in_flight"),
-           py::arg("timeout_s") = py::none(), py::arg("num_streams") = -1)
+           py::arg("timeout_s") = py::none(), py::arg("num_streams") = -1,
+           py::arg("max_samples_per_stream") = -1)
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
               int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes) {

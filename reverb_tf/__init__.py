@@ -5,10 +5,11 @@ The public API mirrors dm-reverb 0.14, name for name, so that
 
     import reverb_tf as reverb
 
-runs existing Reverb code. Importing this package does not import TensorFlow
-or the native module: TensorFlow is imported by the features that need
-`tf.TensorSpec` (table signatures), the native module by the first Server,
-Client or writer.
+runs existing Reverb code. TensorFlow is optional: importing this package
+does not import it, and everything but the TensorFlow-native features (the
+datasets, `TFClient`) works without it installed; `NumpyDataset` and
+`reverb_tf.interop` read tables for numpy, JAX and PyTorch programs. The
+native module is loaded by the first Server, Client or writer.
 """
 
 import sys as _sys
@@ -20,6 +21,7 @@ from reverb_tf import client
 from reverb_tf import errors
 from reverb_tf import item_selectors
 from reverb_tf import item_selectors as selectors
+from reverb_tf import numpy_dataset
 from reverb_tf import platform
 from reverb_tf import rate_limiters
 from reverb_tf import replay_sample
@@ -32,11 +34,13 @@ from reverb_tf.client import Client
 from reverb_tf.client import Writer
 from reverb_tf.errors import DeadlineExceededError
 from reverb_tf.errors import ReverbError
+from reverb_tf.numpy_dataset import NumpyDataset
 from reverb_tf.replay_sample import ReplaySample
 from reverb_tf.replay_sample import SampleInfo
 from reverb_tf.replay_sample import SampleInfoWithStats
 from reverb_tf.server import Server
 from reverb_tf.server import Table
+from reverb_tf.signatures import ArraySpec
 from reverb_tf.trajectory_writer import TrajectoryColumn
 from reverb_tf.trajectory_writer import TrajectoryWriter
 
@@ -54,6 +58,7 @@ _LAZY = {
     "TimestepDataset": ("reverb_tf.timestep_dataset", "TimestepDataset"),
     "PatternDataset": ("reverb_tf.pattern_dataset", "PatternDataset"),
     "trajectory_dataset": ("reverb_tf.trajectory_dataset", None),
+    "interop": ("reverb_tf.interop", None),
     "timestep_dataset": ("reverb_tf.timestep_dataset", None),
     "pattern_dataset": ("reverb_tf.pattern_dataset", None),
     "structured_writer": ("reverb_tf.structured_writer", None),
@@ -70,7 +75,15 @@ def __getattr__(name):
         raise AttributeError(f"module 'reverb_tf' has no attribute '{name}'")
     import importlib  # pylint: disable=g-import-not-at-top
     module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != "tensorflow":
+            raise
+        # A module that imports TensorFlow's internals before our check.
+        from reverb_tf import _tensorflow  # pylint: disable=g-import-not-at-top
+        _tensorflow.import_tensorflow(f"reverb_tf.{name}")
+        raise
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value
@@ -80,10 +93,12 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
+    "ArraySpec",
     "BatchedTrajectoryColumn",
     "BatchedTrajectoryWriter",
     "Client",
     "DeadlineExceededError",
+    "NumpyDataset",
     "PatternDataset",
     "ReplaySample",
     "ReverbDataset",

@@ -179,10 +179,10 @@ def _bench_step(info: Any) -> Dict[str, Any]:
     """A small step that fits `info`'s signature (a float32[4] if it has none)."""
     if info.signature is None:
         return {"observation": np.zeros(4, np.float32)}
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    return tf.nest.map_structure(
-        lambda spec: np.zeros([d if d is not None else 1 for d in spec.shape],
-                              spec.dtype.as_numpy_dtype), info.signature)
+    from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
+    return tree.map_structure(
+        lambda spec: np.zeros([d if d is not None else 1 for d in signatures.spec_shape(spec)],
+                              signatures.spec_dtype(spec)), info.signature)
 
 
 def cmd_bench(flags: argparse.Namespace, out: TextIO) -> None:

@@ -12,18 +12,22 @@ Mirrors dm-reverb 0.14's `reverb.pattern_dataset`.
 
 from typing import Any, Callable, Sequence
 
-import tensorflow as tf
 import tree
 
 from reverb_tf import _ops
 from reverb_tf import replay_sample
 from reverb_tf import structured_writer
+from reverb_tf import _tensorflow
 from reverb_tf.cc import patterns_pb2
 
-# pylint: disable=g-direct-tensorflow-import
+# Before TensorFlow's own modules: their absence gets the clear error.
+tf = _tensorflow.import_tensorflow("reverb_tf.PatternDataset")
+
+# pylint: disable=g-direct-tensorflow-import,wrong-import-position
 from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.data.ops import structured_function
-# pylint: enable=g-direct-tensorflow-import
+# pylint: enable=g-direct-tensorflow-import,wrong-import-position
+
 
 
 def _add_buffer_length_conditions(configs: Sequence[patterns_pb2.StructuredWriterConfig]

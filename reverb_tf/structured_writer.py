@@ -36,12 +36,6 @@ from reverb_tf import errors
 from reverb_tf import signatures
 from reverb_tf.cc import patterns_pb2
 
-# pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.framework import tensor_shape
-from tensorflow.python.framework import tensor_spec
-from tensorflow.python.saved_model import nested_structure_coder
-# pylint: enable=g-direct-tensorflow-import
-
 Config = patterns_pb2.StructuredWriterConfig
 ConditionProto = patterns_pb2.Condition
 
@@ -244,7 +238,7 @@ def create_config(pattern: Pattern,
         priority = constant_priority_fn(1.0)
     return patterns_pb2.StructuredWriterConfig(
         flat=tree.flatten(pattern),
-        pattern_structure=nested_structure_coder.encode_structure(structure),
+        pattern_structure=signatures.encode_structured_value(structure),
         table=table,
         priority=priority,
         conditions=conditions)
@@ -267,6 +261,14 @@ def unpack_pattern(config: Config) -> Pattern:
     return tree.unflatten_as(structure, config.flat)
 
 
+def _shapes_string(spec: Any, shapes: Sequence[Sequence[Any]]) -> str:
+    """Shapes for a message, as TensorShapes where the specs are TensorFlow's."""
+    if signatures._is_tf_spec(spec):  # pylint: disable=protected-access
+        shape_type = type(spec.shape)
+        return str([shape_type(shape) for shape in shapes])
+    return str([tuple(shape) for shape in shapes])
+
+
 def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNest:
     """Infers the signature of a table from the configs that fill it.
 
@@ -276,10 +278,11 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
 
     Args:
       configs: Every config that inserts into the table.
-      step_spec: A structure of `tf.TensorSpec` like the appended steps.
+      step_spec: A structure of `tf.TensorSpec` (or, without TensorFlow,
+        `reverb_tf.ArraySpec`) like the appended steps.
 
     Returns:
-      A structure of `tf.TensorSpec` like the items, each named by its path
+      A structure of specs of the same kind like the items, each named by its path
       ('/'-joined); the leading dimension is None where configs disagree on
       it.
 
@@ -308,22 +311,25 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
                 f"Configs produce trajectories with multiple dtypes at {path}. Got {dtypes}.")
         shapes = []
         for node, spec in zip(nodes, step_specs):
-            dims = list(spec.shape)
+            dims = list(signatures.spec_shape(spec))
             if node.HasField("start"):
                 dims = [(node.stop - node.start) // (node.step or 1)] + dims
-            shapes.append(tensor_shape.TensorShape(dims))
-        rank = shapes[0].rank
-        if (any(shape.rank != rank for shape in shapes) or
+            shapes.append(dims)
+        rank = len(shapes[0])
+        if (any(len(shape) != rank for shape in shapes) or
                 (rank > 1 and any(shape[1:] != shapes[0][1:] for shape in shapes))):
             raise ValueError(
                 f"Configs produce trajectories with incompatible shapes at {path}. "
-                f"Got {shapes}.")
+                f"Got {_shapes_string(step_specs[0], shapes)}.")
         if all(shape == shapes[0] for shape in shapes):
             shape = shapes[0]
         else:
             shape = [None] + list(shapes[0][1:])
-        return tensor_spec.TensorSpec(
-            shape=shape, dtype=dtypes[0], name="/".join(str(part) for part in path))
+        name = "/".join(str(part) for part in path)
+        if signatures._is_tf_spec(step_specs[0]):  # pylint: disable=protected-access
+            # tf.TensorSpec in, tf.TensorSpec out (as dm-reverb).
+            return type(step_specs[0])(shape=shape, dtype=dtypes[0], name=name)
+        return signatures.ArraySpec(shape, signatures.spec_dtype(step_specs[0]), name)
 
     patterns = [unpack_pattern(config) for config in configs]
     return tree.map_structure_with_path(spec_at, *patterns)

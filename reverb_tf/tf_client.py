@@ -8,15 +8,15 @@ from typing import Any, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
+from reverb_tf import _address
 from reverb_tf import _ops
 from reverb_tf import replay_sample
-from reverb_tf.client import target_string
 
 
 class TFClient:
     """Client of a reverb_tf server whose calls are TensorFlow ops."""
 
-    def __init__(self, server_address: Union[str, Sequence[str]],
+    def __init__(self, server_address: Union[str, Sequence[str], tf.Tensor],
                  shared_name: Optional[str] = None, name: str = "reverb") -> None:
         """Creates the client; it connects on first use.
 
@@ -24,13 +24,15 @@ class TFClient:
           server_address: "host:port" of the server, or its shards as
             `reverb_tf.Client` takes them (reverb_tf extension): inserts go
             to one shard, priority updates to every shard, where the one
-            holding each key applies it.
+            holding each key applies it. A scalar tf.string tensor of
+            either works too (reverb_tf extension: dm-reverb's TFClient takes
+            a str), also one whose value is only known when the graph runs.
           shared_name: Accepted for dm-reverb compatibility (connections are
             shared per address anyway).
           name: Name scope of the ops.
         """
         del shared_name  # one channel per address is shared by all kernels
-        self._server_address = target_string(server_address)
+        self._server_address = _address.op_address(server_address)
         self._name = name
         self._ops = _ops.load()
         # Eager string tensors for the address and table names: building them
@@ -38,8 +40,11 @@ class TFClient:
         self._eager_strings = {}
 
     @property
-    def server_address(self) -> str:
-        """The target the ops talk to ("host:port", or its shards)."""
+    def server_address(self) -> Union[str, tf.Tensor]:
+        """The target the ops talk to ("host:port", or its shards).
+
+        A graph tensor if the client was given one.
+        """
         return self._server_address
 
     def _string(self, value: str) -> Any:
@@ -50,7 +55,7 @@ class TFClient:
             tensor = self._eager_strings[value] = tf.constant(value)
         return tensor
 
-    def sample(self, table: str, data_dtypes: Sequence[tf.DType],
+    def sample(self, table: str, data_dtypes: Any,
                name: Optional[str] = None,
                sampling_stats: bool = False) -> replay_sample.ReplaySample:
         """Samples one item and returns its first timestep, as dm-reverb does.
@@ -59,15 +64,18 @@ class TFClient:
 
         Args:
           table: Name of the table.
-          data_dtypes: Dtypes of the item's flat columns.
+          data_dtypes: Dtypes of the item's columns: a `tf.DType` or a
+            nested structure of them, in the structure of the item (it is
+            flattened in `tf.nest` order, sorted dict keys).
           name: Name of the op.
           sampling_stats: If True (reverb_tf extension), `info` is a
             `SampleInfoWithStats` (importance-sampling weights, as for
             `Client.sample`).
 
         Returns:
-          `ReplaySample(info, data)` with `data` the list of column tensors of
-          the item's first timestep (columns lose their time dimension).
+          `ReplaySample(info, data)` with `data` the column tensors of the
+          item's first timestep (columns lose their time dimension), in the
+          structure of `data_dtypes`.
 
         Raises:
           tf.errors.InvalidArgumentError: (when run) if the item's columns
@@ -76,10 +84,11 @@ class TFClient:
         with tf.name_scope(name or f"{self._name}_sample"):
             outputs = self._ops.reverb_tf_sample(
                 server_address=self._server_address, table=table,
-                dtypes=[tf.as_dtype(d) for d in data_dtypes])
+                dtypes=[tf.as_dtype(d) for d in tf.nest.flatten(data_dtypes)])
             info_cls = replay_sample.info_type(sampling_stats)
             info = info_cls(*outputs[:len(info_cls._fields)])
-            return replay_sample.ReplaySample(info=info, data=list(outputs[7]))
+            data = tf.nest.pack_sequence_as(data_dtypes, list(outputs[7]))
+            return replay_sample.ReplaySample(info=info, data=data)
 
     def insert(self, data: List[Any], tables: Any, priorities: Any,
                name: Optional[str] = None) -> tf.Operation:

@@ -27,7 +27,7 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
     """
 
     def __init__(self,
-                 server_address: Union[str, Sequence[str]],
+                 server_address: Union[str, Sequence[str], tf.Tensor],
                  table: str,
                  dtypes: Any,
                  shapes: Any,
@@ -40,8 +40,8 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
         """Creates the dataset.
 
         Args:
-          server_address: "host:port" of the server, or its shards (as in
-            `TrajectoryDataset`).
+          server_address: "host:port" of the server, or its shards, or a
+            string tensor of either (as in `TrajectoryDataset`).
           table: Name of the table to sample.
           dtypes: Nested structure of `tf.DType` of one timestep.
           shapes: Nested structure of `tf.TensorShape` of one timestep.

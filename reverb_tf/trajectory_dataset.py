@@ -13,9 +13,9 @@ import tensorflow as tf
 import tree
 from tensorflow.python.data.ops import dataset_ops
 
+from reverb_tf import _address
 from reverb_tf import _ops
 from reverb_tf import replay_sample
-from reverb_tf.client import target_string
 
 
 def _dataset_op():
@@ -37,7 +37,7 @@ class _ReplaySource(dataset_ops.DatasetSource):
 
     @classmethod
     def from_table_signature(cls,
-                             server_address: Union[str, Sequence[str]],
+                             server_address: Union[str, Sequence[str], tf.Tensor],
                              table: str,
                              max_in_flight_samples_per_worker: int,
                              num_workers_per_iterator: int = -1,
@@ -56,7 +56,8 @@ class _ReplaySource(dataset_ops.DatasetSource):
 
         Args:
           server_address: "host:port" of the server, or its shards (as for
-            the constructor); the signature is read from them.
+            the constructor); the signature is read from them, so a tensor
+            must be eager (or a constant).
           table: Name of the table; it must have a signature.
           max_in_flight_samples_per_worker: As in the constructor.
           num_workers_per_iterator: As in the constructor.
@@ -74,7 +75,10 @@ class _ReplaySource(dataset_ops.DatasetSource):
           ValueError: If the table has no signature, or (InvalidArgumentError)
             the server has no such table.
           DeadlineExceededError: If the server does not answer in time.
+          TypeError: If `server_address` is a tensor whose value is only
+            known when the graph runs (as dm-reverb: it takes a str here).
         """
+        server_address = _address.python_address(server_address, "from_table_signature")
         shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
                                                       get_signature_timeout_secs)
         return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
@@ -126,7 +130,7 @@ class TrajectoryDataset(_ReplaySource):
     """
 
     def __init__(self,
-                 server_address: Union[str, Sequence[str]],
+                 server_address: Union[str, Sequence[str], tf.Tensor],
                  table: str,
                  dtypes: Any,
                  shapes: Any,
@@ -147,6 +151,8 @@ class TrajectoryDataset(_ReplaySource):
             in proportion to each shard's size (its priority sum for a
             prioritized table), and a shard that goes away is reconnected
             in the background while the others serve (docs/scale_out.md).
+            A scalar tf.string tensor of any of these works too, also one
+            whose value is only known when the graph runs.
           table: Name of the table to sample.
           dtypes: Nested structure of `tf.DType` of the data.
           shapes: Nested structure of `tf.TensorShape`, as `dtypes` (per item,
@@ -187,7 +193,7 @@ class TrajectoryDataset(_ReplaySource):
                 raise ValueError(f"{name} must be -1 or >= 1, got {value}")
         if rate_limiter_timeout_ms < -1:
             raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
-        server_address = target_string(server_address)
+        server_address = _address.op_address(server_address)
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         data_spec = _lists_to_tuples(tf.nest.map_structure(

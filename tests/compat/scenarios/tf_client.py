@@ -116,3 +116,25 @@ def scenario_in_tf_function(ctx):
         return tf_client.sample("t", [tf.float32]).data[0]
 
     return [act(tf.constant(i)) for i in range(3)]
+
+
+def scenario_sample_nested_dtypes(ctx):
+    import tensorflow as tf
+    reverb = ctx.reverb
+    server, client = ctx.server([_table(reverb)])
+    client.insert({"a": np.int64(7), "b": {"c": np.ones([2], np.float32), "d": np.int32(3)}},
+                  {"t": 1.0})
+    tf_client = reverb.TFClient(f"localhost:{server.port}")
+    nested = {"a": tf.int64, "b": {"c": tf.float32, "d": tf.int32}}
+
+    @tf.function
+    def traced():
+        return tf_client.sample("t", nested).data
+
+    return {
+        "dict": tf_client.sample("t", nested).data,
+        "tuple": tf_client.sample("t", (tf.int64, (tf.float32, tf.int32))).data,
+        "list": tf_client.sample("t", [tf.int64, [tf.float32], tf.int32]).data,
+        "traced": traced(),
+        "wrong_structure": ctx.call(tf_client.sample, "t", {"a": tf.int64}),
+    }

@@ -110,7 +110,10 @@ class Table:
         flat = signatures.flatten_signature(signature)
         self._columns: Optional[List[signatures.Column]] = None if flat is None else flat[0]
         self._nested_structure = b"" if flat is None else flat[1]
-        # Set by the Server hosting this table; `info` asks it.
+        # The live table, from now on (as in dm-reverb): the one owner of its
+        # state, which the servers that host it share.
+        self._core = _native.core().Table(self._core_config())
+        # The running Server hosting it, if any: one at a time.
         self._server_ref: Optional["weakref.ReferenceType[Server]"] = None
 
     @classmethod
@@ -211,26 +214,18 @@ class Table:
 
     @property
     def info(self) -> Any:
-        """The live table's `reverb_types.TableInfo`, from the server hosting it.
+        """The table's `reverb_types.TableInfo` now.
 
-        Raises:
-          RuntimeError: If no running `Server` hosts this table.
+        The table is live from its construction: before any server hosts it,
+        while one does, and after it stopped (read in this process, without
+        an RPC).
         """
-        server = self._server_ref() if self._server_ref is not None else None
-        if server is None:
-            raise RuntimeError(
-                f"table {self._name!r} is not hosted by a running Server, so it has "
-                "no live info")
-        # Read in this process, without an RPC (and so without TLS or token).
-        native = server._server.table_info(self._name)  # pylint: disable=protected-access
+        native = self._core.info()
         return client_lib.table_info(native, signatures.decode_structure(
             bytes(native.nested_structure)) if native.nested_structure else None)
 
     def can_insert(self, num_inserts: int) -> bool:
         """Whether `num_inserts` inserts would pass the rate limiter now.
-
-        Asks the live table when a running `Server` hosts this table;
-        otherwise answers for the empty table it would start as.
 
         Args:
           num_inserts: Number of consecutive inserts (>= 1).
@@ -241,13 +236,10 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_inserts` < 1.
         """
-        return self._rate_limiter_allows("insert", num_inserts)
+        return self._core.can_insert(int(num_inserts))
 
     def can_sample(self, num_samples: int) -> bool:
         """Whether `num_samples` samples would pass the rate limiter now.
-
-        Asks the live table when a running `Server` hosts this table;
-        otherwise answers for the empty table it would start as (False).
 
         Args:
           num_samples: Number of consecutive samples (>= 1).
@@ -258,14 +250,7 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_samples` < 1.
         """
-        return self._rate_limiter_allows("sample", num_samples)
-
-    def _rate_limiter_allows(self, what: str, n: int) -> bool:
-        """Asks the hosting server's live table, or the empty table's limiter."""
-        server = self._server_ref() if self._server_ref is not None else None
-        if server is None:
-            return getattr(self._core_config(), f"empty_table_can_{what}")(int(n))
-        return getattr(server._server, f"can_{what}")(self._name, int(n))  # pylint: disable=protected-access
+        return self._core.can_sample(int(num_samples))
 
     def replace(self,
                 name: Optional[str] = None,
@@ -305,6 +290,13 @@ class Table:
                      extensions=pick(extensions, ()),
                      signature=pick(signature, self._signature))
 
+    def _hosting_server(self) -> Optional["Server"]:
+        """The running Server hosting this table, or None."""
+        server = self._server_ref() if self._server_ref is not None else None
+        if server is None or server._stopped:  # pylint: disable=protected-access
+            return None
+        return server
+
     def __reduce__(self) -> Any:
         # Picklable as its description (a new, unhosted table), so that a
         # table can be handed to another process, e.g. a Ray actor.
@@ -340,6 +332,9 @@ class Server:
     The server runs in native threads of this process; it serves until `stop`
     is called (also by `__exit__` and when the object is garbage collected).
     """
+
+    # Until a native server runs (a constructor that failed never ran one).
+    _stopped = True
 
     def __init__(self,
                  tables: Optional[Sequence[Table]] = None,
@@ -429,11 +424,17 @@ class Server:
         if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
             raise TypeError("checkpointer must be a reverb_tf.checkpointers "
                             f"checkpointer, got {checkpointer!r}")
+        for table in tables:
+            hosting = table._hosting_server()  # pylint: disable=protected-access
+            if hosting is not None:
+                raise ValueError(
+                    f"table {table.name!r} is hosted by a running server (port {hosting.port}); "
+                    "stop it first, or host table.replace() (a new, empty table)")
         self._checkpointer = checkpointer
         self._tables = list(tables)
         core = _native.core()
-        configs = [table._core_config() for table in self._tables]
-        self._server = core.Server(configs, int(port), _native.MAX_MESSAGE_BYTES,
+        self._server = core.Server([table._core for table in self._tables],  # pylint: disable=protected-access
+                                   int(port), _native.MAX_MESSAGE_BYTES,
                                    max_active_streams=int(max_active_streams),
                                    host=str(host),
                                    metrics_port=-1 if metrics_port is None else int(metrics_port),
@@ -442,6 +443,7 @@ class Server:
                                    **(tls.native_options() if tls is not None else {}),
                                    **(wal.native_options() if wal is not None else {}),
                                    **checkpointer.internal_checkpointer().native_options())
+        self._stopped = False
         damage = self._server.wal_replay["damage"]
         if damage:
             logging.warning("reverb_tf.Server: the write-ahead log was damaged (%s); it was "
@@ -508,6 +510,7 @@ class Server:
         server = getattr(self, "_server", None)
         if server is not None:
             server.stop()
+        self._stopped = True
 
     def wait(self) -> None:
         """Blocks until the server is stopped (by `stop` from another thread).

@@ -7,6 +7,7 @@ import tensorflow as tf
 import reverb_tf
 from reverb_tf import rate_limiters
 from reverb_tf import selectors
+from reverb_tf import errors
 
 
 def table(**overrides):
@@ -60,9 +61,32 @@ def test_queue_and_stack_presets(factory, selector):
     assert t.rate_limiter._key() == (1.0, 1, 0.0, 5.0)
 
 
-def test_info_requires_a_server():
-    with pytest.raises(RuntimeError, match="not hosted"):
-        table().info
+def test_a_table_is_live_before_during_and_after_its_server():
+    t = reverb_tf.Table("live", selectors.Uniform(), selectors.Fifo(), 10,
+                        reverb_tf.rate_limiters.MinSize(2))
+    info = t.info
+    assert (info.current_size, info.max_size, info.num_episodes) == (0, 10, 0)
+    assert info.rate_limiter_info.min_size_to_sample == 2
+    assert not t.can_sample(1) and t.can_insert(1)
+    with reverb_tf.Server([t]) as server:
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        client.insert(np.zeros(2), {"live": 1.0})
+        client.insert(np.zeros(2), {"live": 1.0})
+        # The very object the server hosts: no RPC, the same counts.
+        assert t.info.current_size == 2 and t.can_sample(1)
+        assert t.info.rate_limiter_info.insert_stats.completed == 2
+        with pytest.raises(ValueError, match="hosted by a running server"):
+            reverb_tf.Server([t])
+    assert t.info.current_size == 2  # the items outlive the server
+    # Hosted again, it serves again (dm-reverb's table refuses inserts then).
+    with reverb_tf.Server([t]) as server:
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        assert client.server_info()["live"].current_size == 2
+        client.insert(np.zeros(2), {"live": 1.0})
+        assert t.info.current_size == 3
+    assert t.replace(max_size=5).info.current_size == 0
+    with pytest.raises(errors.InvalidArgumentError, match="num_samples must be >= 1"):
+        t.can_sample(0)
 
 
 def test_server_validates_tables_before_starting():

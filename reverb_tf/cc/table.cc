@@ -396,6 +396,11 @@ void Table::Close() {
   cv_.SignalAll();
 }
 
+void Table::Open() {
+  absl::MutexLock lock(&mu_);
+  closed_ = false;
+}
+
 int64_t Table::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(items_.size());

@@ -258,6 +258,11 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // saying that the server is stopping (the only caller, besides the
   // destructor, is ReplayServer::Stop()).
   void Close();
+  // Undoes Close(): a table outlives the server that hosted it (Python's
+  // Table owns it from construction), and ReplayServer::Start() opens each
+  // table it is given, so a table hosted again serves again. A table must be
+  // hosted by one running server at a time (Python's Server checks).
+  void Open();
 
   int64_t size() const;
   TableInfo info() const;

@@ -373,6 +373,20 @@ TEST_F(TableTest, CloseFailsBlockedAndFutureCalls) {
   EXPECT_EQ(table->InsertOrAssign(NewItem(1)).code(), absl::StatusCode::kCancelled);
 }
 
+TEST_F(TableTest, OpenServesAgainWithTheItemsKept) {
+  auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                          RateLimiterOptions::MinSize(1)));
+  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  table->Close();
+  EXPECT_EQ(table->InsertOrAssign(NewItem(2)).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(table->size(), 1);
+  table->Open();
+  EXPECT_TRUE(table->InsertOrAssign(NewItem(2)).ok());
+  auto sampled = table->Sample(1, kLong);
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  EXPECT_EQ(table->size(), 2);
+}
+
 TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));

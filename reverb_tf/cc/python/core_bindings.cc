@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -544,18 +545,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
            py::arg("rate_limiter"), py::arg("signature"),
            py::arg("nested_structure") = py::bytes(""))
-      .def_property_readonly("name", [](const TableOptions& o) { return o.name; })
-      // Rate-limiter answers for a table that is not served yet (still empty).
-      .def("empty_table_can_insert",
-           [](const TableOptions& o, int64_t n) {
-             if (n < 1) CheckOk(absl::InvalidArgumentError(absl::StrCat("num_inserts must be >= 1, got ", n)));
-             return RateLimiter(o.rate_limiter).CanInsertN(0, n);
-           })
-      .def("empty_table_can_sample",
-           [](const TableOptions& o, int64_t n) {
-             if (n < 1) CheckOk(absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", n)));
-             return RateLimiter(o.rate_limiter).CanSampleN(0, n);
-           });
+      .def_property_readonly("name", [](const TableOptions& o) { return o.name; });
 
   py::class_<RateLimiterCallStats>(m, "CallStats")
       .def_readonly("completed", &RateLimiterCallStats::completed)
@@ -632,8 +622,25 @@ PYBIND11_MODULE(_core, m) {
       py::arg("path"), py::arg("progress") = py::none(),
       "Reads and verifies a checkpoint directory (see checkpointer.h).");
 
+  // A live table (table.h), owned by Python's reverb_tf.Table from its
+  // construction and shared with the servers that host it.
+  py::class_<Table, std::shared_ptr<Table>>(m, "Table")
+      .def(py::init([](const TableOptions& options) {
+             std::random_device seed_source;
+             const uint64_t seed = (uint64_t{seed_source()} << 32) | seed_source();
+             return ValueOrRaise(Table::Create(options, seed));
+           }),
+           py::arg("options"))
+      .def_property_readonly("name", &Table::name)
+      .def("info", &Table::info, "The table's info, read in this process (no RPC).")
+      .def("can_insert",
+           [](const Table& table, int64_t n) { return ValueOrRaise(table.CanInsert(n)); })
+      .def("can_sample",
+           [](const Table& table, int64_t n) { return ValueOrRaise(table.CanSample(n)); });
+
   py::class_<ReplayServer>(m, "Server")
-      .def(py::init([](std::vector<TableOptions> tables, int port, int64_t max_message_bytes,
+      .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
+                       int64_t max_message_bytes,
                        const std::string& checkpoint_root,
                        const std::string& fallback_checkpoint_path, int checkpoint_keep,
                        const std::string& checkpoint_group, double checkpoint_interval_s,
@@ -676,7 +683,7 @@ PYBIND11_MODULE(_core, m) {
              }
              // Loading a checkpoint can take a while: other Python threads run.
              return ValueOrRaise(
-                 WithoutGil([&] { return ReplayServer::StartFromOptions(tables, options); }));
+                 WithoutGil([&] { return ReplayServer::Start(tables, options); }));
            }),
            py::arg("tables"), py::arg("port") = 0,
            py::arg("max_message_bytes") = int64_t{256} << 20,
@@ -720,25 +727,6 @@ PYBIND11_MODULE(_core, m) {
              return out;
            },
            "Saves a checkpoint; returns its path and timings (for benchmarks).")
-      .def("table_info",
-           [](const ReplayServer& server, const std::string& table) {
-             auto found = server.FindTable(table);
-             CheckOk(found.status());
-             return (*found)->info();
-           },
-           "The live table's info, read in this process (no RPC, so no TLS or token).")
-      .def("can_insert",
-           [](const ReplayServer& server, const std::string& table, int64_t n) {
-             auto found = server.FindTable(table);
-             CheckOk(found.status());
-             return ValueOrRaise((*found)->CanInsert(n));
-           })
-      .def("can_sample",
-           [](const ReplayServer& server, const std::string& table, int64_t n) {
-             auto found = server.FindTable(table);
-             CheckOk(found.status());
-             return ValueOrRaise((*found)->CanSample(n));
-           })
       .def("stop", [](ReplayServer& server) { WithoutGil([&] { server.Stop(); }); })
       .def("wait", [](ReplayServer& server) {
         // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.

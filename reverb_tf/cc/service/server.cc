@@ -199,6 +199,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     }
   }
   DisableMutexDeadlockDetection();
+  // Tables hosted before (and closed when that server stopped) serve again.
+  for (const auto& table : tables) table->Open();
   std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
   server->checkpointer_ = options.checkpointer;

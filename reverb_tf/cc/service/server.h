@@ -94,7 +94,9 @@ class REVERB_TF_EXPORT ReplayServer {
   // empty name reports the whole server).
   static constexpr char kHealthServiceName[] = "reverb_tf.proto.ReplayService";
 
-  // Starts serving `tables` (names must be unique). Fails with
+  // Starts serving `tables` (names must be unique), opening any that an
+  // earlier server closed when it stopped (Table::Open); Stop() closes them.
+  // A table must be hosted by one running server at a time. Fails with
   // INVALID_ARGUMENT on bad options and UNAVAILABLE if the address cannot be
   // bound.
   static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(

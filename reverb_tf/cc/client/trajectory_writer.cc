@@ -252,14 +252,21 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
           "append: ", ColumnLabelLocked(c),
           " was already given in the open (partial) step; omit it or set it to None"));
     }
+    // The messages open with dm-reverb's phrases, which programs may match.
     if (c < columns_.size() && columns_[c]->initialized &&
-        (step[c]->dtype != columns_[c]->dtype ||
-         step[c]->shape != columns_[c]->step_shape)) {
+        step[c]->dtype != columns_[c]->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "append: ", ColumnLabelLocked(c), " was ", DTypeName(columns_[c]->dtype),
-          ShapeDebugString(columns_[c]->step_shape), " in earlier steps but is ",
-          DTypeName(step[c]->dtype), ShapeDebugString(step[c]->shape),
-          " now; every value of a column must have the same dtype and shape"));
+          "Tensor of wrong dtype provided for ", ColumnLabelLocked(c), ". Got ",
+          DTypeName(step[c]->dtype), " but expected ", DTypeName(columns_[c]->dtype),
+          " (append: every value of a column has the dtype and shape of its first)"));
+    }
+    if (c < columns_.size() && columns_[c]->initialized &&
+        step[c]->shape != columns_[c]->step_shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Tensor of incompatible shape provided for ", ColumnLabelLocked(c), ". Got ",
+          ShapeDebugString(step[c]->shape), " which is incompatible with ",
+          ShapeDebugString(columns_[c]->step_shape),
+          " (append: every value of a column has the dtype and shape of its first)"));
     }
   }
   while (columns_.size() < step.size()) {

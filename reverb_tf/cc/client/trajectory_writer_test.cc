@@ -254,7 +254,9 @@ TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses)
   // Column names reach the value checks.
   absl::StatusOr<int64_t> bad =
       writer->Append({FloatStep(5), *MakePayload(DType::kInt32, {1}, std::string(4, '\0'))});
-  EXPECT_NE(bad.status().message().find("column 'obs' was float32[1]"), std::string::npos)
+  EXPECT_NE(bad.status().message().find(
+                "Tensor of wrong dtype provided for column 'obs'. Got int32 but expected float32"),
+            std::string::npos)
       << bad.status();
 }
 

@@ -66,8 +66,10 @@ def scenario_trajectory_writer_errors(ctx):
     writer = client.trajectory_writer(num_keep_alive_refs=2)
     writer.append({"a": np.int32(1)})
     result = {
-        "dtype_change": ctx.call(writer.append, {"a": np.float32(1)}),
-        "shape_change": ctx.call(writer.append, {"a": np.zeros(2, np.int32)}),
+        "dtype_change": ctx.call_expecting("Tensor of wrong dtype provided for column",
+                                           writer.append, {"a": np.float32(1)}),
+        "shape_change": ctx.call_expecting("Tensor of incompatible shape provided for column",
+                                           writer.append, {"a": np.zeros(2, np.int32)}),
         "unknown_table": ctx.call(lambda: (writer.create_item("nope", 1.0, writer.history["a"][-1]),
                                            writer.flush())),
     }

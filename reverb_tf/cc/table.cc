@@ -283,6 +283,12 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
   RETURN_IF_ERROR(AwaitLocked(can_sample, deadline, cancel,
                               &rate_limiter_.sample_stats(), "sample", &waited));
   samples.reserve(std::min<int64_t>(max_samples, items_.size()));
+  if (options_.max_times_sampled <= 0) {
+    absl::Status status = SampleBatchLocked(max_samples, waited, &samples);
+    cv_.SignalAll();
+    if (!status.ok()) return status;
+    return samples;
+  }
   do {
     if (!samples.empty()) ++rate_limiter_.sample_stats().completed;
     ASSIGN_OR_RETURN(auto choice, sampler_->Sample());
@@ -311,6 +317,58 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
   } while (static_cast<int32_t>(samples.size()) < max_samples && can_sample());
   cv_.SignalAll();
   return samples;
+}
+
+absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
+                                      std::vector<SampledItem>* samples) {
+  // Without max_times_sampled no sample removes an item, so the choices do
+  // not depend on each other's items: choose the whole batch first, then
+  // visit the items. Their keys are random, so in a large table the item,
+  // its trajectory array and each of its chunks miss the cache; fetching
+  // them in stages, kStage samples apart, overlaps those misses (as
+  // MutatePriorities does), where one sample after the other would wait
+  // for each in turn.
+  do {
+    if (!samples->empty()) ++rate_limiter_.sample_stats().completed;
+    ASSIGN_OR_RETURN(ItemSelector::KeyWithProbability choice, sampler_->Sample());
+    rate_limiter_.RecordSample();
+    ++counters_.sampled;
+    SampledItem& sample = samples->emplace_back();
+    sample.key = choice.key;
+    sample.probability = choice.probability;
+  } while (static_cast<int32_t>(samples->size()) < max_samples && rate_limiter_.CanSample(
+               static_cast<int64_t>(items_.size())));
+  const double table_weight = sampler_->TotalWeight();
+  const double min_probability = sampler_->MinProbability();
+  const int64_t table_size = static_cast<int64_t>(items_.size());
+  const int64_t n = static_cast<int64_t>(samples->size());
+  std::vector<Item*> found(n, nullptr);
+  constexpr int64_t kStage = 6;
+  for (int64_t i = -3 * kStage; i < n; ++i) {
+    if (const int64_t j = i + 3 * kStage; j < n) items_.prefetch((*samples)[j].key);
+    if (const int64_t j = i + 2 * kStage; j >= 0 && j < n) {
+      found[j] = &items_.at((*samples)[j].key);
+      const Trajectory& trajectory = found[j]->trajectory;
+      if (!trajectory.empty()) __builtin_prefetch(trajectory.data());
+    }
+    if (const int64_t j = i + kStage; j >= 0 && j < n) {
+      for (const SlicedColumn& column : found[j]->trajectory) {
+        for (const ChunkSlice& slice : column.slices()) __builtin_prefetch(slice.chunk.get());
+      }
+    }
+    if (i < 0) continue;
+    Item& item = *found[i];
+    if (item.times_sampled++ == 0) ++num_unique_samples_;
+    SampledItem& sample = (*samples)[i];
+    sample.priority = item.priority;
+    sample.times_sampled = item.times_sampled;
+    sample.table_size = table_size;
+    sample.table_weight = table_weight;
+    sample.min_probability = min_probability;
+    sample.rate_limited = waited && i == 0;
+    sample.trajectory = item.trajectory;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<MutationResult> Table::MutatePriorities(

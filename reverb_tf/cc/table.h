@@ -339,6 +339,13 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::Status Insert(Item item, absl::Duration timeout, Cancellation* cancel,
                       bool rate_limited);
 
+  // Sample()'s batch for tables without max_times_sampled: chooses up to
+  // `max_samples` (at least one; the limiter allowed it) as the limiter
+  // allows, then fills them in with the item fetches overlapped.
+  absl::Status SampleBatchLocked(int32_t max_samples, bool waited,
+                                 std::vector<SampledItem>* samples)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Ends one snapshot's hold on removed items (see TableSnapshot).
   void Unpin() const;
 

@@ -4,7 +4,11 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/client/sampler.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
@@ -14,69 +18,157 @@ std::string TypeString(DType dtype, absl::Span<const int64_t> shape) {
   return absl::StrCat(DTypeName(dtype), ShapeDebugString(shape));
 }
 
+// One column of one sample, wherever its bytes are: a materialized
+// payload, or rows of a chunk read in place.
+struct ColumnView {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  bool squeezed = false;
+  // Fixed-size dtypes: the row-major bytes.
+  absl::string_view bytes;
+  // kString: the (uncompressed) payload holding the elements.
+  const TensorPayload* strings = nullptr;
+};
+
 // Lays out the batch's columns from its first sample.
-absl::Status StartColumns(const Sample& first, int64_t batch_size, StackedBatch* batch) {
-  batch->columns.resize(first.columns.size());
-  for (size_t i = 0; i < first.columns.size(); ++i) {
-    const TensorPayload& payload = first.columns[i];
-    if (payload.compression != Compression::kNone) {
-      return absl::InternalError("the sampler returned a compressed column");
-    }
+absl::Status StartColumns(absl::Span<const ColumnView> first, int64_t batch_size,
+                          StackedBatch* batch) {
+  batch->columns.resize(first.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    const ColumnView& view = first[i];
     StackedColumn& column = batch->columns[i];
-    column.dtype = payload.dtype;
-    column.squeezed = i < first.squeezed.size() && first.squeezed[i];
+    column.dtype = view.dtype;
+    column.squeezed = view.squeezed;
     column.shape.clear();
     column.shape.push_back(batch_size);
-    column.shape.insert(column.shape.end(), payload.shape.begin(), payload.shape.end());
-    if (payload.dtype == DType::kString) {
-      column.strings.reserve(batch_size * payload.num_elements());
-    } else {
-      const int64_t row_bytes = static_cast<int64_t>(payload.data.size());
-      if (row_bytes > 0 && batch_size > kMaxPayloadBytes / row_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "a batch of ", batch_size, " items of column ", i, " (",
-            TypeString(payload.dtype, payload.shape), ", ", row_bytes,
-            " bytes each) would exceed ", kMaxPayloadBytes, " bytes; use a smaller batch"));
-      }
-      // Grown to its final size once; rows are copied in as samples arrive.
-      column.data.reserve(batch_size * row_bytes);
+    column.shape.insert(column.shape.end(), view.shape.begin(), view.shape.end());
+    if (view.dtype == DType::kString) {
+      continue;
     }
+    const int64_t row_bytes = static_cast<int64_t>(view.bytes.size());
+    if (row_bytes > 0 && batch_size > kMaxPayloadBytes / row_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a batch of ", batch_size, " items of column ", i, " (",
+          TypeString(view.dtype, view.shape), ", ", row_bytes,
+          " bytes each) would exceed ", kMaxPayloadBytes, " bytes; use a smaller batch"));
+    }
+    // Grown to its final size once; rows are copied in as samples arrive.
+    column.data.reserve(batch_size * row_bytes);
   }
   return absl::OkStatus();
 }
 
-absl::Status AppendSample(Sample& sample, StackedBatch* batch) {
+absl::Status AppendColumns(absl::Span<const ColumnView> views, const SampleInfo& info,
+                           int64_t batch_size, StackedBatch* batch) {
+  if (batch->infos.empty()) RETURN_IF_ERROR(StartColumns(views, batch_size, batch));
   const int64_t index = batch->size();
-  if (sample.columns.size() != batch->columns.size()) {
+  if (views.size() != batch->columns.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot batch samples with different numbers of columns: sample 0 has ",
-        batch->columns.size(), ", sample ", index, " has ", sample.columns.size()));
+        batch->columns.size(), ", sample ", index, " has ", views.size()));
   }
-  for (size_t i = 0; i < sample.columns.size(); ++i) {
-    TensorPayload& payload = sample.columns[i];
+  for (size_t i = 0; i < views.size(); ++i) {
+    const ColumnView& view = views[i];
     StackedColumn& column = batch->columns[i];
     const bool same_shape =
-        payload.shape.size() + 1 == column.shape.size() &&
-        std::equal(payload.shape.begin(), payload.shape.end(), column.shape.begin() + 1);
-    if (payload.dtype != column.dtype || !same_shape) {
+        view.shape.size() + 1 == column.shape.size() &&
+        std::equal(view.shape.begin(), view.shape.end(), column.shape.begin() + 1);
+    if (view.dtype != column.dtype || !same_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot batch column ", i, ": sample 0 is ",
           TypeString(column.dtype, absl::MakeConstSpan(column.shape).subspan(1)), " but sample ",
-          index, " is ", TypeString(payload.dtype, payload.shape),
+          index, " is ", TypeString(view.dtype, view.shape),
           "; every item of a batch needs the same dtype and shape"));
     }
+    if (view.dtype == DType::kString) {
+      ASSIGN_OR_RETURN(std::vector<std::string> elements, DecodeStrings(*view.strings));
+      for (std::string& element : elements) column.strings.push_back(std::move(element));
+    } else {
+      column.data.append(view.bytes.data(), view.bytes.size());
+    }
+  }
+  batch->infos.push_back(info);
+  return absl::OkStatus();
+}
+
+absl::Status AppendSample(const Sample& sample, int64_t batch_size, StackedBatch* batch) {
+  absl::InlinedVector<ColumnView, 8> views(sample.columns.size());
+  for (size_t i = 0; i < sample.columns.size(); ++i) {
+    const TensorPayload& payload = sample.columns[i];
     if (payload.compression != Compression::kNone) {
       return absl::InternalError("the sampler returned a compressed column");
     }
+    ColumnView& view = views[i];
+    view.dtype = payload.dtype;
+    view.shape = payload.shape;
+    view.squeezed = i < sample.squeezed.size() && sample.squeezed[i];
     if (payload.dtype == DType::kString) {
-      ASSIGN_OR_RETURN(std::vector<std::string> elements, DecodeStrings(payload));
-      for (std::string& element : elements) column.strings.push_back(std::move(element));
+      view.strings = &payload;
     } else {
-      column.data.append(payload.data);
+      view.bytes = payload.data;
     }
   }
-  batch->infos.push_back(sample.info);
-  return absl::OkStatus();
+  return AppendColumns(views, sample.info, batch_size, batch);
+}
+
+// The rows of `column` in its chunk, if it is one slice of an uncompressed,
+// fixed-size chunk (what nearly every column is): read in place, without
+// materializing the sample.
+bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
+  if (column.slices().size() != 1) return false;
+  const ChunkSlice& slice = column.slices()[0];
+  const Chunk& chunk = *slice.chunk;
+  const absl::Span<const int64_t> shape = chunk.shape();
+  if (chunk.compression() != Compression::kNone || chunk.dtype() == DType::kString ||
+      shape.empty() || slice.offset < 0 || slice.length < 0 ||
+      slice.offset + slice.length > shape[0] || (column.squeeze() && slice.length != 1)) {
+    return false;  // the general path reports what is wrong, if anything
+  }
+  int64_t row_bytes = DTypeSize(chunk.dtype());
+  for (size_t d = 1; d < shape.size(); ++d) row_bytes *= shape[d];
+  view->dtype = chunk.dtype();
+  view->squeezed = column.squeeze();
+  view->shape.assign(shape.begin() + (column.squeeze() ? 1 : 0), shape.end());
+  if (!column.squeeze()) view->shape[0] = slice.length;
+  view->bytes = chunk.data().substr(slice.offset * row_bytes, slice.length * row_bytes);
+  return true;
+}
+
+absl::Status AppendItem(const SampledItem& item, int64_t batch_size, StackedBatch* batch) {
+  absl::InlinedVector<ColumnView, 8> views(item.trajectory.size());
+  bool in_place = true;
+  for (size_t i = 0; i < item.trajectory.size() && in_place; ++i) {
+    in_place = RowsInPlace(item.trajectory[i], &views[i]);
+  }
+  if (!in_place) {
+    Sample sample;
+    RETURN_IF_ERROR(MaterializeSample(item, &sample));
+    return AppendSample(sample, batch_size, batch);
+  }
+  SampleInfo info;
+  info.key = item.key;
+  info.probability = item.probability;
+  info.table_size = item.table_size;
+  info.priority = item.priority;
+  info.times_sampled = item.times_sampled;
+  info.rate_limited = item.rate_limited;
+  info.table_weight = item.table_weight;
+  info.min_probability = item.min_probability;
+  return AppendColumns(views, info, batch_size, batch);
+}
+
+// NextStackedBatch for a server of this process: the sampled items' chunks
+// are read in place (no Sample of payloads per item).
+absl::Status NextStackedInProcess(InProcessSampler* sampler, int64_t batch_size,
+                                  StackedBatch* batch) {
+  std::vector<SampledItem> items;
+  absl::Status status;
+  while (batch->size() < batch_size) {
+    status = sampler->NextItems(batch_size - batch->size(), &items);
+    if (!status.ok()) break;
+    for (const SampledItem& item : items) RETURN_IF_ERROR(AppendItem(item, batch_size, batch));
+  }
+  return status;
 }
 
 }  // namespace
@@ -89,21 +181,22 @@ absl::Status NextStackedBatch(Sampler* sampler, int64_t batch_size, StackedBatch
   batch->infos.clear();
   batch->columns.clear();
   batch->infos.reserve(batch_size);
-  Sample sample;
   absl::Status status;
-  while (batch->size() < batch_size) {
-    // Samples already received are taken without a wait; Next() blocks only
-    // when none is.
-    if (!sampler->TryNext(&sample)) {
-      status = sampler->Next(&sample);
-      if (!status.ok()) break;
-    }
-    if (batch->infos.empty()) {
-      status = StartColumns(sample, batch_size, batch);
+  if (auto* local = dynamic_cast<InProcessSampler*>(sampler);
+      local != nullptr && local->buffered() == 0) {
+    status = NextStackedInProcess(local, batch_size, batch);
+  } else {
+    Sample sample;
+    while (batch->size() < batch_size) {
+      // Samples already received are taken without a wait; Next() blocks
+      // only when none is.
+      if (!sampler->TryNext(&sample)) {
+        status = sampler->Next(&sample);
+        if (!status.ok()) break;
+      }
+      status = AppendSample(sample, batch_size, batch);
       if (!status.ok()) return status;
     }
-    status = AppendSample(sample, batch);
-    if (!status.ok()) return status;
   }
   const int64_t size = batch->size();
   for (StackedColumn& column : batch->columns) column.shape[0] = size;

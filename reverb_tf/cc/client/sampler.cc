@@ -342,7 +342,7 @@ InProcessSampler::InProcessSampler(std::shared_ptr<ClientStub> stub, std::string
                                    const SamplerOptions& options)
     : stub_(std::move(stub)), table_(std::move(table)), options_(options) {}
 
-absl::Status InProcessSampler::Refill() {
+absl::StatusOr<std::vector<SampledItem>> InProcessSampler::SampleTable(int64_t max_items) {
   std::shared_ptr<LocalServer> local = stub_->Local();
   if (local == nullptr) {
     return absl::UnavailableError(
@@ -352,6 +352,7 @@ absl::Status InProcessSampler::Refill() {
   int64_t batch = options_.flexible_batch_size > 0
                       ? options_.flexible_batch_size
                       : std::min<int64_t>(options_.max_in_flight, 1024);
+  batch = std::min(batch, max_items);
   if (options_.max_samples >= 0) batch = std::min(batch, options_.max_samples - returned_);
   batch = std::max<int64_t>(1, std::min<int64_t>(batch, 1024));
   ASSIGN_OR_RETURN(std::vector<SampledItem> samples,
@@ -363,6 +364,29 @@ absl::Status InProcessSampler::Refill() {
                   [](const SampledItem& s) { return s.removed; })) {
     RETURN_IF_ERROR(local->Commit());
   }
+  return samples;
+}
+
+absl::Status InProcessSampler::NextItems(int64_t max_items, std::vector<SampledItem>* items) {
+  items->clear();
+  RETURN_IF_ERROR(error_);
+  if (buffered() > 0) {
+    return absl::FailedPreconditionError("samples materialized by Next() are still buffered");
+  }
+  if (cancel_.IsCancelled()) return error_ = absl::CancelledError("the sampler was cancelled");
+  if (options_.max_samples >= 0 && returned_ >= options_.max_samples) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the sampler returned its max_samples=", options_.max_samples));
+  }
+  absl::StatusOr<std::vector<SampledItem>> samples = SampleTable(std::max<int64_t>(1, max_items));
+  if (!samples.ok()) return error_ = samples.status();
+  *items = *std::move(samples);
+  returned_ += static_cast<int64_t>(items->size());
+  return absl::OkStatus();
+}
+
+absl::Status InProcessSampler::Refill() {
+  ASSIGN_OR_RETURN(std::vector<SampledItem> samples, SampleTable(INT64_MAX));
   ChunkCache cache;
   buffer_.resize(samples.size());
   for (size_t i = 0; i < samples.size(); ++i) {

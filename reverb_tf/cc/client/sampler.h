@@ -142,8 +142,21 @@ class InProcessSampler : public Sampler {
   bool TryNext(Sample* sample) override;
   void Cancel() override { cancel_.Cancel(); }
 
+  // The table's items themselves, for a caller that reads their chunks
+  // (sample_batch.cc stacks them without materializing each sample):
+  // replaces `items` with between 1 and `max_items` sampled items, blocking
+  // for the first, under the same max_samples, timeout and cancellation as
+  // Next(). FAILED_PRECONDITION while samples that Next() materialized are
+  // still buffered (buffered() > 0); errors as Next() otherwise.
+  absl::Status NextItems(int64_t max_items, std::vector<SampledItem>* items);
+  // Materialized samples not yet returned by Next()/TryNext().
+  size_t buffered() const { return buffer_.size() - next_in_buffer_; }
+
  private:
   absl::Status Refill();
+  // One Table::Sample call of up to `max_items` (and the sampler's batch
+  // and max_samples limits).
+  absl::StatusOr<std::vector<SampledItem>> SampleTable(int64_t max_items);
 
   const std::shared_ptr<ClientStub> stub_;
   const std::string table_;

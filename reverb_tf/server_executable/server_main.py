@@ -13,11 +13,14 @@ serves other machines.
 from typing import Sequence
 
 from absl import app
+from absl import flags
 from absl import logging
 
 from reverb_tf import server as server_lib
 from reverb_tf.platform.default import server_main_command_line_args
 from reverb_tf.server_executable import server_from_proto
+
+FLAGS = flags.FLAGS
 
 
 def main(unused_argv: Sequence[str]) -> None:

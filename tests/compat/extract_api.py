@@ -21,21 +21,29 @@ import typing
 from typing import Any, Dict, List, Optional
 
 # Modules a program imports. The rest of the package is build plumbing
-# (lib*.so, pip_package, platform.default.*) or generated ops.
+# (lib*.so, pip_package) or generated ops (`cc.ops.gen_reverb_ops`, whose
+# functions a generated module of another name owns; scenarios
+# `module_paths.*` compare it instead).
 PUBLIC_MODULES = [
     "reverb",
+    "reverb.cc.checkpointing.checkpoint_pb2",
     "reverb.cc.patterns_pb2",
     "reverb.client",
     "reverb.errors",
     "reverb.item_selectors",
     "reverb.pattern_dataset",
     "reverb.platform.checkpointers_lib",
+    "reverb.platform.default.checkpointers",
+    "reverb.platform.default.ensure_tf_install",
+    "reverb.platform.default.load_op_library",
+    "reverb.platform.default.server_main_command_line_args",
     "reverb.pybind",
     "reverb.rate_limiters",
     "reverb.replay_sample",
     "reverb.reverb_types",
     "reverb.server",
     "reverb.server_executable.server_from_proto",
+    "reverb.server_executable.server_main",
     "reverb.server_executable.reverb_config_pb2",
     "reverb.structured_writer",
     "reverb.tf_client",

@@ -6,11 +6,12 @@ Each method adds an op whose C++ kernel talks to the server
 """
 from typing import Any, List, Optional, Sequence, Union
 
-import tensorflow as tf
-
+from reverb_tf import _tensorflow
 from reverb_tf import _address
 from reverb_tf import _ops
 from reverb_tf import replay_sample
+
+tf = _tensorflow.import_tensorflow("reverb_tf.TFClient")
 
 
 class TFClient:

@@ -7,11 +7,14 @@ no Python runs per element.
 """
 from typing import Any, Sequence, Union
 
-import tensorflow as tf
 import tree
 
+from reverb_tf import _tensorflow
 from reverb_tf import replay_sample
 from reverb_tf import trajectory_dataset
+
+tf = _tensorflow.import_tensorflow("reverb_tf.TimestepDataset")
+
 
 class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=protected-access
     """Streams sampled items one timestep at a time.

@@ -9,13 +9,20 @@ serialized with the rest of the input pipeline.
 """
 from typing import Any, Optional, Sequence, Tuple, Union
 
-import tensorflow as tf
 import tree
+
+from reverb_tf import _tensorflow
+
+# Before TensorFlow's own modules: their absence gets the clear error.
+tf = _tensorflow.import_tensorflow("reverb_tf.TrajectoryDataset")
+
+# pylint: disable=g-import-not-at-top,g-direct-tensorflow-import,wrong-import-position
 from tensorflow.python.data.ops import dataset_ops
 
 from reverb_tf import _address
 from reverb_tf import _ops
 from reverb_tf import replay_sample
+# pylint: enable=g-import-not-at-top,g-direct-tensorflow-import,wrong-import-position
 
 
 def _dataset_op():

@@ -189,9 +189,12 @@ def test_nested_steps_and_history_structure(make_writer):
 def test_dtype_and_shape_fixed_by_first_value(make_writer):
     writer, _ = make_writer()
     writer.append({"obs": np.zeros(3, np.float32)})
-    with pytest.raises(errors.InvalidArgumentError, match="'obs'.*float32\\[3\\].*float64\\[3\\]"):
+    with pytest.raises(errors.InvalidArgumentError,
+                       match="wrong dtype provided for column 'obs'. Got float64 but expected "
+                             "float32"):
         writer.append({"obs": np.zeros(3, np.float64)})
-    with pytest.raises(ValueError, match="float32\\[4\\]"):
+    with pytest.raises(ValueError, match="incompatible shape provided for column 'obs'. Got "
+                                         "\\[4\\] which is incompatible with \\[3\\]"):
         writer.append({"obs": np.zeros(4, np.float32)})
 
 

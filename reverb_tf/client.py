@@ -511,7 +511,8 @@ class Client:
           ValueError: If `num_keep_alive_refs` < 1.
         """
         core_writer = self._client.new_writer(
-            int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS)
+            int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS,
+            validate_items=bool(validate_items))
         return trajectory_writer_lib.TrajectoryWriter(
             core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
 
@@ -549,7 +550,7 @@ class Client:
             raise ValueError(f"num_envs ({num_envs}) must be a positive integer")
         core_writer = self._client.new_writer(
             int(num_keep_alive_refs), None, _in_flight_limit(max_in_flight_items),
-            num_lanes=int(num_envs))
+            num_lanes=int(num_envs), validate_items=bool(validate_items))
         return batched_trajectory_writer_lib.BatchedTrajectoryWriter(
             core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
 

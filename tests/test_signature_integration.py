@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import reverb_tf
 from reverb_tf import errors
 from integration import make_server, table  # noqa: F401  (fixtures)
 
@@ -51,3 +52,30 @@ def test_insert_checked_by_signature(make_server):
     with pytest.raises(errors.InvalidArgumentError, match="'a'"):
         client.insert({"a": np.zeros(3, np.int64)}, priorities={"t": 1.0})
     assert client.server_info()["t"].current_size == 1
+
+
+def test_validate_items_false_inserts_off_signature_items_and_counts_them():
+    """dm-reverb checks signatures in the writer only; its validate_items=False gets through."""
+    table = reverb_tf.Table("t", reverb_tf.selectors.Fifo(), reverb_tf.selectors.Fifo(), 10,
+                            reverb_tf.rate_limiters.MinSize(1), max_times_sampled=1,
+                            signature={"a": tf.TensorSpec([], tf.float32)})
+    with reverb_tf.Server([table]) as server:
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        with client.trajectory_writer(1, validate_items=False) as writer:
+            writer.append({"a": np.float32(1.5), "b": np.int32(7)})
+            writer.create_item("t", 1.0, {"a": writer.history["a"][-1],
+                                          "b": writer.history["b"][-1]})
+            writer.append({"a": np.float32(2.5), "b": np.int32(8)})
+            writer.create_item("t", 1.0, {"a": writer.history["a"][-1]})
+        with pytest.raises(reverb_tf.errors.InvalidArgumentError,
+                           match="inconsistent with the table signature"):
+            with client.trajectory_writer(1) as writer:
+                writer.append({"a": np.int64(3)})
+                writer.create_item("t", 1.0, {"a": writer.history["a"][-1]})
+        assert table.info.current_size == 2
+        sample = next(client.sample("t", emit_timesteps=False))
+        assert [a.tolist() for a in sample.data] == [1.5, 7]
+        metrics = server.metrics_text()
+        # One of the two unchecked items is off the signature (an extra column).
+        assert 'reverb_tf_table_off_signature_items_total{table="t"} 1' in metrics, [
+            line for line in metrics.splitlines() if "off_signature" in line]

@@ -105,6 +105,10 @@ struct Item {
   // Made by dm-reverb's legacy Writer: see ValidateAgainstSignature. Only
   // read when the item is inserted (it fits in the struct's padding).
   bool legacy_steps = false;
+  // Written by a writer made with validate_items=False (dm-reverb's way to
+  // insert what does not match a table's signature): the table accepts it
+  // either way and counts it if it does not match (TableCounters).
+  bool unchecked = false;
 };
 
 // What a table promises about the trajectory of every item it accepts.

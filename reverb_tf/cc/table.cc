@@ -220,20 +220,25 @@ absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* canc
                            bool rate_limited) {
   RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
+  bool off_signature = false;
   if (options_.signature.has_value()) {
     if (absl::Status status =
             ValidateAgainstSignature(item.trajectory, *options_.signature,
                                      item.legacy_steps);
         !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "item ", item.key, " does not match the signature of table '",
-          name(), "': ", status.message()));
+      if (!item.unchecked) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", item.key, " does not match the signature of table '",
+            name(), "': ", status.message()));
+      }
+      off_signature = true;
     }
   }
   item.times_sampled = 0;
   const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<Item> graveyard;  // destroyed after the lock is released
   absl::MutexLock lock(&mu_);
+  if (off_signature) ++counters_.off_signature;
   if (items_.contains(item.key)) return AssignLocked(&item);
 
   if (rate_limited) {

@@ -104,6 +104,8 @@ struct TableCounters {
   int64_t evicted = 0;           // removed by the remover (table over max_size)
   int64_t sampled_out = 0;       // removed after max_times_sampled samples
   int64_t resets = 0;
+  // Items accepted (Item::unchecked) that do not match the signature.
+  int64_t off_signature = 0;
 };
 
 // How the priorities of a table's items are distributed, kept up to date as

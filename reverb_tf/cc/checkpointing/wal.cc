@@ -31,6 +31,10 @@ constexpr uint8_t kChunk = 1;
 constexpr uint8_t kItem = 2;
 constexpr uint8_t kMutate = 3;
 constexpr uint8_t kReset = 4;
+// Bits of an item entry's flags byte (logs written before kUnchecked hold
+// 0 or 1, which read the same).
+constexpr uint8_t kLegacySteps = 1;
+constexpr uint8_t kUnchecked = 2;
 
 // Chunk bodies at least this large are written as they are (see WriteBatch).
 constexpr size_t kCompressBelowBytes = 4096;
@@ -125,14 +129,15 @@ class Replayer {
  private:
   absl::Status ApplyItem(ByteReader* in, Table* table) {
     Item item;
-    uint8_t legacy;
+    uint8_t flags;
     uint64_t num_columns;
     in->GetFixed64(&item.key);
     in->GetDouble(&item.priority);
-    in->GetByte(&legacy);
+    in->GetByte(&flags);
     in->GetVarintAtMost(in->rest().size(), &num_columns);
     if (!in->ok()) return absl::InvalidArgumentError("malformed item entry");
-    item.legacy_steps = legacy != 0;
+    item.legacy_steps = (flags & kLegacySteps) != 0;
+    item.unchecked = (flags & kUnchecked) != 0;
     // The log names chunks by key.
     RETURN_IF_ERROR(DecodeTrajectory(
         in, num_columns, [](ByteReader* in, uint64_t* key) { in->GetFixed64(key); },
@@ -342,7 +347,8 @@ void WriteAheadLog::Inserted(const Table& table, const Item& item) {
   PutString(&head, table.name());
   PutFixed64(&head, item.key);
   PutDouble(&head, item.priority);
-  head.push_back(item.legacy_steps ? 1 : 0);
+  head.push_back(static_cast<char>((item.legacy_steps ? kLegacySteps : 0) |
+                                   (item.unchecked ? kUnchecked : 0)));
   PutVarint(&head, item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
     PutVarint(&head, (uint64_t{column.slices().size()} << 1) | (column.squeeze() ? 1 : 0));

@@ -134,6 +134,38 @@ TEST_F(WalTest, ReplayRebuildsEveryKindOfChange) {
   Detach(replayed_tables);
 }
 
+TEST_F(WalTest, UncheckedItemsOffTheSignatureAreReplayed) {
+  // A table whose signature wants int32[4] rows; the writer's items are
+  // float32 rows, which only an unchecked item (validate_items=False) gets in.
+  auto make = [] {
+    TableOptions options = MakeTableOptions("s", Uniform(), Fifo(), 10,
+                                            RateLimiterOptions::MinSize(1));
+    options.signature = TableSignature{{ColumnSpec{"x", DType::kInt32, {-1, 4}}}, ""};
+    return std::vector<std::shared_ptr<Table>>{MakeTable(options)};
+  };
+  auto tables = make();
+  ChunkStore store;
+  {
+    auto log = Attach(tables);
+    Item refused = MakeItem(1, 1.0, {MakeFloatChunk(store, 1, 1)});
+    EXPECT_EQ(tables[0]->InsertOrAssign(std::move(refused)).code(),
+              absl::StatusCode::kInvalidArgument);
+    Item unchecked = MakeItem(2, 1.0, {MakeFloatChunk(store, 2, 1)});
+    unchecked.unchecked = true;
+    ASSERT_TRUE(tables[0]->InsertOrAssign(std::move(unchecked)).ok());
+    EXPECT_EQ(tables[0]->info().counters.off_signature, 1);
+    ASSERT_TRUE(log->Commit().ok());
+    Detach(tables);
+  }
+  auto replayed_tables = make();
+  WalReplay replayed;
+  auto log = Attach(replayed_tables, 0, &replayed);
+  EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
+  EXPECT_EQ(Contents(replayed_tables), Contents(tables));
+  EXPECT_EQ(Contents(replayed_tables)["s"].count(2), 1);
+  Detach(replayed_tables);
+}
+
 TEST_F(WalTest, CheckpointsHoldWhatTheyCoverAndTheLogKeepsTheRest) {
   auto tables = Tables();
   CheckpointerOptions checkpointer_options;

@@ -184,6 +184,7 @@ void AddTableInfo(const TableInfo& shard, TableInfo* total) {
   c.evicted += shard.counters.evicted;
   c.sampled_out += shard.counters.sampled_out;
   c.resets += shard.counters.resets;
+  c.off_signature += shard.counters.off_signature;
   for (int i = 0; i < PriorityHistogram::kNumBuckets; ++i) {
     total->priorities.counts[i] += shard.priorities.counts[i];
   }

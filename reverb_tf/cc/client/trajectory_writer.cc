@@ -447,6 +447,7 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
   queued->item.set_table(table);
   queued->item.set_priority(priority);
   queued->item.set_legacy_steps(options_.legacy_items);
+  queued->item.set_unchecked(!options_.validate_items);
   for (const ItemColumn& ref : columns) {
     if (ref.column < 0 || ref.column >= static_cast<int32_t>(columns_.size())) {
       return absl::InvalidArgumentError(
@@ -829,8 +830,11 @@ absl::Status TrajectoryWriter::CheckSignatureLocked(
   if (it == signatures_.end()) return absl::OkStatus();
   const TableSignature& signature = it->second;
   const auto in_table = [&table](const absl::Status& status) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("create_item for table '", table, "': ", status.message()));
+    // dm-reverb's phrase first, for programs that match it; then which column.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Unable to create item in table '", table,
+        "' since the provided trajectory is inconsistent with the table signature: ",
+        status.message()));
   };
   if (absl::Status status = CheckColumnCount(columns.size(), signature); !status.ok()) {
     return in_table(status);

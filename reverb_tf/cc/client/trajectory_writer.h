@@ -83,6 +83,10 @@ struct REVERB_TF_EXPORT TrajectoryWriterOptions {
   // Items are dm-reverb legacy Writer items (see Item::legacy_steps): each
   // column references all the item's steps, unsqueezed.
   bool legacy_items = false;
+  // False: items are marked Item::unchecked, so that the server accepts
+  // them even if they do not match the table's signature (the client-side
+  // check is the caller's, as in dm-reverb).
+  bool validate_items = true;
   // 0: a plain writer; B >= 1: a batched writer of B environments (lanes; see
   // the class comment).
   int32_t num_lanes = 0;

@@ -1164,9 +1164,11 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_samples_per_stream") = -1)
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
-              int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes) {
+              int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes,
+              bool validate_items) {
              TrajectoryWriterOptions options;
              options.legacy_items = legacy_items;
+             options.validate_items = validate_items;
              options.num_lanes = num_lanes;
              options.num_keep_alive_refs = num_keep_alive_refs;
              options.max_chunk_length = max_chunk_length.value_or(0);
@@ -1175,7 +1177,7 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
            py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false,
-           py::arg("num_lanes") = 0)
+           py::arg("num_lanes") = 0, py::arg("validate_items") = true)
       .def("new_structured_writer",
            [](Client& client, const std::vector<py::bytes>& configs) {
              std::vector<std::string> serialized(configs.begin(), configs.end());

@@ -387,6 +387,10 @@ std::string ReplayServer::MetricsText() const {
                [](const TableInfo& i) { return i.counters.priority_updates; });
   table_family("reverb_tf_table_resets_total", "counter", "Reset calls.",
                [](const TableInfo& i) { return i.counters.resets; });
+  table_family("reverb_tf_table_off_signature_items_total", "counter",
+               "Items accepted from writers with validate_items=False that do not match "
+               "the table's signature.",
+               [](const TableInfo& i) { return i.counters.off_signature; });
   page.Family("reverb_tf_table_removed_total", "counter",
               "Items removed, by reason: deleted (by a client), evicted (the table was "
               "full), max_times_sampled.");

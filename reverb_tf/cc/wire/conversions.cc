@@ -242,6 +242,7 @@ absl::StatusOr<Item> ItemFromProto(
   item.key = proto_item.key();
   item.priority = proto_item.priority();
   item.legacy_steps = proto_item.legacy_steps();
+  item.unchecked = proto_item.unchecked();
   item.trajectory.reserve(proto_item.columns_size());
   for (const proto::Column& proto_column : proto_item.columns()) {
     SlicedColumn& column = item.trajectory.emplace_back();

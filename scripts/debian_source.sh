@@ -19,7 +19,30 @@ fetch_debian_source() {
   fi
   local download
   download="$(mktemp -d)"
-  (cd "${download}" && apt-get source -qq --download-only "${package}" >/dev/null 2>&1 &&
-     dpkg-source -x ./*.dsc "${dir}" >/dev/null 2>&1)
+  if ! (cd "${download}" && apt-get source -qq --download-only "${package}" >/dev/null 2>&1); then
+    # A security update's source can be missing from the archive the
+    # registry serves (seen on Debian 13: protobuf 3.21.12-11+deb13u1's .dsc
+    # is not there). The release's source of the same upstream version is
+    # the closest: take it, and say so.
+    local name="${package%%=*}" wanted="${package#*=}"
+    rm -rf "${download:?}"/*
+    if [[ "${name}" == "${package}" ]] ||
+       ! (cd "${download}" && apt-get source -qq --download-only "${name}" >/dev/null 2>&1); then
+      echo "cannot download the source of ${package}" >&2
+      rm -rf "${download}"
+      return 1
+    fi
+    local got
+    got="$(sed -n 's/^Version: //p' "${download}"/*.dsc | head -n 1)"
+    if [[ "${got%%-*}" != "${wanted%%-*}" ]]; then
+      echo "the source of ${name} ${wanted} is not available, and ${got} is another" \
+           "upstream version" >&2
+      rm -rf "${download}"
+      return 1
+    fi
+    echo "note: the source of ${name} ${wanted} is not available; building ${got}," \
+         "the same upstream version" >&2
+  fi
+  (cd "${download}" && dpkg-source -x ./*.dsc "${dir}" >/dev/null 2>&1)
   rm -rf "${download}"
 }

@@ -282,7 +282,7 @@ def test_signature_check_names_the_column(make_writer):
     writer.create_item("t", 1.0, {"obs": h["obs"][-3:], "r": h["r"][-1]})
     writer.create_item("t", 1.0, {"obs": h["obs"][-2:], "r": h["r"][-1]})
     with pytest.raises(errors.InvalidArgumentError,
-                       match=r"table 't': column 'obs' must be float32\[-1, 4\] .* but the item has float32\[4\]"):
+                       match=r"table 't'.*column 'obs' must be float32\[-1, 4\] .* but the item has float32\[4\]"):
         writer.create_item("t", 1.0, {"obs": h["obs"][-1], "r": h["r"][-1]})
     with pytest.raises(errors.InvalidArgumentError, match=r"'obs' \(data path 'bad'\) .* float32\[2, 5\]"):
         writer.create_item("t", 1.0, {"obs": h["bad"][-2:], "r": h["r"][-1]})

@@ -24,19 +24,43 @@ fetch_debian_source() {
     # registry serves (seen on Debian 13: protobuf 3.21.12-11+deb13u1's .dsc
     # is not there). The release's source of the same upstream version is
     # the closest: take it, and say so.
-    local name="${package%%=*}" wanted="${package#*=}"
-    rm -rf "${download:?}"/*
-    if [[ "${name}" == "${package}" ]] ||
-       ! (cd "${download}" && apt-get source -qq --download-only "${name}" >/dev/null 2>&1); then
-      echo "cannot download the source of ${package}" >&2
-      rm -rf "${download}"
-      return 1
+    local name="${package%%=*}" wanted="${package#*=}" got="" version
+    if [[ "${name}" != "${package}" ]]; then
+      for version in $(apt-cache showsrc "${name}" 2>/dev/null | sed -n 's/^Version: //p' |
+                       sort -u); do
+        [[ "${version}" != "${wanted}" && "${version%%-*}" == "${wanted%%-*}" ]] || continue
+        rm -rf "${download:?}"/*
+        if (cd "${download}" &&
+            apt-get source -qq --download-only "${name}=${version}" >/dev/null 2>&1); then
+          got="${version}"
+          break
+        fi
+      done
     fi
-    local got
-    got="$(sed -n 's/^Version: //p' "${download}"/*.dsc | head -n 1)"
-    if [[ "${got%%-*}" != "${wanted%%-*}" ]]; then
-      echo "the source of ${name} ${wanted} is not available, and ${got} is another" \
-           "upstream version" >&2
+    if [[ -z "${got}" && "${name}" != "${package}" ]]; then
+      # Debian 13's registry copy serves no protobuf source at all; Debian
+      # 12's source of the same upstream version is there. Ask it alone.
+      local list=/etc/apt/sources.list.d/reverb-tf-bookworm-src.list
+      if [[ ! -f "${list}" ]] && ! grep -rqs "bookworm" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        echo "deb-src http://deb.debian.org/debian bookworm main" > "${list}"
+        apt-get update -qq || true
+        for version in $(apt-cache showsrc "${name}" 2>/dev/null | sed -n 's/^Version: //p' |
+                         sort -u); do
+          [[ "${version}" != "${wanted}" && "${version%%-*}" == "${wanted%%-*}" ]] || continue
+          rm -rf "${download:?}"/*
+          if (cd "${download}" &&
+              apt-get source -qq --download-only "${name}=${version}" >/dev/null 2>&1); then
+            got="${version} (Debian 12's)"
+            break
+          fi
+        done
+        rm -f "${list}"
+        apt-get update -qq || true
+      fi
+    fi
+    if [[ -z "${got}" ]]; then
+      echo "cannot download the source of ${package} (nor of another Debian revision of" \
+           "its upstream version)" >&2
       rm -rf "${download}"
       return 1
     fi

@@ -31,6 +31,33 @@ from reverb_tf.cc import schema_pb2
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
 
+def check_sampler_arguments(max_in_flight_samples_per_worker: int,
+                            num_workers_per_iterator: int, max_samples_per_stream: int,
+                            max_samples: int, rate_limiter_timeout_ms: int) -> None:
+    """Checks the knobs the readers (datasets, NumpyDataset) share.
+
+    Args:
+      max_in_flight_samples_per_worker: Must be >= 1.
+      num_workers_per_iterator: -1 or >= 1.
+      max_samples_per_stream: -1 or >= 1.
+      max_samples: -1 or >= 1.
+      rate_limiter_timeout_ms: >= -1.
+
+    Raises:
+      ValueError: Naming the first argument out of range.
+    """
+    if max_in_flight_samples_per_worker < 1:
+        raise ValueError("max_in_flight_samples_per_worker must be >= 1, got "
+                         f"{max_in_flight_samples_per_worker}")
+    for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
+                        ("max_samples_per_stream", max_samples_per_stream),
+                        ("max_samples", max_samples)]:
+        if value == 0 or value < -1:
+            raise ValueError(f"{name} must be -1 or >= 1, got {value}")
+    if rate_limiter_timeout_ms < -1:
+        raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
+
+
 def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
     """A writer's in-flight window: None is unlimited.
 

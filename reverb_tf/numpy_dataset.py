@@ -103,16 +103,9 @@ class NumpyDataset:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_in_flight_samples_per_worker is None:
             max_in_flight_samples_per_worker = max(batch_size, 256)
-        if max_in_flight_samples_per_worker < 1:
-            raise ValueError("max_in_flight_samples_per_worker must be >= 1, got "
-                             f"{max_in_flight_samples_per_worker}")
-        for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
-                            ("max_samples_per_stream", max_samples_per_stream),
-                            ("max_samples", max_samples)]:
-            if value == 0 or value < -1:
-                raise ValueError(f"{name} must be -1 or >= 1, got {value}")
-        if rate_limiter_timeout_ms < -1:
-            raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
+        client_lib.check_sampler_arguments(
+            max_in_flight_samples_per_worker, num_workers_per_iterator,
+            max_samples_per_stream, max_samples, rate_limiter_timeout_ms)
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self._client = client_lib.Client(server_address, tls=tls, token=token)

@@ -20,6 +20,7 @@ tf = _tensorflow.import_tensorflow("reverb_tf.TrajectoryDataset")
 from tensorflow.python.data.ops import dataset_ops
 
 from reverb_tf import _address
+from reverb_tf import client as client_lib
 from reverb_tf import _ops
 from reverb_tf import replay_sample
 # pylint: enable=g-import-not-at-top,g-direct-tensorflow-import,wrong-import-position
@@ -190,16 +191,9 @@ class TrajectoryDataset(_ReplaySource):
           ValueError: If an argument is out of range or `shapes` and `dtypes`
             differ in structure.
         """
-        if max_in_flight_samples_per_worker < 1:
-            raise ValueError("max_in_flight_samples_per_worker must be >= 1, got "
-                             f"{max_in_flight_samples_per_worker}")
-        for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
-                            ("max_samples_per_stream", max_samples_per_stream),
-                            ("max_samples", max_samples)]:
-            if value == 0 or value < -1:
-                raise ValueError(f"{name} must be -1 or >= 1, got {value}")
-        if rate_limiter_timeout_ms < -1:
-            raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
+        client_lib.check_sampler_arguments(
+            max_in_flight_samples_per_worker, num_workers_per_iterator,
+            max_samples_per_stream, max_samples, rate_limiter_timeout_ms)
         server_address = _address.op_address(server_address)
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
@@ -249,7 +243,6 @@ def _lists_to_tuples(structure: Any) -> Any:
 
 def _signature_shapes_and_dtypes(server_address: Union[str, Sequence[str]], table: str,
                                  timeout_secs: Optional[float]) -> Tuple[Any, Any]:
-    from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
 
     client = client_lib.Client(server_address)

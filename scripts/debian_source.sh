@@ -5,6 +5,23 @@
 # fetch_debian_source PACKAGE[=VERSION] DIR: downloads the source package
 # (adding deb-src entries for the configured archive once: Debian lists
 # binary packages only) and unpacks it into DIR.
+# download_same_upstream NAME VERSION DIR: downloads into DIR the source of
+# another Debian revision of NAME's upstream VERSION that apt knows, and
+# prints that revision (nothing if none could be had).
+download_same_upstream() {
+  local name="$1" wanted="$2" dir="$3" version
+  for version in $(apt-cache showsrc "${name}" 2>/dev/null | sed -n 's/^Version: //p' |
+                   sort -u); do
+    [[ "${version}" != "${wanted}" && "${version%%-*}" == "${wanted%%-*}" ]] || continue
+    rm -rf "${dir:?}"/*
+    if (cd "${dir}" && apt-get source -qq --download-only "${name}=${version}" >/dev/null 2>&1)
+    then
+      echo "${version}"
+      return 0
+    fi
+  done
+}
+
 fetch_debian_source() {
   local package="$1" dir="$2"
   local src_list=/etc/apt/sources.list.d/reverb-tf-deb-src.sources
@@ -24,18 +41,9 @@ fetch_debian_source() {
     # registry serves (seen on Debian 13: protobuf 3.21.12-11+deb13u1's .dsc
     # is not there). The release's source of the same upstream version is
     # the closest: take it, and say so.
-    local name="${package%%=*}" wanted="${package#*=}" got="" version
+    local name="${package%%=*}" wanted="${package#*=}" got=""
     if [[ "${name}" != "${package}" ]]; then
-      for version in $(apt-cache showsrc "${name}" 2>/dev/null | sed -n 's/^Version: //p' |
-                       sort -u); do
-        [[ "${version}" != "${wanted}" && "${version%%-*}" == "${wanted%%-*}" ]] || continue
-        rm -rf "${download:?}"/*
-        if (cd "${download}" &&
-            apt-get source -qq --download-only "${name}=${version}" >/dev/null 2>&1); then
-          got="${version}"
-          break
-        fi
-      done
+      got="$(download_same_upstream "${name}" "${wanted}" "${download}")"
     fi
     if [[ -z "${got}" && "${name}" != "${package}" ]]; then
       # Debian 13's registry copy serves no protobuf source at all; Debian
@@ -44,16 +52,8 @@ fetch_debian_source() {
       if [[ ! -f "${list}" ]] && ! grep -rqs "bookworm" /etc/apt/sources.list /etc/apt/sources.list.d/; then
         echo "deb-src http://deb.debian.org/debian bookworm main" > "${list}"
         apt-get update -qq || true
-        for version in $(apt-cache showsrc "${name}" 2>/dev/null | sed -n 's/^Version: //p' |
-                         sort -u); do
-          [[ "${version}" != "${wanted}" && "${version%%-*}" == "${wanted%%-*}" ]] || continue
-          rm -rf "${download:?}"/*
-          if (cd "${download}" &&
-              apt-get source -qq --download-only "${name}=${version}" >/dev/null 2>&1); then
-            got="${version} (Debian 12's)"
-            break
-          fi
-        done
+        got="$(download_same_upstream "${name}" "${wanted}" "${download}")"
+        [[ -z "${got}" ]] || got="${got} (Debian 12's)"
         rm -f "${list}"
         apt-get update -qq || true
       fi

@@ -14,20 +14,12 @@ own thread assembles the following batches in C++ (numpy_dataset.py).
 import collections
 from typing import Any, Iterable, Iterator, Optional
 
-import numpy as np
-import tree
-
 from reverb_tf import replay_sample
+from reverb_tf.interop import _batches
 
 
 def _jax() -> Any:
-    try:
-        import jax  # pylint: disable=g-import-not-at-top
-    except ModuleNotFoundError as e:
-        if e.name != "jax":
-            raise
-        raise ImportError("reverb_tf.interop.jax needs JAX: pip install jax") from None
-    return jax
+    return _batches.import_framework("jax", "reverb_tf.interop.jax")
 
 
 def to_device(batch: replay_sample.ReplaySample, target: Optional[Any] = None
@@ -47,16 +39,7 @@ def to_device(batch: replay_sample.ReplaySample, target: Optional[Any] = None
       The batch with its numeric arrays as `jax.Array`s.
     """
     jax = _jax()
-
-    def put(leaf: Any) -> Any:
-        if isinstance(leaf, np.ndarray) and leaf.dtype != object:
-            return jax.device_put(leaf, target)
-        return leaf
-
-    info = batch.info._replace(**{
-        field: put(getattr(batch.info, field))
-        for field in batch.info._fields if field != "key"})
-    return replay_sample.ReplaySample(info, tree.map_structure(put, batch.data))
+    return _batches.map_arrays(batch, lambda array: jax.device_put(array, target))
 
 
 def device_put_iterator(batches: Iterable[replay_sample.ReplaySample], *,

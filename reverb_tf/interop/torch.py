@@ -17,21 +17,13 @@ then samples on streams of its own.
 
 from typing import Any, Iterator, Optional, Sequence, Union
 
-import numpy as np
-import tree
-
 from reverb_tf import numpy_dataset
 from reverb_tf import replay_sample
+from reverb_tf.interop import _batches
 
 
 def _torch() -> Any:
-    try:
-        import torch  # pylint: disable=g-import-not-at-top
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
-            raise
-        raise ImportError("reverb_tf.interop.torch needs PyTorch: pip install torch") from None
-    return torch
+    return _batches.import_framework("torch", "reverb_tf.interop.torch")
 
 
 def to_tensors(batch: replay_sample.ReplaySample) -> replay_sample.ReplaySample:
@@ -46,17 +38,7 @@ def to_tensors(batch: replay_sample.ReplaySample) -> replay_sample.ReplaySample:
     Returns:
       The batch with its numeric arrays as `torch.Tensor`s.
     """
-    torch = _torch()
-
-    def convert(leaf: Any) -> Any:
-        if isinstance(leaf, np.ndarray) and leaf.dtype != object:
-            return torch.from_numpy(leaf)
-        return leaf
-
-    info = batch.info._replace(**{
-        field: convert(getattr(batch.info, field))
-        for field in batch.info._fields if field != "key"})
-    return replay_sample.ReplaySample(info, tree.map_structure(convert, batch.data))
+    return _batches.map_arrays(batch, _torch().from_numpy)
 
 
 def _iterable_dataset_base() -> type:

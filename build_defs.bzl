@@ -2,14 +2,19 @@
 
 # Linker flags for any shared object that may be loaded into a Python process
 # that imported TensorFlow first (docs/native_linking.md):
-#   --exclude-libs,ALL  nothing from a static archive (gRPC, protobuf, zlib,
-#                       zstd) is exported, so TF's global copies cannot bind to
-#                       ours or ours to theirs;
+#   the version script EXPORTS (reverb_tf/cc/platform/exports.lds): only
+#                       our REVERB_TF_EXPORT symbols leave the object, nothing
+#                       of the static gRPC, protobuf, zlib or zstd, so TF's
+#                       global copies cannot bind to ours or ours to theirs.
+#                       (--exclude-libs,ALL did this until binutils 2.44,
+#                       which also hides our own whole-archive libraries);
 #   -z,defs             every reference is resolved at link time, so an
 #                       unresolved symbol is a build error, not a runtime bind
 #                       into whatever the process happens to have loaded.
+EXPORTS = "//reverb_tf/cc/platform:exports.lds"
+
 NATIVE_LIBRARY_LINKOPTS = [
-    "-Wl,--exclude-libs,ALL",
+    "-Wl,--version-script,$(location {})".format(EXPORTS),
     "-Wl,-z,defs",
     "-Wl,--as-needed",
 ]
@@ -44,7 +49,7 @@ def reverb_tf_native_library(name, srcs = [], deps = [], uses_tensorflow = False
         "-Wl,-soname," + name,
         "-Wl,-rpath,$$ORIGIN",
     ]
-    additional_linker_inputs = []
+    additional_linker_inputs = [EXPORTS]
     if uses_tensorflow:
         tf = "@local_tensorflow//:tf_framework"
         additional_linker_inputs.append(tf)

@@ -30,7 +30,8 @@ cc_library(
     name = "grpc",
     srcs = %{STATIC_ARCHIVES},
     linkopts = %{RE2_LINKOPTS} + ["-lpthread", "-ldl"],
-    deps = [":absl", ":protobuf", ":zlib"],
+    # zstd: Debian 13's static libcrypto (OpenSSL 3.5) compresses with it.
+    deps = [":absl", ":protobuf", ":zlib", ":zstd"],
 )
 
 # Plain-HTTP server for the metrics endpoint; include as

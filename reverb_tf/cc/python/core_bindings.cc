@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/local_server.h"
@@ -362,21 +363,29 @@ std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs) {
   return columns;
 }
 
-py::array ArrayFromPayload(TensorPayload payload) {
-  std::vector<py::ssize_t> shape(payload.shape.begin(), payload.shape.end());
-  if (payload.dtype == DType::kString) {
-    std::vector<std::string> elements = ValueOrRaise(DecodeStrings(payload));
-    py::array out(py::dtype("O"), shape);
-    PyObject** cells = static_cast<PyObject**>(out.mutable_data());
-    for (size_t i = 0; i < elements.size(); ++i) {
-      cells[i] = PyBytes_FromStringAndSize(elements[i].data(), elements[i].size());
-    }
-    return out;
+// An object array of `shape` holding `elements` (row-major) as bytes.
+py::array BytesArray(absl::Span<const int64_t> shape, const std::vector<std::string>& elements) {
+  py::array out(py::dtype("O"), std::vector<py::ssize_t>(shape.begin(), shape.end()));
+  PyObject** cells = static_cast<PyObject**>(out.mutable_data());
+  for (size_t i = 0; i < elements.size(); ++i) {
+    cells[i] = PyBytes_FromStringAndSize(elements[i].data(), elements[i].size());
   }
-  // Zero-copy: the array views the payload's bytes, which a capsule owns.
-  auto* owner = new std::string(std::move(payload.data));
+  return out;
+}
+
+// Zero-copy: the array views `bytes`, which a capsule owns from now on.
+py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape, std::string bytes) {
+  auto* owner = new std::string(std::move(bytes));
   py::capsule capsule(owner, [](void* p) { delete static_cast<std::string*>(p); });
-  return py::array(NumpyDType(payload.dtype), shape, owner->data(), capsule);
+  return py::array(NumpyDType(dtype), std::vector<py::ssize_t>(shape.begin(), shape.end()),
+                   owner->data(), capsule);
+}
+
+py::array ArrayFromPayload(TensorPayload payload) {
+  if (payload.dtype == DType::kString) {
+    return BytesArray(payload.shape, ValueOrRaise(DecodeStrings(payload)));
+  }
+  return ArrayOwning(payload.dtype, payload.shape, std::move(payload.data));
 }
 
 // ---------------------------------------------------------- options
@@ -459,20 +468,10 @@ py::tuple StackedBatchTuple(StackedBatch batch) {
   py::list columns;
   py::list squeezed;
   for (StackedColumn& column : batch.columns) {
-    std::vector<py::ssize_t> shape(column.shape.begin(), column.shape.end());
     squeezed.append(py::bool_(column.squeezed));
-    if (column.dtype == DType::kString) {
-      py::array out(py::dtype("O"), shape);
-      PyObject** cells = static_cast<PyObject**>(out.mutable_data());
-      for (size_t i = 0; i < column.strings.size(); ++i) {
-        cells[i] = PyBytes_FromStringAndSize(column.strings[i].data(), column.strings[i].size());
-      }
-      columns.append(std::move(out));
-      continue;
-    }
-    auto* owner = new std::string(std::move(column.data));
-    py::capsule capsule(owner, [](void* p) { delete static_cast<std::string*>(p); });
-    columns.append(py::array(NumpyDType(column.dtype), shape, owner->data(), capsule));
+    columns.append(column.dtype == DType::kString
+                       ? BytesArray(column.shape, column.strings)
+                       : ArrayOwning(column.dtype, column.shape, std::move(column.data)));
   }
   return py::make_tuple(
       py::make_tuple(key, probability, table_size, priority, times_sampled, table_weight,

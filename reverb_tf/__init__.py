@@ -75,15 +75,9 @@ def __getattr__(name):
         raise AttributeError(f"module 'reverb_tf' has no attribute '{name}'")
     import importlib  # pylint: disable=g-import-not-at-top
     module_name, attribute = _LAZY[name]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name != "tensorflow":
-            raise
-        # A module that imports TensorFlow's internals before our check.
-        from reverb_tf import _tensorflow  # pylint: disable=g-import-not-at-top
-        _tensorflow.import_tensorflow(f"reverb_tf.{name}")
-        raise
+    # Modules that need TensorFlow say which extra to install themselves
+    # (reverb_tf._tensorflow).
+    module = importlib.import_module(module_name)
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value

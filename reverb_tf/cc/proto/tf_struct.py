@@ -15,17 +15,11 @@ Exposes `StructuredValue`, `TensorSpecProto`, `DataType` (the enum's
 descriptor) and `DESCRIPTOR` (struct.proto's file descriptor).
 """
 
-import importlib.util
-import sys
+from reverb_tf import _tensorflow
 
 _STRUCT_FILE = "tensorflow/core/protobuf/struct.proto"
 
-
-def _tensorflow_installed() -> bool:
-    return "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
-
-
-if _tensorflow_installed():
+if _tensorflow.is_installed():
     # pylint: disable=g-import-not-at-top,wildcard-import,unused-wildcard-import
     from tensorflow.core.framework import types_pb2 as _types_pb2
     from tensorflow.core.protobuf.struct_pb2 import *  # noqa: F401,F403

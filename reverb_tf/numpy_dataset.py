@@ -29,16 +29,9 @@ from reverb_tf import security
 
 ServerAddress = Union[str, Sequence[str]]
 
-# What the producer thread hands over once the sampler ended, and how a
-# failure crosses to the consuming thread.
+# What the producer thread hands over once the sampler ended (a failure
+# crosses to the consuming thread as the exception itself).
 _END = object()
-
-
-class _Failure:
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 class NumpyDataset:
@@ -160,9 +153,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
         self._drop_remainder = drop_remainder
         self._end_on_timeout = end_on_timeout
         self._finished = False
-        # An error that ended a short batch, raised by the next call.
-        self._pending: Optional[BaseException] = None
-        self._pending_end = False
+        # What ended a short batch, for the next call: the error to raise,
+        # or _END when a rate limiter timeout ends the iteration.
+        self._pending: Any = None
         self._closed = threading.Event()
         self._queue: Optional["queue.Queue[Any]"] = None
         self._thread: Optional[threading.Thread] = None
@@ -175,10 +168,10 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     def _next_raw(self) -> Any:
         """The next stacked batch as the native module gives it, or _END."""
         if self._pending is not None:
-            error, self._pending = self._pending, None
-            raise error
-        if self._pending_end:
-            return _END
+            pending, self._pending = self._pending, None
+            if pending is _END:
+                return _END
+            raise pending
         try:
             raw, error = self._sampler.next_stacked(self._batch_size)
         except errors.DeadlineExceededError:
@@ -187,13 +180,10 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
             return _END  # the rate limiter timed out: the end, as for the datasets
         if error is not None:
             # The samples that came before the error were taken from the
-            # table: hand them on first, then end or raise.
-            if not (self._end_on_timeout and isinstance(error, errors.DeadlineExceededError)):
-                self._pending = error
-            elif self._drop_remainder:
-                return _END
-            else:
-                self._pending_end = True
+            # table: hand them on first (unless dropped below), then end or
+            # raise.
+            timed_out = self._end_on_timeout and isinstance(error, errors.DeadlineExceededError)
+            self._pending = _END if timed_out else error
         if raw is None:
             return _END
         if self._drop_remainder and len(raw[0][0]) < self._batch_size:
@@ -205,14 +195,14 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
             try:
                 item = self._next_raw()
             except BaseException as e:  # pylint: disable=broad-except
-                item = _Failure(e)
+                item = e
             while not self._closed.is_set():
                 try:
                     self._queue.put(item, timeout=0.1)
                     break
                 except queue.Full:
                     continue
-            if item is _END or isinstance(item, _Failure):
+            if item is _END or isinstance(item, BaseException):
                 return
 
     def __next__(self) -> replay_sample.ReplaySample:
@@ -225,9 +215,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
         if item is _END:
             self._finished = True
             raise StopIteration
-        if isinstance(item, _Failure):
+        if isinstance(item, BaseException):
             self._finished = True
-            raise item.error
+            raise item
         infos, columns, _ = item
         info = self._info_type(*infos[:self._num_info_fields])
         data = columns if self._unflatten is None else self._unflatten(columns)

@@ -216,6 +216,7 @@ def train_step(params, batch):
 params = {"w": jnp.float32(0.0), "b": jnp.float32(0.0)}
 dataset = reverb.NumpyDataset(address, "replay", batch_size=64, sampling_stats=True,
                               max_samples=64 * 150)
+assert dataset.signature == signature and dataset.batch_size == 64, dataset.signature
 losses = []
 for batch in reverb_jax.device_put_iterator(dataset):
     assert isinstance(batch.data["x"], jax.Array) and batch.data["x"].shape == (64, 1)

@@ -298,21 +298,17 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
     if (!samples.empty()) ++rate_limiter_.sample_stats().completed;
     ASSIGN_OR_RETURN(auto choice, sampler_->Sample());
     Item& item = items_.at(choice.key);
-    if (item.times_sampled++ == 0) ++num_unique_samples_;
     rate_limiter_.RecordSample();
     ++counters_.sampled;
     SampledItem& sample = samples.emplace_back();
     sample.key = item.key;
-    sample.priority = item.priority;
-    sample.times_sampled = item.times_sampled;
     sample.probability = choice.probability;
     sample.table_size = static_cast<int64_t>(items_.size());
     sample.table_weight = sampler_->TotalWeight();
     sample.min_probability = sampler_->MinProbability();
     sample.rate_limited = waited && samples.size() == 1;
-    sample.trajectory = item.trajectory;
-    if (options_.max_times_sampled > 0 &&
-        item.times_sampled >= options_.max_times_sampled) {
+    TakeSampleLocked(item, &sample);
+    if (item.times_sampled >= options_.max_times_sampled) {
       sample.removed = true;
       const Key removed = item.key;
       RETURN_IF_ERROR(DeleteLocked(removed, &graveyard));
@@ -322,6 +318,13 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
   } while (static_cast<int32_t>(samples.size()) < max_samples && can_sample());
   cv_.SignalAll();
   return samples;
+}
+
+void Table::TakeSampleLocked(Item& item, SampledItem* sample) {
+  if (item.times_sampled++ == 0) ++num_unique_samples_;
+  sample->priority = item.priority;
+  sample->times_sampled = item.times_sampled;
+  sample->trajectory = item.trajectory;
 }
 
 absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
@@ -362,16 +365,12 @@ absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
       }
     }
     if (i < 0) continue;
-    Item& item = *found[i];
-    if (item.times_sampled++ == 0) ++num_unique_samples_;
     SampledItem& sample = (*samples)[i];
-    sample.priority = item.priority;
-    sample.times_sampled = item.times_sampled;
     sample.table_size = table_size;
     sample.table_weight = table_weight;
     sample.min_probability = min_probability;
     sample.rate_limited = waited && i == 0;
-    sample.trajectory = item.trajectory;
+    TakeSampleLocked(*found[i], &sample);
   }
   return absl::OkStatus();
 }

@@ -341,6 +341,10 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::Status Insert(Item item, absl::Duration timeout, Cancellation* cancel,
                       bool rate_limited);
 
+  // Counts one more sample of `item` and copies into `sample` what it
+  // carries of the item: priority, times sampled (this one included) and
+  // trajectory.
+  void TakeSampleLocked(Item& item, SampledItem* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sample()'s batch for tables without max_times_sampled: chooses up to
   // `max_samples` (at least one; the limiter allowed it) as the limiter
   // allows, then fills them in with the item fetches overlapped.

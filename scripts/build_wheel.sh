@@ -7,7 +7,9 @@
 #
 # Options: --tf VERSION (empty: the project venv's), --distribution NAME
 # (with --tf; default tensorflow-cpu), --pytest (also run tests/ against the
-# installed wheel; implied by --tf), --no-setup (setup.sh has just run).
+# installed wheel; implied by --tf), --pytest-portable (the same without the
+# two test files that need Python 3.11 side venvs: check_wheel.sh
+# --portable), --no-setup (setup.sh has just run).
 #
 #   1. scripts/setup.sh (Debian packages, PIC protobuf, .venv, main build);
 #   2. with --tf, a build venv $REVERB_TF_CACHE/tf-<NAME>-<VERSION>/venv with
@@ -34,8 +36,10 @@ while (( $# )); do
     --tf) tf_version="$2"; shift 2 ;;
     --distribution) distribution="$2"; shift 2 ;;
     --pytest) pytest=(--pytest); shift ;;
+    --pytest-portable) pytest=(--pytest --portable); shift ;;
     --no-setup) setup=0; shift ;;
-    *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]] [--pytest] [--no-setup]" >&2
+    *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]]" \
+            "[--pytest | --pytest-portable] [--no-setup]" >&2
        exit 2 ;;
   esac
 done
@@ -71,7 +75,7 @@ else
   fi
   step "build venv"
   outdir="dist/tf-${tf_version}"
-  check_args=(--pytest)
+  check_args=("${pytest[@]:---pytest}")
   bazel_startup=(--output_base="${work}/bazel")
   # No bazel-* symlinks: they would point the checkout's bazel-bin here.
   bazel_flags+=(--symlink_prefix=/ --repo_env=REVERB_TF_PYTHON="${venv}/bin/python")
@@ -86,11 +90,19 @@ wheel="$(bazel "${bazel_startup[@]}" run "${bazel_flags[@]}" \
 log "built ${wheel}: $(du -h "${wheel}" | cut -f1)"
 step "wheel"
 
-if [[ " ${check_args[*]} " == *" --pytest "* && -z "${REVERB_TF_ORACLE_PYTHON:-}" ]]; then
-  # The differential tests of tests/compat compare with dm-reverb 0.14.
-  REVERB_TF_ORACLE_PYTHON="$(bash scripts/setup_oracle.sh)"
-  export REVERB_TF_ORACLE_PYTHON
-  step "dm-reverb oracle venv"
+if [[ " ${check_args[*]} " == *" --pytest "* && " ${check_args[*]} " != *" --portable "* ]]; then
+  # The differential tests of tests/compat compare with dm-reverb 0.14;
+  # tests/test_without_tensorflow.py runs JAX and PyTorch in a venv without TF.
+  if [[ -z "${REVERB_TF_ORACLE_PYTHON:-}" ]]; then
+    REVERB_TF_ORACLE_PYTHON="$(bash scripts/setup_oracle.sh)"
+    export REVERB_TF_ORACLE_PYTHON
+    step "dm-reverb oracle venv"
+  fi
+  if [[ -z "${REVERB_TF_INTEROP_PYTHON:-}" ]]; then
+    REVERB_TF_INTEROP_PYTHON="$(bash scripts/setup_interop.sh)"
+    export REVERB_TF_INTEROP_PYTHON
+    step "JAX and PyTorch venv"
+  fi
 fi
 bash scripts/check_wheel.sh "${wheel}" "${tf_requirement}" "${check_args[@]}"
 step "fresh venv and tests"

@@ -13,7 +13,8 @@
 #                     Python 3.11; the default) or trixie (Debian 13, Python 3.13)
 #   --tf VERSION      build for another TensorFlow (the Dockerfile's TF_VERSION)
 #   --distribution D  its pip distribution (default tensorflow-cpu)
-#   --tests T         pytest | smoke | auto (the Dockerfile's TESTS; default auto)
+#   --tests T         portable | pytest | smoke | auto (the Dockerfile's TESTS;
+#                     default auto, which is portable)
 #   --base-only       make (or find) the base image, print its name, stop
 #   --probe           build pip_package/probe.Dockerfile on the base instead of
 #                     the wheel: the same buildah invocation, in seconds

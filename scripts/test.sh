@@ -9,6 +9,11 @@
 # Prints one "N passed, N failed" line per runner; exits non-zero on failure.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Seconds per stage, printed at the end: where CI's time goes.
+timings=()
+stage_start=${SECONDS}
+stage() { timings+=("$1 $(( SECONDS - stage_start ))s"); stage_start=${SECONDS}; }
+trap 'echo "stage times: ${timings[*]:-none} (total ${SECONDS}s)"' EXIT
 bash "${ROOT}/scripts/setup.sh"
 # dm-reverb 0.14 in a side venv: the oracle of the differential tests.
 REVERB_TF_ORACLE_PYTHON="$(bash "${ROOT}/scripts/setup_oracle.sh")"
@@ -17,16 +22,20 @@ export REVERB_TF_ORACLE_PYTHON
 REVERB_TF_INTEROP_PYTHON="$(bash "${ROOT}/scripts/setup_interop.sh")"
 export REVERB_TF_INTEROP_PYTHON
 cd "${ROOT}"
+stage setup
 
 status=0
 bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/summarize_test_xml.py" \
   "$(bazel info bazel-testlogs 2>/dev/null)" $(bazel query 'tests(//...)' 2>/dev/null)
+stage gtest
 
 # The same C++ tests under ASan + UBSan (their own Bazel output base).
 bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
+stage sanitizers
 # Coverage-guided fuzzing of the wire decoding paths, 90 s (libFuzzer).
 bash "${ROOT}/scripts/fuzz.sh" --no-setup || status=$?
+stage fuzz
 
 # Test artifacts (the dashboard screenshot) go beside the caches, not into
 # the checkout.
@@ -38,10 +47,13 @@ if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
   timeout --kill-after=30 1800 "${ROOT}/.venv/bin/python" -m pytest -q --durations=8 \
     "${ROOT}/tests" || status=$?
 fi
+stage pytest
 
 # The container build's base image and a probe build in it, 10 to 15 s warm.
 bash "${ROOT}/scripts/container_check.sh" || status=$?
+stage container_check
 
 # The wheel, built and smoke-tested in a brand-new venv.
 bash "${ROOT}/scripts/build_wheel.sh" --no-setup || status=$?
+stage wheel
 exit "${status}"

@@ -9,12 +9,14 @@ sequence writer, kept for code that still uses `Client.writer`.
 
 import collections
 import functools
+import math
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
 from absl import logging
 import numpy as np
 import tree
 
+from reverb_tf import _arguments
 from reverb_tf import _native
 from reverb_tf import batched_trajectory_writer as batched_trajectory_writer_lib
 from reverb_tf import errors
@@ -46,16 +48,18 @@ def check_sampler_arguments(max_in_flight_samples_per_worker: int,
     Raises:
       ValueError: Naming the first argument out of range.
     """
+    # dm-reverb's words, which programs match on.
     if max_in_flight_samples_per_worker < 1:
-        raise ValueError("max_in_flight_samples_per_worker must be >= 1, got "
-                         f"{max_in_flight_samples_per_worker}")
+        raise ValueError(f"max_in_flight_samples_per_worker ({max_in_flight_samples_per_worker}) "
+                         "must be a positive integer")
     for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
                         ("max_samples_per_stream", max_samples_per_stream),
                         ("max_samples", max_samples)]:
         if value == 0 or value < -1:
-            raise ValueError(f"{name} must be -1 or >= 1, got {value}")
+            raise ValueError(f"{name} ({value}) must be a positive integer or -1")
     if rate_limiter_timeout_ms < -1:
-        raise ValueError(f"rate_limiter_timeout_ms must be >= -1, got {rate_limiter_timeout_ms}")
+        raise ValueError(
+            f"rate_limiter_timeout_ms ({rate_limiter_timeout_ms}) must be an integer >= -1")
 
 
 def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
@@ -158,13 +162,18 @@ class Writer:
     samples have a leading time dimension. Prefer `TrajectoryWriter`.
     """
 
-    def __init__(self, core_writer: Any, max_sequence_length: int) -> None:
+    def __init__(self, core_writer: Any, max_sequence_length: int,
+                 check_table: Optional[Callable[[str], None]] = None) -> None:
         """Wraps a native writer. Use `Client.writer` instead.
 
         Args:
           core_writer: A `_core.TrajectoryWriter`.
           max_sequence_length: The longest item that can be created.
+          check_table: Raises if the server has no such table; called once
+            per table name, on its first item.
         """
+        self._check_table = check_table
+        self._known_tables: set = set()
         self._writer = core_writer
         self._steps: collections.deque = collections.deque(maxlen=max_sequence_length)
         # Leaves per step, fixed by the first step.
@@ -173,12 +182,20 @@ class Writer:
 
     def __enter__(self) -> "Writer":
         if self._closed:
-            raise ValueError("cannot reuse a closed Writer")
+            raise ValueError("Cannot reuse already closed Writer")
         return self
 
     def __exit__(self, *unused_exc_info: Any) -> None:
-        if not self._closed:
-            self.close()
+        if self._closed:
+            # As dm-reverb: leaving a `with` block of a writer closed inside it.
+            raise self._closed_error("Flush")
+        self.close()
+
+    @staticmethod
+    def _closed_error(method: str) -> errors.FailedPreconditionError:
+        # dm-reverb's words; a RuntimeError as there.
+        return errors.FailedPreconditionError(
+            f"Calling method {method} after Close has been called")
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -210,18 +227,25 @@ class Writer:
                 raise TypeError(
                     f"Writer.append: leaf {i} of the step is None; every step of the legacy "
                     "Writer must have a value in every leaf")
+        if self._closed:
+            raise self._closed_error("Append")
         if self._num_leaves is None:
             self._num_leaves = len(flat)
             for i in range(len(flat)):
                 self._writer.set_column_name(i, f"leaf {i}")
         elif len(flat) != self._num_leaves:
             raise errors.InvalidArgumentError(
-                f"Writer.append: the step has {len(flat)} leaves but earlier steps "
-                f"had {self._num_leaves}")
+                "Number of tensors per timestep was inconsistent. Previously it was "
+                f"{self._num_leaves}, but is now {len(flat)}.")
         # The native writer copies the values and checks each leaf's dtype
         # and shape against its first value.
-        arrays = flat
-        self._steps.append(self._writer.append(arrays))
+        try:
+            self._steps.append(self._writer.append(flat))
+        except errors.InvalidArgumentError as e:
+            if "wrong dtype" not in str(e):
+                raise
+            raise errors.InvalidArgumentError(
+                f"Cannot concatenate tensors that have different data types. ({e})") from None
 
     def append_sequence(self, sequence: Any) -> None:
         """Appends several steps given with a shared leading time dimension.
@@ -236,9 +260,17 @@ class Writer:
           InvalidArgumentError: If the leading dimensions differ, or as
             `append`.
         """
+        if sequence is None:
+            raise TypeError("Writer.append_sequence: the sequence is None")
         flat = [np.asarray(leaf) for leaf in tree.flatten(sequence)]
-        lengths = {a.shape[0] if a.ndim else None for a in flat}
-        if len(lengths) != 1 or None in lengths:
+        if not flat:
+            raise errors.InvalidArgumentError("AppendSequence called with empty data.")
+        for i, array in enumerate(flat):
+            if not array.ndim:
+                raise errors.InvalidArgumentError(
+                    f"AppendSequence called with scalar tensor at index {i}.")
+        lengths = {a.shape[0] for a in flat}
+        if len(lengths) != 1:
             raise errors.InvalidArgumentError(
                 "Writer.append_sequence: every leaf needs the same leading (time) "
                 f"dimension, got shapes {[a.shape for a in flat]}")
@@ -260,23 +292,36 @@ class Writer:
           InvalidArgumentError: If fewer steps are available.
           ReverbError: If the native writer fails.
         """
+        table = _arguments.string("table", table)
+        num_timesteps = _arguments.integer("num_timesteps", num_timesteps)
+        priority = _arguments.number("priority", priority, allow_nan=True)
         if num_timesteps < 1:
             raise ValueError(f"num_timesteps ({num_timesteps}) must be a positive integer")
+        if self._closed:
+            raise self._closed_error("CreateItem")
         if num_timesteps > len(self._steps):
             raise errors.InvalidArgumentError(
-                f"Writer.create_item: num_timesteps ({num_timesteps}) is more than the "
-                f"{len(self._steps)} steps available (max_sequence_length="
-                f"{self._steps.maxlen})")
+                "Argument `num_timesteps` is larger than number of buffered timesteps. "
+                f"(num_timesteps={num_timesteps}, {len(self._steps)} steps buffered, "
+                f"max_sequence_length={self._steps.maxlen})")
+        if table not in self._known_tables and self._check_table is not None:
+            self._check_table(table)
+            self._known_tables.add(table)
+        if math.isnan(priority):
+            raise ValueError("`priority` must not be nan.")
         steps = list(self._steps)[-num_timesteps:]
         columns = [(c, steps, False) for c in range(self._num_leaves)]
-        self._writer.create_item(table, float(priority), columns)
+        self._writer.create_item(table, priority, columns)
 
     def flush(self) -> None:
         """Blocks until every created item has been confirmed by the server.
 
         Raises:
           ReverbError: If an item was rejected or the connection failed.
+          RuntimeError: If the writer is closed.
         """
+        if self._closed:
+            raise self._closed_error("Flush")
         self._writer.flush(0, None)
 
     def close(self, retry_on_unavailable: bool = True) -> None:
@@ -291,9 +336,10 @@ class Writer:
           ValueError: If the writer is already closed.
           ReverbError: If flushing failed (the writer is closed regardless).
         """
-        del retry_on_unavailable
         if self._closed:
             raise ValueError("close() has already been called on this Writer")
+        # Ignored (see above), but checked as dm-reverb's binding does.
+        _arguments.boolean("retry_on_unavailable", retry_on_unavailable)
         self._closed = True
         try:
             self._writer.flush(0, None)
@@ -368,10 +414,16 @@ class Client:
                       ) -> Dict[str, Any]:
         # Signatures are the same on every shard: any shard that answers
         # will do, unless the caller wants every shard's counts summed.
-        if aggregate:
-            infos = self._client.server_info(timeout_s)
-        else:
-            infos = self._client.server_info_of_any_shard(timeout_s)
+        try:
+            if aggregate:
+                infos = self._client.server_info(timeout_s)
+            else:
+                infos = self._client.server_info_of_any_shard(timeout_s)
+        except errors.DeadlineExceededError as e:
+            # dm-reverb's words, which programs match on.
+            raise errors.DeadlineExceededError(
+                f"ServerInfo call did not complete within provided timeout of "
+                f"{timeout_s if timeout_s is None else format(timeout_s, 'g')}s ({e})") from None
         for name, info in infos.items():
             flat = info.signature
             self._flat_signatures[name] = None if flat is None else [
@@ -467,8 +519,11 @@ class Client:
           ReverbError: If an insert fails (e.g. `InvalidArgumentError` for a
             signature mismatch or an unknown table).
         """
+        if priorities is not None and not isinstance(priorities, dict):
+            raise TypeError(f"priorities must be a dict of table name to priority, "
+                            f"got {priorities!r}")
         if not priorities:
-            raise ValueError("priorities must name at least one table")
+            raise ValueError("priorities must contain at least one item")
         with self.writer(max_sequence_length=1) as writer:
             writer.append(data)
             for table, priority in priorities.items():
@@ -497,7 +552,12 @@ class Client:
           ValueError: If `max_sequence_length` < 1, `chunk_length` is not in
             [1, max_sequence_length] or `max_in_flight_items` < 1.
         """
-        del delta_encoded
+        _arguments.boolean("delta_encoded", delta_encoded)  # Ignored, but checked.
+        max_sequence_length = _arguments.integer("max_sequence_length", max_sequence_length)
+        if chunk_length is not None:
+            chunk_length = _arguments.integer("chunk_length", chunk_length)
+        if max_in_flight_items is not None:
+            max_in_flight_items = _arguments.integer("max_in_flight_items", max_in_flight_items)
         if max_sequence_length < 1:
             raise ValueError(
                 f"max_sequence_length ({max_sequence_length}) must be a positive integer")
@@ -510,7 +570,16 @@ class Client:
         core_writer = self._client.new_writer(
             int(max_sequence_length), int(chunk_length), _in_flight_limit(max_in_flight_items),
             legacy_items=True)
-        return Writer(core_writer, max_sequence_length)
+        return Writer(core_writer, max_sequence_length, self._check_item_table)
+
+    def _check_item_table(self, table: str) -> None:
+        """Raises, with dm-reverb's words, if the server has no `table`."""
+        try:
+            self._ensure_table(table, None)
+        except errors.NotFoundError:
+            raise errors.InvalidArgumentError(
+                f"Unable to find signatures for table {table!r} in signature cache.  "
+                f"Available tables: {sorted(self._flat_signatures)}.") from None
 
     def trajectory_writer(self,
                           num_keep_alive_refs: int,
@@ -537,8 +606,13 @@ class Client:
         Raises:
           ValueError: If `num_keep_alive_refs` < 1.
         """
+        num_keep_alive_refs = _arguments.integer("num_keep_alive_refs", num_keep_alive_refs)
+        if num_keep_alive_refs < 1:
+            raise ValueError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+        validate_items = _arguments.boolean("validate_items", validate_items)
         core_writer = self._client.new_writer(
-            int(num_keep_alive_refs), None, _UNLIMITED_IN_FLIGHT_ITEMS,
+            num_keep_alive_refs, None, _UNLIMITED_IN_FLIGHT_ITEMS,
             validate_items=bool(validate_items))
         return trajectory_writer_lib.TrajectoryWriter(
             core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))

@@ -13,6 +13,7 @@ Also importable as `reverb_tf.selectors`, as in dm-reverb.
 import math
 from typing import Any, Tuple
 
+from reverb_tf import _arguments
 from reverb_tf import _native
 
 
@@ -93,12 +94,7 @@ class Prioritized(ItemSelector):
           ValueError: If `priority_exponent` is not a finite number >= 0.
         """
         super().__init__()
-        try:
-            exponent = float(priority_exponent)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"priority_exponent must be a number, got {priority_exponent!r}"
-            ) from None
+        exponent = _arguments.number("priority_exponent", priority_exponent, allow_nan=True)
         if not math.isfinite(exponent) or exponent < 0:
             raise ValueError(
                 f"priority_exponent must be finite and >= 0, got {priority_exponent!r}")

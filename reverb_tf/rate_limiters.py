@@ -20,17 +20,18 @@ from typing import Any, Tuple, Union
 
 from absl import logging
 
+from reverb_tf import _arguments
 from reverb_tf import _native
 
 
 def _check_number(name: str, value: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if math.isnan(number):
-        raise ValueError(f"{name} must not be NaN")
-    return number
+    return _arguments.number(name, value)
+
+
+# dm-reverb's words for an error_buffer too small, which programs match on.
+_ERROR_BUFFER_PHRASE = (
+    "The size of error_buffer must be >= max(1.0, samples_per_insert) as smaller values "
+    "could completely block samples and/or insert calls.")
 
 
 def _check_positive_int(name: str, value: int) -> int:
@@ -199,9 +200,13 @@ class SampleToInsertRatio(RateLimiter):
             max_diff = _check_number("error_buffer[1]", error_buffer[1])
             options = _native.core().RateLimiterOptions(spi, min_size, min_diff, max_diff)
         else:
-            buffer = _check_number("error_buffer", error_buffer)
+            try:
+                buffer = _check_number("error_buffer", error_buffer)
+            except TypeError as e:
+                # A ValueError, as dm-reverb raises for it (unpacking a pair).
+                raise ValueError(str(e)) from None
             if buffer < 0:
-                raise ValueError(f"error_buffer ({buffer}) must be >= 0")
+                raise ValueError(f"{_ERROR_BUFFER_PHRASE} (error_buffer is {buffer})")
             options = _native.core().RateLimiterOptions.sample_to_insert_ratio(
                 spi, min_size, buffer)
             min_diff, max_diff = options.min_diff, options.max_diff
@@ -210,10 +215,11 @@ class SampleToInsertRatio(RateLimiter):
         # window can leave no state from which both are possible.
         if max_diff - min_diff < 2 * max(1.0, spi):
             raise ValueError(
-                f"error_buffer leaves a window of {max_diff - min_diff} between "
+                f"{_ERROR_BUFFER_PHRASE} (error_buffer leaves a window of "
+                f"{max_diff - min_diff} between "
                 f"min_diff ({min_diff}) and max_diff ({max_diff}); it must be at "
                 f"least 2 * max(1.0, samples_per_insert) = {2 * max(1.0, spi)} so "
-                "that neither inserts nor samples can block for good")
+                "that neither inserts nor samples can block for good)")
         # When sampling starts, diff is min_size * spi: sampling needs
         # diff - 1 >= min_diff, and samples only lower diff.
         start = min_size * spi

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
 
+from reverb_tf import _arguments
 from reverb_tf import _native
 from reverb_tf import checkpointers as checkpointers_lib
 from reverb_tf import client as client_lib
@@ -82,9 +83,9 @@ class Table:
             `rate_limiter` is not a rate limiter.
           NotImplementedError: If `extensions` is not empty.
         """
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
-        if isinstance(max_size, bool) or int(max_size) != max_size or max_size <= 0:
+        name = _arguments.table_name(name)
+        max_size = _arguments.integer("max_size", max_size)
+        if max_size <= 0:
             raise ValueError(f"max_size ({max_size}) must be a positive integer")
         for arg, value in (("sampler", sampler), ("remover", remover)):
             if not isinstance(value, item_selectors.ItemSelector):
@@ -94,18 +95,21 @@ class Table:
             raise TypeError(
                 "rate_limiter must be a reverb_tf.rate_limiters.RateLimiter, got "
                 f"{rate_limiter!r}")
+        if extensions is None:
+            raise TypeError("extensions must be a sequence (empty: reverb_tf has none), "
+                            "got None")
         if extensions:
             raise errors.UnimplementedError(
                 "reverb_tf does not support table extensions; pass extensions=()")
-        if int(max_times_sampled) != max_times_sampled:
-            raise ValueError(f"max_times_sampled ({max_times_sampled}) must be an integer")
+        max_times_sampled = _arguments.integer("max_times_sampled", max_times_sampled)
 
         self._name = name
         self._sampler = sampler
         self._remover = remover
         self._max_size = int(max_size)
         self._rate_limiter = rate_limiter
-        self._max_times_sampled = max(0, int(max_times_sampled))
+        # As given: values < 1 all mean no limit, and TableInfo reports it so.
+        self._max_times_sampled = max_times_sampled
         self._signature = signature
         flat = signatures.flatten_signature(signature)
         self._columns: Optional[List[signatures.Column]] = None if flat is None else flat[0]
@@ -236,7 +240,7 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_inserts` < 1.
         """
-        return self._core.can_insert(int(num_inserts))
+        return self._core.can_insert(_arguments.integer("num_inserts", num_inserts))
 
     def can_sample(self, num_samples: int) -> bool:
         """Whether `num_samples` samples would pass the rate limiter now.
@@ -250,7 +254,7 @@ class Table:
         Raises:
           InvalidArgumentError: If `num_samples` < 1.
         """
-        return self._core.can_sample(int(num_samples))
+        return self._core.can_sample(_arguments.integer("num_samples", num_samples))
 
     def replace(self,
                 name: Optional[str] = None,
@@ -408,9 +412,11 @@ class Server:
         duplicates = sorted(name for name, count in counts.items() if count > 1)
         if duplicates:
             raise ValueError(
-                f"table names must be unique; repeated: {', '.join(duplicates)}")
+                "Multiple items in tables have the same name: "
+                f"{', '.join(duplicates)} (table names must be unique)")
         if port is None:
             port = 0
+        port = _arguments.integer("port", port)
         if checkpoint_interval is not None and not checkpoint_interval > 0:
             raise ValueError(
                 f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}")

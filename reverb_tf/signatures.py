@@ -120,8 +120,8 @@ def spec_dtype(spec: Any, name: str = "") -> np.dtype:
     """
     if isinstance(spec, np.ndarray) or not (hasattr(spec, "shape") and hasattr(spec, "dtype")):
         raise ValueError(
-            f"signature leaf {name!r} must be a tf.TensorSpec or a reverb_tf.ArraySpec "
-            f"(any object with a shape and a dtype), got {spec!r}")
+            f"Unsupported signature spec: {spec!r} (signature leaf {name!r} must be a "
+            "tf.TensorSpec or a reverb_tf.ArraySpec: any object with a shape and a dtype)")
     dtype = spec.dtype
     try:
         if hasattr(dtype, "as_numpy_dtype"):  # a tf.DType

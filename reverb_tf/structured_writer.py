@@ -32,6 +32,7 @@ from typing import Any, Callable, NewType, Optional, Sequence
 
 import tree
 
+from reverb_tf import _arguments
 from reverb_tf import errors
 from reverb_tf import signatures
 from reverb_tf.cc import patterns_pb2
@@ -99,7 +100,7 @@ class StructuredWriter:
                 f"but wanted {self._flat_data_length}.")
         try:
             # The native writer converts each leaf as np.asarray would.
-            self._writer.append(flat_data, partial_step)
+            self._writer.append(flat_data, bool(partial_step))
         except errors.InvalidArgumentError as e:
             raise self._with_path(e) from None
 
@@ -164,7 +165,9 @@ class StructuredWriter:
 
 
 def _seconds(timeout_ms: Optional[int]) -> Optional[float]:
-    return None if timeout_ms is None else timeout_ms / 1000.0
+    if timeout_ms is None:
+        return None
+    return _arguments.integer("timeout_ms", timeout_ms) / 1000.0
 
 
 class _RefNode:

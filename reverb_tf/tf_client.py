@@ -111,15 +111,22 @@ class TFClient:
         if not data:
             raise ValueError("insert needs at least one tensor")
         with tf.name_scope(name or f"{self._name}_insert"):
+            # dm-reverb's words for what its checks find.
+            for what, value, dtype in (("tables", tables, tf.string),
+                                       ("priorities", priorities, tf.float64)):
+                if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype != dtype:
+                    raise ValueError(f"{what} must be a {dtype.name} tensor of rank 1, got "
+                                     f"{value.dtype.name}")
             tables = tf.convert_to_tensor(tables, tf.string)
             priorities = tf.convert_to_tensor(priorities, tf.float64)
             for what, tensor in (("tables", tables), ("priorities", priorities)):
                 if tensor.shape.rank is not None and tensor.shape.rank != 1:
-                    raise ValueError(f"{what} must be a vector (rank 1), got shape {tensor.shape}")
+                    raise ValueError(f"{what} must be a {tensor.dtype.name} tensor of rank 1, "
+                                     f"got shape {tensor.shape}")
             if not tables.shape.is_compatible_with(priorities.shape):
                 raise ValueError(
-                    f"tables {tables.shape} and priorities {priorities.shape} must have the "
-                    "same length: one priority per table")
+                    f"priorities and tables must have the same shape: {priorities.shape} "
+                    f"and {tables.shape} (one priority per table)")
             return self._ops.reverb_tf_insert(
                 server_address=self._server_address, tables=tables, priorities=priorities,
                 data=[tf.convert_to_tensor(d) for d in data])

@@ -247,14 +247,15 @@ def _signature_shapes_and_dtypes(server_address: Union[str, Sequence[str]], tabl
 
     client = client_lib.Client(server_address)
     signatures = client._signatures(timeout_secs or None)  # pylint: disable=protected-access
+    # dm-reverb's words, which programs match on.
     if table not in signatures:
         raise errors.InvalidArgumentError(
-            f"no table named '{table}' on {client.server_address}; it has "
-            f"{', '.join(sorted(signatures)) or 'no tables'}")
+            f"Server at {client.server_address} does not contain any table named {table}. "
+            f"Found: {', '.join(sorted(signatures))}.")
     if signatures[table] is None:
         raise ValueError(
-            f"table '{table}' has no signature: create it with Table(signature=...) "
-            "or pass shapes and dtypes explicitly")
+            f"Table {table} at {client.server_address} does not have a signature. (Create "
+            "it with Table(signature=...) or pass shapes and dtypes explicitly.)")
     signature = signatures[table]
     return (tf.nest.map_structure(lambda spec: spec.shape, signature),
             tf.nest.map_structure(lambda spec: spec.dtype, signature))

@@ -31,6 +31,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tup
 import numpy as np
 import tree
 
+from reverb_tf import _arguments
 from reverb_tf import errors
 from reverb_tf import signatures
 
@@ -524,8 +525,17 @@ def _check_references(column: TrajectoryColumn) -> None:
 
 
 def _closed_error() -> errors.FailedPreconditionError:
-    # A RuntimeError, as dm-reverb raises for any use after close().
-    return errors.FailedPreconditionError("the TrajectoryWriter is closed")
+    # A RuntimeError with dm-reverb's words, as it raises for any use after
+    # close() (once the arguments have passed their checks).
+    return errors.FailedPreconditionError("TrajectoryWriter::Close has been called.")
+
+
+def _timeout_s(timeout_ms: Optional[int]) -> Optional[float]:
+    """A timeout in ms (None: forever) in seconds; an integer or a TypeError."""
+    if timeout_ms is None:
+        return None
+    return _arguments.integer("timeout_ms", timeout_ms) / 1000.0
+
 
 
 class _WriterBase:
@@ -709,7 +719,9 @@ class _WriterBase:
             except errors.NotFoundError as e:
                 # An item for a table the server lacks is a bad argument of
                 # create_item (dm-reverb raises ValueError too).
-                raise errors.InvalidArgumentError(str(e)) from None
+                raise errors.InvalidArgumentError(
+                    f"Unable to create item in table {table!r} since the table could not "
+                    f"be found. ({e})") from None
         self._writer.set_table_signature(
             table, None if signature is None else
             [(c.name, c.dtype, list(c.shape)) for c in signature])
@@ -752,10 +764,15 @@ class _WriterBase:
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails (e.g. an item was rejected).
         """
+        block_until_num_items = _arguments.integer("block_until_num_items",
+                                                   block_until_num_items)
+        timeout_s = _timeout_s(timeout_ms)
+        if block_until_num_items < 0:
+            raise ValueError(
+                f"block_until_num_items must be >= 0, got {block_until_num_items}")
         if self._closed:
             raise _closed_error()
-        self._writer.flush(int(block_until_num_items),
-                           None if timeout_ms is None else timeout_ms / 1000.0)
+        self._writer.flush(block_until_num_items, timeout_s)
 
     def configure(self, path: Path, *, num_keep_alive_refs: int,
                   max_chunk_length: Optional[int]) -> None:
@@ -774,10 +791,20 @@ class _WriterBase:
           ValueError: If `num_keep_alive_refs` < 1 or `max_chunk_length` is
             not None and not in [1, num_keep_alive_refs].
         """
-        if self._closed:
-            raise _closed_error()
+        num_keep_alive_refs = _arguments.integer("num_keep_alive_refs", num_keep_alive_refs)
+        if max_chunk_length is not None:
+            max_chunk_length = _arguments.integer("max_chunk_length", max_chunk_length)
+            if max_chunk_length < 1:
+                raise ValueError(
+                    f"max_chunk_length ({max_chunk_length}) must be None or a positive "
+                    f"integer <= num_keep_alive_refs ({num_keep_alive_refs})")
         self._writer.validate_column_options(num_keep_alive_refs, max_chunk_length)
-        path = tuple(path)
+        if self._closed:
+            # As dm-reverb: the settings of a closed writer are moot.
+            return
+        # A path that is not a sequence names no column (dm-reverb keeps it
+        # all the same, and it never applies).
+        path = tuple(path) if isinstance(path, (tuple, list)) else path
         column = self._path_to_column.get(path)
         if column is None:
             self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
@@ -894,18 +921,24 @@ class TrajectoryWriter(_WriterBase):
             signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
-        if self._closed:
-            raise _closed_error()
+        table = _arguments.string("table", table)
+        priority = _arguments.number("priority", priority)
         flat = self._flatten_trajectory(trajectory)
+        if not flat:
+            raise ValueError("trajectory must not be empty.")
         generation = self._generation
         entries = []
         for column in flat:
             if type(column) is not TrajectoryColumn or column._generation is not generation:
                 self._reject(column)
             entries.append(column._entry)
+        if any(len(column) == 0 for column in flat):
+            raise ValueError("trajectory must not be empty. (A column references no steps.)")
+        if self._closed:
+            raise _closed_error()
         if table not in self._signed:
             self._sign(table)
-        self._writer.create_item(table, float(priority), entries)
+        self._writer.create_item(table, priority, entries)
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
         """Flushes all items and starts a new episode.
@@ -922,6 +955,8 @@ class TrajectoryWriter(_WriterBase):
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails.
         """
+        clear_buffers = _arguments.boolean("clear_buffers", clear_buffers)
+        timeout_s = _timeout_s(timeout_ms)
         if self._closed:
             raise _closed_error()
         if self._writer.step_open:
@@ -929,8 +964,7 @@ class TrajectoryWriter(_WriterBase):
                 "end_episode called while a partial step is open; complete it with "
                 "append(..., partial_step=False) first")
         try:
-            self._writer.end_episode(bool(clear_buffers),
-                                     None if timeout_ms is None else timeout_ms / 1000.0)
+            self._writer.end_episode(clear_buffers, timeout_s)
         except errors.DeadlineExceededError:
             self._start_episode(clear_buffers)
             raise

@@ -26,9 +26,16 @@ def test_prioritized_core_options(exponent):
     assert "Prioritized" in repr(selector)
 
 
-@pytest.mark.parametrize("bad", [-0.1, -1, math.nan, math.inf, -math.inf, "x", None])
+@pytest.mark.parametrize("bad", [-0.1, -1, math.nan, math.inf, -math.inf])
 def test_prioritized_rejects_bad_exponents(bad):
     with pytest.raises(ValueError, match="priority_exponent"):
+        selectors.Prioritized(bad)
+
+
+@pytest.mark.parametrize("bad", ["x", None, True])
+def test_prioritized_rejects_exponents_of_the_wrong_type(bad):
+    # A TypeError, as dm-reverb's binding raises.
+    with pytest.raises(TypeError, match="priority_exponent must be a number"):
         selectors.Prioritized(bad)
 
 

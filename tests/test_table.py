@@ -27,7 +27,7 @@ def test_defaults():
     (dict(name=""), ValueError),
     (dict(max_size=0), ValueError),
     (dict(max_size=-3), ValueError),
-    (dict(max_size=2.5), ValueError),
+    (dict(max_size=2.5), TypeError),
     (dict(sampler="uniform"), TypeError),
     (dict(remover=None), TypeError),
     (dict(rate_limiter=3), TypeError),
@@ -40,8 +40,17 @@ def test_invalid_tables(overrides, error):
 
 
 def test_max_times_sampled_below_one_means_unlimited():
-    assert table(max_times_sampled=-5).max_times_sampled == 0
+    # Kept as given, as dm-reverb reports it; any value < 1 is no limit.
+    unlimited = table(max_times_sampled=-5)
+    assert unlimited.max_times_sampled == -5
+    assert unlimited.info.max_times_sampled == -5
     assert table(max_times_sampled=3).max_times_sampled == 3
+    with reverb_tf.Server([unlimited]) as server:
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        client.insert(np.int32(1), {"t": 1.0})
+        for _ in range(3):
+            next(client.sample("t"))
+        assert client.server_info()["t"].current_size == 1
 
 
 def test_signature_is_flattened():

@@ -76,7 +76,7 @@ def test_sample_op_returns_info_and_typed_data(server):
 
 def test_errors_surface_as_tf_errors(server):
     client = reverb.TFClient(f"localhost:{server.port}")
-    with pytest.raises(tf.errors.NotFoundError, match="no table named 'nope'"):
+    with pytest.raises(tf.errors.NotFoundError, match="Priority table nope was not found"):
         client.update_priorities("nope", tf.constant([1], tf.uint64), tf.constant([1.0], tf.float64))
     with pytest.raises(tf.errors.InvalidArgumentError, match="signature"):
         client.insert([tf.constant(1.5)], tables=tf.constant(["p"]),

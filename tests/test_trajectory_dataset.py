@@ -260,9 +260,9 @@ def test_cancelled_step_in_a_subprocess_does_not_hang():
 
 def test_signature_problems_are_reported_at_construction():
     with reverb.Server([_table(signature=None)]) as srv:
-        with pytest.raises(ValueError, match="has no signature"):
+        with pytest.raises(ValueError, match="does not have a signature"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
-        with pytest.raises(reverb.errors.InvalidArgumentError, match="no table named 'nope'"):
+        with pytest.raises(reverb.errors.InvalidArgumentError, match="does not contain any table named nope"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
     with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
         reverb.TrajectoryDataset("localhost:1", "t", {"x": tf.int32}, {"x": [2]}, 0)

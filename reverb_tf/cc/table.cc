@@ -17,11 +17,6 @@ absl::Status TableOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "table '", name, "': max_size must be >= 1, got ", max_size));
   }
-  if (max_times_sampled < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", name, "': max_times_sampled must be >= 0, got ",
-        max_times_sampled));
-  }
   if (absl::Status status = rate_limiter.Validate(); !status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("table '", name, "': ", status.message()));

@@ -52,7 +52,7 @@ struct REVERB_TF_EXPORT TableOptions {
   SelectorOptions sampler;
   SelectorOptions remover;
   int64_t max_size = 0;
-  // 0 means unlimited.
+  // < 1 means unlimited (kept as given: TableInfo reports it).
   int32_t max_times_sampled = 0;
   RateLimiterOptions rate_limiter;
   std::optional<TableSignature> signature;

@@ -330,8 +330,11 @@ TensorPayload PayloadFromArray(py::handle value) {
       } else if (PyUnicode_Check(element.ptr())) {
         elements.emplace_back(py::str(element).cast<std::string>());  // UTF-8
       } else {
-        RaiseStatus(absl::InvalidArgumentError(
-            "string tensors must hold bytes or str elements"));
+        // A leaf numpy can only hold as an object: the wrong type of value
+        // (a TypeError, as dm-reverb's conversion raises).
+        throw py::type_error(absl::StrCat(
+            "a value must be array-like (numbers, bools, bytes or str); got an "
+            "element of type ", Py_TYPE(element.ptr())->tp_name));
       }
     }
     return ValueOrRaise(MakeStringPayload(std::move(shape), elements));

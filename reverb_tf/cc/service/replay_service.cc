@@ -162,7 +162,9 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
     const std::string& name) const {
   auto it = tables_.find(name);
   if (it == tables_.end()) {
-    return absl::NotFoundError(absl::StrCat("no table named ", QuotedFromRequest(name)));
+    // dm-reverb's words, which programs match on.
+    return absl::NotFoundError(
+        absl::StrCat("Priority table ", EchoedFromRequest(name), " was not found"));
   }
   return it->second;
 }

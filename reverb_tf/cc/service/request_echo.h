@@ -19,6 +19,14 @@ inline std::string QuotedFromRequest(absl::string_view text) {
   return absl::StrCat("'", text.substr(0, kEchoed), "...' (", text.size(), " bytes)");
 }
 
+// The same without quotes, where a message repeats another system's wording
+// (dm-reverb's "Priority table NAME was not found").
+inline std::string EchoedFromRequest(absl::string_view text) {
+  constexpr size_t kEchoed = 128;
+  if (text.size() <= kEchoed) return std::string(text);
+  return absl::StrCat(text.substr(0, kEchoed), "... (", text.size(), " bytes)");
+}
+
 }  // namespace reverb_tf
 
 #endif  // REVERB_TF_CC_SERVICE_REQUEST_ECHO_H_

@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Type checks of public arguments: one place, one wording.
+
+A value of the wrong type is a `TypeError` and a value of the right type but
+out of range a `ValueError`, as dm-reverb's bindings raise them. The checks
+of a value's range live with what it configures (mostly the C++ core); these
+only make sure the value is of a type the core can take, so that a float
+never becomes an integer by truncation and a string never becomes a number.
+"""
+
+import math
+import numbers
+import operator
+from typing import Any
+
+import numpy as np
+
+
+def integer(name: str, value: Any) -> int:
+    """`value` as an int: Python and numpy integers, not bools or floats.
+
+    Args:
+      name: The argument's name, for the message.
+      value: What the caller passed.
+
+    Returns:
+      The integer.
+
+    Raises:
+      TypeError: `value` is not an integer.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+
+
+def number(name: str, value: Any, allow_nan: bool = False) -> float:
+    """`value` as a float: any real number but a bool, not NaN.
+
+    Args:
+      name: The argument's name, for the message.
+      value: What the caller passed.
+      allow_nan: Let NaN through (for a caller that checks it later, where
+        dm-reverb checks it).
+
+    Returns:
+      The float.
+
+    Raises:
+      TypeError: `value` is not a real number.
+      ValueError: `value` is NaN.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    result = float(value)
+    if not allow_nan and math.isnan(result):
+        raise ValueError(f"`{name}` must not be nan.")
+    return result
+
+
+def string(name: str, value: Any) -> str:
+    """`value` if it is a str.
+
+    Args:
+      name: The argument's name, for the message.
+      value: What the caller passed.
+
+    Returns:
+      `value`.
+
+    Raises:
+      TypeError: `value` is not a str.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {value!r}")
+    return value
+
+
+def table_name(value: Any) -> str:
+    """A table's name: a non-empty str (dm-reverb's phrase for an empty one).
+
+    Raises:
+      ValueError: `value` is empty or None.
+      TypeError: `value` is not a str.
+    """
+    if value is None or value == "":
+        raise ValueError(f"name must be nonempty, got {value!r}")
+    return string("name", value)
+
+
+def boolean(name: str, value: Any) -> bool:
+    """`value` as a bool, taking what dm-reverb's bindings take for one:
+    bools (numpy's too), integers and None (False).
+
+    Raises:
+      TypeError: `value` is of another type (a str, say).
+    """
+    if value is None or isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {value!r}")

@@ -14,7 +14,9 @@ and TensorFlow.
 """
 
 import dataclasses
+import difflib
 import math
+import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -57,6 +59,83 @@ class PhrasedError:
         self.phrase = phrase
 
 
+class MessagedError:
+    """An exception recorded with its message, which `differences` compares
+    mechanically (`messages_agree`) instead of by a scenario's phrase: what
+    the API walk (`walk.py`) records."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+# Messages no program can rely on, whose exception class alone is compared:
+# pybind11's for arguments dm-reverb's bindings cannot convert (they list
+# its internal C++ signatures), and the interpreter's own for an operation
+# dm-reverb's Python code happened to attempt on an argument of the wrong
+# type (comparing None with an int, iterating an int).
+_INCIDENTAL = re.compile(
+    r"\(\): incompatible (function|constructor) arguments\."
+    r"|not supported between instances of"
+    r"|object is not (iterable|callable|subscriptable)"
+    r"|object has no attribute"
+    r"|unsupported operand type"
+    r"|argument must be a string, a bytes-like object or a real number"
+    r"|^expected str, bytes or os\.PathLike object"
+    r"|can't multiply sequence by non-int"
+    r"|(not enough|too many) values to unpack"
+    # The protobuf library's own wording, which changed between versions.
+    r"|Parameter to MergeFrom\(\) must be instance of same class"
+    r"|Message must be initialized with a dict")
+
+
+def incidental(message: str) -> bool:
+    """Whether dm-reverb's `message` is one whose wording no program relies on."""
+    return bool(_INCIDENTAL.search(message))
+_VOLATILE = re.compile(r"0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?")
+
+
+def _essential(message: str) -> str:
+    """An error message without TensorFlow's wrapping, which differs between
+    TF versions: the "in user code:" traceback of a tf.function (only its
+    last line, the error itself, is kept), a graph error's "Detected at
+    node" traceback, and the function-node and op names around an op's
+    message."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    if "in user code:" in message and lines:
+        return re.sub(r"^[A-Za-z_.]+(Error|Exception): ", "", lines[-1].strip())
+    kept = [line for line in lines if not line[0].isspace()
+            and not line.startswith(("Graph execution error:", "Detected at node"))]
+    text = " ".join(kept)
+    text = re.sub(r"\{\{function_node [^}]*\}\}", "", text)
+    return re.sub(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]", "", text)
+
+
+def _message_core(message: str) -> str:
+    """A message without what varies between runs and TF versions: TF's
+    wrapping, numbers, addresses, whitespace runs, case."""
+    return " ".join(_VOLATILE.sub("#", _essential(message)).lower().split())
+
+
+def messages_agree(want: str, got: str) -> bool:
+    """Whether reverb_tf's message `got` says what dm-reverb's `want` says.
+
+    They agree when dm-reverb's message, numbers aside, is part of ours, or
+    when the longest stretch the two share is at least half of dm-reverb's
+    message and at least 16 characters (ours may word the context around
+    dm-reverb's key phrase differently, for example gRPC's status wrapping).
+    An empty dm-reverb message agrees with anything, and so does an
+    `incidental` one.
+    """
+    if incidental(want):
+        return True
+    w, g = _message_core(want), _message_core(got)
+    if w in g:
+        return True
+    match = difflib.SequenceMatcher(None, w, g, autojunk=False).find_longest_match(
+        0, len(w), 0, len(g))
+    return match.size >= 16 and match.size >= len(w) / 2
+
+
 def normalize(value: Any) -> Any:
     """Turns a value into JSON that two implementations can be compared on.
 
@@ -65,6 +144,10 @@ def normalize(value: Any) -> Any:
     """
     if isinstance(value, BaseException):
         return _exception(value)
+    if isinstance(value, MessagedError):
+        observation = _exception(value.error)
+        observation["__raises__"].update(auto_phrase=True, message=str(value.error))
+        return observation
     if isinstance(value, PhrasedError):
         observation = _exception(value.error)
         observation["__raises__"].update(phrase=value.phrase, message=str(value.error))
@@ -166,6 +249,10 @@ class Context:
         self._servers.clear()
 
 
+# A call the API walk does not make under dm-reverb, because it aborts
+# dm-reverb's process (walk.ABORTING_DM_REVERB); reverb_tf must raise there.
+ABORTS_DM_REVERB = "<aborts dm-reverb's process>"
+
 # Observations whose float values differ by rounding only are equal.
 _REL_TOL = 1e-6
 
@@ -178,6 +265,11 @@ _EXTRA_BASES = {"DeadlineExceededError": {"TimeoutError", "OSError"}}
 
 def _phrase_differences(want: Dict[str, Any], got: Dict[str, Any], path: str) -> List[str]:
     """Where two recorded exceptions' messages lack the scenario's phrase."""
+    if want.get("auto_phrase"):
+        if messages_agree(want["message"], got.get("message", "")):
+            return []
+        return [f"{path}: message {got.get('message')!r:.300} does not say dm-reverb's "
+                f"{want['message']!r:.300}"]
     phrase = want.get("phrase")
     if phrase is None:
         return []
@@ -199,10 +291,20 @@ def differences(want: Any, got: Any, path: str = "") -> List[str]:
     exception recorded with a phrase (`Context.call_expecting`) also by its
     message, which must contain the phrase under both.
     """
+    if want == ABORTS_DM_REVERB:
+        if isinstance(got, dict) and "__raises__" in got:
+            return []
+        return [f"{path}: dm-reverb aborts its process here; reverb_tf must raise, "
+                f"not give {got!r:.300}"]
     if isinstance(want, dict) and "__raises__" in want:
         if not (isinstance(got, dict) and "__raises__" in got):
             return [f"{path}: dm-reverb raises {want['__raises__']}, reverb_tf gives {got!r:.300}"]
         w, g = want["__raises__"], got["__raises__"]
+        if (w.get("auto_phrase") and w["builtin_bases"] == ["AttributeError"]
+                and incidental(w.get("message", "")) and g["builtin_bases"] == ["TypeError"]):
+            # dm-reverb looked up an attribute on an argument of the wrong
+            # type; reverb_tf checks the argument and raises TypeError.
+            w = dict(w, builtin_bases=["TypeError"])
         allowed = set().union(*[_EXTRA_BASES.get(c, set()) for c in w["reverb_errors"]])
         g = dict(g, builtin_bases=sorted(set(g["builtin_bases"]) - (allowed - set(w["builtin_bases"]))))
         out = []

@@ -78,7 +78,12 @@ def main() -> int:
             out.flush()
             print(f"done {scenario_id} {time.monotonic() - started:.2f}s",
                   file=sys.stderr, flush=True)
-    return 0
+    # Not a normal interpreter exit: calls the API walk recorded as blocking
+    # (on a stopped server, dm-reverb waits for it forever) still sit in
+    # daemon threads, and tearing down the native libraries under them can
+    # crash the process after every observation is safely written.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

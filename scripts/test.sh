@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs the whole test suite: sets up (idempotently), builds everything with
 # Bazel offline, runs every C++ test (also under ASan + UBSan), fuzzes the
-# wire decoding paths for 90 s, then the Python tests (including the
+# wire decoding paths for 45 s, then the Python tests (including the
 # differential tests against dm-reverb 0.14 in its own venv, made by
 # scripts/setup_oracle.sh), then builds the wheel and smoke-tests it in a
 # brand-new venv (scripts/build_wheel.sh).
@@ -33,7 +33,7 @@ stage gtest
 # The same C++ tests under ASan + UBSan (their own Bazel output base).
 bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
 stage sanitizers
-# Coverage-guided fuzzing of the wire decoding paths, 90 s (libFuzzer).
+# Coverage-guided fuzzing of the wire decoding paths, 45 s (libFuzzer).
 bash "${ROOT}/scripts/fuzz.sh" --no-setup || status=$?
 stage fuzz
 

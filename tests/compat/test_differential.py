@@ -11,6 +11,7 @@ Where reverb_tf differs on purpose, `DELIBERATE` names the scenario, what is
 left out of the comparison and why.
 """
 
+import collections
 import concurrent.futures
 import fnmatch
 import json
@@ -285,8 +286,10 @@ def test_api_walk_counts(observations) -> None:
         differing.update(_walk_differences(scenario_id, want, got))
     deliberate = [label for label in differing if any(
         fnmatch.fnmatchcase(label, p) for p, _ in walk_differences.DELIBERATE)]
+    pending = collections.Counter(label.split(":")[0] for label in differing
+                                  if label not in deliberate)
     print(f"API walk: {total} calls compared; {len(differing)} differ, {len(deliberate)} of "
-          f"them deliberately, {len(differing) - len(deliberate)} pending")
+          f"them deliberately, {len(differing) - len(deliberate)} pending: {dict(pending)}")
     assert total >= 1000
     stale = [p for p, _ in walk_differences.DELIBERATE + walk_differences.PENDING
              if not any(fnmatch.fnmatchcase(label, p) for label in differing)]

@@ -51,12 +51,21 @@ class UpdatePrioritiesOp : public OpKernel {
     const Tensor* priorities;
     OP_REQUIRES_OK(ctx, ScalarString(ctx, "server_address", &address));
     OP_REQUIRES_OK(ctx, ScalarString(ctx, "table", &table));
-    OP_REQUIRES_OK(ctx, Vector(ctx, "keys", &keys));
-    OP_REQUIRES_OK(ctx, Vector(ctx, "priorities", &priorities));
+    // dm-reverb's words, which programs match on.
+    OP_REQUIRES_OK(ctx, ctx->input("keys", &keys));
+    OP_REQUIRES_OK(ctx, ctx->input("priorities", &priorities));
+    OP_REQUIRES(ctx,
+                tensorflow::TensorShapeUtils::IsVector(keys->shape()) &&
+                    tensorflow::TensorShapeUtils::IsVector(priorities->shape()),
+                absl::InvalidArgumentError(absl::StrCat(
+                    "Tensors `keys` and `priorities` must be of rank 1. (Shapes ",
+                    keys->shape().DebugString(), " and ",
+                    priorities->shape().DebugString(), ".)")));
     OP_REQUIRES(ctx, keys->NumElements() == priorities->NumElements(),
                 absl::InvalidArgumentError(absl::StrCat(
-                    keys->NumElements(), " keys but ", priorities->NumElements(),
-                    " priorities")));
+                    "Tensors `keys` and `priorities` do not match in shape (",
+                    keys->shape().DebugString(), " vs. ",
+                    priorities->shape().DebugString(), ")")));
     const auto k = keys->flat<uint64_t>();
     const auto p = priorities->flat<double>();
     std::vector<uint64_t> key_vector(k.data(), k.data() + k.size());

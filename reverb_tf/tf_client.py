@@ -4,6 +4,7 @@
 Each method adds an op whose C++ kernel talks to the server
 (`kernels/tf_client_kernels.cc`), so no Python runs when the graph executes.
 """
+import numbers
 from typing import Any, List, Optional, Sequence, Union
 
 from reverb_tf import _tensorflow
@@ -51,6 +52,9 @@ class TFClient:
     def _string(self, value: str) -> Any:
         if not tf.executing_eagerly():
             return value
+        if not isinstance(value, (str, bytes)):
+            # A tensor as it is; anything else fails as TF fails it (TypeError).
+            return tf.convert_to_tensor(value, tf.string)
         tensor = self._eager_strings.get(value)
         if tensor is None:
             tensor = self._eager_strings[value] = tf.constant(value)
@@ -111,9 +115,13 @@ class TFClient:
         if not data:
             raise ValueError("insert needs at least one tensor")
         with tf.name_scope(name or f"{self._name}_insert"):
-            # dm-reverb's words for what its checks find.
+            # dm-reverb's words for what its checks find. Tensors, and (an
+            # extension) sequences and arrays of names and priorities.
             for what, value, dtype in (("tables", tables, tf.string),
                                        ("priorities", priorities, tf.float64)):
+                if value is None or isinstance(value, (dict, str, bytes, numbers.Number)):
+                    raise TypeError(f"{what} must be a {dtype.name} tensor of rank 1, got "
+                                    f"{value!r}")
                 if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype != dtype:
                     raise ValueError(f"{what} must be a {dtype.name} tensor of rank 1, got "
                                      f"{value.dtype.name}")

@@ -81,7 +81,8 @@ def test_errors_surface_as_tf_errors(server):
     with pytest.raises(tf.errors.InvalidArgumentError, match="signature"):
         client.insert([tf.constant(1.5)], tables=tf.constant(["p"]),
                       priorities=tf.constant([1.0], tf.float64))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="3 keys but 2 priorities"):
+    mismatch = r"Tensors `keys` and `priorities` do not match in shape \(\[3\] vs. \[2\]\)"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=mismatch):
         client.update_priorities("p", tf.constant([1, 2, 3], tf.uint64),
                                  tf.constant([1.0, 2.0], tf.float64))
 

@@ -46,6 +46,10 @@ DELIBERATE = [
     # "Negative num_samples": Client.sample(num_samples < 1) raises
     # ValueError; dm-reverb yields nothing for negative values.
     ("client:full/sample/num_samples=negative", "num_samples must be >= 1"),
+    # "TFClient.insert takes lists": tables and priorities may be Python
+    # sequences too (dm-reverb: AttributeError, it reads their dtype).
+    ("tf_client:*/insert/tables=str", "TFClient.insert takes a list of table names"),
+    ("tf_client:*/insert/tables=empty", "TFClient.insert takes a list (empty: ValueError)"),
     # "append(None)": a step of only None (after the first step) appends a
     # step with every column missing; dm-reverb fails with AttributeError.
     ("trajectory_writer:*/append/data=none", "append(None) appends an empty step"),

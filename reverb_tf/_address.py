@@ -65,6 +65,12 @@ def op_address(server_address: Union[ServerAddress, Any]) -> Union[str, Any]:
       ValueError: If a tensor is not a scalar, or as `client.target_string`.
     """
     tensor = _as_tensor(server_address)
+    tf = sys.modules.get("tensorflow")
+    if tensor is None and tf is not None and not isinstance(
+            server_address, (str, bytes, list, tuple)):
+        # What the op would do with it: TF's own errors for None (ValueError)
+        # or a number (TypeError), as dm-reverb's datasets raise them.
+        tensor = tf.convert_to_tensor(server_address, tf.string)
     if tensor is None:
         return target_string(server_address)
     value = _tensor_value(tensor)

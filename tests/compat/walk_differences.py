@@ -16,6 +16,8 @@ DELIBERATE = [
     # docs/compatibility.md, "No hangs on an absent server": dm-reverb waits
     # for a server that is gone; reverb_tf raises UnavailableError.
     ("client:server_stopped/*", "no hangs on an absent server"),
+    ("*_dataset:class/__init__/server_address=*_port",
+     "no hangs on an absent server: the first element fails with UnavailableError"),
     # "Bad arguments fail at once": values dm-reverb accepts and then never
     # serves or fails on later.
     ("rate_limiters:Queue/__init__/size=*", "Queue(size < 1 or not an int) raises at once"),
@@ -26,6 +28,7 @@ DELIBERATE = [
      "Prioritized(negative or NaN exponent) raises at once"),
     ("server:class/__init__/port=*", "a port outside 0..65535 raises at once"),
     ("client:class/__init__/server_address=empty", "Client('') raises at once"),
+    ("*_dataset:class/*/server_address=empty", "an empty address fails at once"),
     ("checkpointers:class/__init__/path=*", "DefaultCheckpointer(path) needs a path string"),
     # "Priorities": NaN is rejected everywhere; negative priorities in a
     # prioritized table are an InvalidArgumentError.
@@ -77,11 +80,6 @@ PENDING = [
     # Datasets.
     ("*_dataset:class/__init__/valid",
      "reading a one-step item as a scalar: both fail, with other messages"),
-    ("*_dataset:class/__init__/server_address=*",
-     "server_address None, an int or empty: other exception classes and messages "
-     "(reverb_tf parses it in Python, dm-reverb converts it to a tensor)"),
-    ("*_dataset:class/from_table_signature/server_address=empty",
-     "an empty address raises at once; dm-reverb waits"),
     ("*_dataset:class/__init__/dtypes=*",
      "dtypes that do not match the table: reverb_tf fails on the first element, "
      "dm-reverb when the iterator is made; other messages"),

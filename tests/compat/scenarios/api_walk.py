@@ -99,6 +99,9 @@ class _Env:
 def _tables(reverb):
     s, r = reverb.selectors, reverb.rate_limiters
     return [reverb.Table.queue("q", 10),
+            # Never written: where a sample blocks, its thread waits here for
+            # good instead of taking items later calls expect.
+            reverb.Table.queue("e", 10),
             # Fifo sampling: the sampled item (and so its key) is known.
             reverb.Table("u", s.Fifo(), s.Fifo(), 10, r.MinSize(1)),
             reverb.Table("p", s.Prioritized(0.8), s.Fifo(), 10, r.MinSize(1))]
@@ -138,7 +141,8 @@ def _client_calls(reverb):
     calls = [
         Call("server_address", post=lambda a: a.startswith("localhost:")),
         Call("insert", {"data": np.int32(7), "priorities": {"q": 1.0, "p": 2.0}}),
-        Call("sample", {"table": "q", "num_samples": 2, "emit_timesteps": True,
+        Call("sample", {"table": from_env(lambda e: e.sample_table), "num_samples": 2,
+                        "emit_timesteps": True,
                         "unpack_as_table_signature": False}, post=_without_keys,
              invalid_states=("full",)),
         Call("mutate_priorities", {"table": "p", "updates": from_env(lambda e: {e.key: 2.0}),
@@ -167,13 +171,13 @@ def scenario_client(ctx):
 
     def empty():
         _reset(client)
-        return reverb.Client(address), _Env(key=12345, address=address)
+        return reverb.Client(address), _Env(key=12345, address=address, sample_table="e")
 
     def full():
         _reset(client)
         _fill(client)
         key = next(client.sample("u", emit_timesteps=False)).info.key
-        return reverb.Client(address), _Env(key=int(key), address=address)
+        return reverb.Client(address), _Env(key=int(key), address=address, sample_table="q")
 
     calls, placeholders = _client_calls(reverb)
     out = walk.walk(_api("reverb.client", "Client"), {"empty": empty, "full": full},
@@ -816,7 +820,7 @@ def scenario_client_of_a_stopped_server(ctx):
     stopped = _stopped_address(ctx)
 
     def server_stopped():
-        return reverb.Client(stopped), _Env(key=12345, address=stopped)
+        return reverb.Client(stopped), _Env(key=12345, address=stopped, sample_table="q")
 
     calls, placeholders = _client_calls(reverb)
     for call in calls:

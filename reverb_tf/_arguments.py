@@ -11,7 +11,7 @@ never becomes an integer by truncation and a string never becomes a number.
 import math
 import numbers
 import operator
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -77,6 +77,17 @@ def string(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {value!r}")
     return value
+
+
+def timeout_ms_in_s(timeout_ms: Any) -> Optional[float]:
+    """A writer's `timeout_ms` (an integer; None waits forever) in seconds.
+
+    Raises:
+      TypeError: `timeout_ms` is neither None nor an integer.
+    """
+    if timeout_ms is None:
+        return None
+    return integer("timeout_ms", timeout_ms) / 1000.0
 
 
 def table_name(value: Any) -> str:

@@ -568,7 +568,7 @@ class Client:
                 f"chunk_length ({chunk_length}) must be a positive integer <= "
                 f"max_sequence_length ({max_sequence_length})")
         core_writer = self._client.new_writer(
-            int(max_sequence_length), int(chunk_length), _in_flight_limit(max_in_flight_items),
+            max_sequence_length, chunk_length, _in_flight_limit(max_in_flight_items),
             legacy_items=True)
         return Writer(core_writer, max_sequence_length, self._check_item_table)
 
@@ -613,7 +613,7 @@ class Client:
         validate_items = _arguments.boolean("validate_items", validate_items)
         core_writer = self._client.new_writer(
             num_keep_alive_refs, None, _UNLIMITED_IN_FLIGHT_ITEMS,
-            validate_items=bool(validate_items))
+            validate_items=validate_items)
         return trajectory_writer_lib.TrajectoryWriter(
             core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
 

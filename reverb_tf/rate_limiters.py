@@ -15,17 +15,12 @@ arguments and carry the native options (`_core_options`).
 """
 
 import math
-import operator
 from typing import Any, Tuple, Union
 
 from absl import logging
 
 from reverb_tf import _arguments
 from reverb_tf import _native
-
-
-def _check_number(name: str, value: float) -> float:
-    return _arguments.number(name, value)
 
 
 # dm-reverb's words for an error_buffer too small, which programs match on.
@@ -35,14 +30,7 @@ _ERROR_BUFFER_PHRASE = (
 
 
 def _check_positive_int(name: str, value: int) -> int:
-    # Integers (numpy's too), not floats or bools: a TypeError, as dm-reverb's
-    # native constructors raise for them.
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    value = _arguments.integer(name, value)
     if value < 1:
         raise ValueError(f"{name} ({value}) must be a positive integer")
     return value
@@ -70,13 +58,13 @@ class RateLimiter:
             `min_size_to_sample` is not a positive integer, if a diff is NaN or
             if `min_diff > max_diff`.
         """
-        samples_per_insert = _check_number("samples_per_insert", samples_per_insert)
+        samples_per_insert = _arguments.number("samples_per_insert", samples_per_insert)
         if not math.isfinite(samples_per_insert) or samples_per_insert <= 0:
             raise ValueError(
                 f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
         min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
-        min_diff = _check_number("min_diff", min_diff)
-        max_diff = _check_number("max_diff", max_diff)
+        min_diff = _arguments.number("min_diff", min_diff)
+        max_diff = _arguments.number("max_diff", max_diff)
         self._use(_native.core().RateLimiterOptions(
             samples_per_insert, min_size_to_sample, min_diff, max_diff))
 
@@ -186,7 +174,7 @@ class SampleToInsertRatio(RateLimiter):
             or if `min_diff` is above `min_size_to_sample * samples_per_insert`
             (sampling could never start).
         """
-        spi = _check_number("samples_per_insert", samples_per_insert)
+        spi = _arguments.number("samples_per_insert", samples_per_insert)
         if not math.isfinite(spi) or spi <= 0:
             raise ValueError(f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
         min_size = _check_positive_int("min_size_to_sample", min_size_to_sample)
@@ -196,12 +184,12 @@ class SampleToInsertRatio(RateLimiter):
                 raise ValueError(
                     f"error_buffer must be a number or a (min_diff, max_diff) pair, "
                     f"got {error_buffer!r}")
-            min_diff = _check_number("error_buffer[0]", error_buffer[0])
-            max_diff = _check_number("error_buffer[1]", error_buffer[1])
+            min_diff = _arguments.number("error_buffer[0]", error_buffer[0])
+            max_diff = _arguments.number("error_buffer[1]", error_buffer[1])
             options = _native.core().RateLimiterOptions(spi, min_size, min_diff, max_diff)
         else:
             try:
-                buffer = _check_number("error_buffer", error_buffer)
+                buffer = _arguments.number("error_buffer", error_buffer)
             except TypeError as e:
                 # A ValueError, as dm-reverb raises for it (unpacking a pair).
                 raise ValueError(str(e)) from None

@@ -106,7 +106,7 @@ class Table:
         self._name = name
         self._sampler = sampler
         self._remover = remover
-        self._max_size = int(max_size)
+        self._max_size = max_size
         self._rate_limiter = rate_limiter
         # As given: values < 1 all mean no limit, and TableInfo reports it so.
         self._max_times_sampled = max_times_sampled

@@ -135,7 +135,7 @@ class StructuredWriter:
         if block_until_num_items < 0:
             raise ValueError(
                 f"block_until_num_items must be >= 0, got {block_until_num_items}")
-        self._writer.flush(block_until_num_items, _seconds(timeout_ms))
+        self._writer.flush(block_until_num_items, _arguments.timeout_ms_in_s(timeout_ms))
 
     def end_episode(self,
                     clear_buffers: bool = True,
@@ -156,18 +156,12 @@ class StructuredWriter:
         Raises:
           DeadlineExceededError: If the flush did not complete in time.
         """
-        self._writer.end_episode(clear_buffers, _seconds(timeout_ms))
+        self._writer.end_episode(clear_buffers, _arguments.timeout_ms_in_s(timeout_ms))
 
     @property
     def step_is_open(self) -> bool:
         """True if the most recent `append` had `partial_step=True`."""
         return self._writer.step_is_open
-
-
-def _seconds(timeout_ms: Optional[int]) -> Optional[float]:
-    if timeout_ms is None:
-        return None
-    return _arguments.integer("timeout_ms", timeout_ms) / 1000.0
 
 
 class _RefNode:

@@ -530,13 +530,6 @@ def _closed_error() -> errors.FailedPreconditionError:
     return errors.FailedPreconditionError("TrajectoryWriter::Close has been called.")
 
 
-def _timeout_s(timeout_ms: Optional[int]) -> Optional[float]:
-    """A timeout in ms (None: forever) in seconds; an integer or a TypeError."""
-    if timeout_ms is None:
-        return None
-    return _arguments.integer("timeout_ms", timeout_ms) / 1000.0
-
-
 
 class _WriterBase:
     """What plain and batched writers share: structures, columns, flow control.
@@ -766,7 +759,7 @@ class _WriterBase:
         """
         block_until_num_items = _arguments.integer("block_until_num_items",
                                                    block_until_num_items)
-        timeout_s = _timeout_s(timeout_ms)
+        timeout_s = _arguments.timeout_ms_in_s(timeout_ms)
         if block_until_num_items < 0:
             raise ValueError(
                 f"block_until_num_items must be >= 0, got {block_until_num_items}")
@@ -928,11 +921,14 @@ class TrajectoryWriter(_WriterBase):
             raise ValueError("trajectory must not be empty.")
         generation = self._generation
         entries = []
+        every_column_has_steps = True
         for column in flat:
             if type(column) is not TrajectoryColumn or column._generation is not generation:
                 self._reject(column)
-            entries.append(column._entry)
-        if any(len(column) == 0 for column in flat):
+            entry = column._entry
+            every_column_has_steps = every_column_has_steps and bool(entry[1])
+            entries.append(entry)
+        if not every_column_has_steps:
             raise ValueError("trajectory must not be empty. (A column references no steps.)")
         if self._closed:
             raise _closed_error()
@@ -956,7 +952,7 @@ class TrajectoryWriter(_WriterBase):
           ReverbError: If the native writer fails.
         """
         clear_buffers = _arguments.boolean("clear_buffers", clear_buffers)
-        timeout_s = _timeout_s(timeout_ms)
+        timeout_s = _arguments.timeout_ms_in_s(timeout_ms)
         if self._closed:
             raise _closed_error()
         if self._writer.step_open:

@@ -3,6 +3,7 @@
 
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/item.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -13,7 +14,7 @@ using ::reverb_tf::testing::MakeFloatChunk;
 TEST(ChunkStoreTest, RejectsInvalidPayloads) {
   ChunkStore store;
   auto scalar = MakePayload(DType::kFloat, {}, std::string(4, '\0'));
-  ASSERT_TRUE(scalar.ok());
+  ASSERT_OK(scalar);
   EXPECT_EQ(store.Insert(1, 1, 0, *scalar).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto empty = MakePayload(DType::kFloat, {0, 4}, "");
@@ -78,9 +79,9 @@ TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
     std::string bytes(size, '\0');
     for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7);
     auto payload = MakePayload(DType::kUint8, {1, static_cast<int64_t>(size)}, bytes);
-    ASSERT_TRUE(payload.ok());
+    ASSERT_OK(payload);
     auto chunk = store.Insert(size, 1, 3, *payload);
-    ASSERT_TRUE(chunk.ok());
+    ASSERT_OK(chunk);
     EXPECT_EQ((*chunk)->data(), bytes) << size;
     EXPECT_EQ((*chunk)->episode_step(), 3);
     const TensorPayload copy = (*chunk)->ToPayload();
@@ -107,13 +108,13 @@ TEST(ItemTest, ValidateTrajectoryCatchesBadSlices) {
   ChunkStore store;
   auto chunk = MakeFloatChunk(store, 1, 3);
   Item item = testing::MakeItem(1, 1.0, {chunk});
-  EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
+  EXPECT_OK(ValidateTrajectory(item.trajectory));
   item.trajectory[0].mutable_slices()[0].length = 4;
   EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
             absl::StatusCode::kInvalidArgument);
   item.trajectory[0].mutable_slices()[0] = ChunkSlice{chunk, 2, 1};
   item.trajectory[0].set_squeeze(true);
-  EXPECT_TRUE(ValidateTrajectory(item.trajectory).ok());
+  EXPECT_OK(ValidateTrajectory(item.trajectory));
   item.trajectory[0].mutable_slices()[0] = ChunkSlice{chunk, 1, 2};
   EXPECT_EQ(ValidateTrajectory(item.trajectory).code(),
             absl::StatusCode::kInvalidArgument);
@@ -129,9 +130,9 @@ TEST(ItemTest, SignatureMismatchNamesColumnDtypeAndShape) {
   Item item = testing::MakeItem(1, 1.0, {obs});
   TableSignature signature;
   signature.columns.push_back(ColumnSpec{"observation", DType::kFloat, {-1, 4}});
-  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  EXPECT_OK(ValidateAgainstSignature(item.trajectory, signature));
   signature.columns[0].shape = {3, 4};
-  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  EXPECT_OK(ValidateAgainstSignature(item.trajectory, signature));
   signature.columns[0].shape = {2, 4};
   absl::Status status = ValidateAgainstSignature(item.trajectory, signature);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -144,7 +145,7 @@ TEST(ItemTest, SignatureMismatchNamesColumnDtypeAndShape) {
   item.trajectory[0].mutable_slices()[0] = ChunkSlice{obs, 2, 1};
   item.trajectory[0].set_squeeze(true);
   signature.columns[0] = ColumnSpec{"observation", DType::kFloat, {4}};
-  EXPECT_TRUE(ValidateAgainstSignature(item.trajectory, signature).ok());
+  EXPECT_OK(ValidateAgainstSignature(item.trajectory, signature));
   signature.columns.push_back(signature.columns[0]);
   EXPECT_FALSE(ValidateAgainstSignature(item.trajectory, signature).ok());
 }

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -57,7 +58,7 @@ TEST_P(TableMemoryTest, BytesPerSmallItem) {
                                           2 * kItems, RateLimiterOptions::MinSize(1)));
   const size_t before = testing::HeapBytesInUse();
   for (Key key = 0; key < kItems; ++key) {
-    ASSERT_TRUE(table->InsertOrAssign(SmallItem(store, key)).ok());
+    ASSERT_OK(table->InsertOrAssign(SmallItem(store, key)));
   }
   const size_t after = testing::HeapBytesInUse();
   const double per_item = static_cast<double>(after - before) / kItems;

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -99,7 +100,7 @@ TEST_P(TableStressTest, InvariantsHoldUnderConcurrentLoad) {
   EXPECT_EQ(too_often.load(), 0);
   EXPECT_GT(inserted.load(), 100);
   EXPECT_GT(sampled.load(), 100);
-  ASSERT_TRUE(table->CheckInvariants().ok()) << table->CheckInvariants();
+  ASSERT_OK(table->CheckInvariants());
   const TableInfo info = table->info();
   EXPECT_EQ(info.rate_limiter_info.inserts, inserted.load());
   EXPECT_EQ(info.rate_limiter_info.samples, sampled.load());

@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -49,7 +50,7 @@ class TableTest : public ::testing::Test {
 TEST_F(TableTest, CreateRejectsInvalidOptions) {
   auto options = MakeTableOptions("t", Uniform(), Fifo(), 10,
                                   RateLimiterOptions::MinSize(1));
-  EXPECT_TRUE(Table::Create(options, 1).ok());
+  EXPECT_OK(Table::Create(options, 1));
   auto bad = options;
   bad.max_size = 0;
   EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
@@ -57,7 +58,7 @@ TEST_F(TableTest, CreateRejectsInvalidOptions) {
   // reports the value as given.
   auto unlimited = options;
   unlimited.max_times_sampled = -1;
-  EXPECT_TRUE(Table::Create(unlimited, 1).ok());
+  EXPECT_OK(Table::Create(unlimited, 1));
   bad = options;
   bad.name = "";
   EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
@@ -79,10 +80,10 @@ TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
       MakeTableOptions("t", Fifo(), Fifo(), 3, RateLimiterOptions::MinSize(1));
   options.max_times_sampled = 2;
   auto table = MakeTable(options);
-  for (Key key = 1; key <= 5; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(5, 2.0)).ok());  // a replacement
-  ASSERT_TRUE(table->Sample(2, kLong).ok());                 // key 3 twice: sampled out
-  ASSERT_TRUE(table->MutatePriorities({{4, 3.0}, {99, 1.0}}, {5}).ok());
+  for (Key key = 1; key <= 5; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(5, 2.0)));  // a replacement
+  ASSERT_OK(table->Sample(2, kLong));                 // key 3 twice: sampled out
+  ASSERT_OK(table->MutatePriorities({{4, 3.0}, {99, 1.0}}, {5}));
   TableCounters counters = table->info().counters;
   EXPECT_EQ(counters.inserted, 5);
   EXPECT_EQ(counters.evicted, 2);
@@ -116,17 +117,17 @@ TEST(PriorityHistogramTest, BucketsArePowersOfTwoWithOpenEnds) {
 TEST_F(TableTest, PriorityHistogramFollowsInsertsUpdatesAndRemovals) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 3,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1, 1.0)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 1.0)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(3, 3.0)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(4, 0.25)).ok());    // evicts 1
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 100.0)).ok());   // replaces 2
-  ASSERT_TRUE(table->MutatePriorities({{3, 0.25}}, {}).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1, 1.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 1.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(3, 3.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(4, 0.25)));    // evicts 1
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 100.0)));   // replaces 2
+  ASSERT_OK(table->MutatePriorities({{3, 0.25}}, {}));
   PriorityHistogram histogram = table->info().priorities;
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(0.25)], 2);
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(100.0)], 1);
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(1.0)], 0);
-  EXPECT_TRUE(table->CheckInvariants().ok()) << table->CheckInvariants();
+  EXPECT_OK(table->CheckInvariants());
   table->Reset();
   histogram = table->info().priorities;
   for (int64_t count : histogram.counts) EXPECT_EQ(count, 0);
@@ -135,11 +136,11 @@ TEST_F(TableTest, PriorityHistogramFollowsInsertsUpdatesAndRemovals) {
 TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1, 1.0)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 3.0)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1, 1.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 3.0)));
   EXPECT_EQ(table->size(), 2);
   auto samples = table->Sample(1, kLong);
-  ASSERT_TRUE(samples.ok());
+  ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), 1u);
   const SampledItem& s = samples->front();
   EXPECT_EQ(s.table_size, 2);
@@ -154,8 +155,8 @@ TEST_F(TableTest, InsertAndSampleReportSampleInfo) {
 TEST_F(TableTest, PrioritiesAreWeightsOnlyWhereASelectorIsPrioritized) {
   auto heap = MakeTable(MakeTableOptions("h", MinHeap(), Fifo(), 10,
                                          RateLimiterOptions::MinSize(1)));
-  EXPECT_TRUE(heap->InsertOrAssign(NewItem(1, -1.0)).ok());
-  EXPECT_TRUE(heap->InsertOrAssign(NewItem(2, INFINITY)).ok());
+  EXPECT_OK(heap->InsertOrAssign(NewItem(1, -1.0)));
+  EXPECT_OK(heap->InsertOrAssign(NewItem(2, INFINITY)));
   EXPECT_EQ(heap->InsertOrAssign(NewItem(3, NAN)).code(), absl::StatusCode::kInvalidArgument);
   auto prioritized = MakeTable(MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
                                                 RateLimiterOptions::MinSize(1)));
@@ -189,7 +190,7 @@ TEST_F(TableTest, SignatureMismatchIsRejectedNamingTheColumn) {
                                   RateLimiterOptions::MinSize(1));
   options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 4}}}, ""};
   auto table = MakeTable(options);
-  EXPECT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  EXPECT_OK(table->InsertOrAssign(NewItem(1)));
   Item wrong = MakeItem(2, 1.0, {MakeFloatChunk(store_, 2, 1, /*width=*/5)});
   absl::Status status = table->InsertOrAssign(wrong);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -202,12 +203,12 @@ TEST_F(TableTest, AssignReplacesPriorityAndTrajectoryWithoutCountingAnInsert) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::Queue(1)));
   Item original = NewItem(1, 1.0);
-  ASSERT_TRUE(table->InsertOrAssign(std::move(original)).ok());
+  ASSERT_OK(table->InsertOrAssign(std::move(original)));
   // The queue is full, so a new key would wait; assigning does not.
   EXPECT_EQ(table->InsertOrAssign(NewItem(2), absl::ZeroDuration()).code(),
             absl::StatusCode::kDeadlineExceeded);
   Item replacement = MakeItem(1, 5.0, {MakeFloatChunk(store_, 99, 2)});
-  ASSERT_TRUE(table->InsertOrAssign(replacement, absl::ZeroDuration()).ok());
+  ASSERT_OK(table->InsertOrAssign(replacement, absl::ZeroDuration()));
   EXPECT_EQ(table->size(), 1);
   EXPECT_EQ(table->info().rate_limiter_info.inserts, 1);
   EXPECT_EQ(store_.num_live_chunks(), 1);  // the old chunk is gone
@@ -235,13 +236,13 @@ TEST_F(TableTest, FullTableEvictsTheRemoversChoice) {
     auto table = MakeTable(MakeTableOptions(
         "t", Uniform(), c.remover, 3, RateLimiterOptions::MinSize(1)));
     for (Key key = 1; key <= 5; ++key) {
-      ASSERT_TRUE(table->InsertOrAssign(NewItem(key, priority[key])).ok());
+      ASSERT_OK(table->InsertOrAssign(NewItem(key, priority[key])));
     }
     EXPECT_EQ(table->size(), 3);
     std::vector<std::pair<Key, double>> probe;
     for (Key key = 1; key <= 5; ++key) probe.push_back({key, 1.0});
     auto result = table->MutatePriorities(probe, {});
-    ASSERT_TRUE(result.ok());
+    ASSERT_OK(result);
     EXPECT_EQ(result->updated, 3);
     EXPECT_EQ(result->missing, 2);
     for (Key key : c.survivors) {
@@ -255,11 +256,11 @@ TEST_F(TableTest, FullTableEvictsTheRemoversChoice) {
 TEST_F(TableTest, MaxTimesSampledRemovesTheItemAndFreesItsChunk) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1), 3));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   EXPECT_EQ(store_.num_live_chunks(), 1);
   for (int i = 1; i <= 3; ++i) {
     auto samples = table->Sample(1, kLong);
-    ASSERT_TRUE(samples.ok());
+    ASSERT_OK(samples);
     EXPECT_EQ(samples->front().times_sampled, i);
     EXPECT_EQ(samples->front().removed, i == 3);
   }
@@ -272,7 +273,7 @@ TEST_F(TableTest, MaxTimesSampledRemovesTheItemAndFreesItsChunk) {
 TEST_F(TableTest, SampleTimesOutWithDeadlineExceeded) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(2)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   const absl::Time start = absl::Now();
   auto status = table->Sample(1, kShort).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
@@ -283,13 +284,13 @@ TEST_F(TableTest, SampleTimesOutWithDeadlineExceeded) {
 TEST_F(TableTest, BlockedSampleWakesWhenInsertAllowsIt) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(2)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   absl::StatusOr<std::vector<SampledItem>> result;
   std::thread sampler([&] { result = table->Sample(1, kLong); });
   AwaitPending(*table, /*sample=*/true, 1);
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(2)));
   sampler.join();
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   EXPECT_TRUE(result->front().rate_limited);
   const auto stats = table->info().rate_limiter_info.sample_stats;
   EXPECT_EQ(stats.limited, 1);
@@ -300,8 +301,8 @@ TEST_F(TableTest, BlockedSampleWakesWhenInsertAllowsIt) {
 TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
   auto table = MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 2,
                                           RateLimiterOptions::Queue(2), 1));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(2)));
   EXPECT_EQ(table->InsertOrAssign(NewItem(3), kShort).code(),
             absl::StatusCode::kDeadlineExceeded);
   absl::Status blocked_insert;
@@ -310,10 +311,10 @@ TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
   });
   AwaitPending(*table, /*sample=*/false, 1);
   auto first = table->Sample(1, kLong);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   EXPECT_EQ(first->front().key, 1u);
   writer.join();
-  EXPECT_TRUE(blocked_insert.ok()) << blocked_insert;
+  EXPECT_OK(blocked_insert);
   EXPECT_EQ(table->Sample(1, kLong)->front().key, 2u);
   EXPECT_EQ(table->Sample(1, kLong)->front().key, 3u);
   EXPECT_EQ(table->size(), 0);
@@ -322,7 +323,7 @@ TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
 TEST_F(TableTest, StackReturnsNewestFirst) {
   auto table = MakeTable(MakeTableOptions("s", Lifo(), Lifo(), 3,
                                           RateLimiterOptions::Stack(3), 1));
-  for (Key key = 1; key <= 3; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
+  for (Key key = 1; key <= 3; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   for (Key expected = 3; expected >= 1; --expected) {
     EXPECT_EQ(table->Sample(1, kLong)->front().key, expected);
   }
@@ -331,16 +332,16 @@ TEST_F(TableTest, StackReturnsNewestFirst) {
 TEST_F(TableTest, SampleBatchTakesWhatTheLimiterAllows) {
   auto table = MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 10,
                                           RateLimiterOptions::Queue(10), 1));
-  for (Key key = 1; key <= 3; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
+  for (Key key = 1; key <= 3; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   auto batch = table->Sample(10, kLong);
-  ASSERT_TRUE(batch.ok());
+  ASSERT_OK(batch);
   ASSERT_EQ(batch->size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ((*batch)[i].key, static_cast<Key>(i + 1));
   EXPECT_EQ(table->info().rate_limiter_info.sample_stats.completed, 3);
 
   auto uniform = MakeTable(MakeTableOptions("u", Uniform(), Fifo(), 10,
                                             RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(uniform->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(uniform->InsertOrAssign(NewItem(1)));
   EXPECT_EQ(uniform->Sample(64, kLong)->size(), 64u);  // sampling with replacement
 }
 
@@ -378,22 +379,22 @@ TEST_F(TableTest, CloseFailsBlockedAndFutureCalls) {
 TEST_F(TableTest, OpenServesAgainWithTheItemsKept) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   table->Close();
   EXPECT_EQ(table->InsertOrAssign(NewItem(2)).code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(table->size(), 1);
   table->Open();
-  EXPECT_TRUE(table->InsertOrAssign(NewItem(2)).ok());
+  EXPECT_OK(table->InsertOrAssign(NewItem(2)));
   auto sampled = table->Sample(1, kLong);
-  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  ASSERT_OK(sampled);
   EXPECT_EQ(table->size(), 2);
 }
 
 TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
   auto table = MakeTable(MakeTableOptions("t", Prioritized(1.0), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1, 1.0)).ok());
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(2, 1.0)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1, 1.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 1.0)));
   auto bad = table->MutatePriorities({{1, 100.0}, {2, NAN}}, {});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table->MutatePriorities({{1, -3}}, {}).status().code(),
@@ -402,7 +403,7 @@ TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
   EXPECT_DOUBLE_EQ(table->Sample(1, kLong)->front().probability, 0.5);
 
   auto result = table->MutatePriorities({{1, 3.0}, {7, 1.0}}, {2, 8});
-  ASSERT_TRUE(result.ok());
+  ASSERT_OK(result);
   EXPECT_EQ(result->updated, 1);
   EXPECT_EQ(result->deleted, 1);
   EXPECT_EQ(result->missing, 2);
@@ -415,8 +416,8 @@ TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
 TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  for (Key key = 1; key <= 5; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
-  ASSERT_TRUE(table->Sample(3, kLong).ok());
+  for (Key key = 1; key <= 5; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  ASSERT_OK(table->Sample(3, kLong));
   EXPECT_EQ(store_.num_live_chunks(), 5);
   table->Reset();
   EXPECT_EQ(table->size(), 0);
@@ -425,7 +426,7 @@ TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {
   EXPECT_EQ(info.rate_limiter_info.inserts, 0);
   EXPECT_EQ(info.rate_limiter_info.samples, 0);
   EXPECT_EQ(info.num_unique_samples, 0);
-  ASSERT_TRUE(table->InsertOrAssign(NewItem(1)).ok());
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   EXPECT_EQ(table->Sample(1, kLong)->front().key, 1u);
 }
 
@@ -435,14 +436,14 @@ TEST_F(TableTest, ChunksSharedAcrossTablesLiveUntilTheLastItemGoes) {
   auto b = MakeTable(MakeTableOptions("b", Uniform(), Fifo(), 10,
                                       RateLimiterOptions::MinSize(1)));
   auto shared = MakeFloatChunk(store_, 1, 4);
-  ASSERT_TRUE(a->InsertOrAssign(MakeItem(1, 1, {shared})).ok());
-  ASSERT_TRUE(b->InsertOrAssign(MakeItem(2, 1, {shared})).ok());
-  ASSERT_TRUE(a->InsertOrAssign(MakeItem(3, 1, {shared})).ok());
+  ASSERT_OK(a->InsertOrAssign(MakeItem(1, 1, {shared})));
+  ASSERT_OK(b->InsertOrAssign(MakeItem(2, 1, {shared})));
+  ASSERT_OK(a->InsertOrAssign(MakeItem(3, 1, {shared})));
   shared.reset();
   EXPECT_EQ(store_.num_live_chunks(), 1);
   a->Reset();
   EXPECT_EQ(store_.num_live_chunks(), 1);
-  ASSERT_TRUE(b->MutatePriorities({}, {2}).ok());
+  ASSERT_OK(b->MutatePriorities({}, {2}));
   EXPECT_EQ(store_.num_live_chunks(), 0);
 }
 
@@ -450,8 +451,8 @@ TEST_F(TableTest, InfoReportsOptionsAndCounters) {
   auto options = MakeTableOptions("info", Prioritized(0.6), Fifo(), 100,
                                   RateLimiterOptions::SampleToInsertRatio(2, 1, 10), 7);
   auto table = MakeTable(options);
-  for (Key key = 1; key <= 4; ++key) ASSERT_TRUE(table->InsertOrAssign(NewItem(key)).ok());
-  ASSERT_TRUE(table->Sample(3, kLong).ok());
+  for (Key key = 1; key <= 4; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  ASSERT_OK(table->Sample(3, kLong));
   const TableInfo info = table->info();
   EXPECT_EQ(info.options.name, "info");
   EXPECT_EQ(info.options.sampler, Prioritized(0.6));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 std::string Bytes(size_t n, uint8_t fill) { return std::string(n, static_cast<char>(fill)); }
 
 TEST(TensorPayloadTest, MakePayloadChecksByteCount) {
-  EXPECT_TRUE(MakePayload(DType::kFloat, {2, 3}, Bytes(24, 0)).ok());
+  EXPECT_OK(MakePayload(DType::kFloat, {2, 3}, Bytes(24, 0)));
   auto bad = MakePayload(DType::kFloat, {2, 3}, Bytes(20, 0));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("needs 24 bytes"), std::string::npos);
@@ -32,17 +33,17 @@ TEST(TensorPayloadTest, RejectsInvalidDTypeAndNegativeDims) {
 TEST(TensorPayloadTest, StringsRoundTrip) {
   std::vector<std::string> in = {"", "a", std::string(300, 'x'), "\0zero"};
   auto payload = MakeStringPayload({2, 2}, in);
-  ASSERT_TRUE(payload.ok());
-  ASSERT_TRUE(payload->Validate().ok());
+  ASSERT_OK(payload);
+  ASSERT_OK(payload->Validate());
   auto out = DecodeStrings(*payload);
-  ASSERT_TRUE(out.ok());
+  ASSERT_OK(out);
   EXPECT_EQ(*out, in);
   EXPECT_FALSE(MakeStringPayload({3}, in).ok());
 }
 
 TEST(TensorPayloadTest, MalformedStringPayloadIsAnError) {
   auto payload = MakeStringPayload({1}, std::vector<std::string>{"hello"});
-  ASSERT_TRUE(payload.ok());
+  ASSERT_OK(payload);
   payload->data.pop_back();
   payload->uncompressed_size = payload->data.size();
   EXPECT_EQ(payload->Validate().code(), absl::StatusCode::kInvalidArgument);
@@ -50,13 +51,13 @@ TEST(TensorPayloadTest, MalformedStringPayloadIsAnError) {
 
 TEST(TensorPayloadTest, ZstdRoundTripShrinksCompressibleData) {
   auto payload = MakePayload(DType::kUint8, {1000, 84}, Bytes(84000, 7));
-  ASSERT_TRUE(payload.ok());
+  ASSERT_OK(payload);
   auto compressed = Compress(*payload, 3);
-  ASSERT_TRUE(compressed.ok());
+  ASSERT_OK(compressed);
   EXPECT_EQ(compressed->compression, Compression::kZstd);
   EXPECT_LT(compressed->data.size(), 1000u);
   auto restored = Decompress(*compressed);
-  ASSERT_TRUE(restored.ok());
+  ASSERT_OK(restored);
   EXPECT_EQ(restored->compression, Compression::kNone);
   EXPECT_EQ(restored->data, payload->data);
   EXPECT_EQ(restored->shape, payload->shape);
@@ -67,9 +68,9 @@ TEST(TensorPayloadTest, IncompressibleDataStaysRaw) {
   std::string random(4096, '\0');
   for (char& c : random) c = static_cast<char>(rng());
   auto payload = MakePayload(DType::kUint8, {4096}, random);
-  ASSERT_TRUE(payload.ok());
+  ASSERT_OK(payload);
   auto compressed = Compress(*payload, 3);
-  ASSERT_TRUE(compressed.ok());
+  ASSERT_OK(compressed);
   EXPECT_EQ(compressed->compression, Compression::kNone);
   EXPECT_EQ(compressed->data, random);
 }
@@ -77,7 +78,7 @@ TEST(TensorPayloadTest, IncompressibleDataStaysRaw) {
 TEST(TensorPayloadTest, CorruptCompressedDataIsDataLoss) {
   auto payload = MakePayload(DType::kUint8, {10000}, Bytes(10000, 1));
   auto compressed = Compress(*payload, 1);
-  ASSERT_TRUE(compressed.ok());
+  ASSERT_OK(compressed);
   TensorPayload truncated = *compressed;
   truncated.data.resize(truncated.data.size() / 2);
   EXPECT_EQ(Decompress(truncated).status().code(), absl::StatusCode::kDataLoss);
@@ -92,9 +93,9 @@ TEST(TensorPayloadTest, SliceAndConcatRows) {
   std::string data;
   for (int32_t i = 0; i < 12; ++i) data.append(reinterpret_cast<char*>(&i), 4);
   auto payload = MakePayload(DType::kInt32, {4, 3}, data);
-  ASSERT_TRUE(payload.ok());
+  ASSERT_OK(payload);
   auto middle = SliceRows(*payload, 1, 2);
-  ASSERT_TRUE(middle.ok());
+  ASSERT_OK(middle);
   EXPECT_EQ(middle->shape, (Shape{2, 3}));
   int32_t first;
   std::memcpy(&first, middle->data.data(), 4);
@@ -103,7 +104,7 @@ TEST(TensorPayloadTest, SliceAndConcatRows) {
   auto tail = SliceRows(*payload, 3, 1);
   TensorPayload parts[] = {*head, *middle, *tail};
   auto joined = ConcatRows(parts);
-  ASSERT_TRUE(joined.ok());
+  ASSERT_OK(joined);
   EXPECT_EQ(joined->data, data);
   EXPECT_EQ(joined->shape, (Shape{4, 3}));
   EXPECT_EQ(SliceRows(*payload, 3, 2).status().code(),
@@ -118,9 +119,9 @@ TEST(TensorPayloadTest, SliceStrings) {
   std::vector<std::string> in = {"ab", "c", "def", "g", "", "hij"};
   auto payload = MakeStringPayload({3, 2}, in);
   auto slice = SliceRows(*payload, 1, 2);
-  ASSERT_TRUE(slice.ok());
+  ASSERT_OK(slice);
   auto out = DecodeStrings(*slice);
-  ASSERT_TRUE(out.ok());
+  ASSERT_OK(out);
   EXPECT_EQ(*out, (std::vector<std::string>{"def", "g", "", "hij"}));
 }
 
@@ -163,7 +164,7 @@ TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification
   // Header and payload agree on 24 bytes; the block holds 10.
   TensorPayload short_frame =
       Compressed(DType::kFloat, {3, 2}, 24, ZstdFrame(24, Bytes(10, 7), 10));
-  EXPECT_TRUE(short_frame.Validate().ok());
+  EXPECT_OK(short_frame.Validate());
   EXPECT_EQ(VerifyCompressed(short_frame).code(), absl::StatusCode::kInvalidArgument);
   // A block that claims more bytes than the frame carries (truncated input).
   TensorPayload truncated =
@@ -174,9 +175,9 @@ TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification
   EXPECT_EQ(garbage.Validate().code(), absl::StatusCode::kInvalidArgument);
   // Trailing bytes after a complete frame.
   auto good = Compress(*MakePayload(DType::kFloat, {64}, Bytes(256, 1)), 3);
-  ASSERT_TRUE(good.ok());
+  ASSERT_OK(good);
   ASSERT_EQ(good->compression, Compression::kZstd);
-  EXPECT_TRUE(VerifyCompressed(*good).ok());
+  EXPECT_OK(VerifyCompressed(*good));
   TensorPayload trailing = *good;
   trailing.data += "xyz";
   EXPECT_FALSE(VerifyCompressed(trailing).ok());
@@ -184,11 +185,11 @@ TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification
 
 TEST(TensorPayloadTest, CompressedStringsAreVerifiedWhole) {
   auto strings = MakeStringPayload({64}, std::vector<std::string>(64, "abcabcabc"));
-  ASSERT_TRUE(strings.ok());
+  ASSERT_OK(strings);
   auto compressed = Compress(*strings, 3);
-  ASSERT_TRUE(compressed.ok());
+  ASSERT_OK(compressed);
   ASSERT_EQ(compressed->compression, Compression::kZstd);
-  EXPECT_TRUE(VerifyCompressed(*compressed).ok());
+  EXPECT_OK(VerifyCompressed(*compressed));
   TensorPayload wrong_count = *compressed;
   wrong_count.shape = {65};
   EXPECT_FALSE(VerifyCompressed(wrong_count).ok());
@@ -208,7 +209,7 @@ TEST(TensorPayloadTest, ShapesWhoseSizeOverflowsOrIsHugeAreRejected) {
   TensorPayload empty;  // a zero dimension makes any other dimension fine
   empty.dtype = DType::kDouble;
   empty.shape = {0, int64_t{1} << 62};
-  EXPECT_TRUE(empty.Validate().ok());
+  EXPECT_OK(empty.Validate());
   TensorPayload negative_size;
   negative_size.dtype = DType::kUint8;
   negative_size.shape = {0};

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -55,7 +56,7 @@ std::unique_ptr<Checkpointer> MakeCheckpointer(const std::string& root, int keep
   options.fallback_checkpoint_path = fallback;
   options.load_previous_if_damaged = load_previous_if_damaged;
   auto checkpointer = Checkpointer::Create(options);
-  EXPECT_TRUE(checkpointer.ok()) << checkpointer.status();
+  EXPECT_OK(checkpointer);
   return *std::move(checkpointer);
 }
 
@@ -133,10 +134,10 @@ class CheckpointerTest : public ::testing::Test {
         partial.add_slice({chunks[k + 1], 1, 1});
         partial.set_squeeze(true);
         item.trajectory.push_back(std::move(partial));
-        ASSERT_TRUE(table->InsertOrAssign(std::move(item), kShort).ok());
+        ASSERT_OK(table->InsertOrAssign(std::move(item), kShort));
       }
       // Sample some items so times_sampled and the limiter counts vary.
-      ASSERT_TRUE(table->Sample(n / 3, kShort).ok());
+      ASSERT_OK(table->Sample(n / 3, kShort));
     }
   }
 
@@ -149,7 +150,7 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
   Fill(tables, 60);
   auto checkpointer = MakeCheckpointer(root);
   auto stats = checkpointer->Save(tables);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_OK(stats);
   EXPECT_EQ(stats->num_items, 6 * 60);
   // 61 chunks, each stored once although six tables reference them.
   EXPECT_EQ(stats->num_chunks, 61);
@@ -157,11 +158,11 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
 
   auto restored = MakeTables();
   auto loaded = MakeCheckpointer(root)->LoadLatest(restored);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, stats->path);
   for (size_t i = 0; i < tables.size(); ++i) {
     SCOPED_TRACE(tables[i]->name());
-    EXPECT_TRUE(restored[i]->CheckInvariants().ok()) << restored[i]->CheckInvariants();
+    EXPECT_OK(restored[i]->CheckInvariants());
     EXPECT_EQ(Contents(*restored[i]), Contents(*tables[i]));
     const auto before = tables[i]->info();
     const auto after = restored[i]->info();
@@ -191,12 +192,12 @@ TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
   auto tables = MakeTables();
   Fill(tables, 50);
   auto stats = MakeCheckpointer(root)->Save(tables);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_OK(stats);
   std::vector<std::pair<uint64_t, uint64_t>> progress;
   auto summary = InspectCheckpoint(stats->path, [&](uint64_t done, uint64_t total) {
     progress.emplace_back(done, total);
   });
-  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_OK(summary);
   EXPECT_EQ(summary->num_chunks, 51);
   EXPECT_EQ(summary->file_bytes, fs::file_size(DataFile(stats->path)));
   ASSERT_EQ(summary->tables.size(), tables.size());
@@ -230,8 +231,8 @@ TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
 TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 2,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1, 4, 1.f)})).ok());
-  ASSERT_TRUE(table->InsertOrAssign(MakeItem(2, 1, {MakeFloatChunk(store_, 2, 1, 4, 2.f)})).ok());
+  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1, 4, 1.f)})));
+  ASSERT_OK(table->InsertOrAssign(MakeItem(2, 1, {MakeFloatChunk(store_, 2, 1, 4, 2.f)})));
   const int64_t live = store_.num_live_chunks();
   {
     TableSnapshot snapshot = table->Snapshot();
@@ -239,8 +240,8 @@ TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
     const std::string first(snapshot.chunks[0]->data());
     // Evict (insert into a full table), replace and reset: nothing the
     // snapshot points at may be freed while it is alive.
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})).ok());
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})));
+    ASSERT_OK(table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})));
     table->Reset();
     EXPECT_EQ(store_.num_live_chunks(), live + 2);
     EXPECT_EQ(std::string(snapshot.chunks[0]->data()), first);
@@ -287,18 +288,18 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
   for (int i = 0; i < 6; ++i) {
     absl::SleepFor(absl::Milliseconds(30));
     auto stats = checkpointer->Save({table});
-    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_OK(stats);
     saved.push_back(*stats);
   }
   stop = true;
   for (auto& thread : threads) thread.join();
-  EXPECT_TRUE(table->CheckInvariants().ok()) << table->CheckInvariants();
+  EXPECT_OK(table->CheckInvariants());
 
   for (const CheckpointStats& stats : saved) {
     auto restored = MakeTable(table->options());
-    ASSERT_TRUE(LoadCheckpoint(stats.path, {restored}).ok()) << stats.path;
+    ASSERT_OK(LoadCheckpoint(stats.path, {restored})) << stats.path;
     EXPECT_EQ(restored->size(), stats.num_items) << stats.path;
-    EXPECT_TRUE(restored->CheckInvariants().ok()) << restored->CheckInvariants();
+    EXPECT_OK(restored->CheckInvariants());
   }
   int64_t most = 0;
   for (const CheckpointStats& stats : saved) most = std::max(most, stats.num_items);
@@ -309,16 +310,16 @@ TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {
   const std::string root = FreshDir("max_times");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1), 3));
-  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
-  ASSERT_TRUE(table->Sample(1, kShort).ok());
-  ASSERT_TRUE(table->Sample(1, kShort).ok());
+  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
+  ASSERT_OK(table->Sample(1, kShort));
+  ASSERT_OK(table->Sample(1, kShort));
   auto checkpointer = MakeCheckpointer(root);
-  ASSERT_TRUE(checkpointer->Save({table}).ok());
+  ASSERT_OK(checkpointer->Save({table}));
 
   auto restored = MakeTable(table->options());
-  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  ASSERT_OK(checkpointer->LoadLatest({restored}));
   auto third = restored->Sample(1, kShort);
-  ASSERT_TRUE(third.ok());
+  ASSERT_OK(third);
   EXPECT_EQ((*third)[0].times_sampled, 3);
   EXPECT_TRUE((*third)[0].removed);
   EXPECT_EQ(restored->size(), 0);
@@ -329,21 +330,21 @@ TEST_F(CheckpointerTest, NewSizeOptionsApplyOnRestore) {
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1), 0));
   for (Key k = 1; k <= 50; ++k) {
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
   }
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(table->Sample(1, kShort).ok());  // key 1 x5
+  for (int i = 0; i < 5; ++i) ASSERT_OK(table->Sample(1, kShort));  // key 1 x5
   auto checkpointer = MakeCheckpointer(root);
-  ASSERT_TRUE(checkpointer->Save({table}).ok());
+  ASSERT_OK(checkpointer->Save({table}));
 
   // Smaller max_size: the remover (Fifo) evicts the oldest; a smaller
   // max_times_sampled drops the item already sampled that often.
   auto smaller = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 20,
                                             RateLimiterOptions::MinSize(1), 4));
-  ASSERT_TRUE(checkpointer->LoadLatest({smaller}).ok());
-  EXPECT_TRUE(smaller->CheckInvariants().ok()) << smaller->CheckInvariants();
+  ASSERT_OK(checkpointer->LoadLatest({smaller}));
+  EXPECT_OK(smaller->CheckInvariants());
   EXPECT_EQ(smaller->size(), 20);
   auto first = smaller->Sample(1, kShort);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   EXPECT_EQ((*first)[0].key, 31u);
 }
 
@@ -352,27 +353,26 @@ TEST_F(CheckpointerTest, ChangedRateLimiterNeverBlocksForGood) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000,
                                           RateLimiterOptions::MinSize(1), 0));
   for (Key k = 1; k <= 1000; ++k) {
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
   }
   auto checkpointer = MakeCheckpointer(root);
-  ASSERT_TRUE(checkpointer->Save({table}).ok());
+  ASSERT_OK(checkpointer->Save({table}));
 
   // 1000 inserts at 4 samples per insert would be a debt of 4000 samples
   // against a window of +-50: restored as is, inserts would wait for ~4000
   // samples. The new limiter starts at the edge of its window instead.
   const auto limiter = RateLimiterOptions::SampleToInsertRatio(4, 10, 50);
   auto restored = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000, limiter, 0));
-  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  ASSERT_OK(checkpointer->LoadLatest({restored}));
   EXPECT_EQ(restored->size(), 1000);
-  EXPECT_TRUE(restored->CheckInvariants().ok()) << restored->CheckInvariants();
+  EXPECT_OK(restored->CheckInvariants());
   EXPECT_EQ(restored->info().rate_limiter_info.options, limiter);
   // A few samples open the window for an insert.
-  ASSERT_TRUE(restored->Sample(4, kShort).ok());
-  EXPECT_TRUE(restored->InsertOrAssign(MakeItem(5000, 1, {MakeFloatChunk(store_, 5000, 1)}),
-                                       kShort)
-                  .ok());
+  ASSERT_OK(restored->Sample(4, kShort));
+  EXPECT_OK(restored->InsertOrAssign(MakeItem(5000, 1, {MakeFloatChunk(store_, 5000, 1)}),
+                                     kShort));
   // And sampling was never blocked.
-  EXPECT_TRUE(restored->Sample(1, kShort).ok());
+  EXPECT_OK(restored->Sample(1, kShort));
 }
 
 TEST_F(CheckpointerTest, SameRateLimiterKeepsItsExactState) {
@@ -380,14 +380,14 @@ TEST_F(CheckpointerTest, SameRateLimiterKeepsItsExactState) {
   const auto limiter = RateLimiterOptions::SampleToInsertRatio(2, 5, 10);
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 1000, limiter, 0));
   for (Key k = 1; k <= 10; ++k) {
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)}),
-                                      kShort).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)}),
+                                    kShort));
   }
-  ASSERT_TRUE(table->Sample(7, kShort).ok());
+  ASSERT_OK(table->Sample(7, kShort));
   auto checkpointer = MakeCheckpointer(root);
-  ASSERT_TRUE(checkpointer->Save({table}).ok());
+  ASSERT_OK(checkpointer->Save({table}));
   auto restored = MakeTable(table->options());
-  ASSERT_TRUE(checkpointer->LoadLatest({restored}).ok());
+  ASSERT_OK(checkpointer->LoadLatest({restored}));
   const auto before = table->info().rate_limiter_info;
   const auto after = restored->info().rate_limiter_info;
   EXPECT_EQ(after.inserts, before.inserts);
@@ -401,7 +401,7 @@ TEST_F(CheckpointerTest, MismatchedTablesAreNamed) {
   auto tables = MakeTables();
   Fill(tables, 5);
   auto checkpointer = MakeCheckpointer(root);
-  ASSERT_TRUE(checkpointer->Save(tables).ok());
+  ASSERT_OK(checkpointer->Save(tables));
 
   auto renamed = MakeTables();
   renamed[3] = MakeTable(MakeTableOptions("other", Uniform(), Fifo(), 10,
@@ -426,7 +426,7 @@ TEST_F(CheckpointerTest, DamagedFilesFailCleanlyAndLoadNothing) {
   auto tables = MakeTables();
   Fill(tables, 400);
   auto stats = MakeCheckpointer(root)->Save(tables);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_OK(stats);
   const std::string file = DataFile(stats->path);
   std::ifstream in(file, std::ios::binary);
   const std::string bytes(std::istreambuf_iterator<char>(in), {});
@@ -461,19 +461,19 @@ TEST_F(CheckpointerTest, KeepsTheNewestAndLoadsTheLatest) {
   auto checkpointer = MakeCheckpointer(root, /*keep=*/2);
   std::vector<std::string> paths;
   for (Key k = 1; k <= 5; ++k) {
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
     auto stats = checkpointer->Save({table});
-    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_OK(stats);
     paths.push_back(stats->path);
   }
   auto listed = checkpointer->List();
-  ASSERT_TRUE(listed.ok());
+  ASSERT_OK(listed);
   EXPECT_EQ(*listed, (std::vector<std::string>{paths[3], paths[4]}));
   EXPECT_FALSE(fs::exists(paths[0]));
 
   auto restored = MakeTable(table->options());
   auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, paths[4]);
   EXPECT_EQ(restored->size(), 5);
 }
@@ -485,9 +485,9 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   auto checkpointer = MakeCheckpointer(root, /*keep=*/3);
   std::vector<std::string> paths;
   for (Key k = 1; k <= 3; ++k) {
-    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})).ok());
+    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
     auto stats = checkpointer->Save({table});
-    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_OK(stats);
     paths.push_back(stats->path);
   }
   // The newest loses its data file, the middle one gets a flipped bit.
@@ -512,13 +512,13 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   auto restored = MakeTable(table->options());
   auto loaded = MakeCheckpointer(root, 3, "", /*load_previous_if_damaged=*/true)
                     ->LoadLatest({restored});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, paths[0]);
   ASSERT_EQ(loaded->skipped.size(), 2u);
   EXPECT_EQ(loaded->skipped[0].rfind(paths[2], 0), 0u) << loaded->skipped[0];
   EXPECT_EQ(loaded->skipped[1].rfind(paths[1], 0), 0u) << loaded->skipped[1];
   EXPECT_EQ(restored->size(), 1);  // what the oldest checkpoint held, nothing of the others
-  EXPECT_TRUE(restored->CheckInvariants().ok());
+  EXPECT_OK(restored->CheckInvariants());
 
   fs::remove(DataFile(paths[0]));
   auto none = MakeTable(table->options());
@@ -532,10 +532,10 @@ TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
   const std::string root = FreshDir("unfinished");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
+  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
   auto checkpointer = MakeCheckpointer(root);
   auto stats = checkpointer->Save({table});
-  ASSERT_TRUE(stats.ok());
+  ASSERT_OK(stats);
 
   // What a writer killed mid-checkpoint leaves: a temporary directory (its
   // pid long gone) with a partial file, named to sort after the real one.
@@ -548,7 +548,7 @@ TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
 
   auto restored = MakeTable(table->options());
   auto loaded = MakeCheckpointer(root)->LoadLatest({restored});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, stats->path);
   EXPECT_EQ(restored->size(), 1);
   EXPECT_FALSE(fs::exists(dead));
@@ -559,20 +559,20 @@ TEST_F(CheckpointerTest, FallsBackWhenTheRootIsEmpty) {
   const std::string other = FreshDir("fallback_source");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})).ok());
+  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
   auto stats = MakeCheckpointer(other)->Save({table});
-  ASSERT_TRUE(stats.ok());
+  ASSERT_OK(stats);
 
   auto restored = MakeTable(table->options());
   auto loaded =
       MakeCheckpointer(FreshDir("fallback_root"), 3, stats->path)->LoadLatest({restored});
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, stats->path);
   EXPECT_EQ(restored->size(), 1);
 
   auto nothing = MakeTable(table->options());
   loaded = MakeCheckpointer(FreshDir("empty_root"))->LoadLatest({nothing});
-  ASSERT_TRUE(loaded.ok());
+  ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, "");
 
   auto status =

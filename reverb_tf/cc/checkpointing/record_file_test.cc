@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -37,16 +38,15 @@ std::string RandomBytes(size_t size, uint32_t seed) {
 void Write(const std::string& path, const std::vector<Entry>& entries,
            bool compressible = true) {
   auto writer = RecordWriter::Create(path);
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   for (const Entry& entry : entries) {
     // Split every payload into head and body to exercise both parts.
     const size_t half = entry.payload.size() / 2;
-    ASSERT_TRUE((*writer)
-                    ->Add(entry.type, absl::string_view(entry.payload).substr(0, half),
-                          absl::string_view(entry.payload).substr(half), compressible)
-                    .ok());
+    ASSERT_OK((*writer)
+                  ->Add(entry.type, absl::string_view(entry.payload).substr(0, half),
+                        absl::string_view(entry.payload).substr(half), compressible));
   }
-  ASSERT_TRUE((*writer)->Close().ok());
+  ASSERT_OK((*writer)->Close());
 }
 
 absl::StatusOr<std::vector<Entry>> ReadAll(const std::string& path) {
@@ -93,7 +93,7 @@ TEST(RecordFileTest, RoundTripsEntriesOfEverySize) {
   const std::vector<Entry> entries = MixedEntries();
   Write(path, entries);
   auto read = ReadAll(path);
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_OK(read);
   ASSERT_EQ(read->size(), entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     EXPECT_EQ((*read)[i].type, entries[i].type) << i;
@@ -115,7 +115,7 @@ TEST(RecordFileTest, IncompressibleEntriesAreStoredAsIs) {
   ASSERT_EQ(::stat(path.c_str(), &info), 0);
   EXPECT_LT(static_cast<size_t>(info.st_size), data.size() + 100);
   auto read = ReadAll(path);
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_OK(read);
   ASSERT_EQ(read->size(), 1u);
   EXPECT_EQ((*read)[0].payload, data);
 }
@@ -186,30 +186,32 @@ TEST(RecordFileTest, FilesBeyondTwoGibibytes) {
   const int blocks = 40;  // 2.5 GiB
   {
     auto writer = RecordWriter::Create(path);
-    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_OK(writer);
     for (int i = 0; i < blocks; ++i) {
       const std::string head = absl::StrCat("block ", i);
-      ASSERT_TRUE((*writer)->Add(1, head, block, /*compressible=*/false).ok());
+      ASSERT_OK((*writer)->Add(1, head, block, /*compressible=*/false));
     }
-    ASSERT_TRUE((*writer)->Add(2, "last").ok());
-    ASSERT_TRUE((*writer)->Close().ok());
+    ASSERT_OK((*writer)->Add(2, "last"));
+    ASSERT_OK((*writer)->Close());
     EXPECT_GT((*writer)->bytes_written(), uint64_t{5} << 29);
   }
   auto reader = RecordReader::Open(path);
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_OK(reader);
   uint8_t type;
   absl::string_view payload;
   for (int i = 0; i < blocks; ++i) {
     auto more = (*reader)->Next(&type, &payload);
-    ASSERT_TRUE(more.ok() && *more) << more.status();
+    ASSERT_OK(more);
+    ASSERT_TRUE(*more);
     ASSERT_EQ(payload.substr(0, payload.size() - block.size()), absl::StrCat("block ", i));
   }
   auto more = (*reader)->Next(&type, &payload);
-  ASSERT_TRUE(more.ok() && *more);
+  ASSERT_OK(more);
+  ASSERT_TRUE(*more);
   EXPECT_EQ(type, 2);
   EXPECT_EQ(payload, "last");
   more = (*reader)->Next(&type, &payload);
-  ASSERT_TRUE(more.ok());
+  ASSERT_OK(more);
   EXPECT_FALSE(*more);
   std::remove(path.c_str());
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -51,7 +52,7 @@ class WalTest : public ::testing::Test {
                                         uint64_t after = 0, WalReplay* replayed = nullptr) {
     WalReplay ignored;
     auto log = WriteAheadLog::Open(options_, after, tables, replayed ? replayed : &ignored);
-    EXPECT_TRUE(log.ok()) << log.status();
+    EXPECT_OK(log);
     for (const auto& table : tables) table->SetJournal(log->get());
     return *std::move(log);
   }
@@ -87,20 +88,19 @@ class WalTest : public ::testing::Test {
     ChunkRef shared = MakeFloatChunk(store, first_key, 3);
     for (Key k = first_key; k < first_key + 20; ++k) {
       ChunkRef own = MakeFloatChunk(store, k + 100000, 1, 2, static_cast<float>(k));
-      ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(k, 1.0 + k % 7, {shared, own})).ok());
-      ASSERT_TRUE(tables[1]->InsertOrAssign(MakeItem(k, 1.0, {own})).ok());
-      ASSERT_TRUE(tables[2]->InsertOrAssign(MakeItem(k, 1.0, {own})).ok());
+      ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(k, 1.0 + k % 7, {shared, own})));
+      ASSERT_OK(tables[1]->InsertOrAssign(MakeItem(k, 1.0, {own})));
+      ASSERT_OK(tables[2]->InsertOrAssign(MakeItem(k, 1.0, {own})));
     }
     // Replace one, update some, delete some.
-    ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(first_key, 42.0, {shared})).ok());
-    ASSERT_TRUE(tables[0]
-                    ->MutatePriorities({{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
-                                       {first_key + 3})
-                    .ok());
-    ASSERT_TRUE(tables[1]->Sample(2).ok());  // the queue's two oldest leave it
+    ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(first_key, 42.0, {shared})));
+    ASSERT_OK(tables[0]
+                  ->MutatePriorities({{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
+                                     {first_key + 3}));
+    ASSERT_OK(tables[1]->Sample(2));  // the queue's two oldest leave it
     tables[2]->Reset();
     ChunkRef after_reset = MakeFloatChunk(store, first_key + 200000, 1);
-    ASSERT_TRUE(tables[2]->InsertOrAssign(MakeItem(first_key + 50, 3.0, {after_reset})).ok());
+    ASSERT_OK(tables[2]->InsertOrAssign(MakeItem(first_key + 50, 3.0, {after_reset})));
   }
 
   fs::path dir_;
@@ -112,7 +112,7 @@ TEST_F(WalTest, ReplayRebuildsEveryKindOfChange) {
   {
     auto log = Attach(tables);
     MakeChanges(tables, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     EXPECT_GT(log->stats().entries, 60);
     Detach(tables);
   }
@@ -126,10 +126,10 @@ TEST_F(WalTest, ReplayRebuildsEveryKindOfChange) {
   EXPECT_EQ(Contents(tables)["p"].count(4), 0);
   EXPECT_EQ(Contents(tables)["q"].size(), 18);
   EXPECT_EQ(Contents(tables)["u"].size(), 1);
-  for (const auto& table : replayed_tables) EXPECT_TRUE(table->CheckInvariants().ok());
+  for (const auto& table : replayed_tables) EXPECT_OK(table->CheckInvariants());
   // The replayed items' data is back, chunks included.
   auto sample = replayed_tables[2]->Sample(1);
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_EQ((*sample)[0].trajectory[0].slices()[0].chunk->key(), 200001);
   Detach(replayed_tables);
 }
@@ -152,9 +152,9 @@ TEST_F(WalTest, UncheckedItemsOffTheSignatureAreReplayed) {
               absl::StatusCode::kInvalidArgument);
     Item unchecked = MakeItem(2, 1.0, {MakeFloatChunk(store, 2, 1)});
     unchecked.unchecked = true;
-    ASSERT_TRUE(tables[0]->InsertOrAssign(std::move(unchecked)).ok());
+    ASSERT_OK(tables[0]->InsertOrAssign(std::move(unchecked)));
     EXPECT_EQ(tables[0]->info().counters.off_signature, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     Detach(tables);
   }
   auto replayed_tables = make();
@@ -175,20 +175,20 @@ TEST_F(WalTest, CheckpointsHoldWhatTheyCoverAndTheLogKeepsTheRest) {
   {
     auto log = Attach(tables);
     MakeChanges(tables, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     const uint64_t position = *log->Rotate();
-    ASSERT_TRUE(checkpointer->Save(tables, position).ok());
+    ASSERT_OK(checkpointer->Save(tables, position));
     const uint64_t files_before = log->stats().files;
     MakeChanges(tables, 1000);  // after the checkpoint: only in the log
-    ASSERT_TRUE(log->Commit().ok());
-    ASSERT_TRUE(log->DropThrough(position).ok());
+    ASSERT_OK(log->Commit());
+    ASSERT_OK(log->DropThrough(position));
     EXPECT_LT(log->stats().files, files_before + 100);
     EXPECT_GT(log->stats().files, 1);
     Detach(tables);
   }
   auto restored = Tables();
   auto loaded = checkpointer->LoadLatest(restored);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_OK(loaded);
   EXPECT_GT(loaded->wal_position, 0);
   WalReplay replayed;
   auto log = Attach(restored, loaded->wal_position, &replayed);
@@ -204,12 +204,11 @@ TEST_F(WalTest, ATornTailIsReplayedUpToTheLastGoodRecord) {
   {
     auto log = Attach(tables);
     MakeChanges(tables, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     committed = Contents(tables);
     ChunkStore store;
-    ASSERT_TRUE(tables[0]->InsertOrAssign(MakeItem(5555, 1.0, {MakeFloatChunk(store, 5555, 1)}))
-                    .ok());
-    ASSERT_TRUE(log->Commit().ok());  // its own record, the last one
+    ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(5555, 1.0, {MakeFloatChunk(store, 5555, 1)})));
+    ASSERT_OK(log->Commit());  // its own record, the last one
     Detach(tables);
   }
   // Cut the last record short, as a crash in the middle of a write would.
@@ -229,9 +228,9 @@ TEST_F(WalTest, DamageInTheMiddleStopsTheReplayAndSetsLaterFilesAside) {
   {
     auto log = Attach(tables);
     MakeChanges(tables, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     MakeChanges(tables, 1000);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     Detach(tables);
   }
   const std::vector<fs::path> files = LogFiles();
@@ -257,7 +256,7 @@ TEST_F(WalTest, MissingEntriesAfterTheCheckpointAreDataLoss) {
   {
     auto log = Attach(tables);
     MakeChanges(tables, 1);
-    ASSERT_TRUE(log->Commit().ok());
+    ASSERT_OK(log->Commit());
     Detach(tables);
   }
   const std::vector<fs::path> files = LogFiles();
@@ -277,9 +276,9 @@ TEST_F(WalTest, ConcurrentCommitsShareWritesAndSyncs) {
       ChunkStore store;
       for (int i = 0; i < 100; ++i) {
         const Key key = t * 1000 + i + 1;
-        ASSERT_TRUE(
-            tables[2]->InsertOrAssign(MakeItem(key, 1.0, {MakeFloatChunk(store, key, 1)})).ok());
-        ASSERT_TRUE(log->Commit().ok());
+        ASSERT_OK(
+            tables[2]->InsertOrAssign(MakeItem(key, 1.0, {MakeFloatChunk(store, key, 1)})));
+        ASSERT_OK(log->Commit());
         ++calls;
       }
     });
@@ -301,7 +300,7 @@ TEST_F(WalTest, IntervalAndNoneWriteBeforeCommitReturns) {
     {
       auto log = Attach(tables);
       MakeChanges(tables, 1);
-      ASSERT_TRUE(log->Commit().ok());
+      ASSERT_OK(log->Commit());
       // Written (not only queued) when Commit returns: a copy of the file
       // now, as a killed process would leave it, replays everything.
       fs::copy(options_.dir, (dir_ / "copy").string(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);

@@ -13,11 +13,12 @@
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
-#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/replay_service.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/client_test_util.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 namespace {
@@ -61,7 +62,7 @@ class ClientServerTest : public ::testing::TestWithParam<bool> {
     options.max_message_bytes = max_message_bytes;
     options.max_stream_chunk_bytes = max_stream_chunk_bytes;
     auto server = ReplayServer::StartFromOptions(tables, options);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     ClientOptions client_options;
     client_options.max_message_bytes = max_message_bytes;
@@ -90,19 +91,19 @@ TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
   std::vector<int64_t> steps;
   for (int t = 0; t < 5; ++t) {
     auto step = writer->Append({FloatStep(t)});
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     steps.push_back(*step);
     if (t >= 2) {
       // Overlapping 3-step trajectories reuse the chunks already sent.
-      ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[t - 2], steps[t - 1], steps[t]}, false}}).ok());
+      ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[t - 2], steps[t - 1], steps[t]}, false}}));
     }
   }
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[4]}, true}}).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[4]}, true}}));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("t"), 4);
 
   auto samples = client_->SampleItems("t", 4, Bounded());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), 4u);
   for (int i = 0; i < 3; ++i) {  // Fifo: oldest first
     const TensorPayload& column = (*samples)[i].columns[0];
@@ -134,20 +135,20 @@ TEST_P(ClientServerTest, LargeChunksArriveIntactAndStayReadableWhileTheyTravel) 
       std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
     }
     auto step = writer->Append({*MakePayload(DType::kFloat, {kWidth}, bytes)});
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     steps.push_back(*step);
-    ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+    ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}));
     // Cells written up to now, some of them in a message on its way.
     for (int back = 0; back <= std::min(t, 3); ++back) {
       auto cells = writer->ReadCells(0, {steps[t - back]});
-      ASSERT_TRUE(cells.ok()) << cells.status();
+      ASSERT_OK(cells);
       ASSERT_EQ(FirstFloat(*cells, kWidth - 1), static_cast<float>((t - back + 1) * kWidth - 1));
     }
   }
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   writer.reset();  // the chunks now live on only where the server keeps them
   auto samples = client_->SampleItems("t", kSteps, Bounded());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), static_cast<size_t>(kSteps));
   for (int t = 0; t < kSteps; ++t) {  // Fifo: in order
     const TensorPayload& column = (*samples)[t].columns[0];
@@ -168,17 +169,17 @@ TEST_P(ClientServerTest, CompressedChunksFromTheWriterRoundTrip) {
   options.num_keep_alive_refs = 4;
   options.zstd_level = 3;
   auto writer = client_->NewTrajectoryWriter(options);
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   std::vector<int64_t> steps;
   for (int t = 0; t < 4; ++t) {
     auto step = (*writer)->Append({FloatStep(static_cast<float>(t), /*width=*/4096)});
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     steps.push_back(*step);
   }
-  ASSERT_TRUE((*writer)->CreateItem("t", 1.0, {ItemColumn{0, steps, false}}).ok());
-  ASSERT_TRUE((*writer)->Flush(0, kTimeout).ok());
+  ASSERT_OK((*writer)->CreateItem("t", 1.0, {ItemColumn{0, steps, false}}));
+  ASSERT_OK((*writer)->Flush(0, kTimeout));
   auto samples = client_->SampleItems("t", 1, Bounded());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), 1u);
   const TensorPayload& column = (*samples)[0].columns[0];
   ASSERT_EQ(column.shape, (Shape{4, 4096}));
@@ -193,14 +194,15 @@ TEST_P(ClientServerTest, MultiColumnItemsAndMissingColumns) {
   auto writer = NewWriter(2);
   auto s0 = writer->Append({FloatStep(1), *MakeStringPayload({}, std::vector<std::string>{"hello"})});
   auto s1 = writer->Append({FloatStep(2), std::nullopt});
-  ASSERT_TRUE(s0.ok() && s1.ok());
+  ASSERT_OK(s0);
+  ASSERT_OK(s1);
   EXPECT_EQ(writer->num_columns(), 2);
   auto missing = writer->CreateItem("t", 1.0, {ItemColumn{1, {*s1}, true}});
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   auto samples = client_->SampleItems("t", 1, Bounded());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   EXPECT_EQ((*samples)[0].columns[0].shape, (Shape{2, 2}));
   EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]), std::vector<std::string>{"hello"});
 }
@@ -225,11 +227,11 @@ TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
     steps.push_back(*writer->Append({FloatStep(t)}));
     if (t >= 3) {
       std::vector<int64_t> window(steps.end() - 4, steps.end());
-      ASSERT_TRUE(writer->CreateItem("a", 1.0, {ItemColumn{0, window, false}}).ok());
-      ASSERT_TRUE(writer->CreateItem("b", 1.0, {ItemColumn{0, {steps.back()}, true}}).ok());
+      ASSERT_OK(writer->CreateItem("a", 1.0, {ItemColumn{0, window, false}}));
+      ASSERT_OK(writer->CreateItem("b", 1.0, {ItemColumn{0, {steps.back()}, true}}));
     }
   }
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("a"), 37);
   EXPECT_EQ(TableSize("b"), 37);
   // Every step's data lives on the server exactly once, shared by the items
@@ -242,7 +244,7 @@ TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
   EXPECT_EQ(server_->num_live_chunks(), 37);
   EXPECT_EQ(server_->num_live_chunk_bytes(), bytes);
   auto samples = client_->SampleItems("a", 37, Bounded());
-  ASSERT_TRUE(samples.ok());
+  ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
     const float first = FirstFloat(sample.columns[0]);
     for (int t = 0; t < 4; ++t) EXPECT_EQ(FirstFloat(sample.columns[0], 2 * t), first + t);
@@ -265,7 +267,7 @@ TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
   // reports the same status from every call.
   auto writer = NewWriter();
   auto step = writer->Append({*MakePayload(DType::kInt32, {2}, std::string(8, '\0'))});
-  ASSERT_TRUE(writer->CreateItem("sig", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+  ASSERT_OK(writer->CreateItem("sig", 1.0, {ItemColumn{0, {*step}, true}}));
   absl::Status status = writer->Flush(0, kTimeout);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("'obs'"), std::string::npos) << status;
@@ -274,7 +276,7 @@ TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
   // Unknown table on insert: NOT_FOUND.
   auto other = NewWriter();
   auto s = other->Append({FloatStep(1)});
-  ASSERT_TRUE(other->CreateItem("nope", 1.0, {ItemColumn{0, {*s}, true}}).ok());
+  ASSERT_OK(other->CreateItem("nope", 1.0, {ItemColumn{0, {*s}, true}}));
   EXPECT_EQ(other->Flush(0, kTimeout).code(), absl::StatusCode::kInvalidArgument);
   // Bad priority: INVALID_ARGUMENT.
   EXPECT_EQ(client_->MutatePriorities("sig", {{1, NAN}}, {}, kTimeout).status().code(),
@@ -292,13 +294,13 @@ TEST_P(ClientServerTest, MutateResetAndServerInfo) {
   auto writer = NewWriter();
   for (int i = 0; i < 3; ++i) {
     auto step = writer->Append({FloatStep(i)});
-    ASSERT_TRUE(writer->CreateItem("p", 1.0 + i, {ItemColumn{0, {*step}, true}}).ok());
+    ASSERT_OK(writer->CreateItem("p", 1.0 + i, {ItemColumn{0, {*step}, true}}));
   }
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   auto samples = client_->SampleItems("p", 2, Bounded());
-  ASSERT_TRUE(samples.ok());
+  ASSERT_OK(samples);
   auto info = client_->ServerInfo(kTimeout);
-  ASSERT_TRUE(info.ok());
+  ASSERT_OK(info);
   ASSERT_EQ(info->size(), 1u);
   const TableInfo& table = (*info)[0];
   EXPECT_EQ(table.options.name, "p");
@@ -314,13 +316,13 @@ TEST_P(ClientServerTest, MutateResetAndServerInfo) {
 
   const Key key = (*samples)[0].info.key;
   auto result = client_->MutatePriorities("p", {{key, 50.0}, {12345, 1.0}}, {}, kTimeout);
-  ASSERT_TRUE(result.ok());
+  ASSERT_OK(result);
   EXPECT_EQ(result->updated, 1);
   EXPECT_EQ(result->missing, 1);
   // Priorities are now 50 for `key` and the original 1..3 for the others.
   const double total = 50.0 + 6.0 - (*samples)[0].info.priority;
   auto after = client_->SampleItems("p", 5, Bounded());  // within the limiter's budget
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   for (const Sample& s : *after) {
     EXPECT_EQ(s.info.priority == 50.0, s.info.key == key);
     EXPECT_NEAR(s.info.probability, s.info.priority / total, 1e-9);
@@ -328,7 +330,7 @@ TEST_P(ClientServerTest, MutateResetAndServerInfo) {
   auto deleted = client_->MutatePriorities("p", {}, {key}, kTimeout);
   EXPECT_EQ(deleted->deleted, 1);
   EXPECT_EQ(TableSize("p"), 2);
-  ASSERT_TRUE(client_->Reset("p", kTimeout).ok());
+  ASSERT_OK(client_->Reset("p", kTimeout));
   EXPECT_EQ(TableSize("p"), 0);
 }
 
@@ -339,12 +341,12 @@ using ::reverb_tf::testing::AwaitActiveStreams;
 std::vector<Key> ThreePrioritizedItems(Client& client, TrajectoryWriter& writer) {
   for (int i = 0; i < 3; ++i) {
     auto step = writer.Append({FloatStep(i)});
-    EXPECT_TRUE(writer.CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+    EXPECT_OK(writer.CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}));
   }
-  EXPECT_TRUE(writer.Flush(0, kTimeout).ok());
+  EXPECT_OK(writer.Flush(0, kTimeout));
   std::vector<Key> keys;
   auto samples = client.SampleItems("p", 60, Bounded());
-  EXPECT_TRUE(samples.ok()) << samples.status();
+  EXPECT_OK(samples);
   for (const Sample& sample : *samples) {
     if (std::find(keys.begin(), keys.end(), sample.info.key) == keys.end()) {
       keys.push_back(sample.info.key);
@@ -365,7 +367,7 @@ TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadR
   for (int i = 0; i < 20; ++i) {
     auto result = client_->MutatePriorities("p", {{keys[i % 3], 1.0 + i}, {12345, 1.0}}, {},
                                             absl::InfiniteDuration());
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(result->updated, 1);
     EXPECT_EQ(result->missing, 1);
   }
@@ -380,13 +382,13 @@ TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadR
   EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
   auto deleted = client_->MutatePriorities("p", {{keys[1], 7.0}}, {keys[2]},
                                            absl::InfiniteDuration());
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_OK(deleted);
   EXPECT_EQ(deleted->updated, 1);
   EXPECT_EQ(deleted->deleted, 1);
   EXPECT_EQ(ActiveStreams(*server_), GetParam() ? 0 : 1);
   // What the last calls left: keys[0] at 19 (i = 18), keys[1] at 7, keys[2] gone.
   auto samples = client_->SampleItems("p", 40, Bounded());
-  ASSERT_TRUE(samples.ok());
+  ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
     ASSERT_NE(sample.info.key, keys[2]);
     EXPECT_EQ(sample.info.priority, sample.info.key == keys[0] ? 19.0 : 7.0);
@@ -416,7 +418,7 @@ TEST_P(ClientServerTest, ConcurrentMutationsAllLandWhetherStreamedOrNot) {
   EXPECT_EQ(failures.load(), 0);
   // Each thread's last update is its key's priority: nothing reordered.
   auto samples = client_->SampleItems("p", 30, Bounded());
-  ASSERT_TRUE(samples.ok());
+  ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
     const int t = static_cast<int>(std::find(keys.begin(), keys.end(), sample.info.key) -
                                    keys.begin());
@@ -432,17 +434,17 @@ TEST(MutationStreamTest, AServerThatRefusesTheStreamIsAskedByUnaryCalls) {
   auto server = ReplayServer::StartFromOptions(
       {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
       options);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   testing::ScopedInProcess over_grpc(false);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
   auto writer = testing::NewWriter(*client, 1);
   auto step = writer->Append({FloatStep(1)});
-  ASSERT_TRUE(writer->CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   ASSERT_EQ(ActiveStreams(**server), 1);
   for (int i = 0; i < 3; ++i) {  // the first finds out; the others skip the stream
     auto result = client->MutatePriorities("p", {{12345, 2.0}}, {}, absl::InfiniteDuration());
-    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_OK(result);
     EXPECT_EQ(result->missing, 1);
   }
   EXPECT_EQ(ActiveStreams(**server), 1);
@@ -452,10 +454,10 @@ TEST(MutationStreamTest, StopEndsAnIdleMutationStreamAtOnce) {
   auto server = ReplayServer::StartFromOptions(
       {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
       ServerOptions());
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   testing::ScopedInProcess over_grpc(false);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
-  ASSERT_TRUE(client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()).ok());
+  ASSERT_OK(client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()));
   ASSERT_EQ(ActiveStreams(**server), 1);
   // Without EndMutateStreams() gRPC's shutdown would wait out its 2 s.
   const absl::Time start = absl::Now();
@@ -472,13 +474,13 @@ TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   // The writer refuses what cannot fit one message, and stays usable.
   auto writer = NewWriter();
   auto big = writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
-  ASSERT_TRUE(big.ok());
+  ASSERT_OK(big);
   EXPECT_EQ(writer->CreateItem("t", 1.0, {ItemColumn{0, {*big}, true}}).code(),
             absl::StatusCode::kResourceExhausted);
   auto step = writer->Append({std::nullopt, FloatStep(1)});
-  ASSERT_TRUE(step.ok()) << step.status();
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{1, {*step}, true}}).ok());
-  EXPECT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(step);
+  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{1, {*step}, true}}));
+  EXPECT_OK(writer->Flush(0, kTimeout));
 
   // A client allowing bigger messages than the server gets the server's
   // RESOURCE_EXHAUSTED; other clients are unaffected.
@@ -487,12 +489,12 @@ TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   auto client = *Client::Create(absl::StrCat("localhost:", server_->port()), generous);
   auto big_writer = *client->NewTrajectoryWriter(TrajectoryWriterOptions());
   auto too_big = big_writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
-  ASSERT_TRUE(big_writer->CreateItem("t", 1.0, {ItemColumn{0, {*too_big}, true}}).ok());
+  ASSERT_OK(big_writer->CreateItem("t", 1.0, {ItemColumn{0, {*too_big}, true}}));
   EXPECT_EQ(big_writer->Flush(0, kTimeout).code(), absl::StatusCode::kResourceExhausted);
   auto small = NewWriter();
   auto s = small->Append({FloatStep(2)});
-  ASSERT_TRUE(small->CreateItem("t", 1.0, {ItemColumn{0, {*s}, true}}).ok());
-  EXPECT_TRUE(small->Flush(0, kTimeout).ok());
+  ASSERT_OK(small->CreateItem("t", 1.0, {ItemColumn{0, {*s}, true}}));
+  EXPECT_OK(small->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("t"), 2);
 }
 
@@ -516,7 +518,7 @@ TEST_P(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   auto writer = NewWriter();
   for (int i = 0; i < 2; ++i) {
     auto step = writer->Append({FloatStep(i)});
-    ASSERT_TRUE(writer->CreateItem("q", 1.0, {ItemColumn{0, {*step}, true}}).ok());
+    ASSERT_OK(writer->CreateItem("q", 1.0, {ItemColumn{0, {*step}, true}}));
   }
   absl::Status flush_status, sample_status;
   std::thread flusher([&] { flush_status = writer->Flush(0, kTimeout); });
@@ -580,10 +582,10 @@ TEST_P(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServin
   // A normal round trip still works.
   auto writer = NewWriter();
   auto step = writer->Append({FloatStep(3)});
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   auto samples = client_->SampleItems("t", 1, Bounded());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   EXPECT_EQ(FirstFloat((*samples)[0].columns[0]), 3.0f);
 }
 
@@ -593,8 +595,8 @@ TEST_P(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter();
   auto step = writer->Append({FloatStep(1)});
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
       absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
   {
@@ -662,7 +664,7 @@ TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
     ASSERT_TRUE(ok_stream->Read(&response));
   }
   ok_stream->WritesDone();
-  EXPECT_TRUE(ok_stream->Finish().ok());
+  EXPECT_OK(ok_stream->Finish());
 }
 
 TEST(ServerTest, BadOptionsAreRejected) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -103,7 +104,7 @@ class PendingMutationTest : public ::testing::Test {
 TEST_F(PendingMutationTest, WaitsInSlicesUntilTheStreamAnswers) {
   Cancellation cancel;
   auto pending = client_->StartMutatePriorities("t", updates_, {}, &cancel);
-  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_OK(pending);
   for (int slice = 0; slice < 3; ++slice) {
     const absl::Time start = absl::Now();
     const absl::Status waited = (*pending)->AwaitStreams(start + absl::Milliseconds(50));
@@ -112,17 +113,17 @@ TEST_F(PendingMutationTest, WaitsInSlicesUntilTheStreamAnswers) {
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   }
   service_.Release();
-  ASSERT_TRUE((*pending)->AwaitStreams(absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_OK((*pending)->AwaitStreams(absl::Now() + absl::Seconds(20)));
   EXPECT_FALSE((*pending)->NeedsCalls());
   auto report = (*pending)->Finish(nullptr);
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   EXPECT_EQ(report->updated, 3);  // answered on the stream
 }
 
 TEST_F(PendingMutationTest, CancellationEndsTheWaitWithCancelled) {
   Cancellation cancel;
   auto pending = client_->StartMutatePriorities("t", updates_, {}, &cancel);
-  ASSERT_TRUE(pending.ok());
+  ASSERT_OK(pending);
   EXPECT_TRUE(absl::IsDeadlineExceeded(
       (*pending)->AwaitStreams(absl::Now() + absl::Milliseconds(20))));
   cancel.Cancel();
@@ -133,7 +134,7 @@ TEST_F(PendingMutationTest, CancellationEndsTheWaitWithCancelled) {
 TEST_F(PendingMutationTest, AnAbandonedRequestEndsItsStreamAndTheNextCallIsUnary) {
   {
     auto pending = client_->StartMutatePriorities("t", updates_, {}, nullptr);
-    ASSERT_TRUE(pending.ok());
+    ASSERT_OK(pending);
     EXPECT_TRUE(absl::IsDeadlineExceeded(
         (*pending)->AwaitStreams(absl::Now() + absl::Milliseconds(20))));
   }  // abandoned, as Ctrl-C does
@@ -145,21 +146,21 @@ TEST_F(PendingMutationTest, AnAbandonedRequestEndsItsStreamAndTheNextCallIsUnary
   EXPECT_EQ(service_.streams_ended(), 1);
   // Within MutationStream::kReopenAfter the unary call carries requests.
   auto unary = client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
-  ASSERT_TRUE(unary.ok()) << unary.status();
+  ASSERT_OK(unary);
   EXPECT_EQ(unary->updated, 1003);
   EXPECT_EQ(service_.streams_opened(), 1);
   // After it, a new stream.
   service_.Release();
   absl::SleepFor(absl::Seconds(1.2));
   auto streamed = client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
-  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  ASSERT_OK(streamed);
   EXPECT_EQ(streamed->updated, 3);
   EXPECT_EQ(service_.streams_opened(), 2);
 }
 
 TEST_F(PendingMutationTest, ACallWithADeadlineIsUnary) {
   auto report = client_->MutatePriorities("t", updates_, {}, absl::Seconds(20));
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   EXPECT_EQ(report->updated, 1003);
   EXPECT_EQ(service_.streams_opened(), 0);
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -65,7 +66,7 @@ TEST(NextStackedBatchTest, StacksColumnsRowByRow) {
                        FloatSample(3, {5, 6}, {2})},
                       absl::OutOfRangeError("done"));
   StackedBatch batch;
-  ASSERT_TRUE(NextStackedBatch(&sampler, 3, &batch).ok());
+  ASSERT_OK(NextStackedBatch(&sampler, 3, &batch));
   ASSERT_EQ(batch.size(), 3);
   EXPECT_EQ(batch.infos[2].key, 3u);
   ASSERT_EQ(batch.columns.size(), 2u);

@@ -15,6 +15,7 @@
 #include "reverb_tf/cc/client/target.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/client_test_util.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -29,24 +30,24 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 
 TEST(TargetTest, ParsesListsAddressListsAndDnsTargets) {
   auto parts = ParseTarget("localhost:1, localhost:2,localhost:1");
-  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_OK(parts);
   ASSERT_EQ(parts->size(), 2);  // the duplicate is dropped
   EXPECT_EQ((*parts)[0].target, "localhost:1");
   EXPECT_EQ((*parts)[1].target, "localhost:2");
   EXPECT_TRUE((*parts)[0].resolve.empty());
 
   parts = ParseTarget("ipv4:127.0.0.1:5,127.0.0.1:6");
-  ASSERT_TRUE(parts.ok());
+  ASSERT_OK(parts);
   ASSERT_EQ(parts->size(), 2);
   EXPECT_EQ((*parts)[1].target, "ipv4:127.0.0.1:6");  // the scheme is inherited
   parts = ParseTarget("ipv6:[::1]:5,[::1]:6");
-  ASSERT_TRUE(parts.ok());
+  ASSERT_OK(parts);
   EXPECT_EQ((*parts)[1].target, "ipv6:[::1]:6");
 
   for (const char* dns : {"dns:///replay.svc:8000", "dns://8.8.8.8/replay.svc:8000",
                           "dns:replay.svc:8000"}) {
     parts = ParseTarget(dns);
-    ASSERT_TRUE(parts.ok());
+    ASSERT_OK(parts);
     ASSERT_EQ(parts->size(), 1);
     EXPECT_EQ((*parts)[0].resolve, "replay.svc:8000") << dns;
     EXPECT_EQ((*parts)[0].target, dns);
@@ -58,10 +59,10 @@ TEST(TargetTest, ParsesListsAddressListsAndDnsTargets) {
 
 TEST(TargetTest, ResolvesNamesIntoAddressesButKeepsLoopbackAliasesOneShard) {
   auto addresses = ResolveAddresses("127.0.0.1:80");
-  ASSERT_TRUE(addresses.ok()) << addresses.status();
+  ASSERT_OK(addresses);
   EXPECT_EQ(*addresses, std::vector<std::string>{"ipv4:127.0.0.1:80"});
   addresses = ResolveAddresses("[::1]:80");
-  ASSERT_TRUE(addresses.ok()) << addresses.status();
+  ASSERT_OK(addresses);
   EXPECT_EQ(*addresses, std::vector<std::string>{"ipv6:[::1]:80"});
   EXPECT_EQ(ResolveAddresses("no-such-host.invalid:80").status().code(),
             absl::StatusCode::kUnavailable);
@@ -96,7 +97,7 @@ class ShardedClientTest : public ::testing::Test {
     std::vector<std::string> addresses;
     for (int i = 0; i < n; ++i) {
       auto server = ReplayServer::StartFromOptions(tables, ServerOptions());
-      ASSERT_TRUE(server.ok()) << server.status();
+      ASSERT_OK(server);
       addresses.push_back(absl::StrCat("localhost:", (*server)->port()));
       servers_.push_back(*std::move(server));
       shard_clients_.push_back(*Client::Create(addresses.back()));
@@ -112,11 +113,11 @@ class ShardedClientTest : public ::testing::Test {
     auto writer = testing::NewWriter(client);
     for (int i = first; i < first + count; ++i) {
       auto step = writer->Append({IntStep(i)});
-      ASSERT_TRUE(step.ok()) << step.status();
-      ASSERT_TRUE(writer->CreateItem(table, priority, {{0, {*step}, true}}).ok());
+      ASSERT_OK(step);
+      ASSERT_OK(writer->CreateItem(table, priority, {{0, {*step}, true}}));
     }
-    ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
-    ASSERT_TRUE(writer->Close().ok());
+    ASSERT_OK(writer->Flush(0, kTimeout));
+    ASSERT_OK(writer->Close());
   }
 
   // Which shard holds value v (the values each shard's table holds).
@@ -128,7 +129,7 @@ class ShardedClientTest : public ::testing::Test {
       options.rate_limiter_timeout = kTimeout;
       auto samples = shard_clients_[s]->SampleItems(table, std::max<int64_t>(size * 20, 1),
                                                      options);
-      EXPECT_TRUE(samples.ok()) << samples.status();
+      EXPECT_OK(samples);
       for (const Sample& sample : *samples) shard_of[IntOf(sample.columns[0])] = s;
     }
     return shard_of;
@@ -146,7 +147,7 @@ class ShardedClientTest : public ::testing::Test {
     options.rate_limiter_timeout = kTimeout;
     auto samples = client_->SampleItems("p", 40 * per_shard, options);
     std::map<Key, int32_t> value_of;
-    EXPECT_TRUE(samples.ok()) << samples.status();
+    EXPECT_OK(samples);
     if (!samples.ok()) return value_of;
     for (const Sample& sample : *samples) value_of[sample.info.key] = IntOf(sample.columns[0]);
     EXPECT_EQ(value_of.size(), 2 * per_shard);
@@ -187,16 +188,16 @@ TEST_F(ShardedClientTest, NewWritersGoToTheShardWithTheFewestWriters) {
   for (int w = 0; w < 2; ++w) {
     busy.push_back(testing::NewWriter(*shard_clients_[0]));
     auto step = busy.back()->Append({IntStep(-1)});
-    ASSERT_TRUE(step.ok());
-    ASSERT_TRUE(busy.back()->CreateItem("t", 1.0, {{0, {*step}, true}}).ok());
-    ASSERT_TRUE(busy.back()->Flush(0, kTimeout).ok());
+    ASSERT_OK(step);
+    ASSERT_OK(busy.back()->CreateItem("t", 1.0, {{0, {*step}, true}}));
+    ASSERT_OK(busy.back()->Flush(0, kTimeout));
   }
   // Whatever the turn says, each new writer of the sharded client takes
   // shard 1, which has none.
   for (int w = 0; w < 4; ++w) Write(*client_, "t", 100 + w, 1);
   EXPECT_EQ(testing::TableSize(*shard_clients_[0], "t"), 2);
   EXPECT_EQ(testing::TableSize(*shard_clients_[1], "t"), 4);
-  for (auto& writer : busy) ASSERT_TRUE(writer->Close().ok());
+  for (auto& writer : busy) ASSERT_OK(writer->Close());
 }
 
 TEST_F(ShardedClientTest, SamplesArriveInProportionToShardSizes) {
@@ -207,7 +208,7 @@ TEST_F(ShardedClientTest, SamplesArriveInProportionToShardSizes) {
   options.rate_limiter_timeout = kTimeout;
   options.max_in_flight = 64;
   auto samples = client_->SampleItems("t", 8000, options);
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), 8000);
   int from_first = 0;
   for (const Sample& sample : *samples) from_first += IntOf(sample.columns[0]) < 1000;
@@ -224,7 +225,7 @@ TEST_F(ShardedClientTest, PrioritizedShardsAreWeighedByTheirPrioritySums) {
   options.rate_limiter_timeout = kTimeout;
   options.max_in_flight = 64;
   auto samples = client_->SampleItems("p", 8000, options);
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   int from_first = 0;
   for (const Sample& sample : *samples) from_first += IntOf(sample.columns[0]) < 1000;
   EXPECT_NEAR(from_first, 2000, 200);
@@ -238,9 +239,9 @@ TEST_F(ShardedClientTest, MaxSamplesIsExactOverAllShards) {
   options.max_samples = 25;
   options.max_in_flight = 8;
   auto sampler = client_->NewSampler("t", options);
-  ASSERT_TRUE(sampler.ok());
+  ASSERT_OK(sampler);
   Sample sample;
-  for (int i = 0; i < 25; ++i) ASSERT_TRUE((*sampler)->Next(&sample).ok()) << i;
+  for (int i = 0; i < 25; ++i) ASSERT_OK((*sampler)->Next(&sample)) << i;
   EXPECT_EQ((*sampler)->Next(&sample).code(), absl::StatusCode::kOutOfRange);
   sampler->reset();
   // The shards together handed out exactly 25: nothing was over-requested.
@@ -260,7 +261,7 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
   for (const auto& [key, value] : value_of) updates.push_back({key, 100.0 + value});
   updates.push_back({12345, 1.0});  // a key no shard holds
   auto report = client_->MutatePriorities("p", updates, {}, kTimeout);
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   EXPECT_EQ(report->updated, 10);
   EXPECT_EQ(report->missing, 1);
   EXPECT_TRUE(report->unreachable.empty());
@@ -269,7 +270,7 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
   // Each shard changed only its own items.
   for (int s = 0; s < 2; ++s) {
     auto shard_samples = shard_clients_[s]->SampleItems("p", 100, options);
-    ASSERT_TRUE(shard_samples.ok());
+    ASSERT_OK(shard_samples);
     for (const Sample& sample : *shard_samples) {
       const int32_t value = IntOf(sample.columns[0]);
       EXPECT_EQ(value < 1000 ? 0 : 1, s);
@@ -282,7 +283,7 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
     if (value == 0 || value == 1000) deletes.push_back(key);
   }
   report = client_->MutatePriorities("p", {}, deletes, kTimeout);
-  ASSERT_TRUE(report.ok());
+  ASSERT_OK(report);
   EXPECT_EQ(report->deleted, 2);
   EXPECT_EQ(report->missing, 0);
   EXPECT_TRUE(report->warning.empty());  // nothing skipped
@@ -307,7 +308,7 @@ TEST_F(ShardedClientTest, UpdatesWithoutADeadlineGoOverEachShardsStream) {
     for (const auto& [key, value] : value_of) updates.push_back({key, 10.0 * round + value});
     updates.push_back({12345, 1.0});
     auto report = client_->MutatePriorities("p", updates, {}, absl::InfiniteDuration());
-    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_OK(report);
     EXPECT_EQ(report->updated, 6);
     EXPECT_EQ(report->missing, 1);
   }
@@ -317,7 +318,7 @@ TEST_F(ShardedClientTest, UpdatesWithoutADeadlineGoOverEachShardsStream) {
   }
   for (int s = 0; s < 2; ++s) {
     auto shard_samples = shard_clients_[s]->SampleItems("p", 50, options);
-    ASSERT_TRUE(shard_samples.ok());
+    ASSERT_OK(shard_samples);
     for (const Sample& sample : *shard_samples) {
       EXPECT_EQ(sample.info.priority, 20.0 + IntOf(sample.columns[0]));
     }
@@ -336,7 +337,7 @@ TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {
   Write(*shard_clients_[0], "t", 0, 3);
   Write(*shard_clients_[1], "t", 0, 4);
   auto info = client_->ServerInfo(kTimeout);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_OK(info);
   ASSERT_EQ(info->size(), 2);
   EXPECT_EQ((*info)[0].options.name, "t");
   EXPECT_EQ((*info)[0].current_size, 7);
@@ -358,7 +359,7 @@ TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {
   EXPECT_NE(paths.status().message().find(by_shard[0].address), std::string::npos);
   EXPECT_NE(paths.status().message().find(by_shard[1].address), std::string::npos);
 
-  ASSERT_TRUE(client_->Reset("t", kTimeout).ok());
+  ASSERT_OK(client_->Reset("t", kTimeout));
   EXPECT_EQ(testing::TableSize(*shard_clients_[0], "t"), 0);
   EXPECT_EQ(testing::TableSize(*shard_clients_[1], "t"), 0);
 }
@@ -372,11 +373,11 @@ TEST_F(ShardedClientTest, AShardThatGoesAwayIsSkippedByUpdatesAndSamplersGoOn) {
   options.max_in_flight = 4;
   options.reconnect_timeout = absl::Seconds(2);
   auto sampler = client_->NewSampler("t", options);
-  ASSERT_TRUE(sampler.ok());
+  ASSERT_OK(sampler);
   std::set<int> seen;
   Sample sample;
   for (int i = 0; i < 200; ++i) {
-    ASSERT_TRUE((*sampler)->Next(&sample).ok());
+    ASSERT_OK((*sampler)->Next(&sample));
     seen.insert(IntOf(sample.columns[0]) < 1000 ? 0 : 1);
   }
   EXPECT_EQ(seen.size(), 2);
@@ -385,13 +386,13 @@ TEST_F(ShardedClientTest, AShardThatGoesAwayIsSkippedByUpdatesAndSamplersGoOn) {
   // The sampler goes on with the shard that is left.
   int from_stopped = 0;
   for (int i = 0; i < 500; ++i) {
-    ASSERT_TRUE((*sampler)->Next(&sample).ok()) << i;
+    ASSERT_OK((*sampler)->Next(&sample)) << i;
     if (i >= 100) from_stopped += IntOf(sample.columns[0]) >= 1000;
   }
   EXPECT_EQ(from_stopped, 0);
   // Updates skip the unreachable shard and say so.
   auto report = client_->MutatePriorities("t", {{1, 1.0}}, {}, kTimeout);
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_OK(report);
   EXPECT_EQ(report->unreachable.size(), 1);
   EXPECT_EQ(report->missing, 1);
   // Info names the shard that is down (without a deadline: no waiting).
@@ -443,19 +444,19 @@ TEST_F(ShardedClientTest, SeveralStreamsOnOneServerButOneForAnOrderedTable) {
   options.max_in_flight = 2;
   {
     auto sampler = client_->NewSampler("t", options);
-    ASSERT_TRUE(sampler.ok());
+    ASSERT_OK(sampler);
     Sample sample;
-    for (int i = 0; i < 100; ++i) ASSERT_TRUE((*sampler)->Next(&sample).ok());
+    for (int i = 0; i < 100; ++i) ASSERT_OK((*sampler)->Next(&sample));
     EXPECT_EQ(ActiveStreamsOnceEqual(*servers_[0], 3), 3);
   }
   ASSERT_EQ(ActiveStreamsOnceEqual(*servers_[0], 0), 0);
   {
     auto sampler = client_->NewSampler("q", options);
-    ASSERT_TRUE(sampler.ok());
+    ASSERT_OK(sampler);
     Sample sample;
     // A queue keeps its order through its one stream.
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE((*sampler)->Next(&sample).ok());
+      ASSERT_OK((*sampler)->Next(&sample));
       EXPECT_EQ(IntOf(sample.columns[0]), i);
     }
     EXPECT_EQ(ActiveStreamsOnceEqual(*servers_[0], 1), 1);

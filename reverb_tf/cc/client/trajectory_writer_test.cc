@@ -14,6 +14,7 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/testing/client_test_util.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -57,7 +58,7 @@ class TrajectoryWriterTest : public ::testing::Test {
         {MakeTableOptions("small", Uniform(), Fifo(), 8, RateLimiterOptions::MinSize(1)),
          MakeTableOptions("big", Uniform(), Fifo(), 10000, RateLimiterOptions::MinSize(1))},
         ServerOptions());
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     client_ = *Client::Create(absl::StrCat("localhost:", server_->port()));
   }
@@ -71,12 +72,12 @@ class TrajectoryWriterTest : public ::testing::Test {
     options.num_lanes = lanes;
     options.num_keep_alive_refs = keep_alive;
     auto writer = client_->NewTrajectoryWriter(options);
-    EXPECT_TRUE(writer.ok()) << writer.status();
+    EXPECT_OK(writer);
     return writer.ok() ? *std::move(writer) : nullptr;
   }
   int64_t NumEpisodes(const std::string& name) {
     auto tables = client_->ServerInfo(kTimeout);
-    EXPECT_TRUE(tables.ok()) << tables.status();
+    EXPECT_OK(tables);
     if (!tables.ok()) return -1;
     for (const TableInfo& info : *tables) {
       if (info.options.name == name) return info.num_episodes;
@@ -95,9 +96,9 @@ TEST_F(TrajectoryWriterTest, ChunksThatLeaveTheWindowAreReleasedOnTheServer) {
   auto writer = NewWriter(3);
   for (int t = 0; t < 2000; ++t) {
     const int64_t step = *writer->Append({FloatStep(t)});
-    ASSERT_TRUE(writer->CreateItem("small", 1.0, {ItemColumn{0, {step}, true}}, kTimeout).ok());
+    ASSERT_OK(writer->CreateItem("small", 1.0, {ItemColumn{0, {step}, true}}, kTimeout));
   }
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("small"), 8);
   // 8 items' chunks plus at most the window's 3.
   EXPECT_LE(server_->num_live_chunks(), 8 + 3);
@@ -108,24 +109,23 @@ TEST_F(TrajectoryWriterTest, ChunksThatLeaveTheWindowAreReleasedOnTheServer) {
 TEST_F(TrajectoryWriterTest, PartialStepsShareOneIndexAndRejectAColumnGivenTwice) {
   auto writer = NewWriter(2);
   auto first = writer->Append({FloatStep(1), std::nullopt}, /*partial_step=*/true);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   auto second = writer->Append({std::nullopt, FloatStep(2)}, /*partial_step=*/true);
-  ASSERT_TRUE(second.ok());
+  ASSERT_OK(second);
   EXPECT_EQ(*first, *second);
   auto twice = writer->Append({FloatStep(3), std::nullopt}, /*partial_step=*/false);
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument) << twice.status();
   // The open step's cells can be referenced before it is closed.
-  EXPECT_TRUE(writer->CreateItem("big", 1.0,
-                                 {ItemColumn{0, {*first}, true}, ItemColumn{1, {*first}, true}},
-                                 kTimeout)
-                  .ok());
+  EXPECT_OK(writer->CreateItem("big", 1.0,
+                               {ItemColumn{0, {*first}, true}, ItemColumn{1, {*first}, true}},
+                               kTimeout));
   auto closed = writer->Append({}, /*partial_step=*/false);
-  ASSERT_TRUE(closed.ok());
+  ASSERT_OK(closed);
   EXPECT_EQ(*closed, *first);
   auto next = writer->Append({FloatStep(4), FloatStep(5)});
-  ASSERT_TRUE(next.ok());
+  ASSERT_OK(next);
   EXPECT_EQ(*next, *first + 1);
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 1);
 }
 
@@ -136,26 +136,25 @@ TEST_F(TrajectoryWriterTest, ConfigureWidensOneColumnsWindow) {
   // Column 0 keeps one step: its older steps are gone.
   EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[0]}, true}}, kTimeout).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(writer->Configure(1, /*num_keep_alive_refs=*/4, /*max_chunk_length=*/0).ok());
+  ASSERT_OK(writer->Configure(1, /*num_keep_alive_refs=*/4, /*max_chunk_length=*/0));
   for (int t = 3; t < 6; ++t) steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
-  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{1, {steps[2], steps[3], steps[4],
-                                                             steps[5]}, false}},
-                                 kTimeout)
-                  .ok());
+  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{1, {steps[2], steps[3], steps[4],
+                                                           steps[5]}, false}},
+                               kTimeout));
   EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[4]}, true}}, kTimeout).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(writer->Configure(7, 2, 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(writer->Configure(0, -1, 0).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 1);
 }
 
 TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
   auto writer = NewWriter(4);
   const int64_t old_step = *writer->Append({FloatStep(1)});
-  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout));
   EXPECT_EQ(writer->episode_steps(), 1);
-  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/true, kTimeout).ok());
+  ASSERT_OK(writer->EndEpisode(/*clear_buffers=*/true, kTimeout));
   EXPECT_EQ(writer->num_in_flight_items(), 0);  // flushed
   EXPECT_EQ(TableSize("big"), 1);
   EXPECT_EQ(writer->episode_steps(), 0);
@@ -163,8 +162,8 @@ TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
   EXPECT_GT(new_step, old_step);  // ids run on across episodes
   EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}}, kTimeout).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}}, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 2);
 }
 
@@ -179,7 +178,7 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   options.max_active_streams = 1;
   auto server = ReplayServer::StartFromOptions(
       {MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(5))}, options);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
   SamplerOptions sampler_options;
   auto sampler = *client->NewSampler("t", sampler_options);
@@ -204,23 +203,23 @@ TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
   // Chunks of 2 steps: cells are read from the open chunk, from a closed one
   // that is still queued, and from one whose bytes went out in a message.
   auto writer = NewWriter(4);
-  for (int t = 0; t < 3; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
-  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());  // steps 0-1 were sent
+  for (int t = 0; t < 3; ++t) ASSERT_OK(writer->Append({FloatStep(t)}));
+  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));  // steps 0-1 were sent
   absl::StatusOr<TensorPayload> cells = writer->ReadCells(0, {0, 1, 2});
-  ASSERT_TRUE(cells.ok()) << cells.status();
+  ASSERT_OK(cells);
   EXPECT_EQ(cells->shape, (Shape{3, 1}));
   EXPECT_EQ(FloatAt(*cells, 0), 0.0f);
   EXPECT_EQ(FloatAt(*cells, 1), 1.0f);
   EXPECT_EQ(FloatAt(*cells, 2), 2.0f);
   // Sending gave the message the chunk's bytes in place: a second item on
   // the same chunk still reads them, and the server stored both items.
-  ASSERT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(FloatAt(*writer->ReadCells(0, {1}), 0), 1.0f);
   EXPECT_EQ(TableSize("big"), 2);
   // Out of the window: the writer no longer has the data.
-  for (int t = 3; t < 8; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
+  for (int t = 3; t < 8; ++t) ASSERT_OK(writer->Append({FloatStep(t)}));
   EXPECT_EQ(writer->ReadCells(0, {1}).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(writer->IsReferenceable(0, 3));
   EXPECT_TRUE(writer->IsReferenceable(0, 4));
@@ -230,9 +229,9 @@ TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
 TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses) {
   auto writer = NewWriter(2);
   writer->SetColumnName(1, "obs");
-  ASSERT_TRUE(writer->Append({FloatStep(0), std::nullopt}).ok());
-  ASSERT_TRUE(writer->Append({FloatStep(1), FloatStep(1)}).ok());
-  ASSERT_TRUE(writer->Append({FloatStep(2), FloatStep(2)}).ok());
+  ASSERT_OK(writer->Append({FloatStep(0), std::nullopt}));
+  ASSERT_OK(writer->Append({FloatStep(1), FloatStep(1)}));
+  ASSERT_OK(writer->Append({FloatStep(2), FloatStep(2)}));
   EXPECT_EQ(writer->history_length(), 3);
   EXPECT_EQ(*writer->HistoryStep(0, -1), 2);
   EXPECT_EQ(*writer->HistoryStep(1, 1), 1);
@@ -242,14 +241,14 @@ TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses)
   EXPECT_EQ(writer->HistoryStep(0, 3).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(writer->HistoryStep(0, -4).status().code(), absl::StatusCode::kOutOfRange);
   // Step ids run on across episodes; the history restarts only when cleared.
-  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/false, kTimeout).ok());
-  ASSERT_TRUE(writer->Append({std::nullopt, FloatStep(3)}).ok());
+  ASSERT_OK(writer->EndEpisode(/*clear_buffers=*/false, kTimeout));
+  ASSERT_OK(writer->Append({std::nullopt, FloatStep(3)}));
   EXPECT_EQ(writer->history_length(), 4);
   absl::StatusOr<int64_t> missing = writer->HistoryStep(0, -1);
   EXPECT_NE(missing.status().message().find("no value"), std::string::npos);
-  ASSERT_TRUE(writer->EndEpisode(/*clear_buffers=*/true, kTimeout).ok());
+  ASSERT_OK(writer->EndEpisode(/*clear_buffers=*/true, kTimeout));
   EXPECT_EQ(writer->history_length(), 0);
-  ASSERT_TRUE(writer->Append({FloatStep(4), FloatStep(4)}).ok());
+  ASSERT_OK(writer->Append({FloatStep(4), FloatStep(4)}));
   EXPECT_EQ(*writer->HistoryStep(1, 0), 4);
   // Column names reach the value checks.
   absl::StatusOr<int64_t> bad =
@@ -263,11 +262,11 @@ TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses)
 TEST_F(TrajectoryWriterTest, CreateItemChecksTheTableSignatureItWasGiven) {
   auto writer = NewWriter(3);
   writer->SetColumnName(0, "x");
-  for (int t = 0; t < 3; ++t) ASSERT_TRUE(writer->Append({FloatStep(t)}).ok());
+  for (int t = 0; t < 3; ++t) ASSERT_OK(writer->Append({FloatStep(t)}));
   TableSignature signature;
   signature.columns.push_back(ColumnSpec{"obs", DType::kFloat, {-1, 1}});
   writer->SetTableSignature("big", signature);
-  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout).ok());
+  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
   absl::Status squeezed = writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout);
   EXPECT_EQ(squeezed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(squeezed.message().find("column 'obs' (data path 'x') must be float32[-1, 1]"),
@@ -279,18 +278,18 @@ TEST_F(TrajectoryWriterTest, CreateItemChecksTheTableSignatureItWasGiven) {
       << count;
   // The rejected items changed nothing: the writer goes on.
   writer->SetTableSignature("big", std::nullopt);
-  EXPECT_TRUE(writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 2);
 }
 
 TEST_F(TrajectoryWriterTest, ConfigureWithoutChunkLengthFitsASmallerWindow) {
   auto writer = NewWriter(4);
-  ASSERT_TRUE(writer->Append({FloatStep(0)}).ok());
-  EXPECT_TRUE(writer->Configure(0, 2, 0).ok());
+  ASSERT_OK(writer->Append({FloatStep(0)}));
+  EXPECT_OK(writer->Configure(0, 2, 0));
   EXPECT_FALSE(writer->Configure(0, 2, 3).ok());
   EXPECT_FALSE(TrajectoryWriter::ValidateColumnOptions(0, 0).ok());
-  EXPECT_TRUE(TrajectoryWriter::ValidateColumnOptions(3, 0).ok());
+  EXPECT_OK(TrajectoryWriter::ValidateColumnOptions(3, 0));
 }
 
 TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
@@ -301,14 +300,14 @@ TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
       {MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1),
                         /*max_times_sampled=*/1)},
       ServerOptions());
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
   TrajectoryWriterOptions options;
   options.max_in_flight_items = 1;
   auto writer = *client->NewTrajectoryWriter(options);
   for (int t = 0; t < 2; ++t) {
     const int64_t step = *writer->Append({FloatStep(t)});
-    ASSERT_TRUE(writer->CreateItem("q", 1.0, {ItemColumn{0, {step}, true}}, kTimeout).ok());
+    ASSERT_OK(writer->CreateItem("q", 1.0, {ItemColumn{0, {step}, true}}, kTimeout));
   }
   // Item 1 waits on the server for room in the queue: the window is full.
   const int64_t step = *writer->Append({FloatStep(2)});
@@ -319,15 +318,15 @@ TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
   std::thread sampler([&] {
     for (int i = 0; i < 3; ++i) {
       auto samples = client->SampleItems("q", 1, BoundedSampling());
-      ASSERT_TRUE(samples.ok()) << samples.status();
+      ASSERT_OK(samples);
       sampled.push_back(FloatAt((*samples)[0].columns[0], 0));
     }
   });
   const absl::Status retried = writer->CreateItem("q", 1.0, columns, kTimeout);
   const absl::Status flushed = writer->Flush(0, kTimeout);
   sampler.join();
-  EXPECT_TRUE(retried.ok()) << retried;
-  EXPECT_TRUE(flushed.ok()) << flushed;
+  EXPECT_OK(retried);
+  EXPECT_OK(flushed);
   EXPECT_EQ(sampled, (std::vector<float>{0, 1, 2}));
 }
 
@@ -339,20 +338,19 @@ TEST_F(TrajectoryWriterTest, BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpis
   for (int t = 0; t < 3; ++t) {
     // Environment b's value at step t: 10 * b + t.
     auto step = writer->AppendBatch({FloatBatch({0.f + t, 10.f + t, 20.f + t})});
-    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_OK(step);
     steps.push_back(*step);
   }
   EXPECT_EQ(writer->num_columns(), kLanes);  // one column per environment
   const std::vector<int32_t> all = {0, 1, 2};
   // The last two steps of every environment; priorities follow the lanes.
-  ASSERT_TRUE(writer
-                  ->CreateItems("big", std::vector<double>{1, 2, 3},
-                                {ItemColumn{0, {steps[1], steps[2]}, false}}, all, kTimeout)
-                  .ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer
+                ->CreateItems("big", std::vector<double>{1, 2, 3},
+                              {ItemColumn{0, {steps[1], steps[2]}, false}}, all, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(NumEpisodes("big"), kLanes);
   auto samples = client_->SampleItems("big", 3, BoundedSampling());
-  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
     const TensorPayload& column = sample.columns[0];
     ASSERT_EQ(column.shape, (Shape{2, 1}));
@@ -363,23 +361,21 @@ TEST_F(TrajectoryWriterTest, BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpis
 
   // Environment 1 ends its episode: its old cells are gone, the others' stay.
   const int32_t one = 1;
-  ASSERT_TRUE(writer->EndLaneEpisodes(absl::MakeConstSpan(&one, 1), true).ok());
+  ASSERT_OK(writer->EndLaneEpisodes(absl::MakeConstSpan(&one, 1), true));
   EXPECT_EQ(writer->LaneEpisodeSteps(), (std::vector<int32_t>{3, 0, 3}));
   auto step = writer->AppendBatch({FloatBatch({3, 13, 23})});
-  ASSERT_TRUE(step.ok());
+  ASSERT_OK(step);
   const absl::Status cleared = writer->CreateItems(
       "big", std::vector<double>{1, 1, 1}, {ItemColumn{0, {steps[2], *step}, false}}, all);
   EXPECT_EQ(cleared.code(), absl::StatusCode::kInvalidArgument) << cleared;
   EXPECT_TRUE(absl::StrContains(cleared.message(), "environment 1")) << cleared;
   const std::vector<int32_t> others = {0, 2};
-  ASSERT_TRUE(writer
-                  ->CreateItems("big", std::vector<double>{1, 1},
-                                {ItemColumn{0, {steps[2], *step}, false}}, others, kTimeout)
-                  .ok());
-  ASSERT_TRUE(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{0, {*step}, true}},
-                                  absl::MakeConstSpan(&one, 1), kTimeout)
-                  .ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer
+                ->CreateItems("big", std::vector<double>{1, 1},
+                              {ItemColumn{0, {steps[2], *step}, false}}, others, kTimeout));
+  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{0, {*step}, true}},
+                                absl::MakeConstSpan(&one, 1), kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   // Nothing of the refused batch was queued: 3 + 2 + 1 items.
   EXPECT_EQ(TableSize("big"), 6);
   // Environment 1's new episode is a fourth episode.
@@ -415,9 +411,9 @@ TEST_F(TrajectoryWriterTest, BatchedWriterRejectsBadBatchesAndPlainCalls) {
   negative.num_lanes = -1;
   EXPECT_FALSE(client_->NewTrajectoryWriter(negative).ok());
   // The writer is still usable after every refusal.
-  ASSERT_TRUE(writer->CreateItems("big", std::vector<double>{1, 1}, columns,
-                                  std::vector<int32_t>{0, 1}, kTimeout).ok());
-  ASSERT_TRUE(writer->Flush(0, kTimeout).ok());
+  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1, 1}, columns,
+                                std::vector<int32_t>{0, 1}, kTimeout));
+  ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 2);
 }
 

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/proto/patterns_cc.pb.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf::patterns {
 namespace {
@@ -62,7 +63,7 @@ PatternEngine MakeEngine(const std::vector<StructuredWriterConfig>& protos) {
   std::vector<std::string> serialized;
   for (const auto& proto : protos) serialized.push_back(proto.SerializeAsString());
   auto configs = ParseConfigs(serialized);
-  EXPECT_TRUE(configs.ok()) << configs.status();
+  EXPECT_OK(configs);
   return PatternEngine(*std::move(configs));
 }
 
@@ -83,7 +84,7 @@ class Driver {
     std::vector<Application> out;
     const bool was_open = engine_->step_is_open();
     absl::Status status = engine_->Append(next_id_, columns, scalars, partial, &out);
-    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_OK(status);
     if (!partial) ++next_id_;
     if (partial && !was_open) open_ = true;
     if (!partial) open_ = false;
@@ -91,7 +92,7 @@ class Driver {
   }
   std::vector<std::string> End(bool clear_buffers = true) {
     std::vector<Application> out;
-    EXPECT_TRUE(engine_->EndEpisode(clear_buffers, &out).ok());
+    EXPECT_OK(engine_->EndEpisode(clear_buffers, &out));
     if (open_) ++next_id_;
     open_ = false;
     return Render(out);
@@ -214,11 +215,11 @@ TEST(PatternEngineTest, ColumnTwiceInOneStepFails) {
   PatternEngine engine = MakeEngine({MakeConfig({{0, {}, -1, {}}})});
   std::vector<Application> out;
   std::vector<Scalar> scalars(1);
-  ASSERT_TRUE(engine.Append(0, {0}, scalars, true, &out).ok());
+  ASSERT_OK(engine.Append(0, {0}, scalars, true, &out));
   absl::Status status = engine.Append(0, {0}, scalars, false, &out);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(engine.step_is_open());
-  EXPECT_TRUE(engine.Append(0, {}, {}, false, &out).ok());
+  EXPECT_OK(engine.Append(0, {}, {}, false, &out));
 }
 
 TEST(PatternEngineTest, StepIndexConditions) {
@@ -358,7 +359,7 @@ TEST(PatternEngineTest, TdErrorPriority) {
   const double values[] = {-1.0, 2.0, -3.0, 0.5};
   for (int i = 0; i < 4; ++i) {
     std::vector<Scalar> scalars = {Scalar(), Scalar::Float(values[i])};
-    ASSERT_TRUE(engine.Append(i, {0, 1}, scalars, false, &out).ok());
+    ASSERT_OK(engine.Append(i, {0, 1}, scalars, false, &out));
   }
   ASSERT_EQ(out.size(), 8);
   EXPECT_EQ(out[0].priority, 0.0);                 // absent, step 0
@@ -420,12 +421,12 @@ TEST(PatternEngineTest, Validation) {
   expect_invalid(MakeConfig({{0, {}, -1, {}}}, {Not(EndEpisode())}), "`eq=1`");
   expect_invalid(MakeConfig({{0, {}, -1, {}}}, {Eq(Data(-1), 1)}), "must be >= 0");
   // Accepted as dm-reverb accepts them.
-  EXPECT_TRUE(Validate(MakeConfig({{0, -2, 0, {}}})).ok());
-  EXPECT_TRUE(Validate(MakeConfig({{0, {}, -1, {}}}, {ModEq(StepIndex(), 2, 2)})).ok());
-  EXPECT_TRUE(Validate(MakeConfig({{5, {}, -1, {}}})).ok());
+  EXPECT_OK(Validate(MakeConfig({{0, -2, 0, {}}})));
+  EXPECT_OK(Validate(MakeConfig({{0, {}, -1, {}}}, {ModEq(StepIndex(), 2, 2)})));
+  EXPECT_OK(Validate(MakeConfig({{5, {}, -1, {}}})));
   StructuredWriterConfig no_priority = MakeConfig({{0, {}, -1, {}}});
   no_priority.clear_priority();
-  EXPECT_TRUE(Validate(no_priority).ok());
+  EXPECT_OK(Validate(no_priority));
   EXPECT_EQ(ParseConfigs({std::string("\xff\xff", 2)}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

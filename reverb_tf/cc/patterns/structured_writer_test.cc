@@ -10,6 +10,7 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/proto/patterns_cc.pb.h"
 #include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -39,7 +40,7 @@ class StructuredWriterTest : public ::testing::Test {
         {MakeTableOptions("t", Fifo(), Fifo(), 100, RateLimiterOptions::MinSize(1),
                           /*max_times_sampled=*/1)},
         ServerOptions());
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server);
     server_ = *std::move(server);
     client_ = *Client::Create(absl::StrCat("localhost:", server_->port()), ClientOptions());
   }
@@ -48,7 +49,7 @@ class StructuredWriterTest : public ::testing::Test {
     SamplerOptions options;
     options.rate_limiter_timeout = kTimeout;
     auto samples = client_->SampleItems("t", n, options);
-    EXPECT_TRUE(samples.ok()) << samples.status();
+    EXPECT_OK(samples);
     return samples.ok() ? *std::move(samples) : std::vector<Sample>();
   }
 
@@ -66,13 +67,13 @@ TEST_F(StructuredWriterTest, CreatesItemsOfAppliedConfigs) {
   config.set_table("t");
   config.mutable_priority()->mutable_constant_fn()->set_value(2.0);
   auto writer = StructuredWriter::Create(*client_, {config.SerializeAsString()});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   for (int i = 0; i < 4; ++i) {
     std::vector<std::optional<TensorPayload>> step = {Int32(i), Int32(10 * i)};
     if (i == 2) step[1].reset();
-    ASSERT_TRUE((*writer)->Append(std::move(step), false).ok());
+    ASSERT_OK((*writer)->Append(std::move(step), false));
   }
-  ASSERT_TRUE((*writer)->Flush(0, kTimeout).ok());
+  ASSERT_OK((*writer)->Flush(0, kTimeout));
   std::vector<Sample> samples = SampleAll(2);
   ASSERT_EQ(samples.size(), 2);
   EXPECT_EQ(Values(samples[0].columns[0]), std::vector<int32_t>({0, 1}));
@@ -92,16 +93,16 @@ TEST_F(StructuredWriterTest, EndEpisodeConfigsAndErrors) {
   end->set_is_end_episode(true);
   end->set_eq(1);
   auto writer = StructuredWriter::Create(*client_, {config.SerializeAsString()});
-  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_OK(writer);
   std::vector<std::optional<TensorPayload>> first = {Int32(5)};
-  ASSERT_TRUE((*writer)->Append(std::move(first), true).ok());
+  ASSERT_OK((*writer)->Append(std::move(first), true));
   std::vector<std::optional<TensorPayload>> again = {Int32(6)};
   EXPECT_EQ((*writer)->Append(std::move(again), false).code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE((*writer)->Append({std::nullopt}, false).ok());
+  ASSERT_OK((*writer)->Append({std::nullopt}, false));
   std::vector<std::optional<TensorPayload>> second = {Int32(7)};
-  ASSERT_TRUE((*writer)->Append(std::move(second), false).ok());
-  ASSERT_TRUE((*writer)->EndEpisode(true, kTimeout).ok());
+  ASSERT_OK((*writer)->Append(std::move(second), false));
+  ASSERT_OK((*writer)->EndEpisode(true, kTimeout));
   std::vector<Sample> samples = SampleAll(1);
   ASSERT_EQ(samples.size(), 1);
   EXPECT_EQ(Values(samples[0].columns[0]), std::vector<int32_t>({5, 7}));

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -20,8 +21,8 @@ TEST(RateLimiterOptionsTest, InvalidArgumentsAreRejected) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RateLimiterOptions::SampleToInsertRatio(1, 1, -5).Validate().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(RateLimiterOptions::SampleToInsertRatio(4, 1000, 2048).Validate().ok());
-  EXPECT_TRUE(RateLimiterOptions::Queue(10).Validate().ok());
+  EXPECT_OK(RateLimiterOptions::SampleToInsertRatio(4, 1000, 2048).Validate());
+  EXPECT_OK(RateLimiterOptions::Queue(10).Validate());
   EXPECT_EQ(RateLimiterOptions::Queue(-1).Validate().code(),
             absl::StatusCode::kInvalidArgument);
 }

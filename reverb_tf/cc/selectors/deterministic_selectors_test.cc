@@ -15,6 +15,7 @@
 #include "reverb_tf/cc/selectors/heap_selector.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 #include "reverb_tf/cc/selectors/lifo_selector.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -26,7 +27,7 @@ using ::testing::ElementsAreArray;
 // if sampling fails or reports a probability other than 1.
 Key SampleKey(ItemSelector& selector) {
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
-  EXPECT_TRUE(sample.ok()) << sample.status();
+  EXPECT_OK(sample);
   if (!sample.ok()) return ~Key{0};
   EXPECT_EQ(sample->probability, 1.0);
   return sample->key;
@@ -50,37 +51,37 @@ std::vector<Key> Drain(ItemSelector& selector) {
 TEST(FifoSelectorTest, SamplesOldestAndIgnoresUpdates) {
   FifoSelector selector;
   EXPECT_EQ(selector.options().kind, SelectorOptions::Kind::kFifo);
-  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
-  ASSERT_TRUE(selector.Insert(20, 1.0).ok());
-  ASSERT_TRUE(selector.Insert(30, 9.0).ok());
+  ASSERT_OK(selector.Insert(10, 5.0));
+  ASSERT_OK(selector.Insert(20, 1.0));
+  ASSERT_OK(selector.Insert(30, 9.0));
   EXPECT_EQ(SampleKey(selector), 10u);
   EXPECT_EQ(SampleKey(selector), 10u) << "Sample must not consume the key";
   // Priorities play no part in the order.
-  ASSERT_TRUE(selector.Update(30, 1000.0).ok());
-  ASSERT_TRUE(selector.Update(10, 0.0).ok());
+  ASSERT_OK(selector.Update(30, 1000.0));
+  ASSERT_OK(selector.Update(10, 0.0));
   EXPECT_EQ(SampleKey(selector), 10u);
   // Deleting from the middle keeps the rest in order.
-  ASSERT_TRUE(selector.Delete(20).ok());
+  ASSERT_OK(selector.Delete(20));
   // Re-inserting makes the key the newest.
-  ASSERT_TRUE(selector.Delete(10).ok());
-  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  ASSERT_OK(selector.Delete(10));
+  ASSERT_OK(selector.Insert(10, 5.0));
   EXPECT_THAT(Drain(selector), ElementsAre(30, 10));
 }
 
 TEST(LifoSelectorTest, SamplesNewestAndIgnoresUpdates) {
   LifoSelector selector;
   EXPECT_EQ(selector.options().kind, SelectorOptions::Kind::kLifo);
-  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
-  ASSERT_TRUE(selector.Insert(20, 1.0).ok());
-  ASSERT_TRUE(selector.Insert(30, 9.0).ok());
+  ASSERT_OK(selector.Insert(10, 5.0));
+  ASSERT_OK(selector.Insert(20, 1.0));
+  ASSERT_OK(selector.Insert(30, 9.0));
   EXPECT_EQ(SampleKey(selector), 30u);
-  ASSERT_TRUE(selector.Update(10, 1000.0).ok());
-  ASSERT_TRUE(selector.Update(30, 0.0).ok());
+  ASSERT_OK(selector.Update(10, 1000.0));
+  ASSERT_OK(selector.Update(30, 0.0));
   EXPECT_EQ(SampleKey(selector), 30u);
-  ASSERT_TRUE(selector.Delete(20).ok());
+  ASSERT_OK(selector.Delete(20));
   // Re-inserting the oldest key makes it the newest.
-  ASSERT_TRUE(selector.Delete(10).ok());
-  ASSERT_TRUE(selector.Insert(10, 5.0).ok());
+  ASSERT_OK(selector.Delete(10));
+  ASSERT_OK(selector.Insert(10, 5.0));
   EXPECT_EQ(SampleKey(selector), 10u);
   EXPECT_THAT(Drain(selector), ElementsAre(10, 30));
 }
@@ -94,11 +95,11 @@ TEST(FifoLifoSelectorTest, LongSequencesDrainInInsertionOrder) {
   for (Key i = 0; i < keys.size(); ++i) keys[i] = i;
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(5));
   for (size_t i = 0; i < keys.size(); ++i) {
-    ASSERT_TRUE(fifo.Insert(keys[i], 1.0).ok());
-    ASSERT_TRUE(lifo.Insert(keys[i], 1.0).ok());
+    ASSERT_OK(fifo.Insert(keys[i], 1.0));
+    ASSERT_OK(lifo.Insert(keys[i], 1.0));
     if (i % 3 == 0) {
-      ASSERT_TRUE(fifo.Delete(keys[i]).ok());
-      ASSERT_TRUE(lifo.Delete(keys[i]).ok());
+      ASSERT_OK(fifo.Delete(keys[i]));
+      ASSERT_OK(lifo.Delete(keys[i]));
     } else {
       expected.push_back(keys[i]);
     }
@@ -121,12 +122,12 @@ TEST(FifoLifoSelectorTest, RandomOperationsMatchAListModel) {
     const Key key = pool[rng() % pool.size()];
     const auto it = std::find(model.begin(), model.end(), key);
     if (it == model.end()) {
-      ASSERT_TRUE(fifo.Insert(key, 1.0).ok());
-      ASSERT_TRUE(lifo.Insert(key, 1.0).ok());
+      ASSERT_OK(fifo.Insert(key, 1.0));
+      ASSERT_OK(lifo.Insert(key, 1.0));
       model.push_back(key);
     } else {
-      ASSERT_TRUE(fifo.Delete(key).ok());
-      ASSERT_TRUE(lifo.Delete(key).ok());
+      ASSERT_OK(fifo.Delete(key));
+      ASSERT_OK(lifo.Delete(key));
       model.erase(it);
       EXPECT_EQ(fifo.Delete(key).code(), absl::StatusCode::kNotFound);
     }
@@ -147,18 +148,18 @@ TEST(HeapSelectorTest, OptionsReportHeapDirection) {
 
 TEST(HeapSelectorTest, MinHeapSamplesLowestPriority) {
   HeapSelector selector(/*min_heap=*/true);
-  ASSERT_TRUE(selector.Insert(1, 5.0).ok());
-  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
-  ASSERT_TRUE(selector.Insert(3, 4.0).ok());
+  ASSERT_OK(selector.Insert(1, 5.0));
+  ASSERT_OK(selector.Insert(2, 3.0));
+  ASSERT_OK(selector.Insert(3, 4.0));
   EXPECT_EQ(SampleKey(selector), 2u);
   EXPECT_THAT(Drain(selector), ElementsAre(2, 3, 1));
 }
 
 TEST(HeapSelectorTest, MaxHeapSamplesHighestPriority) {
   HeapSelector selector(/*min_heap=*/false);
-  ASSERT_TRUE(selector.Insert(1, 5.0).ok());
-  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
-  ASSERT_TRUE(selector.Insert(3, 4.0).ok());
+  ASSERT_OK(selector.Insert(1, 5.0));
+  ASSERT_OK(selector.Insert(2, 3.0));
+  ASSERT_OK(selector.Insert(3, 4.0));
   EXPECT_EQ(SampleKey(selector), 1u);
   EXPECT_THAT(Drain(selector), ElementsAre(1, 3, 2));
 }
@@ -169,12 +170,12 @@ TEST(HeapSelectorTest, TiesGoToEarliestInsertedKey) {
     HeapSelector selector(min_heap);
     // Key values run against insertion order so that ordering by key would
     // give a different answer.
-    ASSERT_TRUE(selector.Insert(30, 1.0).ok());
-    ASSERT_TRUE(selector.Insert(20, 1.0).ok());
-    ASSERT_TRUE(selector.Insert(10, 1.0).ok());
+    ASSERT_OK(selector.Insert(30, 1.0));
+    ASSERT_OK(selector.Insert(20, 1.0));
+    ASSERT_OK(selector.Insert(10, 1.0));
     // -0.0 == 0.0, so these tie as well.
-    ASSERT_TRUE(selector.Insert(5, -0.0).ok());
-    ASSERT_TRUE(selector.Insert(4, 0.0).ok());
+    ASSERT_OK(selector.Insert(5, -0.0));
+    ASSERT_OK(selector.Insert(4, 0.0));
     if (min_heap) {
       EXPECT_THAT(Drain(selector), ElementsAre(5, 4, 30, 20, 10));
     } else {
@@ -186,16 +187,16 @@ TEST(HeapSelectorTest, TiesGoToEarliestInsertedKey) {
 TEST(HeapSelectorTest, UpdateMovesKeyBothWays) {
   HeapSelector selector(/*min_heap=*/true);
   for (Key key = 0; key < 8; ++key) {
-    ASSERT_TRUE(selector.Insert(key, 10.0 + key).ok());
+    ASSERT_OK(selector.Insert(key, 10.0 + key));
   }
   EXPECT_EQ(SampleKey(selector), 0u);
   // Up: a deep key becomes the minimum.
-  ASSERT_TRUE(selector.Update(7, 1.0).ok());
+  ASSERT_OK(selector.Update(7, 1.0));
   EXPECT_EQ(SampleKey(selector), 7u);
   // Down: the current minimum becomes the maximum.
-  ASSERT_TRUE(selector.Update(7, 100.0).ok());
+  ASSERT_OK(selector.Update(7, 100.0));
   EXPECT_EQ(SampleKey(selector), 0u);
-  ASSERT_TRUE(selector.Update(0, 50.0).ok());
+  ASSERT_OK(selector.Update(0, 50.0));
   EXPECT_EQ(SampleKey(selector), 1u);
   EXPECT_THAT(Drain(selector), ElementsAre(1, 2, 3, 4, 5, 6, 0, 7));
 }
@@ -204,18 +205,18 @@ TEST(HeapSelectorTest, UpdateKeepsInsertionRankButReinsertDoesNot) {
   for (bool min_heap : {true, false}) {
     SCOPED_TRACE(min_heap ? "min" : "max");
     HeapSelector selector(min_heap);
-    ASSERT_TRUE(selector.Insert(1, 2.0).ok());
-    ASSERT_TRUE(selector.Insert(2, 2.0).ok());
-    ASSERT_TRUE(selector.Insert(3, 2.0).ok());
+    ASSERT_OK(selector.Insert(1, 2.0));
+    ASSERT_OK(selector.Insert(2, 2.0));
+    ASSERT_OK(selector.Insert(3, 2.0));
     EXPECT_EQ(SampleKey(selector), 1u);
     // Moving key 1 away and back must not make it younger than 2 and 3.
-    ASSERT_TRUE(selector.Update(1, min_heap ? 9.0 : 0.0).ok());
+    ASSERT_OK(selector.Update(1, min_heap ? 9.0 : 0.0));
     EXPECT_EQ(SampleKey(selector), 2u);
-    ASSERT_TRUE(selector.Update(1, 2.0).ok());
+    ASSERT_OK(selector.Update(1, 2.0));
     EXPECT_EQ(SampleKey(selector), 1u);
     // Delete + Insert is a new item, so it now loses ties to 2 and 3.
-    ASSERT_TRUE(selector.Delete(1).ok());
-    ASSERT_TRUE(selector.Insert(1, 2.0).ok());
+    ASSERT_OK(selector.Delete(1));
+    ASSERT_OK(selector.Insert(1, 2.0));
     EXPECT_THAT(Drain(selector), ElementsAre(2, 3, 1));
   }
 }
@@ -236,17 +237,17 @@ TEST(HeapSelectorTest, DrainMatchesStableSortAfterRandomChurn) {
     std::vector<Item> items;  // In insertion order.
     for (Key key = 0; key < 2000; ++key) {
       const double priority = priority_dist(rng);
-      ASSERT_TRUE(selector.Insert(key, priority).ok());
+      ASSERT_OK(selector.Insert(key, priority));
       items.push_back({key, priority});
     }
     for (int i = 0; i < 3000; ++i) {
       Item& item = items[rng() % items.size()];
       item.priority = priority_dist(rng);
-      ASSERT_TRUE(selector.Update(item.key, item.priority).ok());
+      ASSERT_OK(selector.Update(item.key, item.priority));
     }
     for (int i = 0; i < 500; ++i) {
       const size_t index = rng() % items.size();
-      ASSERT_TRUE(selector.Delete(items[index].key).ok());
+      ASSERT_OK(selector.Delete(items[index].key));
       items.erase(items.begin() + static_cast<std::ptrdiff_t>(index));
     }
     std::stable_sort(items.begin(), items.end(),
@@ -262,8 +263,8 @@ TEST(HeapSelectorTest, DrainMatchesStableSortAfterRandomChurn) {
 
 TEST(HeapSelectorTest, FailedOperationsLeaveHeapIntact) {
   HeapSelector selector(/*min_heap=*/true);
-  ASSERT_TRUE(selector.Insert(1, 3.0).ok());
-  ASSERT_TRUE(selector.Insert(2, 1.0).ok());
+  ASSERT_OK(selector.Insert(1, 3.0));
+  ASSERT_OK(selector.Insert(2, 1.0));
   EXPECT_FALSE(selector.Insert(1, 0.0).ok());
   EXPECT_FALSE(selector.Update(2, NAN).ok());
   EXPECT_FALSE(selector.Delete(7).ok());

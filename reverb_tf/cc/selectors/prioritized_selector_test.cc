@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -44,7 +45,7 @@ absl::flat_hash_map<Key, int> CountSamples(
   for (int i = 0; i < num_samples; ++i) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector.Sample();
-    EXPECT_TRUE(sample.ok()) << sample.status();
+    EXPECT_OK(sample);
     if (!sample.ok()) break;
     auto it = expected_probability.find(sample->key);
     if (it == expected_probability.end()) {
@@ -97,15 +98,15 @@ TEST(PrioritizedSelectorTest, MinProbabilityFollowsEveryChange) {
     const int op = static_cast<int>(rng() % 10);
     const double priority = rng() % 7 == 0 ? 0.0 : 0.01 + (rng() % 10000) / 100.0;
     if (op < 5 || weights.size() < 3) {
-      ASSERT_TRUE(selector.Insert(next, priority).ok());
+      ASSERT_OK(selector.Insert(next, priority));
       weights[next++] = std::sqrt(priority);
     } else if (op < 8) {
       const Key key = std::next(weights.begin(), rng() % weights.size())->first;
-      ASSERT_TRUE(selector.Update(key, priority).ok());
+      ASSERT_OK(selector.Update(key, priority));
       weights[key] = std::sqrt(priority);
     } else {
       const Key key = std::next(weights.begin(), rng() % weights.size())->first;
-      ASSERT_TRUE(selector.Delete(key).ok());
+      ASSERT_OK(selector.Delete(key));
       weights.erase(key);
     }
     if (step % 97 != 0) continue;
@@ -122,18 +123,18 @@ TEST(PrioritizedSelectorTest, MinProbabilityFollowsEveryChange) {
   // What Sample() reports never goes below it.
   for (int i = 0; i < 1000; ++i) {
     auto sample = selector.Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_GE(sample->probability, selector.MinProbability() * (1 - 1e-12));
   }
   selector.Clear();
   EXPECT_EQ(selector.MinProbability(), 0.0);
-  ASSERT_TRUE(selector.Insert(1, 4.0).ok());
+  ASSERT_OK(selector.Insert(1, 4.0));
   EXPECT_EQ(selector.MinProbability(), 1.0);
 }
 
 TEST(PrioritizedSelectorTest, MinProbabilityIsUniformWhenEveryPriorityIsZero) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/3);
-  for (Key key = 1; key <= 4; ++key) ASSERT_TRUE(selector.Insert(key, 0.0).ok());
+  for (Key key = 1; key <= 4; ++key) ASSERT_OK(selector.Insert(key, 0.0));
   EXPECT_DOUBLE_EQ(selector.MinProbability(), 0.25);
 }
 
@@ -145,7 +146,7 @@ TEST(PrioritizedSelectorTest, FrequenciesFollowPriorityToTheExponent) {
       {6, 5.0}, {7, 8.0}, {8, 13.0}, {9, 21.0}, {10, 34.0}};
   PrioritizedSelector selector(kExponent, /*seed=*/42);
   for (const KeyPriority& item : items) {
-    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+    ASSERT_OK(selector.Insert(item.key, item.priority));
   }
   const absl::flat_hash_map<Key, double> expected =
       ExpectedProbabilities(items, kExponent);
@@ -167,18 +168,18 @@ TEST(PrioritizedSelectorTest, FrequenciesStayCorrectAfterDeletesAndUpdates) {
   for (Key key = 0; key < 12; ++key) items.push_back({key, 1.0 + key});
   PrioritizedSelector selector(kExponent, /*seed=*/43);
   for (const KeyPriority& item : items) {
-    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+    ASSERT_OK(selector.Insert(item.key, item.priority));
   }
   // Deleting the first and a middle key moves the last keys into their
   // slots; the updates then have to find the moved keys.
-  ASSERT_TRUE(selector.Delete(0).ok());
-  ASSERT_TRUE(selector.Delete(5).ok());
+  ASSERT_OK(selector.Delete(0));
+  ASSERT_OK(selector.Delete(5));
   items.erase(items.begin() + 5);
   items.erase(items.begin());
   for (KeyPriority& item : items) {
     if (item.key == 11 || item.key == 10 || item.key == 2) {
       item.priority = item.key == 2 ? 40.0 : 0.25;
-      ASSERT_TRUE(selector.Update(item.key, item.priority).ok());
+      ASSERT_OK(selector.Update(item.key, item.priority));
     }
   }
   ASSERT_EQ(selector.size(), 10);
@@ -191,14 +192,14 @@ TEST(PrioritizedSelectorTest, FrequenciesStayCorrectAfterDeletesAndUpdates) {
 
 TEST(PrioritizedSelectorTest, ReportsExactProbability) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
-  ASSERT_TRUE(selector.Insert(1, 1.0).ok());
-  ASSERT_TRUE(selector.Insert(2, 3.0).ok());
+  ASSERT_OK(selector.Insert(1, 1.0));
+  ASSERT_OK(selector.Insert(2, 3.0));
   EXPECT_EQ(selector.total_weight(), 4.0);
   bool seen[3] = {false, false, false};
   for (int i = 0; i < 100; ++i) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector.Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_EQ(sample->probability, sample->key == 1 ? 0.25 : 0.75);
     seen[sample->key] = true;
   }
@@ -211,7 +212,7 @@ TEST(PrioritizedSelectorTest, RootDoesNotDriftOverLongRuns) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/3);
   std::vector<double> priorities(kKeys, 1.0);
   for (Key key = 0; key < kKeys; ++key) {
-    ASSERT_TRUE(selector.Insert(key, 1.0).ok());
+    ASSERT_OK(selector.Insert(key, 1.0));
   }
   // Priorities spanning 16 orders of magnitude: an implementation that
   // adjusted ancestors by (new - old) would leave rounding errors of the
@@ -223,14 +224,14 @@ TEST(PrioritizedSelectorTest, RootDoesNotDriftOverLongRuns) {
   for (int i = 0; i < kUpdates; ++i) {
     const Key key = key_dist(rng);
     priorities[key] = std::pow(10.0, log10_dist(rng));
-    ASSERT_TRUE(selector.Update(key, priorities[key]).ok());
+    ASSERT_OK(selector.Update(key, priorities[key]));
   }
   // Bring every key back to [0, 1), in random order, as a trained agent's
   // priorities would settle.
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (Key key = 0; key < kKeys; ++key) {
     priorities[key] = unit(rng);
-    ASSERT_TRUE(selector.Update(key, priorities[key]).ok());
+    ASSERT_OK(selector.Update(key, priorities[key]));
   }
   long double fresh_sum = 0.0L;
   for (double p : priorities) fresh_sum += p;
@@ -239,7 +240,7 @@ TEST(PrioritizedSelectorTest, RootDoesNotDriftOverLongRuns) {
   EXPECT_NEAR(selector.SumOfLeavesForTesting(), expected, 1e-12 * expected);
 
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   const double p = priorities[sample->key] / expected;
   EXPECT_NEAR(sample->probability, p, 1e-9 * p);
 }
@@ -249,12 +250,12 @@ TEST(PrioritizedSelectorTest, AllZeroPrioritiesSampleUniformly) {
   PrioritizedSelector selector(/*priority_exponent=*/0.7, /*seed=*/5);
   absl::flat_hash_map<Key, double> expected;
   for (Key key = 0; key < 5; ++key) {
-    ASSERT_TRUE(selector.Insert(key, 1.0).ok());
+    ASSERT_OK(selector.Insert(key, 1.0));
     expected[key] = 0.2;
   }
   // Reaching zero through Update must behave like inserting zeros.
   for (Key key = 0; key < 5; ++key) {
-    ASSERT_TRUE(selector.Update(key, 0.0).ok());
+    ASSERT_OK(selector.Update(key, 0.0));
   }
   EXPECT_EQ(selector.total_weight(), 0.0);
   const absl::flat_hash_map<Key, int> counts =
@@ -266,15 +267,15 @@ TEST(PrioritizedSelectorTest, UnderflowedWeightsCountAsZero) {
   // 1e-200 squared underflows to 0.
   PrioritizedSelector selector(/*priority_exponent=*/2.0, /*seed=*/6);
   for (Key key = 0; key < 4; ++key) {
-    ASSERT_TRUE(selector.Insert(key, 1e-200).ok());
+    ASSERT_OK(selector.Insert(key, 1e-200));
   }
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_EQ(sample->probability, 0.25);
-  ASSERT_TRUE(selector.Update(2, 1e-100).ok());
+  ASSERT_OK(selector.Update(2, 1e-100));
   for (int i = 0; i < 100; ++i) {
     sample = selector.Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_EQ(sample->key, 2u);
     EXPECT_EQ(sample->probability, 1.0);
   }
@@ -285,12 +286,12 @@ TEST(PrioritizedSelectorTest, ZeroPriorityKeysAreNeverSampledBesidePositive) {
   // One tiny positive weight among many zeros and nothing else: it must
   // win every time, however small it is.
   for (Key key = 0; key < 100; ++key) {
-    ASSERT_TRUE(selector.Insert(key, key == 37 ? 1e-300 : 0.0).ok());
+    ASSERT_OK(selector.Insert(key, key == 37 ? 1e-300 : 0.0));
   }
   for (int i = 0; i < 2000; ++i) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector.Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     ASSERT_EQ(sample->key, 37u);
     ASSERT_EQ(sample->probability, 1.0);
   }
@@ -312,16 +313,16 @@ TEST(PrioritizedSelectorTest, WalkNeverEndsOnZeroWeightLeafAtEdgeTargets) {
   for (const std::vector<double>& layout : layouts) {
     PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
     for (size_t i = 0; i < layout.size(); ++i) {
-      ASSERT_TRUE(selector.Insert(i, layout[i]).ok());
+      ASSERT_OK(selector.Insert(i, layout[i]));
     }
     const double total = selector.total_weight();
     for (double target :
          {0.0, total / 2, std::nextafter(total, 0.0), total}) {
-      SCOPED_TRACE(testing::Message() << "layout size " << layout.size()
+      SCOPED_TRACE(::testing::Message() << "layout size " << layout.size()
                                       << " target " << target);
       absl::StatusOr<ItemSelector::KeyWithProbability> sample =
           selector.SampleAtForTesting(target);
-      ASSERT_TRUE(sample.ok());
+      ASSERT_OK(sample);
       EXPECT_GT(layout[sample->key], 0.0);
       EXPECT_GT(sample->probability, 0.0);
     }
@@ -332,7 +333,7 @@ TEST(PrioritizedSelectorTest, WalkFindsTheLeafCoveringTheTarget) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
   // Cumulative sums 1, 3, 6, 10.
   for (Key key = 0; key < 4; ++key) {
-    ASSERT_TRUE(selector.Insert(key, key + 1.0).ok());
+    ASSERT_OK(selector.Insert(key, key + 1.0));
   }
   const std::vector<std::pair<double, Key>> cases = {
       {0.0, 0}, {0.999, 0}, {1.0, 1}, {2.999, 1},
@@ -340,7 +341,7 @@ TEST(PrioritizedSelectorTest, WalkFindsTheLeafCoveringTheTarget) {
   for (const auto& [target, key] : cases) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector.SampleAtForTesting(target);
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_EQ(sample->key, key) << "target " << target;
     EXPECT_EQ(sample->probability, (key + 1.0) / 10.0);
   }
@@ -358,10 +359,10 @@ TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
     absl::flat_hash_map<Key, double> weight;
     for (Key key = 0; key < static_cast<Key>(n); ++key) {
       weight[key] = static_cast<double>(rng() % 6);
-      ASSERT_TRUE(selector.Insert(key, weight[key]).ok());
+      ASSERT_OK(selector.Insert(key, weight[key]));
     }
     for (int round = 0; round < 2; ++round) {
-      SCOPED_TRACE(testing::Message() << "n " << n << " round " << round);
+      SCOPED_TRACE(::testing::Message() << "n " << n << " round " << round);
       // Slot order is insertion order with deletes refilled from the end,
       // which the test does not track: instead, every key's interval is
       // [target where it starts, + its weight), and walking all of them
@@ -372,7 +373,7 @@ TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
       absl::flat_hash_map<Key, double> covered;
       for (double target = 0.5; target < total; target += 1.0) {
         auto sample = selector.SampleAtForTesting(target);
-        ASSERT_TRUE(sample.ok());
+        ASSERT_OK(sample);
         ASSERT_GT(weight[sample->key], 0.0) << "target " << target;
         ASSERT_EQ(sample->probability, weight[sample->key] / total);
         covered[sample->key] += 1.0;
@@ -383,7 +384,7 @@ TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
       // Integer targets on the boundaries go to the later key, and the end
       // of the range to a positive one.
       auto last = selector.SampleAtForTesting(total);
-      ASSERT_TRUE(last.ok());
+      ASSERT_OK(last);
       EXPECT_GT(weight[last->key], 0.0);
       // Delete about 3 in 4 keys (shrinking the tree), then walk again.
       std::vector<Key> keys;
@@ -391,7 +392,7 @@ TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
       std::sort(keys.begin(), keys.end());
       for (Key key : keys) {
         if (rng() % 4 == 0 || weight.size() <= 2) continue;
-        ASSERT_TRUE(selector.Delete(key).ok());
+        ASSERT_OK(selector.Delete(key));
         weight.erase(key);
       }
       ASSERT_EQ(selector.size(), static_cast<int64_t>(weight.size()));
@@ -409,7 +410,7 @@ TEST(PrioritizedSelectorTest, RandomLayoutsNeverYieldZeroWeightKeys) {
     std::vector<double> priorities(n);
     for (int i = 0; i < n; ++i) {
       priorities[i] = unit(rng) < 0.6 ? 0.0 : std::pow(10.0, log10_dist(rng));
-      ASSERT_TRUE(selector.Insert(i, priorities[i]).ok());
+      ASSERT_OK(selector.Insert(i, priorities[i]));
     }
     if (!(selector.total_weight() > 0.0)) continue;
     const double total = selector.total_weight();
@@ -417,14 +418,14 @@ TEST(PrioritizedSelectorTest, RandomLayoutsNeverYieldZeroWeightKeys) {
                           unit(rng) * total}) {
       absl::StatusOr<ItemSelector::KeyWithProbability> sample =
           selector.SampleAtForTesting(target);
-      ASSERT_TRUE(sample.ok());
+      ASSERT_OK(sample);
       ASSERT_GT(priorities[sample->key], 0.0)
           << "trial " << trial << " target " << target;
     }
     for (int i = 0; i < 20; ++i) {
       absl::StatusOr<ItemSelector::KeyWithProbability> sample =
           selector.Sample();
-      ASSERT_TRUE(sample.ok());
+      ASSERT_OK(sample);
       ASSERT_GT(priorities[sample->key], 0.0) << "trial " << trial;
     }
   }
@@ -434,7 +435,7 @@ TEST(PrioritizedSelectorTest, SampleAtForTestingNeedsPositiveTotal) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
   EXPECT_EQ(selector.SampleAtForTesting(0.0).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(selector.Insert(1, 0.0).ok());
+  ASSERT_OK(selector.Insert(1, 0.0));
   EXPECT_EQ(selector.SampleAtForTesting(0.0).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
@@ -447,7 +448,7 @@ TEST(PrioritizedSelectorTest, ExponentZeroIsUniform) {
       {1, 0.0}, {2, 1.0}, {3, 1e300}, {4, 5.0}};
   absl::flat_hash_map<Key, double> expected;
   for (const KeyPriority& item : items) {
-    ASSERT_TRUE(selector.Insert(item.key, item.priority).ok());
+    ASSERT_OK(selector.Insert(item.key, item.priority));
     expected[item.key] = 0.25;
   }
   EXPECT_EQ(selector.total_weight(), 4.0);
@@ -463,7 +464,7 @@ TEST(PrioritizedSelectorTest, OverflowingWeightIsRejected) {
   EXPECT_THAT(status.message(), HasSubstr("overflow"));
   EXPECT_EQ(selector.size(), 0);
   EXPECT_EQ(selector.total_weight(), 0.0);
-  ASSERT_TRUE(selector.Insert(1, 1e100).ok());
+  ASSERT_OK(selector.Insert(1, 1e100));
   EXPECT_EQ(selector.Update(1, 1e200).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selector.total_weight(), 1e200);
@@ -472,13 +473,13 @@ TEST(PrioritizedSelectorTest, OverflowingWeightIsRejected) {
 TEST(PrioritizedSelectorTest, OverflowingTotalIsRejectedAndRolledBack) {
   constexpr double kMax = std::numeric_limits<double>::max();
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
-  ASSERT_TRUE(selector.Insert(1, kMax).ok());
+  ASSERT_OK(selector.Insert(1, kMax));
   EXPECT_EQ(selector.Insert(2, kMax).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selector.size(), 1);
   EXPECT_EQ(selector.total_weight(), kMax);
-  ASSERT_TRUE(selector.Insert(2, 1.0).ok());
-  ASSERT_TRUE(selector.Insert(3, 0.0).ok());
+  ASSERT_OK(selector.Insert(2, 1.0));
+  ASSERT_OK(selector.Insert(3, 0.0));
   const double total_before = selector.total_weight();
   EXPECT_EQ(selector.Update(2, kMax).code(),
             absl::StatusCode::kInvalidArgument);
@@ -487,7 +488,7 @@ TEST(PrioritizedSelectorTest, OverflowingTotalIsRejectedAndRolledBack) {
   // chosen and the walk to the end lands on key 2.
   absl::StatusOr<ItemSelector::KeyWithProbability> sample =
       selector.SampleAtForTesting(total_before);
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_EQ(sample->key, 2u);
   EXPECT_EQ(sample->probability, 1.0 / kMax);
 }
@@ -495,27 +496,27 @@ TEST(PrioritizedSelectorTest, OverflowingTotalIsRejectedAndRolledBack) {
 TEST(PrioritizedSelectorTest, GrowingAndShrinkingKeepsTotalsExact) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
   for (Key key = 0; key < 1000; ++key) {
-    ASSERT_TRUE(selector.Insert(key, 0.5).ok());
+    ASSERT_OK(selector.Insert(key, 0.5));
   }
   EXPECT_EQ(selector.total_weight(), 500.0);
   for (Key key = 3; key < 1000; ++key) {
-    ASSERT_TRUE(selector.Delete(key).ok());
+    ASSERT_OK(selector.Delete(key));
   }
   EXPECT_EQ(selector.total_weight(), 1.5);
   EXPECT_EQ(selector.SumOfLeavesForTesting(), 1.5);
   EXPECT_THAT(selector.DebugString(), HasSubstr("size=3"));
-  ASSERT_TRUE(selector.Update(1, 2.0).ok());
+  ASSERT_OK(selector.Update(1, 2.0));
   EXPECT_EQ(selector.total_weight(), 3.0);
   selector.Clear();
   EXPECT_EQ(selector.total_weight(), 0.0);
-  ASSERT_TRUE(selector.Insert(1, 7.0).ok());
+  ASSERT_OK(selector.Insert(1, 7.0));
   EXPECT_EQ(selector.total_weight(), 7.0);
 }
 
 TEST(PrioritizedSelectorTest, ValidatePriorityExponent) {
-  EXPECT_TRUE(ValidatePriorityExponent(0.0).ok());
-  EXPECT_TRUE(ValidatePriorityExponent(0.7).ok());
-  EXPECT_TRUE(ValidatePriorityExponent(3.0).ok());
+  EXPECT_OK(ValidatePriorityExponent(0.0));
+  EXPECT_OK(ValidatePriorityExponent(0.7));
+  EXPECT_OK(ValidatePriorityExponent(3.0));
   for (double bad : {-0.1, std::numeric_limits<double>::quiet_NaN(),
                      std::numeric_limits<double>::infinity()}) {
     absl::Status status = ValidatePriorityExponent(bad);

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -56,7 +57,7 @@ class SelectorConformanceTest : public ::testing::TestWithParam<SelectorParam> {
   std::unique_ptr<ItemSelector> Make(uint64_t seed = 1234) {
     absl::StatusOr<std::unique_ptr<ItemSelector>> selector =
         MakeSelector(GetParam().options, seed);
-    EXPECT_TRUE(selector.ok()) << selector.status();
+    EXPECT_OK(selector);
     return selector.ok() ? *std::move(selector) : nullptr;
   }
   Kind kind() const { return GetParam().options.kind; }
@@ -85,13 +86,13 @@ TEST_P(SelectorConformanceTest, NewSelectorIsEmptyAndCannotSample) {
 TEST_P(SelectorConformanceTest, DuplicateInsertIsInvalidArgument) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  ASSERT_TRUE(selector->Insert(7, 1.0).ok());
+  ASSERT_OK(selector->Insert(7, 1.0));
   absl::Status status = selector->Insert(7, 2.0);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("7"));
   EXPECT_EQ(selector->size(), 1);
   // The failed insert must not have disturbed the existing entry.
-  ASSERT_TRUE(selector->Delete(7).ok());
+  ASSERT_OK(selector->Delete(7));
   EXPECT_EQ(selector->size(), 0);
   EXPECT_EQ(selector->Delete(7).code(), absl::StatusCode::kNotFound);
 }
@@ -100,7 +101,7 @@ TEST_P(SelectorConformanceTest, UpdateOfUnknownKeyIsNotFound) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   EXPECT_EQ(selector->Update(3, 1.0).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(selector->Insert(1, 1.0).ok());
+  ASSERT_OK(selector->Insert(1, 1.0));
   absl::Status status = selector->Update(3, 1.0);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("3"));
@@ -111,10 +112,10 @@ TEST_P(SelectorConformanceTest, DeleteOfUnknownKeyIsNotFound) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   EXPECT_EQ(selector->Delete(3).code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(selector->Insert(1, 1.0).ok());
+  ASSERT_OK(selector->Insert(1, 1.0));
   EXPECT_EQ(selector->Delete(3).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(selector->size(), 1);
-  ASSERT_TRUE(selector->Delete(1).ok());
+  ASSERT_OK(selector->Delete(1));
   EXPECT_EQ(selector->Delete(1).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(selector->size(), 0);
 }
@@ -136,14 +137,14 @@ TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnInsert) {
     EXPECT_EQ(selector->size(), 0);
   }
   // The rejected key was never added, so it can now be inserted.
-  EXPECT_TRUE(selector->Insert(1, 1.0).ok());
+  EXPECT_OK(selector->Insert(1, 1.0));
 }
 
 TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnUpdate) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   // With a single key every kind must sample it with probability 1.
-  ASSERT_TRUE(selector->Insert(1, 2.0).ok());
+  ASSERT_OK(selector->Insert(1, 2.0));
   for (double bad : BadPriorities(kind())) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(selector->Update(1, bad).code(),
@@ -151,7 +152,7 @@ TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnUpdate) {
   }
   EXPECT_EQ(selector->size(), 1);
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector->Sample();
-  ASSERT_TRUE(sample.ok()) << sample.status();
+  ASSERT_OK(sample);
   EXPECT_EQ(sample->key, 1u);
   EXPECT_EQ(sample->probability, 1.0);
 }
@@ -159,10 +160,10 @@ TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnUpdate) {
 TEST_P(SelectorConformanceTest, FailedUpdateLeavesPriorityUnchanged) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  ASSERT_TRUE(selector->Insert(1, 1.0).ok());
-  ASSERT_TRUE(selector->Insert(2, 3.0).ok());
+  ASSERT_OK(selector->Insert(1, 1.0));
+  ASSERT_OK(selector->Insert(2, 3.0));
   absl::StatusOr<ItemSelector::KeyWithProbability> before = selector->Sample();
-  ASSERT_TRUE(before.ok());
+  ASSERT_OK(before);
   ASSERT_EQ(selector->Update(1, -kNaN).code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_EQ(selector->Update(2, kNaN).code(),
@@ -170,7 +171,7 @@ TEST_P(SelectorConformanceTest, FailedUpdateLeavesPriorityUnchanged) {
   if (IsDeterministic(kind())) {
     absl::StatusOr<ItemSelector::KeyWithProbability> after =
         selector->Sample();
-    ASSERT_TRUE(after.ok());
+    ASSERT_OK(after);
     EXPECT_EQ(after->key, before->key);
   } else {
     // Random kinds: for Prioritized the reported probability depends on
@@ -179,7 +180,7 @@ TEST_P(SelectorConformanceTest, FailedUpdateLeavesPriorityUnchanged) {
     for (int i = 0; i < 50; ++i) {
       absl::StatusOr<ItemSelector::KeyWithProbability> after =
           selector->Sample();
-      ASSERT_TRUE(after.ok());
+      ASSERT_OK(after);
       if (after->key == before->key) {
         EXPECT_EQ(after->probability, before->probability);
       }
@@ -198,18 +199,18 @@ TEST_P(SelectorConformanceTest, BoundaryPrioritiesAreAccepted) {
   }
   for (double good : goods) {
     SCOPED_TRACE(good);
-    EXPECT_TRUE(selector->Insert(key, good).ok());
-    EXPECT_TRUE(selector->Update(key, good).ok());
+    EXPECT_OK(selector->Insert(key, good));
+    EXPECT_OK(selector->Update(key, good));
     ++key;
   }
   EXPECT_EQ(selector->size(), static_cast<int64_t>(key));
-  EXPECT_TRUE(selector->Sample().ok());
+  EXPECT_OK(selector->Sample());
 }
 
 TEST_P(SelectorConformanceTest, PriorityErrorIsReportedBeforeKeyError) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  ASSERT_TRUE(selector->Insert(1, 1.0).ok());
+  ASSERT_OK(selector->Insert(1, 1.0));
   EXPECT_EQ(selector->Insert(1, kNaN).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selector->Update(99, kNaN).code(),
@@ -220,24 +221,24 @@ TEST_P(SelectorConformanceTest, SizeTracksSuccessfulOperationsOnly) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   for (Key key = 0; key < 100; ++key) {
-    ASSERT_TRUE(selector->Insert(key, static_cast<double>(key % 7)).ok());
+    ASSERT_OK(selector->Insert(key, static_cast<double>(key % 7)));
     EXPECT_EQ(selector->size(), static_cast<int64_t>(key + 1));
   }
   for (Key key = 0; key < 100; key += 3) {
-    ASSERT_TRUE(selector->Update(key, 0.5).ok());
+    ASSERT_OK(selector->Update(key, 0.5));
   }
   EXPECT_EQ(selector->size(), 100);
   EXPECT_FALSE(selector->Insert(5, 1.0).ok());
   EXPECT_FALSE(selector->Delete(500).ok());
   EXPECT_EQ(selector->size(), 100);
   for (Key key = 0; key < 100; key += 2) {
-    ASSERT_TRUE(selector->Delete(key).ok());
+    ASSERT_OK(selector->Delete(key));
   }
   EXPECT_EQ(selector->size(), 50);
   for (int i = 0; i < 20; ++i) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector->Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_EQ(sample->key % 2, 1u) << "sampled deleted key " << sample->key;
     EXPECT_EQ(selector->size(), 50) << "Sample must not remove the key";
   }
@@ -247,7 +248,7 @@ TEST_P(SelectorConformanceTest, ClearRemovesEverything) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   for (Key key = 0; key < 10; ++key) {
-    ASSERT_TRUE(selector->Insert(key, 1.0 + key).ok());
+    ASSERT_OK(selector->Insert(key, 1.0 + key));
   }
   selector->Clear();
   EXPECT_EQ(selector->size(), 0);
@@ -256,38 +257,38 @@ TEST_P(SelectorConformanceTest, ClearRemovesEverything) {
   EXPECT_EQ(selector->Update(3, 1.0).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(selector->Delete(3).code(), absl::StatusCode::kNotFound);
   // Usable again afterwards, including for the old keys.
-  ASSERT_TRUE(selector->Insert(3, 2.0).ok());
-  ASSERT_TRUE(selector->Insert(11, 2.0).ok());
+  ASSERT_OK(selector->Insert(3, 2.0));
+  ASSERT_OK(selector->Insert(11, 2.0));
   EXPECT_EQ(selector->size(), 2);
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector->Sample();
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_TRUE(sample->key == 3 || sample->key == 11) << sample->key;
 }
 
 TEST_P(SelectorConformanceTest, DeleteThenReinsertSameKey) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  ASSERT_TRUE(selector->Insert(42, 1.0).ok());
+  ASSERT_OK(selector->Insert(42, 1.0));
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(selector->Delete(42).ok());
+    ASSERT_OK(selector->Delete(42));
     EXPECT_EQ(selector->size(), 0);
     EXPECT_FALSE(selector->Sample().ok());
-    ASSERT_TRUE(selector->Insert(42, 2.0 + round).ok());
+    ASSERT_OK(selector->Insert(42, 2.0 + round));
     EXPECT_EQ(selector->size(), 1);
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector->Sample();
-    ASSERT_TRUE(sample.ok());
+    ASSERT_OK(sample);
     EXPECT_EQ(sample->key, 42u);
     EXPECT_EQ(sample->probability, 1.0);
-    EXPECT_TRUE(selector->Update(42, 0.0).ok());
+    EXPECT_OK(selector->Update(42, 0.0));
   }
 }
 
 TEST_P(SelectorConformanceTest, EmptyAgainAfterDeletingEverything) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
-  for (Key key = 0; key < 33; ++key) ASSERT_TRUE(selector->Insert(key, 1).ok());
-  for (Key key = 0; key < 33; ++key) ASSERT_TRUE(selector->Delete(key).ok());
+  for (Key key = 0; key < 33; ++key) ASSERT_OK(selector->Insert(key, 1));
+  for (Key key = 0; key < 33; ++key) ASSERT_OK(selector->Delete(key));
   EXPECT_EQ(selector->size(), 0);
   EXPECT_EQ(selector->Sample().status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -300,7 +301,7 @@ TEST_P(SelectorConformanceTest, SameSeedGivesSameSamples) {
   ASSERT_TRUE(a && b && c);
   for (Key key = 0; key < 10; ++key) {
     for (ItemSelector* s : {a.get(), b.get(), c.get()}) {
-      ASSERT_TRUE(s->Insert(key, 1.0 + key).ok());
+      ASSERT_OK(s->Insert(key, 1.0 + key));
     }
   }
   bool c_differs = false;
@@ -308,7 +309,9 @@ TEST_P(SelectorConformanceTest, SameSeedGivesSameSamples) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sa = a->Sample();
     absl::StatusOr<ItemSelector::KeyWithProbability> sb = b->Sample();
     absl::StatusOr<ItemSelector::KeyWithProbability> sc = c->Sample();
-    ASSERT_TRUE(sa.ok() && sb.ok() && sc.ok());
+    ASSERT_OK(sa);
+    ASSERT_OK(sb);
+    ASSERT_OK(sc);
     EXPECT_EQ(sa->key, sb->key);
     c_differs |= (sa->key != sc->key);
   }
@@ -415,14 +418,14 @@ TEST_P(SelectorConformanceTest, RandomOperationsMatchReferenceModel) {
       if (model.Contains(key)) {
         ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
       } else {
-        ASSERT_TRUE(status.ok()) << status;
+        ASSERT_OK(status);
         model.Insert(key, priority);
       }
     } else if (op < 55) {
       const double priority = random_priority();
       absl::Status status = selector->Update(key, priority);
       if (model.Contains(key)) {
-        ASSERT_TRUE(status.ok()) << status;
+        ASSERT_OK(status);
         model.Update(key, priority);
       } else {
         ASSERT_EQ(status.code(), absl::StatusCode::kNotFound);
@@ -430,7 +433,7 @@ TEST_P(SelectorConformanceTest, RandomOperationsMatchReferenceModel) {
     } else if (op < 80) {
       absl::Status status = selector->Delete(key);
       if (model.Contains(key)) {
-        ASSERT_TRUE(status.ok()) << status;
+        ASSERT_OK(status);
         model.Delete(key);
       } else {
         ASSERT_EQ(status.code(), absl::StatusCode::kNotFound);
@@ -443,7 +446,7 @@ TEST_P(SelectorConformanceTest, RandomOperationsMatchReferenceModel) {
                   absl::StatusCode::kFailedPrecondition);
         continue;
       }
-      ASSERT_TRUE(sample.ok()) << sample.status();
+      ASSERT_OK(sample);
       ASSERT_TRUE(model.Contains(sample->key))
           << "sampled absent key " << sample->key;
       ++samples_checked;
@@ -489,7 +492,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ValidatePriorityTest, AcceptsEverythingButNaN) {
   for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1.0, -2.5,
                       std::numeric_limits<double>::max(), kInf, -kInf}) {
-    EXPECT_TRUE(ValidatePriority(good).ok()) << good;
+    EXPECT_OK(ValidatePriority(good)) << good;
   }
   absl::Status nan = ValidatePriority(kNaN);
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
@@ -499,7 +502,7 @@ TEST(ValidatePriorityTest, AcceptsEverythingButNaN) {
 TEST(ValidatePriorityWeightTest, AcceptsFiniteNonNegative) {
   for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
                       1.0, std::numeric_limits<double>::max()}) {
-    EXPECT_TRUE(ValidatePriorityWeight(good).ok()) << good;
+    EXPECT_OK(ValidatePriorityWeight(good)) << good;
   }
 }
 
@@ -533,7 +536,7 @@ TEST(MakeSelectorTest, IgnoresExponentForOtherKinds) {
   // stale value left in the options must not break other kinds.
   absl::StatusOr<std::unique_ptr<ItemSelector>> selector =
       MakeSelector(Options(Kind::kFifo, -1.0), 1);
-  ASSERT_TRUE(selector.ok()) << selector.status();
+  ASSERT_OK(selector);
   EXPECT_EQ((*selector)->options().kind, Kind::kFifo);
 }
 

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -20,9 +21,9 @@ constexpr double kChiSquareCritical9Dof = 27.877;
 TEST(UniformSelectorTest, MinProbabilityIsOneOverTheSize) {
   UniformSelector selector(/*seed=*/17);
   EXPECT_EQ(selector.MinProbability(), 0.0);
-  for (Key key = 1; key <= 8; ++key) ASSERT_TRUE(selector.Insert(key, 5.0 * key).ok());
+  for (Key key = 1; key <= 8; ++key) ASSERT_OK(selector.Insert(key, 5.0 * key));
   EXPECT_DOUBLE_EQ(selector.MinProbability(), 1.0 / 8);
-  ASSERT_TRUE(selector.Delete(3).ok());
+  ASSERT_OK(selector.Delete(3));
   EXPECT_DOUBLE_EQ(selector.MinProbability(), 1.0 / 7);
 }
 
@@ -31,10 +32,10 @@ TEST(UniformSelectorTest, FrequenciesAreUniformAfterChurn) {
   // 15 keys with wildly different priorities, then 5 deletes spread over the
   // dense array (front, middle, back) so swap-with-last is exercised.
   for (Key key = 100; key < 115; ++key) {
-    ASSERT_TRUE(selector.Insert(key, (key % 4) * 1000.0).ok());
+    ASSERT_OK(selector.Insert(key, (key % 4) * 1000.0));
   }
   for (Key key : {100, 107, 114, 103, 110}) {
-    ASSERT_TRUE(selector.Delete(key).ok());
+    ASSERT_OK(selector.Delete(key));
   }
   ASSERT_EQ(selector.size(), 10);
 
@@ -43,7 +44,7 @@ TEST(UniformSelectorTest, FrequenciesAreUniformAfterChurn) {
   for (int i = 0; i < kSamples; ++i) {
     absl::StatusOr<ItemSelector::KeyWithProbability> sample =
         selector.Sample();
-    ASSERT_TRUE(sample.ok()) << sample.status();
+    ASSERT_OK(sample);
     ASSERT_EQ(sample->probability, 0.1);
     ++counts[sample->key];
   }
@@ -61,13 +62,13 @@ TEST(UniformSelectorTest, FrequenciesAreUniformAfterChurn) {
 
 TEST(UniformSelectorTest, ReportsOneOverSize) {
   UniformSelector selector(/*seed=*/1);
-  for (Key key = 0; key < 3; ++key) ASSERT_TRUE(selector.Insert(key, 0).ok());
+  for (Key key = 0; key < 3; ++key) ASSERT_OK(selector.Insert(key, 0));
   absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_EQ(sample->probability, 1.0 / 3.0);
-  ASSERT_TRUE(selector.Delete(sample->key).ok());
+  ASSERT_OK(selector.Delete(sample->key));
   sample = selector.Sample();
-  ASSERT_TRUE(sample.ok());
+  ASSERT_OK(sample);
   EXPECT_EQ(sample->probability, 0.5);
 }
 

@@ -18,6 +18,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/proto/health.grpc.pb.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -85,16 +86,16 @@ TEST_F(HealthServiceTest, CheckAnswersKnownServicesAndNotFoundForOthers) {
   health_->SetServingStatus("", true);
   health_->SetServingStatus("replay", false);
   HealthCheckResponse response;
-  ASSERT_TRUE(Check("", &response).ok());
+  ASSERT_OK(Check("", &response));
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
-  ASSERT_TRUE(Check("replay", &response).ok());
+  ASSERT_OK(Check("replay", &response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
   const grpc::Status unknown = Check("no.such.Service", &response);
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(unknown.error_message().find("no.such.Service"), std::string::npos);
 
   health_->SetAllServingStatus(true);
-  ASSERT_TRUE(Check("replay", &response).ok());
+  ASSERT_OK(Check("replay", &response));
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
 
   // A huge name is echoed only in part: the error still reaches the client.
@@ -120,7 +121,7 @@ TEST_F(HealthServiceTest, WatchSendsTheStatusThenEachChangeOfItsOwnService) {
   EXPECT_EQ(watching->Next(), HealthCheckResponse::NOT_SERVING);
   HealthCheckResponse extra;
   EXPECT_FALSE(watching->reader->Read(&extra));
-  EXPECT_TRUE(watching->reader->Finish().ok());
+  EXPECT_OK(watching->reader->Finish());
 }
 
 TEST_F(HealthServiceTest, WatchOfAnUnknownServiceWaitsForItToAppear) {
@@ -138,12 +139,12 @@ TEST_F(HealthServiceTest, NothingLooksHealthyAfterShutdown) {
   health_->SetServingStatus("", true);
   health_->SetAllServingStatus(true);
   HealthCheckResponse response;
-  ASSERT_TRUE(Check("", &response).ok());
+  ASSERT_OK(Check("", &response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
   // A Watch that starts now hears NOT_SERVING and ends.
   std::unique_ptr<Watching> watching = Watch("");
   EXPECT_EQ(watching->Next(), HealthCheckResponse::NOT_SERVING);
-  EXPECT_TRUE(watching->reader->Finish().ok());
+  EXPECT_OK(watching->reader->Finish());
 }
 
 TEST_F(HealthServiceTest, WatchesAreBoundedAndAClientThatLeavesFreesItsSlot) {

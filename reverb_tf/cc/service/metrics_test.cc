@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
 namespace reverb_tf {
@@ -83,7 +84,7 @@ TEST(MetricsHttpTest, ServesMetricsAndDashboardAndRefusesTheRest) {
       {testing::MakeTableOptions("t", testing::Uniform(), testing::Fifo(), 10,
                                  RateLimiterOptions::MinSize(1))},
       options);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const int port = (*server)->metrics_port();
   ASSERT_GT(port, 0);
   const std::string metrics = HttpGet(port, "GET", "/metrics");

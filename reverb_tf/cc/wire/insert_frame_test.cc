@@ -8,6 +8,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
 namespace {
@@ -26,7 +27,7 @@ proto::Chunk Skeleton(uint64_t key, std::vector<int64_t> shape) {
 
 std::string Flatten(const grpc::ByteBuffer& message) {
   std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(message.Dump(&slices).ok());
+  EXPECT_OK(message.Dump(&slices));
   std::string out;
   for (const grpc::Slice& slice : slices) {
     out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
@@ -80,7 +81,7 @@ TEST(InsertFrameTest, LendsTheBytesAndHoldsTheirOwnerUntilTheMessageGoes) {
     const grpc::ByteBuffer message = frame.Finish(proto::InsertRequest());
     EXPECT_FALSE(watch.expired());
     std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(message.Dump(&slices).ok());
+    ASSERT_OK(message.Dump(&slices));
     bool lent = false;
     for (const grpc::Slice& slice : slices) {
       lent |= reinterpret_cast<const char*>(slice.begin()) == where;

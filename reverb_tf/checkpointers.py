@@ -139,10 +139,17 @@ class WriteAheadLog:
     included) loses nothing that a client was told is stored. Checkpoints
     truncate the log. A damaged or torn log is replayed up to the damage,
     with a warning (`Server.wal_replay`), and checkpointed at once.
+
+    A log that cannot be written (a full disk) does not stop the server:
+    it goes on sampling, and refuses inserts, priority updates, deletes and
+    resets with `ResourceExhaustedError` ("the write-ahead log cannot be
+    written: ...") until a checkpoint succeeds, which it retries every
+    `retry_interval_ms` and on every `checkpoint()` call.
     """
 
     def __init__(self, path: str, sync: str = "every_write",
-                 sync_interval_ms: float = 10.0) -> None:
+                 sync_interval_ms: float = 10.0,
+                 retry_interval_ms: float = 5000.0) -> None:
         """Names the log's directory and its sync policy.
 
         Args:
@@ -154,10 +161,13 @@ class WriteAheadLog:
             crashed machine at most that long); "none": when the kernel
             decides (a killed process still loses nothing).
           sync_interval_ms: The interval of "every_n_ms".
+          retry_interval_ms: While the log cannot be written, how often the
+            server tries the checkpoint that lets it accept writes again.
 
         Raises:
-          ValueError: For an empty path, an unknown policy or an interval
-            that is not positive.
+          ValueError: For an empty path, an unknown policy or a sync
+            interval that is not positive (a retry interval that is not
+            positive fails when the `Server` starts).
         """
         if not path:
             raise ValueError("the write-ahead log needs a directory")
@@ -168,6 +178,7 @@ class WriteAheadLog:
         self._path = os.fspath(path)
         self._sync = sync
         self._sync_interval_ms = float(sync_interval_ms)
+        self._retry_interval_ms = float(retry_interval_ms)
 
     @property
     def path(self) -> str:
@@ -177,8 +188,10 @@ class WriteAheadLog:
     def native_options(self) -> Dict[str, Any]:
         """The native server's keyword arguments."""
         return {"wal_dir": self._path, "wal_sync": self._sync,
-                "wal_sync_interval_s": self._sync_interval_ms / 1000.0}
+                "wal_sync_interval_s": self._sync_interval_ms / 1000.0,
+                "wal_retry_interval_s": self._retry_interval_ms / 1000.0}
 
     def __repr__(self) -> str:
         return (f"WriteAheadLog(path={self._path!r}, sync={self._sync!r}, "
-                f"sync_interval_ms={self._sync_interval_ms})")
+                f"sync_interval_ms={self._sync_interval_ms}, "
+                f"retry_interval_ms={self._retry_interval_ms})")

@@ -585,7 +585,8 @@ class Client:
                           num_keep_alive_refs: int,
                           *,
                           validate_items: bool = True,
-                          get_signature_timeout_ms: Optional[int] = 3000
+                          get_signature_timeout_ms: Optional[int] = 3000,
+                          rate_limiter_timeout_ms: Optional[int] = None
                           ) -> trajectory_writer_lib.TrajectoryWriter:
         """Creates a `TrajectoryWriter`.
 
@@ -599,6 +600,12 @@ class Client:
             fetched once per table on its first `create_item` when
             `validate_items`. None skips the client-side check as
             `validate_items=False` does (reverb_tf's extension).
+          rate_limiter_timeout_ms: How long the server may hold an item back
+            (its table's rate limiter, the server's memory budget) before
+            it fails the writer: `DeadlineExceededError` for the rate
+            limiter, `ResourceExhaustedError` for the budget, raised by the
+            next `flush` or `create_item`. None waits as long as it takes,
+            as dm-reverb does (reverb_tf's extension).
 
         Returns:
           A `TrajectoryWriter` (usable as a context manager).
@@ -613,7 +620,8 @@ class Client:
         validate_items = _arguments.boolean("validate_items", validate_items)
         core_writer = self._client.new_writer(
             num_keep_alive_refs, None, _UNLIMITED_IN_FLIGHT_ITEMS,
-            validate_items=validate_items)
+            validate_items=validate_items,
+            rate_limiter_timeout_s=_arguments.timeout_ms_in_s(rate_limiter_timeout_ms))
         return trajectory_writer_lib.TrajectoryWriter(
             core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
 

@@ -351,7 +351,8 @@ class Server:
                  checkpoint_interval: Optional[float] = None,
                  tls: Optional[security.ServerTls] = None,
                  auth_tokens_file: Optional[str] = None,
-                 wal: Optional[checkpointers_lib.WriteAheadLog] = None) -> None:
+                 wal: Optional[checkpointers_lib.WriteAheadLog] = None,
+                 memory_limit: Optional[int] = None) -> None:
         """Starts a server.
 
         Args:
@@ -390,6 +391,15 @@ class Server:
             checkpoint on start, so a crash loses no acknowledged item. Needs
             a `checkpointer` of its own (not a temporary one). Not in
             dm-reverb.
+          memory_limit: A memory budget in bytes: the bytes of the chunks
+            the server holds plus a fixed cost per item. While it is used
+            up, inserts of new items into tables that are not full, and
+            writers' new chunks, wait like a rate-limited insert (within the
+            writer's timeout; deletes, evictions, resets and items sampled
+            out make room) and then fail with `ResourceExhaustedError`
+            naming the budget; sampling, priority updates, deletes and
+            resets go on. Leave room above it for the process's own
+            overhead. None: no budget. Not in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names.
@@ -446,6 +456,8 @@ class Server:
                                    metrics_port=-1 if metrics_port is None else int(metrics_port),
                                    checkpoint_interval_s=float(checkpoint_interval or 0.0),
                                    auth_tokens_file=os.fspath(auth_tokens_file or ""),
+                                   memory_limit=_arguments.integer(
+                                       "memory_limit", memory_limit or 0),
                                    **(tls.native_options() if tls is not None else {}),
                                    **(wal.native_options() if wal is not None else {}),
                                    **checkpointer.internal_checkpointer().native_options())

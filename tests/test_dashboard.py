@@ -48,10 +48,14 @@ def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
                         rate_limiter=reverb_tf.rate_limiters.MinSize(1)),
         reverb_tf.Table.queue("queue", 100),
     ]
-    with reverb_tf.Server(tables, metrics_port=0) as server:
+    with reverb_tf.Server(tables, metrics_port=0, memory_limit=64 << 20) as server:
         page.goto(f"http://localhost:{server.metrics_port}/")
         replay = page.locator('section.table[data-table="replay"]')
         expect(replay.locator(".size")).to_have_text("0 / 10,000", timeout=10_000)
+        # The memory budget and how much of it is used; no log, no log line.
+        expect(page.locator("#budget-limit")).to_have_text("64.0 MiB")
+        expect(page.locator("#budget-share")).to_have_text("0%")
+        expect(page.locator("#wal")).to_be_hidden()
         expect(replay.locator(".selectors")).to_contain_text("Prioritized(0.8)")
         expect(page.locator('section.table[data-table="queue"] .selectors')).to_contain_text(
             "max_times_sampled 1")

@@ -63,7 +63,7 @@ Table::~Table() { Close(); }
 absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
                                 absl::Time deadline, Cancellation* cancel,
                                 RateLimiterCallStats* stats, const char* what,
-                                bool* waited) {
+                                bool* waited, absl::Duration recheck) {
   *waited = false;
   if (closed_) {
     return absl::CancelledError(
@@ -109,7 +109,7 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
           " within ", absl::FormatDuration(deadline - start)));
       break;
     }
-    cv_.WaitWithDeadline(&mu_, deadline);
+    cv_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + recheck));
   }
   --stats->pending;
   if (registered) cancel->Unregister(wakeup_id);
@@ -193,6 +193,7 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
   CountPriorityLocked(it->second.priority, -1);
   (snapshots_alive_ > 0 ? kept_for_snapshots_ : *graveyard).push_back(std::move(it->second));
   items_.erase(it);
+  NoteSizeLocked();
   rate_limiter_.RecordDelete();
   return absl::OkStatus();
 }
@@ -204,6 +205,31 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
 
 absl::Status Table::ReplayInsert(Item item) {
   return Insert(std::move(item), absl::ZeroDuration(), nullptr, /*rate_limited=*/false);
+}
+
+void Table::SetMemoryBudget(MemoryBudget* budget) {
+  absl::MutexLock lock(&mu_);
+  budget_ = budget;
+}
+
+absl::Status Table::AwaitMemoryLocked(absl::Time deadline, Cancellation* cancel) {
+  // A full table evicts as it inserts: only a growing one needs room.
+  const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return budget_->HasRoom() || static_cast<int64_t>(items_.size()) >= options_.max_size;
+  };
+  if (ready()) return absl::OkStatus();
+  const bool probe = deadline <= absl::Now();  // a zero timeout: not a refusal
+  RateLimiterCallStats stats;  // the budget counts its own waits
+  bool waited;
+  budget_->NoteWaiting(1);
+  absl::Status status = AwaitLocked(ready, deadline, cancel, &stats, "insert", &waited,
+                                    MemoryBudget::kRecheck);
+  budget_->NoteWaiting(-1);
+  if (absl::IsDeadlineExceeded(status)) {
+    if (!probe) budget_->NoteRefused();
+    return budget_->Exhausted(absl::StrCat("insert into table '", name(), "'"));
+  }
+  return status;
 }
 
 void Table::SetJournal(TableJournal* journal) {
@@ -233,6 +259,7 @@ absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* canc
   const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<Item> graveyard;  // destroyed after the lock is released
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(WritableLocked());
   if (off_signature) ++counters_.off_signature;
   if (items_.contains(item.key)) return AssignLocked(&item);
 
@@ -243,8 +270,15 @@ absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* canc
           return rate_limiter_.CanInsert(static_cast<int64_t>(items_.size()));
         },
         deadline, cancel, &rate_limiter_.insert_stats(), "insert", &waited));
+    // The log may have failed while we waited.
+    RETURN_IF_ERROR(WritableLocked());
     // Another writer may have inserted the same key while we waited.
     if (items_.contains(item.key)) return AssignLocked(&item);
+    if (budget_ != nullptr && !budget_->HasRoom()) {
+      RETURN_IF_ERROR(AwaitMemoryLocked(deadline, cancel));
+      RETURN_IF_ERROR(WritableLocked());
+      if (items_.contains(item.key)) return AssignLocked(&item);
+    }
   }
 
   RETURN_IF_ERROR(sampler_->Insert(item.key, item.priority));
@@ -258,6 +292,7 @@ absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* canc
   CountEpisodeLocked(item, 1);
   CountPriorityLocked(item.priority, 1);
   items_.emplace(key, std::move(item));
+  NoteSizeLocked();
   rate_limiter_.RecordInsert();
   ++counters_.inserted;
   RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
@@ -383,6 +418,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
   MutationResult result;
   std::vector<Item> graveyard;
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(WritableLocked());
   // Keys are random: in a large table each lookup misses the cache, and so
   // does each level of a prioritized sampler's tree below its top. Finding
   // keys kAhead ahead and updating them kAhead/2 ahead overlaps those
@@ -428,10 +464,16 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
   return result;
 }
 
-void Table::Reset() {
+absl::Status Table::WritableLocked() const {
+  return journal_ != nullptr ? journal_->Writable() : absl::OkStatus();
+}
+
+absl::Status Table::Reset() {
   TableMap<Key, Item> graveyard;
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(WritableLocked());
   graveyard.swap(items_);
+  NoteSizeLocked();
   if (snapshots_alive_ > 0) {
     for (auto& [key, item] : graveyard) kept_for_snapshots_.push_back(std::move(item));
   }
@@ -445,6 +487,7 @@ void Table::Reset() {
   episode_items_.clear();
   num_deleted_episodes_ = 0;
   cv_.SignalAll();
+  return absl::OkStatus();
 }
 
 void Table::Close() {
@@ -649,6 +692,7 @@ absl::Status Table::LoadItems(std::vector<Item> items) {
     CountEpisodeLocked(item, 1);
     CountPriorityLocked(item.priority, 1);
     items_.emplace(key, std::move(item));
+    NoteSizeLocked();
     if (static_cast<int64_t>(items_.size()) > options_.max_size) ++load_discarded_;
     RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
     rate_limiter_.RecordInsert();

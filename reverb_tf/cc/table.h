@@ -24,6 +24,7 @@
 #define REVERB_TF_CC_TABLE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,6 +40,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "reverb_tf/cc/item.h"
+#include "reverb_tf/cc/memory_budget.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/platform/table_memory.h"
@@ -213,6 +215,11 @@ class TableJournal {
   // Sampling removed `key` (it reached max_times_sampled).
   virtual void SampledOut(const Table& table, Key key) = 0;
   virtual void WasReset(const Table& table) = 0;
+  // OK while changes can be recorded; otherwise why not (e.g. the log's disk
+  // is full). The table then refuses inserts, priority updates, deletes and
+  // resets with this status and goes on serving samples. Called under the
+  // table's lock, so it must be as quick as the other methods.
+  virtual absl::Status Writable() const { return absl::OkStatus(); }
 };
 
 class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
@@ -234,7 +241,8 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // over max_size, the remover's choice among all items, the new one
   // included, is evicted (EvictOverflowLocked).
   // Errors: InvalidArgument (bad priority, trajectory or signature mismatch),
-  // DeadlineExceeded (limiter timeout), Cancelled (cancel or Close()).
+  // DeadlineExceeded (limiter timeout), Cancelled (cancel or Close()), the
+  // journal's status while it is not Writable().
   absl::Status InsertOrAssign(Item item,
                               absl::Duration timeout = absl::InfiniteDuration(),
                               Cancellation* cancel = nullptr);
@@ -248,13 +256,15 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
 
   // Applies priority updates and deletes; keys the table does not hold are
   // counted in `missing`. All priorities are validated before anything is
-  // applied (InvalidArgument, nothing changed).
+  // applied (InvalidArgument, nothing changed); the journal's status while
+  // it is not Writable() (nothing changed).
   absl::StatusOr<MutationResult> MutatePriorities(
       absl::Span<const std::pair<Key, double>> updates,
       absl::Span<const Key> deletes);
 
-  // Removes every item and zeroes the rate limiter's counters.
-  void Reset();
+  // Removes every item and zeroes the rate limiter's counters; the
+  // journal's status while it is not Writable() (nothing changed).
+  absl::Status Reset();
 
   // Fails every blocked and future InsertOrAssign/Sample with Cancelled,
   // saying that the server is stopping (the only caller, besides the
@@ -267,6 +277,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   void Open();
 
   int64_t size() const;
+  // size() without the lock (a relaxed read, for the memory budget, which
+  // sums every table's from inside another table's lock).
+  int64_t approximate_size() const { return approximate_size_.load(std::memory_order_relaxed); }
   TableInfo info() const;
   // Whether `n` (>= 1) inserts / samples would pass the rate limiter now
   // (RateLimiter::CanInsertN / CanSampleN); INVALID_ARGUMENT if n < 1.
@@ -301,6 +314,11 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // table is served. The journal must outlive the table's use.
   void SetJournal(TableJournal* journal);
 
+  // Makes inserts of new keys into this table, while it is not full, wait
+  // for room in `budget` (memory_budget.h; null: no budget); set before the
+  // table is served. The budget must outlive the table's use.
+  void SetMemoryBudget(MemoryBudget* budget);
+
   // Verifies the invariants listed at the top of this file; Internal error
   // describing the first violation. O(size); for tests and after restores.
   absl::Status CheckInvariants() const;
@@ -311,11 +329,21 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
         std::unique_ptr<ItemSelector> remover);
 
   // Blocks until `ready()` holds (then counts a completed call in `stats`),
-  // or fails with DeadlineExceeded / Cancelled.
+  // or fails with DeadlineExceeded / Cancelled. `ready()` is evaluated when
+  // the table signals and, for conditions that change outside the table,
+  // every `recheck`.
   absl::Status AwaitLocked(absl::FunctionRef<bool()> ready, absl::Time deadline,
                            Cancellation* cancel, RateLimiterCallStats* stats,
-                           const char* what, bool* waited)
+                           const char* what, bool* waited,
+                           absl::Duration recheck = absl::InfiniteDuration())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For an insert of a new key: waits while the memory budget is used up
+  // and the table is not full; the budget's Exhausted() at the deadline.
+  absl::Status AwaitMemoryLocked(absl::Time deadline, Cancellation* cancel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteSizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    approximate_size_.store(static_cast<int64_t>(items_.size()), std::memory_order_relaxed);
+  }
 
   // Removes `key` and moves its item into `graveyard` for destruction
   // outside the lock.
@@ -337,6 +365,8 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status AssignLocked(Item* item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The journal's Writable() (OK without a journal).
+  absl::Status WritableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // InsertOrAssign, waiting for the rate limiter only if `rate_limited`.
   absl::Status Insert(Item item, absl::Duration timeout, Cancellation* cancel,
                       bool rate_limited);
@@ -379,6 +409,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::flat_hash_map<uint64_t, int64_t> episode_items_ ABSL_GUARDED_BY(mu_);
   int64_t num_deleted_episodes_ ABSL_GUARDED_BY(mu_) = 0;
   TableJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
+  MemoryBudget* budget_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // items_.size(), written under mu_ whenever it changes.
+  std::atomic<int64_t> approximate_size_{0};
 };
 
 }  // namespace reverb_tf

@@ -70,7 +70,7 @@ TEST_P(TableMemoryTest, BytesPerSmallItem) {
   EXPECT_LT(per_item, 560);
   EXPECT_GT(per_item, 3 * sizeof(Chunk));  // the measurement sees the chunks
 
-  table->Reset();
+  ASSERT_OK(table->Reset());
   const size_t released = testing::HeapBytesInUse();
   EXPECT_LT(released - std::min(released, before), 64u * 1024)
       << "memory not released after Reset";

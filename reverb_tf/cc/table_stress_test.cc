@@ -108,7 +108,7 @@ TEST_P(TableStressTest, InvariantsHoldUnderConcurrentLoad) {
   EXPECT_EQ(info.rate_limiter_info.sample_stats.pending, 0);
   // Each item owns exactly one chunk (used by both its columns).
   EXPECT_EQ(store.num_live_chunks(), table->size());
-  table->Reset();
+  ASSERT_OK(table->Reset());
   EXPECT_EQ(store.num_live_chunks(), 0);
   EXPECT_EQ(store.num_live_bytes(), 0);
 }

@@ -91,7 +91,7 @@ TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
   EXPECT_EQ(counters.sampled_out, 1);
   EXPECT_EQ(counters.priority_updates, 1);
   EXPECT_EQ(counters.deleted, 1);
-  table->Reset();
+  ASSERT_OK(table->Reset());
   counters = table->info().counters;
   EXPECT_EQ(counters.resets, 1);
   EXPECT_EQ(counters.inserted, 5);  // unlike the rate limiter's, not reset
@@ -128,7 +128,7 @@ TEST_F(TableTest, PriorityHistogramFollowsInsertsUpdatesAndRemovals) {
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(100.0)], 1);
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(1.0)], 0);
   EXPECT_OK(table->CheckInvariants());
-  table->Reset();
+  ASSERT_OK(table->Reset());
   histogram = table->info().priorities;
   for (int64_t count : histogram.counts) EXPECT_EQ(count, 0);
 }
@@ -419,7 +419,7 @@ TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {
   for (Key key = 1; key <= 5; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   ASSERT_OK(table->Sample(3, kLong));
   EXPECT_EQ(store_.num_live_chunks(), 5);
-  table->Reset();
+  ASSERT_OK(table->Reset());
   EXPECT_EQ(table->size(), 0);
   EXPECT_EQ(store_.num_live_chunks(), 0);
   const TableInfo info = table->info();
@@ -441,7 +441,7 @@ TEST_F(TableTest, ChunksSharedAcrossTablesLiveUntilTheLastItemGoes) {
   ASSERT_OK(a->InsertOrAssign(MakeItem(3, 1, {shared})));
   shared.reset();
   EXPECT_EQ(store_.num_live_chunks(), 1);
-  a->Reset();
+  ASSERT_OK(a->Reset());
   EXPECT_EQ(store_.num_live_chunks(), 1);
   ASSERT_OK(b->MutatePriorities({}, {2}));
   EXPECT_EQ(store_.num_live_chunks(), 0);

@@ -157,7 +157,7 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
 absl::Status LoadInto(
     const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
     const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
-    uint64_t* wal_position = nullptr) {
+    uint64_t* wal_position = nullptr, ChunkStore* into_store = nullptr) {
   const std::string file = (fs::path(path) / kDataFile).string();
   auto opened = RecordReader::Open(file);
   if (absl::IsNotFound(opened.status())) {
@@ -207,7 +207,8 @@ absl::Status LoadInto(
     saved.push_back(*std::move(info));
   }
 
-  ChunkStore store;
+  ChunkStore own_store;
+  ChunkStore& store = into_store != nullptr ? *into_store : own_store;
   std::vector<ChunkRef> chunks;
   chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
   std::vector<int64_t> items_read(targets.size(), 0);
@@ -505,19 +506,19 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
 }
 
 absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
-    absl::Span<const std::shared_ptr<Table>> tables) {
+    absl::Span<const std::shared_ptr<Table>> tables, ChunkStore* store) {
   RETURN_IF_ERROR(RemoveStaleTemporaries());
   ASSIGN_OR_RETURN(std::vector<std::string> existing, List());
   LoadedCheckpoint loaded;
   if (existing.empty()) {
     if (options_.fallback_checkpoint_path.empty()) return loaded;
     RETURN_IF_ERROR(
-        LoadCheckpoint(options_.fallback_checkpoint_path, tables, &loaded.wal_position));
+        LoadCheckpoint(options_.fallback_checkpoint_path, tables, &loaded.wal_position, store));
     loaded.path = options_.fallback_checkpoint_path;
     return loaded;
   }
   for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
-    absl::Status status = LoadCheckpoint(*it, tables, &loaded.wal_position);
+    absl::Status status = LoadCheckpoint(*it, tables, &loaded.wal_position, store);
     if (status.ok()) {
       loaded.path = *it;
       if (!loaded.skipped.empty()) {
@@ -548,16 +549,17 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
 
 absl::Status LoadCheckpoint(const std::string& path,
                             absl::Span<const std::shared_ptr<Table>> tables,
-                            uint64_t* wal_position) {
+                            uint64_t* wal_position, ChunkStore* store) {
   for (const auto& table : tables) {
     if (table->size() != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "table '", table->name(), "' is not empty; checkpoints load into empty tables"));
     }
   }
-  absl::Status status = LoadInto(path, tables, nullptr, wal_position);
+  absl::Status status = LoadInto(path, tables, nullptr, wal_position, store);
   if (!status.ok()) {
-    for (const auto& table : tables) table->Reset();
+    // Before the tables are served: no journal refuses the reset.
+    for (const auto& table : tables) table->Reset().IgnoreError();
   }
   return status;
 }

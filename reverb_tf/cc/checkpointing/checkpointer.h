@@ -98,8 +98,10 @@ class REVERB_TF_EXPORT Checkpointer {
   // Loads the newest checkpoint under the root into `tables` (which must be
   // empty), or the fallback checkpoint if the root holds none. A damaged
   // newest checkpoint is DATA_LOSS unless load_previous_if_damaged (above).
+  // The chunks are made in `store` (null: a store of their own), so that a
+  // server's accounting counts them.
   absl::StatusOr<LoadedCheckpoint> LoadLatest(
-      absl::Span<const std::shared_ptr<Table>> tables);
+      absl::Span<const std::shared_ptr<Table>> tables, ChunkStore* store = nullptr);
 
   // Complete checkpoints under the root, oldest first.
   absl::StatusOr<std::vector<std::string>> List() const;
@@ -122,10 +124,10 @@ class REVERB_TF_EXPORT Checkpointer {
 // checkpoint does not mention stay empty. The tables' own options apply
 // (see Table::LoadItems / FinishLoad).
 // Loads `path` into `tables` (empty ones); its write-ahead log position goes
-// to `wal_position` if given.
+// to `wal_position` if given; its chunks are made in `store` if given.
 REVERB_TF_EXPORT absl::Status LoadCheckpoint(
     const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
-    uint64_t* wal_position = nullptr);
+    uint64_t* wal_position = nullptr, ChunkStore* store = nullptr);
 
 // What a checkpoint holds, read back in full.
 struct REVERB_TF_EXPORT CheckpointSummary {

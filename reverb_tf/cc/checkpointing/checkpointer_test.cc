@@ -242,7 +242,7 @@ TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
     // snapshot points at may be freed while it is alive.
     ASSERT_OK(table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})));
     ASSERT_OK(table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})));
-    table->Reset();
+    ASSERT_OK(table->Reset());
     EXPECT_EQ(store_.num_live_chunks(), live + 2);
     EXPECT_EQ(std::string(snapshot.chunks[0]->data()), first);
     EXPECT_EQ(snapshot.items.size(), 2u);

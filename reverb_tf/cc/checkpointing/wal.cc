@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -93,12 +94,13 @@ bool GetString(ByteReader* in, std::string* out) {
 // Applies one entry of the log to the tables it names.
 class Replayer {
  public:
-  explicit Replayer(absl::Span<const std::shared_ptr<Table>> tables) {
+  Replayer(absl::Span<const std::shared_ptr<Table>> tables, ChunkStore* store)
+      : store_(store != nullptr ? store : &own_store_) {
     for (const auto& table : tables) tables_[table->name()] = table.get();
   }
 
   absl::Status Chunk(absl::string_view payload) {
-    ASSIGN_OR_RETURN(ChunkRef chunk, DecodeChunk(payload, &store_));
+    ASSIGN_OR_RETURN(ChunkRef chunk, DecodeChunk(payload, store_));
     const ChunkKey key = chunk->key();
     chunks_[key] = std::move(chunk);
     return absl::OkStatus();
@@ -119,8 +121,7 @@ class Replayer {
       case kMutate:
         return ApplyMutation(&in, table->second);
       case kReset:
-        table->second->Reset();
-        return absl::OkStatus();
+        return table->second->Reset();
       default:
         return absl::InvalidArgumentError(absl::StrCat("unknown entry type ", type));
     }
@@ -176,7 +177,8 @@ class Replayer {
   }
 
   absl::flat_hash_map<std::string, Table*> tables_;
-  ChunkStore store_;
+  ChunkStore own_store_;
+  ChunkStore* store_;
   absl::flat_hash_map<ChunkKey, ChunkRef> chunks_;
 };
 
@@ -189,6 +191,9 @@ absl::Status WalOptions::Validate() const {
   }
   if (segment_bytes < 1) {
     return absl::InvalidArgumentError("the write-ahead log's file size must be > 0");
+  }
+  if (retry_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the write-ahead log's retry interval must be > 0");
   }
   return absl::OkStatus();
 }
@@ -213,7 +218,7 @@ struct WriteAheadLog::Pending {
 
 absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
     const WalOptions& options, uint64_t after, absl::Span<const std::shared_ptr<Table>> tables,
-    WalReplay* replayed) {
+    WalReplay* replayed, ChunkStore* store) {
   RETURN_IF_ERROR(options.Validate());
   std::error_code error;
   fs::create_directories(options.dir, error);
@@ -225,7 +230,7 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
   ASSIGN_OR_RETURN(std::vector<LogFile> files, ListFiles(options.dir));
   *replayed = WalReplay();
   replayed->last_position = after;
-  Replayer replayer(tables);
+  Replayer replayer(tables, store);
   uint64_t expected = 0;  // the first position the next file must have
   for (size_t i = 0; i < files.size() && replayed->damage.empty(); ++i) {
     const uint64_t next_first =
@@ -460,9 +465,7 @@ absl::Status WriteAheadLog::Write(bool everything) {
     mu_.Lock();
     flushing_ = false;
     if (!status.ok()) {
-      error_ = absl::Status(status.code(),
-                            absl::StrCat("the write-ahead log failed, so changes are no "
-                                         "longer acknowledged: ", status.message()));
+      FailLocked(status);
       break;
     }
     written_ = last;
@@ -491,7 +494,7 @@ void WriteAheadLog::SyncEvery(absl::Duration interval) {
     mu_.Lock();
     flushing_ = false;
     if (!status.ok()) {
-      error_ = status;
+      FailLocked(status);
       continue;
     }
     synced_ = std::max(synced_, target);
@@ -513,10 +516,15 @@ absl::StatusOr<uint64_t> WriteAheadLog::Rotate() {
 }
 
 absl::Status WriteAheadLog::DropThrough(uint64_t position) {
-  ASSIGN_OR_RETURN(std::vector<LogFile> files, ListFiles(options_.dir));
   // The newest file is (or will be) written to: never removed.
-  for (size_t i = 0; i + 1 < files.size(); ++i) {
-    if (files[i + 1].first - 1 > position) break;
+  return DropFiles(position, /*keep_newest=*/true);
+}
+
+absl::Status WriteAheadLog::DropFiles(uint64_t position, bool keep_newest) {
+  ASSIGN_OR_RETURN(std::vector<LogFile> files, ListFiles(options_.dir));
+  for (size_t i = 0; i < files.size(); ++i) {
+    const bool newest = i + 1 == files.size();
+    if (newest ? keep_newest : files[i + 1].first - 1 > position) break;
     std::error_code error;
     fs::remove(files[i].path, error);
     if (error) {
@@ -526,6 +534,55 @@ absl::Status WriteAheadLog::DropThrough(uint64_t position) {
     }
   }
   return absl::OkStatus();
+}
+
+void WriteAheadLog::FailLocked(const absl::Status& cause) {
+  if (!error_.ok()) return;
+  error_ = absl::Status(cause.code(), absl::StrCat("the write-ahead log cannot be written: ",
+                                                   cause.message()));
+  std::fprintf(stderr, "reverb_tf: %s; inserts, priority updates, deletes and resets are "
+               "refused until a checkpoint succeeds\n", error_.ToString().c_str());
+}
+
+void WriteAheadLog::Fail(const absl::Status& cause) {
+  absl::MutexLock lock(&mu_);
+  FailLocked(cause);
+}
+
+absl::Status WriteAheadLog::Writable() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+uint64_t WriteAheadLog::last_position() const {
+  absl::MutexLock lock(&mu_);
+  return last_position_;
+}
+
+absl::Status WriteAheadLog::Resume(uint64_t checkpointed) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (error_.ok()) return absl::OkStatus();
+    mu_.Await(absl::Condition(
+        +[](bool* flushing) { return !*flushing; }, &flushing_));
+    // Nothing is queued while failed; what was queued before the failure
+    // took effect in the tables, so the checkpoint holds it.
+    pending_.clear();
+    last_position_ = written_ = synced_ = std::max(last_position_, checkpointed);
+    file_chunks_.clear();
+    file_bytes_ = 0;
+    // Ends the failed file (its tail may be torn); the flusher is idle.
+    if (writer_ != nullptr) writer_->Close().IgnoreError();
+    writer_.reset();
+  }
+  RETURN_IF_ERROR(DropFiles(checkpointed, /*keep_newest=*/false));
+  {
+    absl::MutexLock lock(&mu_);
+    error_ = absl::OkStatus();
+    pending_.push_back(Pending{kNewFile, "", nullptr, last_position_ + 1});
+  }
+  // Creates the new file now, so that a disk still full fails here.
+  return Write(/*everything=*/true);
 }
 
 WalStats WriteAheadLog::stats() const {

@@ -38,6 +38,14 @@
 // it are renamed *.unreplayed; the server then checkpoints at once so the
 // log starts clean.
 //
+// A log that cannot be written (a full disk, an I/O error) fails: Commit()
+// and Writable() return "the write-ahead log cannot be written: <cause>"
+// (RESOURCE_EXHAUSTED for a full disk), nothing more is queued, and the
+// tables it journals refuse changes while sampling goes on. A checkpoint of
+// the tables as they are then holds everything the log held: once one is
+// saved, Resume() deletes the old files and accepts changes again (the
+// server retries every `retry_interval`, and on every Checkpoint call).
+//
 // Evictions are not logged: replayed inserts evict again, which is exact for
 // a Fifo, Lifo or heap remover and another random choice for a uniform or
 // prioritized one. times_sampled of replayed items starts from what the
@@ -78,6 +86,9 @@ struct REVERB_TF_EXPORT WalOptions {
   absl::Duration interval = absl::Milliseconds(10);
   // A file is closed and the next begun once it holds about this much.
   int64_t segment_bytes = int64_t{64} << 20;
+  // While the log cannot be written, how often the server tries the
+  // checkpoint that lets it resume.
+  absl::Duration retry_interval = absl::Seconds(5);
 
   // INVALID_ARGUMENT for an empty dir, a non-positive interval or size.
   absl::Status Validate() const;
@@ -112,9 +123,11 @@ class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
   // position; 0 without one) into `tables`, then begins a new file to
   // append to. DATA_LOSS if entries between `after` and the oldest file are
   // missing; a damaged entry is not an error (see `replayed->damage`).
+  // Replayed chunks are made in `store` (null: a store of the replay's own).
   static absl::StatusOr<std::unique_ptr<WriteAheadLog>> Open(
       const WalOptions& options, uint64_t after,
-      absl::Span<const std::shared_ptr<Table>> tables, WalReplay* replayed);
+      absl::Span<const std::shared_ptr<Table>> tables, WalReplay* replayed,
+      ChunkStore* store = nullptr);
 
   // Writes and syncs what is queued.
   ~WriteAheadLog() override;
@@ -128,6 +141,8 @@ class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
                absl::Span<const Key> deletes) override;
   void SampledOut(const Table& table, Key key) override;
   void WasReset(const Table& table) override;
+  // OK, or why the log cannot be written (what Commit() returns).
+  absl::Status Writable() const override;
 
   // Returns once every entry queued before the call is as durable as the
   // sync policy makes it; the log's I/O error (e.g. a full disk) if it
@@ -142,6 +157,22 @@ class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
   // Deletes the files whose entries are all at or below `position` (a
   // checkpoint holds them). The file being written is kept.
   absl::Status DropThrough(uint64_t position);
+
+  // Fails the log as a write error would, with `cause` (not OK): e.g. the
+  // checkpoint that a damaged log needs could not be written. No-op if the
+  // log has already failed.
+  void Fail(const absl::Status& cause);
+
+  // The position of the last entry queued. While the log has failed nothing
+  // is queued, so a checkpoint taken then holds every entry up to it.
+  uint64_t last_position() const;
+
+  // After a failure, once a checkpoint holding every entry up to
+  // `checkpointed` (last_position() when it began) is saved: deletes every
+  // log file, begins a new one and accepts changes again. OK at once if the
+  // log has not failed; the new file's error if it cannot be begun (the log
+  // stays failed).
+  absl::Status Resume(uint64_t checkpointed);
 
   WalStats stats() const;
   const WalOptions& options() const { return options_; }
@@ -161,7 +192,13 @@ class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
   absl::Status Write(bool everything);
   // Writes `batch` (outside mu_; one flusher at a time).
   absl::Status WriteBatch(std::vector<Pending>* batch, bool sync);
+  // Deletes the files whose entries are all at or below `position`, and
+  // with !keep_newest the newest file too (whatever it holds).
+  absl::Status DropFiles(uint64_t position, bool keep_newest);
   void SyncEvery(absl::Duration interval);
+  // Records the log's first error (worded for callers) and says so once on
+  // stderr.
+  void FailLocked(const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WalOptions options_;
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
@@ -98,7 +99,7 @@ class WalTest : public ::testing::Test {
                   ->MutatePriorities({{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
                                      {first_key + 3}));
     ASSERT_OK(tables[1]->Sample(2));  // the queue's two oldest leave it
-    tables[2]->Reset();
+    ASSERT_OK(tables[2]->Reset());
     ChunkRef after_reset = MakeFloatChunk(store, first_key + 200000, 1);
     ASSERT_OK(tables[2]->InsertOrAssign(MakeItem(first_key + 50, 3.0, {after_reset})));
   }
@@ -192,6 +193,57 @@ TEST_F(WalTest, CheckpointsHoldWhatTheyCoverAndTheLogKeepsTheRest) {
   EXPECT_GT(loaded->wal_position, 0);
   WalReplay replayed;
   auto log = Attach(restored, loaded->wal_position, &replayed);
+  EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
+  EXPECT_GT(replayed.entries, 0);
+  EXPECT_EQ(Contents(restored), Contents(tables));
+  Detach(restored);
+}
+
+TEST_F(WalTest, AFailedLogRefusesChangesUntilACheckpointLetsItResume) {
+  auto tables = Tables();
+  CheckpointerOptions checkpointer_options;
+  checkpointer_options.root = (dir_ / "checkpoints").string();
+  auto checkpointer = *Checkpointer::Create(checkpointer_options);
+  {
+    auto log = Attach(tables);
+    MakeChanges(tables, 1);
+    ASSERT_OK(log->Commit());
+    ASSERT_OK(log->Resume(log->last_position()));  // not failed: nothing to do
+    log->Fail(absl::ResourceExhaustedError("No space left on device"));
+    const auto refused = [](const absl::Status& status) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+      EXPECT_TRUE(absl::StrContains(status.message(),
+                                    "the write-ahead log cannot be written: No space left"))
+          << status;
+    };
+    refused(log->Commit());
+    refused(log->Writable());
+    const auto before = Contents(tables);
+    ChunkStore store;
+    refused(tables[0]->InsertOrAssign(MakeItem(5000, 1.0, {MakeFloatChunk(store, 5000, 1)})));
+    refused(tables[0]->InsertOrAssign(MakeItem(2, 3.0, {MakeFloatChunk(store, 5001, 1)})));
+    refused(tables[0]->MutatePriorities({{2, 5.0}}, {}).status());
+    refused(tables[2]->MutatePriorities({}, {4}).status());
+    refused(tables[2]->Reset());
+    EXPECT_EQ(Contents(tables), before);
+    // Reads go on.
+    ASSERT_OK_AND_ASSIGN(auto sampled, tables[0]->Sample(3));
+    EXPECT_FALSE(sampled.empty());
+
+    // A checkpoint of the tables as they are lets the log start afresh.
+    const uint64_t position = log->last_position();
+    ASSERT_OK(checkpointer->Save(tables, position));
+    ASSERT_OK(log->Resume(position));
+    ASSERT_OK(log->Writable());
+    EXPECT_EQ(LogFiles().size(), 1u);
+    MakeChanges(tables, 1000);  // after the checkpoint: only in the log
+    ASSERT_OK(log->Commit());
+    Detach(tables);
+  }
+  auto restored = Tables();
+  ASSERT_OK_AND_ASSIGN(LoadedCheckpoint loaded, checkpointer->LoadLatest(restored));
+  WalReplay replayed;
+  auto log = Attach(restored, loaded.wal_position, &replayed);
   EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
   EXPECT_GT(replayed.entries, 0);
   EXPECT_EQ(Contents(restored), Contents(tables));

@@ -497,7 +497,7 @@ absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
                            Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
     ASSIGN_OR_RETURN(std::shared_ptr<Table> found, local->FindTable(table));
-    found->Reset();
+    RETURN_IF_ERROR(found->Reset());
     return local->Commit();
   }
   proto::ResetRequest request;

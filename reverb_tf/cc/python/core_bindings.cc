@@ -651,13 +651,15 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& tls_cert_file, const std::string& tls_key_file,
                        const std::string& tls_client_ca_file,
                        const std::string& auth_tokens_file, const std::string& wal_dir,
-                       const std::string& wal_sync, double wal_sync_interval_s) {
+                       const std::string& wal_sync, double wal_sync_interval_s,
+                       double wal_retry_interval_s, int64_t memory_limit) {
              ServerOptions options;
              if (!wal_dir.empty()) {
                WalOptions wal;
                wal.dir = wal_dir;
                wal.sync = ValueOrRaise(ParseWalSync(wal_sync));
                wal.interval = absl::Seconds(wal_sync_interval_s);
+               wal.retry_interval = absl::Seconds(wal_retry_interval_s);
                options.wal = wal;
              }
              options.tls = ValueOrRaise(
@@ -668,6 +670,7 @@ PYBIND11_MODULE(_core, m) {
                options.auth = ValueOrRaise(TokenAuthenticator::Create(tokens));
              }
              options.metrics_port = metrics_port;
+             options.memory_limit = memory_limit;
              options.port = port;
              options.host = host;
              options.max_message_bytes = max_message_bytes;
@@ -699,7 +702,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
            py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "",
            py::arg("wal_dir") = "", py::arg("wal_sync") = "every_write",
-           py::arg("wal_sync_interval_s") = 0.01)
+           py::arg("wal_sync_interval_s") = 0.01,
+           py::arg("wal_retry_interval_s") = 5.0, py::arg("memory_limit") = 0)
       .def_property_readonly("wal_replay",
                              [](const ReplayServer& server) {
                                const WalReplay& r = server.wal_replay();
@@ -1167,8 +1171,9 @@ PYBIND11_MODULE(_core, m) {
       .def("new_writer",
            [](Client& client, int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length,
               int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes,
-              bool validate_items) {
+              bool validate_items, std::optional<double> rate_limiter_timeout_s) {
              TrajectoryWriterOptions options;
+             options.rate_limiter_timeout = TimeoutFromSeconds(rate_limiter_timeout_s);
              options.legacy_items = legacy_items;
              options.validate_items = validate_items;
              options.num_lanes = num_lanes;
@@ -1179,7 +1184,8 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("num_keep_alive_refs") = 1, py::arg("max_chunk_length") = py::none(),
            py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false,
-           py::arg("num_lanes") = 0, py::arg("validate_items") = true)
+           py::arg("num_lanes") = 0, py::arg("validate_items") = true,
+           py::arg("rate_limiter_timeout_s") = py::none())
       .def("new_structured_writer",
            [](Client& client, const std::vector<py::bytes>& configs) {
              std::vector<std::string> serialized(configs.begin(), configs.end());

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/service/health_service.h"
 
+#include <new>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/cancellation.h"
+#include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/service/request_echo.h"
 
 namespace reverb_tf {
@@ -46,9 +51,34 @@ HealthService::ServingStatus HealthService::StatusLocked(const std::string& serv
   return it->second ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
 }
 
-grpc::Status HealthService::Check(grpc::ServerContext* /*context*/,
+grpc::Status HealthService::Check(grpc::ServerContext* context,
                                   const HealthCheckRequest* request,
                                   HealthCheckResponse* response) {
+  return Guarded("Check", [&] { return CheckStatus(context, request, response); });
+}
+
+grpc::Status HealthService::Watch(grpc::ServerContext* context,
+                                  const HealthCheckRequest* request,
+                                  grpc::ServerWriter<HealthCheckResponse>* writer) {
+  return Guarded("Watch", [&] { return WatchStatus(context, request, writer); });
+}
+
+template <typename Fn>
+grpc::Status HealthService::Guarded(const char* method, Fn&& fn) {
+  // A probe of a server short of memory gets an answer, not an exception
+  // in gRPC (platform/out_of_memory.h).
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const std::bad_alloc&) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::string(OutOfMemoryError(absl::StrCat(
+                                        "serving a health ", method, " call")).message()));
+  }
+}
+
+grpc::Status HealthService::CheckStatus(grpc::ServerContext* /*context*/,
+                                        const HealthCheckRequest* request,
+                                        HealthCheckResponse* response) {
   absl::ReaderMutexLock lock(&mu_);
   const ServingStatus status = StatusLocked(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
@@ -59,9 +89,9 @@ grpc::Status HealthService::Check(grpc::ServerContext* /*context*/,
   return grpc::Status::OK;
 }
 
-grpc::Status HealthService::Watch(grpc::ServerContext* context,
-                                  const HealthCheckRequest* request,
-                                  grpc::ServerWriter<HealthCheckResponse>* writer) {
+grpc::Status HealthService::WatchStatus(grpc::ServerContext* context,
+                                        const HealthCheckRequest* request,
+                                        grpc::ServerWriter<HealthCheckResponse>* writer) {
   {
     absl::MutexLock lock(&mu_);
     if (watches_ >= max_watches_) {
@@ -98,9 +128,13 @@ grpc::Status HealthService::Watch(grpc::ServerContext* context,
       if (status != sent) {  // another service's change is not news here
         HealthCheckResponse response;
         response.set_status(status);
-        mu_.Unlock();
-        const bool written = writer->Write(response);
-        mu_.Lock();
+        bool written;
+        {
+          mu_.Unlock();
+          // Relocked however Write() leaves, for `lock` to release.
+          absl::Cleanup relock = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Lock(); };
+          written = writer->Write(response);
+        }
         if (!written) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
         sent = status;
       }

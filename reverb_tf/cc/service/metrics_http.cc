@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "microhttpd/microhttpd.h"
 #include "reverb_tf/cc/platform/loopback.h"
+#include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/dashboard_html.h"
 
@@ -45,7 +47,16 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
     return Reply(connection, MHD_HTTP_NOT_FOUND,
                  "not found: the metrics are at /metrics, the dashboard at /\n", "text/plain");
   }
-  return Reply(connection, MHD_HTTP_OK, render(), MetricsHttpServer::kContentType);
+  // A C callback: an exception must not leave it (platform/out_of_memory.h).
+  std::string page;
+  try {
+    page = render();
+  } catch (const std::bad_alloc&) {
+    return Reply(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                 std::string(OutOfMemoryError("rendering the metrics").message()) + "\n",
+                 "text/plain");
+  }
+  return Reply(connection, MHD_HTTP_OK, page, MetricsHttpServer::kContentType);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -12,6 +13,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"
+#include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/request_echo.h"
 #include "reverb_tf/cc/wire/conversions.h"
@@ -24,6 +26,18 @@ absl::Status WordTimeout(absl::Status status, absl::Duration timeout, const std:
   if (status.code() != absl::StatusCode::kDeadlineExceeded) return status;
   return absl::DeadlineExceededError(absl::StrCat(
       "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
+}
+
+// Runs a handler's work: an allocation failure that nothing nearer caught
+// ends the call with RESOURCE_EXHAUSTED naming the method, instead of
+// escaping into gRPC (platform/out_of_memory.h).
+template <typename Fn>
+grpc::Status GuardedCall(const char* method, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (const std::bad_alloc&) {
+    return ToGrpcStatus(OutOfMemoryError(absl::StrCat("serving a ", method, " call")));
+  }
 }
 
 // A typed view of a stream the service reads as raw bytes: Read() tells a
@@ -43,7 +57,14 @@ class ParsedStream {
     const size_t bytes = buffer.Length();
     metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
     message->Clear();
-    grpc::Status parsed = grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
+    grpc::Status parsed;
+    RETURN_IF_ERROR(CatchOutOfMemory(
+        [&] { return absl::StrCat("reading message ", count_, " of this stream (", bytes,
+                                  " bytes)"); },
+        [&] {
+          parsed = grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
+          return absl::OkStatus();
+        }));
     if (!parsed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "message ", count_, " of this stream is not a valid ",
@@ -121,9 +142,21 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   constexpr int kMutateStream = 6;
   using RawHandler =
       grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer, grpc::ByteBuffer>;
-  MarkMethodStreamed(kInsertStream, new RawHandler(&ReplayService::HandleInsertStream, this));
-  MarkMethodStreamed(kSampleStream, new RawHandler(&ReplayService::HandleSampleStream, this));
-  MarkMethodStreamed(kMutateStream, new RawHandler(&ReplayService::HandleMutateStream, this));
+  const auto guarded = [](const char* method, auto handler) {
+    return [method, handler](ReplayService* service, grpc::ServerContext* context,
+                             RawStream* stream) {
+      return GuardedCall(method, [&] { return (service->*handler)(context, stream); });
+    };
+  };
+  MarkMethodStreamed(kInsertStream,
+                     new RawHandler(guarded("InsertStream", &ReplayService::HandleInsertStream),
+                                    this));
+  MarkMethodStreamed(kSampleStream,
+                     new RawHandler(guarded("SampleStream", &ReplayService::HandleSampleStream),
+                                    this));
+  MarkMethodStreamed(kMutateStream,
+                     new RawHandler(guarded("MutateStream", &ReplayService::HandleMutateStream),
+                                    this));
 }
 
 grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
@@ -208,39 +241,57 @@ ReplayService::InsertSession::~InsertSession() {
   open_streams_->fetch_sub(1, std::memory_order_relaxed);
 }
 
+absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
+                                                   absl::Time deadline) {
+  const Limits& limits = service_->limits_;
+  if (MemoryBudget* budget = service_->budget_; budget != nullptr && !budget->HasRoom()) {
+    // Before the chunk's bytes are copied into the store: a stream may not
+    // grow the server past its budget any more than an item may.
+    RETURN_IF_ERROR(budget->AwaitRoom(
+        deadline, cancel_, absl::StrCat("store chunk ", proto_chunk.key())));
+  }
+  auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
+  // A stored chunk must decompress to what it declares for every client
+  // that samples it, so compressed chunks are decoded once here.
+  if (payload.ok()) {
+    if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
+      payload = verified;
+    }
+  }
+  if (!payload.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", proto_chunk.key(), ": ", payload.status().message()));
+  }
+  ASSIGN_OR_RETURN(ChunkRef chunk,
+                   service_->chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
+                                                 proto_chunk.episode_step(),
+                                                 *std::move(payload)));
+  ChunkRef& slot = chunks_[proto_chunk.key()];
+  if (slot != nullptr) chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
+  slot = std::move(chunk);
+  chunk_bytes_ += static_cast<int64_t>(slot->data().size());
+  if (chunk_bytes_ > limits.max_stream_chunk_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this stream holds ", chunk_bytes_, " bytes of chunks, more than the server's limit ",
+        "of ", limits.max_stream_chunk_bytes, "; release chunks no item will reference again"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> ReplayService::InsertSession::Process(
     proto::InsertRequest& request,
     absl::FunctionRef<bool(const proto::InsertResponse&)> ack) {
-  const Limits& limits = service_->limits_;
+  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+  const absl::Time chunk_deadline = DeadlineAfter(timeout);
   for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
-    auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
-    // A stored chunk must decompress to what it declares for every client
-    // that samples it, so compressed chunks are decoded once here.
-    if (payload.ok()) {
-      if (absl::Status verified = VerifyCompressed(*payload); !verified.ok()) {
-        payload = verified;
-      }
-    }
-    if (!payload.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk ", proto_chunk.key(), ": ", payload.status().message()));
-    }
-    ASSIGN_OR_RETURN(ChunkRef chunk,
-                     service_->chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
-                                                   proto_chunk.episode_step(),
-                                                   *std::move(payload)));
-    ChunkRef& slot = chunks_[proto_chunk.key()];
-    if (slot != nullptr) chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
-    slot = std::move(chunk);
-    chunk_bytes_ += static_cast<int64_t>(slot->data().size());
-    if (chunk_bytes_ > limits.max_stream_chunk_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this stream holds ", chunk_bytes_, " bytes of chunks, more than the server's limit ",
-          "of ", limits.max_stream_chunk_bytes, "; release chunks no item will reference again"));
-    }
+    RETURN_IF_ERROR(CatchOutOfMemory(
+        [&] {
+          return absl::StrCat("storing chunk ", proto_chunk.key(), " (",
+                              proto_chunk.tensor().data().size(), " bytes)");
+        },
+        [&] { return AddChunk(proto_chunk, chunk_deadline); }));
   }
   proto::InsertResponse response;
-  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
   for (const proto::Item& proto_item : request.items()) {
     auto table = service_->FindTable(proto_item.table());
     if (!table.ok()) {
@@ -251,12 +302,13 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
     }
     ASSIGN_OR_RETURN(Item item, ItemFromProto(proto_item, chunks_));
     absl::Status status = (*table)->InsertOrAssign(item, absl::ZeroDuration());
-    if (status.code() != absl::StatusCode::kDeadlineExceeded) {
+    if (status.code() != absl::StatusCode::kDeadlineExceeded &&
+        !MemoryBudget::IsExhausted(status)) {
       RETURN_IF_ERROR(status);
       response.add_keys(proto_item.key());
       continue;
     }
-    // About to wait for the rate limiter: acknowledge what is already
+    // About to wait for the rate limiter or the memory budget: acknowledge what is already
     // stored, so the client's flush(block_until_num_items) sees it.
     if (response.keys_size() > 0) {
       RETURN_IF_ERROR(service_->CommitLog());
@@ -365,7 +417,8 @@ grpc::Status ReplayService::MutatePriorities(
   if (grpc::Status admitted = Admit(context, Role::kWriter, "MutatePriorities"); !admitted.ok()) {
     return admitted;
   }
-  return ToGrpcStatus(Mutate(*request, response));
+  return ToGrpcStatus(CatchOutOfMemory("applying priority updates and deletes",
+                                       [&] { return Mutate(*request, response); }));
 }
 
 grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
@@ -397,7 +450,10 @@ grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
     {
       CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
       absl::Status status = CheckAccepting();
-      if (status.ok()) status = Mutate(request, &response);
+      if (status.ok()) {
+        status = CatchOutOfMemory("applying priority updates and deletes",
+                                  [&] { return Mutate(request, &response); });
+      }
       if (!status.ok()) {
         response.Clear();
         response.set_error_code(static_cast<int32_t>(status.code()));
@@ -444,10 +500,12 @@ grpc::Status ReplayService::Reset(grpc::ServerContext* context,
   if (grpc::Status admitted = Admit(context, Role::kAdmin, "Reset"); !admitted.ok()) {
     return admitted;
   }
-  auto table = FindTable(request->table());
-  if (!table.ok()) return ToGrpcStatus(table.status());
-  (*table)->Reset();
-  return ToGrpcStatus(CommitLog());
+  return GuardedCall("Reset", [&] {
+    auto table = FindTable(request->table());
+    if (!table.ok()) return ToGrpcStatus(table.status());
+    if (absl::Status reset = (*table)->Reset(); !reset.ok()) return ToGrpcStatus(reset);
+    return ToGrpcStatus(CommitLog());
+  });
 }
 
 std::vector<TableInfo> ReplayService::TableInfos() const {
@@ -467,9 +525,11 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
   if (grpc::Status admitted = Admit(context, Role::kReader, "ServerInfo"); !admitted.ok()) {
     return admitted;
   }
-  for (const TableInfo& info : TableInfos()) TableInfoToProto(info, response->add_tables());
-  response->set_active_insert_streams(insert_streams_->load(std::memory_order_relaxed));
-  return grpc::Status::OK;
+  return GuardedCall("ServerInfo", [&] {
+    for (const TableInfo& info : TableInfos()) TableInfoToProto(info, response->add_tables());
+    response->set_active_insert_streams(insert_streams_->load(std::memory_order_relaxed));
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status ReplayService::Checkpoint(grpc::ServerContext* context,
@@ -483,10 +543,12 @@ grpc::Status ReplayService::Checkpoint(grpc::ServerContext* context,
     return ToGrpcStatus(absl::FailedPreconditionError(
         "this server was started without a checkpointer"));
   }
-  auto path = checkpoint_fn_();
-  if (!path.ok()) return ToGrpcStatus(path.status());
-  response->set_path(*path);
-  return grpc::Status::OK;
+  return GuardedCall("Checkpoint", [&] {
+    auto path = checkpoint_fn_();
+    if (!path.ok()) return ToGrpcStatus(path.status());
+    response->set_path(*path);
+    return grpc::Status::OK;
+  });
 }
 
 }  // namespace reverb_tf

@@ -51,6 +51,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/checkpointing/wal.h"
+#include "reverb_tf/cc/memory_budget.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
@@ -110,11 +111,17 @@ class ReplayService final : public proto::ReplayService::Service {
     // The keys stored so far go to `ack` once the write-ahead log has them:
     // before any wait on a rate limiter, and at the end. Returns false if
     // `ack` returned false (the client is gone: stop, without error); an
-    // error is the stream's status, and the stream must end.
+    // error is the stream's status, and the stream must end. A chunk that
+    // does not fit in memory is RESOURCE_EXHAUSTED naming it.
     absl::StatusOr<bool> Process(proto::InsertRequest& request,
                                  absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
 
    private:
+    // Decodes, verifies and stores one chunk, counting it against the
+    // stream's limit.
+    // Waits for the memory budget until `deadline` first.
+    absl::Status AddChunk(proto::Chunk& proto_chunk, absl::Time deadline);
+
     ReplayService* const service_;
     Cancellation* const cancel_;
     // Counts this session while it exists.
@@ -126,6 +133,10 @@ class ReplayService final : public proto::ReplayService::Service {
   // Changes are acknowledged only once `wal` (may be null: none) has them
   // (checkpointing/wal.h); set before serving.
   void set_wal(WriteAheadLog* wal) { wal_ = wal; }
+
+  // Writer streams' chunks wait for room in `budget` (memory_budget.h; may
+  // be null: none) as the tables' inserts do; set before serving.
+  void set_memory_budget(MemoryBudget* budget) { budget_ = budget; }
 
   // Writes a checkpoint and returns its path; unset, the Checkpoint RPC
   // fails with FAILED_PRECONDITION.
@@ -142,6 +153,9 @@ class ReplayService final : public proto::ReplayService::Service {
   // Chunks written through this service and still held by an item or a
   // stream.
   const ChunkStore& chunk_store() const { return chunk_store_; }
+  // The same store, for chunks loaded from a checkpoint or the log before
+  // serving (so that the memory budget counts them too).
+  ChunkStore* mutable_chunk_store() { return &chunk_store_; }
 
   // While false (a checkpoint is loading), every replay method fails with
   // UNAVAILABLE saying so. True unless set.
@@ -211,6 +225,7 @@ class ReplayService final : public proto::ReplayService::Service {
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
   WriteAheadLog* wal_ = nullptr;
+  MemoryBudget* budget_ = nullptr;
 };
 
 }  // namespace reverb_tf

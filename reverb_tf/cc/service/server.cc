@@ -17,6 +17,7 @@
 #include "reverb_tf/cc/client/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/loopback.h"
+#include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
@@ -133,9 +134,11 @@ class ReplayServer::Local final : public LocalServer,
         ++local_->active_writes_;
       }
       absl::StatusOr<bool> processed =
-          session_.Process(request, [&ack](const proto::InsertResponse& response) {
-            ack(response);
-            return true;
+          CatchOutOfMemory("inserting from an in-process writer", [&] {
+            return session_.Process(request, [&ack](const proto::InsertResponse& response) {
+              ack(response);
+              return true;
+            });
           });
       {
         absl::MutexLock lock(&local_->mu_);
@@ -190,6 +193,10 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (options.checkpoint_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
+  if (options.memory_limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory_limit must be >= 0 bytes (0: no budget), got ", options.memory_limit));
+  }
   if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
   if (options.wal.has_value()) {
     RETURN_IF_ERROR(options.wal->Validate());
@@ -211,6 +218,16 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   limits.max_active_streams = options.max_active_streams;
   limits.auth = options.auth;
   server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
+  if (options.memory_limit > 0) {
+    server->budget_ = std::make_unique<MemoryBudget>(
+        options.memory_limit, &server->service_->chunk_store(), [raw = server.get()] {
+          int64_t items = 0;
+          for (const auto& table : raw->tables_) items += table->approximate_size();
+          return items;
+        });
+    for (const auto& table : server->tables_) table->SetMemoryBudget(server->budget_.get());
+    server->service_->set_memory_budget(server->budget_.get());
+  }
   // A checkpoint loads with the port already open: health says NOT_SERVING
   // and the replay methods UNAVAILABLE until it is in (probes can tell a
   // server that is loading from one that is gone).
@@ -268,7 +285,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   server->health_->SetServingStatus("", !loading);
   server->health_->SetServingStatus(kHealthServiceName, !loading);
   if (loading) {
-    absl::StatusOr<LoadedCheckpoint> loaded = server->checkpointer_->LoadLatest(server->tables_);
+    absl::StatusOr<LoadedCheckpoint> loaded = server->checkpointer_->LoadLatest(
+        server->tables_, server->service_->mutable_chunk_store());
     if (!loaded.ok()) {
       server->Stop();
       return loaded.status();
@@ -276,7 +294,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     server->loaded_checkpoint_ = *std::move(loaded);
     if (options.wal.has_value()) {
       auto wal = WriteAheadLog::Open(*options.wal, server->loaded_checkpoint_.wal_position,
-                                     server->tables_, &server->wal_replay_);
+                                     server->tables_, &server->wal_replay_,
+                                     server->service_->mutable_chunk_store());
       if (!wal.ok()) {
         server->Stop();
         return wal.status();
@@ -290,11 +309,17 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                      "checkpoint now, so that the log starts clean.\n",
                      options.wal->dir.c_str(), server->wal_replay_.damage.c_str());
         if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint(); !saved.ok()) {
-          server->Stop();
-          return absl::Status(saved.status().code(),
-                              absl::StrCat("the write-ahead log was damaged and the checkpoint "
-                                           "that would set it right failed: ",
-                                           saved.status().message()));
+          // The recovered items are served for reading; a change logged
+          // after the damage would be set aside by the next replay, so none
+          // is accepted until a checkpoint starts the log afresh.
+          server->wal_->Fail(absl::Status(
+              saved.status().code(),
+              absl::StrCat("the log was damaged and the checkpoint that would set it right "
+                           "failed: ", saved.status().message())));
+          std::fprintf(stderr,
+                       "reverb_tf: WARNING: serving the recovered items for reading; writes "
+                       "are refused until a checkpoint succeeds (retried every %s).\n",
+                       absl::FormatDuration(options.wal->retry_interval).c_str());
         }
       }
     }
@@ -306,9 +331,13 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                      MetricsHttpServer::Start(options.host, options.metrics_port,
                                               [raw] { return raw->MetricsText(); }));
   }
-  if (server->checkpointer_ != nullptr && options.checkpoint_interval > absl::ZeroDuration()) {
+  if (server->checkpointer_ != nullptr &&
+      (options.checkpoint_interval > absl::ZeroDuration() || server->wal_ != nullptr)) {
     const absl::Duration interval = options.checkpoint_interval;
-    server->checkpoint_thread_ = std::thread([raw, interval] { raw->CheckpointPeriodically(interval); });
+    const absl::Duration retry =
+        options.wal.has_value() ? options.wal->retry_interval : absl::InfiniteDuration();
+    server->checkpoint_thread_ =
+        std::thread([raw, interval, retry] { raw->CheckpointPeriodically(interval, retry); });
   }
   // Clients in this process reach the tables directly, unless the server is
   // secured: tokens and certificates ride on the RPC, and a client that
@@ -324,16 +353,52 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (checkpointer_ == nullptr) {
     return absl::FailedPreconditionError("this server was started without a checkpointer");
   }
+  absl::MutexLock checkpointing(&checkpoint_mu_);
+  if (wal_ != nullptr && !wal_->Writable().ok()) return RecoverLog();
   // Every logged change up to `position` is in the snapshots Save() takes.
   absl::StatusOr<uint64_t> position = wal_ != nullptr ? wal_->Rotate() : 0;
   absl::StatusOr<CheckpointStats> stats =
-      position.ok() ? checkpointer_->Save(tables_, *position) : position.status();
+      position.ok() ? SaveCheckpoint(*position) : position.status();
   if (stats.ok() && wal_ != nullptr) {
     if (absl::Status dropped = wal_->DropThrough(*position); !dropped.ok()) {
       // The next checkpoint retries; meanwhile the log only takes more room.
       std::fprintf(stderr, "reverb_tf: %s\n", std::string(dropped.message()).c_str());
     }
   }
+  NoteCheckpoint(stats);
+  return stats;
+}
+
+absl::StatusOr<CheckpointStats> ReplayServer::SaveCheckpoint(uint64_t wal_position) {
+  // Also on the periodic thread, where an escaping exception would end the
+  // process.
+  return CatchOutOfMemory("writing a checkpoint",
+                          [&] { return checkpointer_->Save(tables_, wal_position); });
+}
+
+absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
+  // Nothing is logged while the log has failed, and the tables refuse
+  // changes: the snapshots hold every entry up to `position`.
+  const uint64_t position = wal_->last_position();
+  absl::StatusOr<CheckpointStats> stats = SaveCheckpoint(position);
+  if (stats.ok()) {
+    if (absl::Status resumed = wal_->Resume(position); !resumed.ok()) {
+      stats = absl::Status(resumed.code(),
+                           absl::StrCat("the checkpoint ", stats->path, " was written but the "
+                                        "write-ahead log cannot begin a new file: ",
+                                        resumed.message()));
+    } else {
+      std::fprintf(stderr, "reverb_tf: checkpoint %s written; the write-ahead log is "
+                   "writable again and writes are accepted.\n", stats->path.c_str());
+      absl::MutexLock lock(&mu_);
+      ++wal_recoveries_;
+    }
+  }
+  NoteCheckpoint(stats);
+  return stats;
+}
+
+void ReplayServer::NoteCheckpoint(const absl::StatusOr<CheckpointStats>& stats) {
   absl::MutexLock lock(&mu_);
   if (stats.ok()) {
     ++checkpoints_;
@@ -342,7 +407,6 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   } else {
     ++failed_checkpoints_;
   }
-  return stats;
 }
 
 int ReplayServer::metrics_port() const {
@@ -469,6 +533,34 @@ std::string ReplayServer::MetricsText() const {
     counter("reverb_tf_wal_syncs_total", "fdatasync calls of the write-ahead log.", wal.syncs);
     page.Family("reverb_tf_wal_files", "gauge", "Files of the write-ahead log on disk.");
     page.Sample("reverb_tf_wal_files", {}, static_cast<double>(wal.files));
+    page.Family("reverb_tf_wal_writable", "gauge",
+                "1 while the write-ahead log can be written; 0 while it cannot (a full "
+                "disk): reads are served, writes refused until a checkpoint succeeds.");
+    page.Sample("reverb_tf_wal_writable", {}, wal_->Writable().ok() ? 1.0 : 0.0);
+    int64_t recoveries;
+    {
+      absl::MutexLock lock(&mu_);
+      recoveries = wal_recoveries_;
+    }
+    counter("reverb_tf_wal_recoveries_total",
+            "Times the write-ahead log became writable again after a checkpoint.",
+            static_cast<uint64_t>(recoveries));
+  }
+
+  if (budget_ != nullptr) {
+    page.Family("reverb_tf_memory_limit_bytes", "gauge",
+                "The memory budget (memory_limit): chunk bytes plus a fixed cost per item.");
+    page.Sample("reverb_tf_memory_limit_bytes", {}, static_cast<double>(budget_->limit()));
+    page.Family("reverb_tf_memory_used_bytes", "gauge",
+                "What the budget counts now: bytes of the chunks held plus "
+                "MemoryBudget::kItemBytes per item.");
+    page.Sample("reverb_tf_memory_used_bytes", {}, static_cast<double>(budget_->used()));
+    page.Family("reverb_tf_memory_waiting_calls", "gauge",
+                "Inserts and writer chunks waiting for room in the memory budget.");
+    page.Sample("reverb_tf_memory_waiting_calls", {}, static_cast<double>(budget_->waiting()));
+    page.Family("reverb_tf_memory_refusals_total", "counter",
+                "Inserts and writer chunks refused at their timeout for want of room.");
+    page.Sample("reverb_tf_memory_refusals_total", {}, static_cast<double>(budget_->refused()));
   }
 
   const ServiceMetrics& service = service_->metrics();
@@ -526,14 +618,26 @@ std::string ReplayServer::MetricsText() const {
   return page.text();
 }
 
-void ReplayServer::CheckpointPeriodically(absl::Duration interval) {
+void ReplayServer::CheckpointPeriodically(absl::Duration interval, absl::Duration retry) {
+  const bool periodic = interval > absl::ZeroDuration();
+  absl::Time next_periodic = periodic ? absl::Now() + interval : absl::InfiniteFuture();
   absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopped_), interval)) {
+  while (true) {
+    // A failed log is checked every `retry` (a cheap call), however long
+    // the periodic interval.
+    const absl::Duration wait =
+        std::min(std::max(next_periodic - absl::Now(), absl::ZeroDuration()), retry);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), wait)) return;
     mu_.Unlock();
-    auto stats = Checkpoint();
-    if (!stats.ok()) {
-      std::fprintf(stderr, "reverb_tf: periodic checkpoint failed: %s\n",
-                   stats.status().ToString().c_str());
+    const bool failed_log = wal_ != nullptr && !wal_->Writable().ok();
+    const bool due = absl::Now() >= next_periodic;
+    if (failed_log || due) {
+      if (due) next_periodic = absl::Now() + interval;
+      auto stats = Checkpoint();
+      if (!stats.ok() && !failed_log) {
+        std::fprintf(stderr, "reverb_tf: periodic checkpoint failed: %s\n",
+                     stats.status().ToString().c_str());
+      }
     }
     mu_.Lock();
   }
@@ -554,7 +658,10 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
 ReplayServer::~ReplayServer() {
   Stop();
   // The log goes last: the tables report to it until they are detached.
-  for (const auto& table : tables_) table->SetJournal(nullptr);
+  for (const auto& table : tables_) {
+    table->SetJournal(nullptr);
+    table->SetMemoryBudget(nullptr);
+  }
   wal_.reset();
 }
 
@@ -584,6 +691,8 @@ void ReplayServer::Stop() {
   // Probes see NOT_SERVING from now on (watchers are told at once), before
   // any call starts failing.
   if (health_ != nullptr) health_->Shutdown();
+  // Calls waiting for memory end (tables' waits end with Close() below).
+  if (budget_ != nullptr) budget_->Close();
   // A periodic checkpoint in progress finishes (a half-written one would be
   // discarded anyway); none starts after this.
   if (checkpoint_thread_.joinable()) checkpoint_thread_.join();

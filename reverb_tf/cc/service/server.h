@@ -9,7 +9,13 @@
 //
 // With a write-ahead log, every acknowledged change is logged first, and
 // Start() replays the log after the loaded checkpoint (a damaged log is
-// replayed up to the damage, with a warning, and checkpointed at once).
+// replayed up to the damage, with a warning, and checkpointed at once). A
+// log that cannot be written (a full disk; also a damaged log whose
+// checkpoint fails at start) keeps the server serving reads: health stays
+// SERVING, samples go on, and inserts, priority updates, deletes and resets
+// fail with RESOURCE_EXHAUSTED (or the disk's error) until a checkpoint
+// succeeds; the server tries one every WalOptions::retry_interval and on
+// every Checkpoint call (metrics: reverb_tf_wal_writable).
 //
 // With a Checkpointer, Start() loads the latest checkpoint with the port open
 // but the replay methods refusing calls (UNAVAILABLE) and health NOT_SERVING,
@@ -34,6 +40,7 @@
 #include "absl/time/time.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/checkpointing/wal.h"
+#include "reverb_tf/cc/memory_budget.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/security/credentials.h"
@@ -86,6 +93,10 @@ struct REVERB_TF_EXPORT ServerOptions {
   // once logged, and a restart replays the log after the newest checkpoint.
   // Needs a checkpointer, whose checkpoints truncate the log.
   std::optional<WalOptions> wal;
+  // > 0: a memory budget of this many bytes (memory_budget.h): inserts of
+  // new items and writers' chunks wait while the chunks and items held use
+  // it up, and fail with RESOURCE_EXHAUSTED at their timeout. 0: none.
+  int64_t memory_limit = 0;
 };
 
 class REVERB_TF_EXPORT ReplayServer {
@@ -119,8 +130,8 @@ class REVERB_TF_EXPORT ReplayServer {
     return loaded_checkpoint_.skipped;
   }
 
-  // Chunks written by clients that items or writer streams still hold, and
-  // their bytes (chunks loaded from a checkpoint are not counted).
+  // Chunks that items or writer streams hold, and their bytes (written by
+  // clients or loaded from a checkpoint or the write-ahead log).
   int64_t num_live_chunks() const;
   int64_t num_live_chunk_bytes() const;
 
@@ -144,7 +155,16 @@ class REVERB_TF_EXPORT ReplayServer {
 
  private:
   ReplayServer() = default;
-  void CheckpointPeriodically(absl::Duration interval);
+  // Checkpoints every `interval` (0: never) and, while the log cannot be
+  // written, every `retry` until it can, until Stop().
+  void CheckpointPeriodically(absl::Duration interval, absl::Duration retry);
+  // Checkpoint() for a log that has failed: saves the tables as they are,
+  // then lets the log resume.
+  absl::StatusOr<CheckpointStats> RecoverLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  // checkpointer_->Save(), an allocation failure as RESOURCE_EXHAUSTED.
+  absl::StatusOr<CheckpointStats> SaveCheckpoint(uint64_t wal_position);
+  // Counts a checkpoint's outcome.
+  void NoteCheckpoint(const absl::StatusOr<CheckpointStats>& stats);
 
   std::vector<std::shared_ptr<Table>> tables_;
   std::unique_ptr<ReplayService> service_;
@@ -155,16 +175,22 @@ class REVERB_TF_EXPORT ReplayServer {
   std::shared_ptr<Checkpointer> checkpointer_;
   LoadedCheckpoint loaded_checkpoint_;
   std::unique_ptr<WriteAheadLog> wal_;
+  // Null without ServerOptions::memory_limit.
+  std::unique_ptr<MemoryBudget> budget_;
   WalReplay wal_replay_;
   // What clients of this process reach without gRPC (client/local_server.h).
   class Local;
   std::shared_ptr<Local> local_;
   std::thread checkpoint_thread_;
+  // One checkpoint at a time: a log's recovery must not race another save.
+  absl::Mutex checkpoint_mu_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
   mutable absl::Mutex mu_;
   // Checkpoints written and failed by this process, and the last one.
   int64_t checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  // Times a failed log resumed after a checkpoint.
+  int64_t wal_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<CheckpointStats> last_checkpoint_ ABSL_GUARDED_BY(mu_);
   absl::Time last_checkpoint_time_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -26,12 +26,15 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -79,12 +82,43 @@ ABSL_FLAG(std::string, wal_sync, "every_write",
           "crashed machine up to that long) or none (the kernel decides).");
 ABSL_FLAG(absl::Duration, wal_sync_interval, absl::Milliseconds(10),
           "How often --wal_sync=every_n_ms syncs.");
+ABSL_FLAG(std::string, memory_limit, "",
+          "A memory budget for the data the server holds (chunk bytes plus a fixed cost "
+          "per item), in bytes or with a K, M, G or T suffix (powers of 1024), e.g. 8G: "
+          "inserts wait while it is used up and fail with RESOURCE_EXHAUSTED at their "
+          "timeout. Empty: no budget.");
+ABSL_FLAG(absl::Duration, wal_retry_interval, absl::Seconds(5),
+          "While the write-ahead log cannot be written (a full disk), how often the "
+          "server tries the checkpoint that lets it accept writes again.");
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "Lines 'ROLE TOKEN' (roles reader, writer, admin; TOKEN may be "
           "sha256:<hex>): every call needs a bearer token of a role that may make it.");
 
 namespace reverb_tf {
 namespace {
+
+// "1048576", "512M", "8G": bytes, with an optional K/M/G/T suffix (1024^n).
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  int shift = 0;
+  if (!text.empty()) {
+    switch (absl::ascii_toupper(text.back())) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: break;
+    }
+    if (shift != 0) text.remove_suffix(1);
+  }
+  int64_t value;
+  if (!absl::SimpleAtoi(text, &value) || value < 1 ||
+      value > (std::numeric_limits<int64_t>::max() >> shift)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected a positive number of bytes, optionally with a K, M, G or T suffix, got '",
+        text.substr(0, 32), "'"));
+  }
+  return value << shift;
+}
 
 // Collects protobuf's parse errors instead of letting it log them.
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
@@ -190,6 +224,15 @@ int Run() {
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
   options.host = absl::GetFlag(FLAGS_bind);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit); !limit.empty()) {
+    auto bytes = ParseByteSize(limit);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "reverb_tf_server: --memory_limit: %s\n",
+                   std::string(bytes.status().message()).c_str());
+      return 2;
+    }
+    options.memory_limit = *bytes;
+  }
   auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
   if (!checkpointer.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n",
@@ -215,6 +258,7 @@ int Run() {
     wal.dir = dir;
     wal.sync = *sync;
     wal.interval = absl::GetFlag(FLAGS_wal_sync_interval);
+    wal.retry_interval = absl::GetFlag(FLAGS_wal_retry_interval);
     options.wal = wal;
   }
   if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A server that runs out of memory answers RESOURCE_EXHAUSTED and goes on serving.
+
+The `reverb_tf_server` binary runs in a child process whose address space
+is then capped (RLIMIT_AS, set with prlimit once it is up) at what it uses
+plus a few hundred MB: the limit a memory cgroup or `ulimit -v` sets. A raw
+InsertStream (plain grpcio, as a broken or hostile writer would send it)
+sends 100 MB chunks that no item references and that it never releases,
+until an allocation fails. The stream must end with RESOURCE_EXHAUSTED
+saying what did not fit (not UNKNOWN "Unexpected error in RPC handling",
+the answer gRPC gives for an exception that escaped a handler), and the
+server must then answer every kind of call.
+"""
+
+import resource
+import subprocess
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import reverb_tf as reverb
+from reverb_tf.cc.proto import data_pb2
+from reverb_tf.cc.proto import service_pb2 as pb
+from integration import port_outside_ephemeral_range, scrape_metrics, uniform_table_config
+
+_CHUNK_BYTES = 100 << 20
+_HEADROOM = 640 << 20   # above the server's address space once it is up
+
+
+def _vm_size(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def _chunk_requests(count: int):
+    data = b"\x01" * _CHUNK_BYTES
+    for i in range(count):
+        tensor = data_pb2.Tensor(dtype=4, shape=[1, _CHUNK_BYTES], data=data,  # uint8
+                                 uncompressed_size=_CHUNK_BYTES)
+        yield pb.InsertRequest(chunks=[data_pb2.Chunk(key=10_000 + i, tensor=tensor)]
+                               ).SerializeToString()
+
+
+def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_server_serves_on(
+        start_server, server_binary):
+    port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
+    process, port = start_server(server_binary, "--config=" + uniform_table_config(port),
+                                 f"--metrics_port={metrics_port}")
+    try:
+        limit = _vm_size(process.pid) + _HEADROOM
+        resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
+        address = f"localhost:{port}"
+        options = [("grpc.max_send_message_length", 256 << 20),
+                   ("grpc.max_receive_message_length", 256 << 20)]
+        with grpc.insecure_channel(address, options=options) as channel:
+            call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
+                                         request_serializer=lambda b: b,
+                                         response_deserializer=pb.InsertResponse.FromString)
+            with pytest.raises(grpc.RpcError) as error:
+                # 20 chunks (2 GB) are far more than the headroom holds.
+                for _ in call(_chunk_requests(20), timeout=120):
+                    pass
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.value
+        details = error.value.details()
+        assert "the server ran out of memory while" in details, details
+        assert ("storing chunk" in details or "reading message" in details), details
+        assert process.poll() is None, "the server died"
+        print(f"address space capped at {limit >> 20} MiB; the stream ended with: {details}")
+
+        # Everything else still works: health, metrics, info, insert, sample.
+        with grpc.insecure_channel(address) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        samples, _ = scrape_metrics(metrics_port)
+        # The failed stream's chunks were given back.
+        assert samples[("reverb_tf_chunk_bytes", ())] == 0
+        client = reverb.Client(address)
+        assert client.server_info(timeout=10)["t"].current_size == 0
+        client.insert(np.arange(1000, dtype=np.float32), {"t": 1.0})
+        sample = next(client.sample("t", emit_timesteps=False))
+        np.testing.assert_array_equal(sample.data[0], [np.arange(1000, dtype=np.float32)])
+        # And the limit still holds: a second wave fails the same way.
+        with grpc.insecure_channel(address, options=options) as channel:
+            call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
+                                         request_serializer=lambda b: b,
+                                         response_deserializer=pb.InsertResponse.FromString)
+            with pytest.raises(grpc.RpcError) as again:
+                for _ in call(_chunk_requests(20), timeout=120):
+                    pass
+        assert again.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, again.value
+        assert process.poll() is None, "the server died"
+        assert client.server_info(timeout=10)["t"].current_size == 1
+    finally:
+        process.kill()
+        stderr = process.communicate()[1]
+    assert "terminate called" not in stderr, stderr

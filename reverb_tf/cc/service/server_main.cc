@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "reverb_tf/cc/platform/heap_release.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/config.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
@@ -295,6 +296,9 @@ int Run() {
     std::fprintf(stderr, "reverb_tf_server: metrics on http://%s:%d/metrics\n",
                  options.host.c_str(), (*server)->metrics_port());
   }
+  // Memory the tables let go of goes back to the kernel (heap_release.h).
+  const HeapReleaser releaser([&server] { return (*server)->num_live_chunk_bytes(); },
+                              absl::Milliseconds(500));
   std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", tables.size(),
               (*server)->port());
   std::fflush(stdout);

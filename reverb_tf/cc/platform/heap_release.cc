@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "reverb_tf/cc/platform/heap_release.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+
+namespace reverb_tf {
+
+HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes, absl::Duration period,
+                           int64_t min_drop)
+    : held_bytes_(std::move(held_bytes)) {
+  thread_ = std::thread([this, period, min_drop] { Run(period, min_drop); });
+}
+
+HeapReleaser::~HeapReleaser() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+int64_t HeapReleaser::trims() const {
+  absl::MutexLock lock(&mu_);
+  return trims_;
+}
+
+void HeapReleaser::Run(absl::Duration period, int64_t min_drop) {
+  int64_t peak = held_bytes_();
+  // What holders free shortly after the data goes (stream buffers, the
+  // last batches in flight) lands after the first trim: trim once more.
+  bool again = false;
+  absl::Time last_trim = absl::InfinitePast();
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    mu_.Unlock();
+    const int64_t held = held_bytes_();
+    peak = std::max(peak, held);
+    const bool dropped = peak - held >= min_drop;
+    bool trim = dropped || again;
+    again = dropped;
+    // Memory freed later than that (connections closed by their clients'
+    // garbage collectors, say) sits free in the arenas: trim when much of
+    // it does, at most every kIdleTrimEvery.
+    if (!trim && absl::Now() - last_trim >= kIdleTrimEvery) {
+      const struct mallinfo2 info = mallinfo2();
+      const int64_t free_bytes = static_cast<int64_t>(info.fordblks);
+      trim = free_bytes >= std::max<int64_t>(kIdleTrimFreeBytes, held / 4);
+    }
+    if (trim) {
+      malloc_trim(0);
+      peak = held;
+      last_trim = absl::Now();
+    }
+    mu_.Lock();
+    if (trim) ++trims_;
+  }
+}
+
+}  // namespace reverb_tf

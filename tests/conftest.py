@@ -119,7 +119,7 @@ def transport(request):
     """Runs a test with calls to in-process servers over gRPC or in-process.
 
     Modules that set `BOTH_TRANSPORTS = True` get every test twice, as
-    `[grpc]` and `[in_process]` (client/local_server.h).
+    `[grpc]` and `[in_process]` (local_server.h).
     """
     before = _set_in_process(request.param == "in_process")
     yield request.param

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Clients in the server's process reach its tables directly (client/local_server.h).
+"""Clients in the server's process reach its tables directly (local_server.h).
 
 The behaviour of both paths is tested by the modules that set BOTH_TRANSPORTS;
 these tests prove which path a call took: the server counts every RPC it

@@ -51,7 +51,7 @@ float FirstFloat(const TensorPayload& payload, int64_t index = 0) {
 }
 
 // Every test runs twice: over gRPC and, for what clients of a server of
-// the same process do without it (client/local_server.h), in-process.
+// the same process do without it (local_server.h), in-process.
 class ClientServerTest : public ::testing::TestWithParam<bool> {
  protected:
   ClientServerTest() : in_process_(GetParam()) {}

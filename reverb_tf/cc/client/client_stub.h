@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/client/mutation_stream.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"

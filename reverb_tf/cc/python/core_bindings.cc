@@ -32,7 +32,7 @@
 #include "absl/types/span.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/client/client.h"
-#include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/client/sample_batch.h"
 #include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/platform/deadline.h"

@@ -93,7 +93,7 @@ class ReplayService final : public proto::ReplayService::Service {
   ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
 
   // One insert stream's state and work, shared by the InsertStream RPC and
-  // by in-process writers (client/local_server.h): the chunks the stream
+  // by in-process writers (local_server.h): the chunks the stream
   // sent and has not released, and the storing of each message's items.
   //
   // Thread-compatible: one message at a time. `service` and `cancel` must

@@ -14,7 +14,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/security/server_credentials.h"
-#include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
@@ -42,7 +42,7 @@ std::vector<std::string> ListeningHosts(const std::string& host) {
 
 }  // namespace
 
-// What in-process clients reach (client/local_server.h): the server's tables,
+// What in-process clients reach (local_server.h): the server's tables,
 // its log and its checkpoints, until the server starts stopping.
 class ReplayServer::Local final : public LocalServer,
                                   public std::enable_shared_from_this<ReplayServer::Local> {

@@ -178,7 +178,7 @@ class REVERB_TF_EXPORT ReplayServer {
   // Null without ServerOptions::memory_limit.
   std::unique_ptr<MemoryBudget> budget_;
   WalReplay wal_replay_;
-  // What clients of this process reach without gRPC (client/local_server.h).
+  // What clients of this process reach without gRPC (local_server.h).
   class Local;
   std::shared_ptr<Local> local_;
   std::thread checkpoint_thread_;

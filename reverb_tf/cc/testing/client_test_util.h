@@ -8,13 +8,13 @@
 #include <string>
 
 #include "reverb_tf/cc/client/client.h"
-#include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/service/server.h"
 
 namespace reverb_tf::testing {
 
 // While alive, clients reach servers of this process directly (true) or
-// over gRPC (false) (client/local_server.h); restores the setting after.
+// over gRPC (false) (local_server.h); restores the setting after.
 class ScopedInProcess {
  public:
   explicit ScopedInProcess(bool enabled) : before_(InProcessEnabled()) {

@@ -18,8 +18,8 @@
 // over gRPC.
 //
 // Thread safety: thread-safe.
-#ifndef REVERB_TF_CC_CLIENT_LOCAL_SERVER_H_
-#define REVERB_TF_CC_CLIENT_LOCAL_SERVER_H_
+#ifndef REVERB_TF_CC_LOCAL_SERVER_H_
+#define REVERB_TF_CC_LOCAL_SERVER_H_
 
 #include <memory>
 #include <string>
@@ -92,4 +92,4 @@ REVERB_TF_EXPORT bool InProcessEnabled();
 
 }  // namespace reverb_tf
 
-#endif  // REVERB_TF_CC_CLIENT_LOCAL_SERVER_H_
+#endif  // REVERB_TF_CC_LOCAL_SERVER_H_

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "reverb_tf/cc/client/local_server.h"
+#include "reverb_tf/cc/local_server.h"
 
 #include <unistd.h>
 

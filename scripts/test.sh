@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Runs the whole test suite: sets up (idempotently), builds everything with
-# Bazel offline, runs every C++ test (also under ASan + UBSan), fuzzes the
+# Bazel offline, runs every C++ test (also under ASan + UBSan), checks the
+# locking annotations with clang's thread-safety analysis, fuzzes the
 # wire decoding paths for 45 s, then the Python tests (including the
 # differential tests against dm-reverb 0.14 in its own venv, made by
 # scripts/setup_oracle.sh), then builds the wheel and smoke-tests it in a
@@ -33,6 +34,9 @@ stage gtest
 # The same C++ tests under ASan + UBSan (their own Bazel output base).
 bash "${ROOT}/scripts/sanitizers.sh" --no-setup || status=$?
 stage sanitizers
+# clang's thread-safety analysis of the locking annotations, as errors.
+bash "${ROOT}/scripts/thread_safety.sh" --no-setup || status=$?
+stage thread_safety
 # Coverage-guided fuzzing of the wire decoding paths, 45 s (libFuzzer).
 bash "${ROOT}/scripts/fuzz.sh" --no-setup || status=$?
 stage fuzz

@@ -424,7 +424,7 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
   // keys kAhead ahead and updating them kAhead/2 ahead overlaps those
   // misses (Prefetch() in item_selector.h).
   constexpr size_t kAhead = 16;
-  auto prefetch = [&](size_t i, int stage) {
+  auto prefetch = [&](size_t i, int stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (i >= updates.size()) return;
     if (stage == 0) items_.prefetch(updates[i].first);
     if (sampler_priority_matters_) sampler_->Prefetch(updates[i].first, stage);

@@ -50,7 +50,7 @@ struct TrajectoryWriter::QueuedItem {
 };
 
 struct WriterStream {
-  // A server of this process (client/local_server.h): messages go to it
+  // A server of this process (local_server.h): messages go to it
   // directly, acknowledged as they are stored; no receiver thread.
   std::unique_ptr<LocalInsertStream> local;
   grpc::ClientContext context;
@@ -559,13 +559,13 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
     stream_->rw.reset(
         grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, proto::InsertResponse>::Create(
             stub_->channel(), kInsertStream, &stream_->context));
-    receiver_ = std::thread([this] { ReceiveLoop(); });
+    receiver_ = std::thread([this, stream = stream_.get()] { ReceiveLoop(stream); });
   }
-  sender_ = std::thread([this] { SendLoop(); });
+  sender_ = std::thread([this, stream = stream_.get()] { SendLoop(stream); });
   return absl::OkStatus();
 }
 
-void TrajectoryWriter::SendLoop() {
+void TrajectoryWriter::SendLoop(WriterStream* stream) {
   const int64_t byte_budget = stub_->max_message_bytes() / 2;
   const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
@@ -586,14 +586,14 @@ void TrajectoryWriter::SendLoop() {
                             queue_.front()->enqueued + kLinger);
     }
     flush_requested_ = false;
-    if (!error_.ok() || stream_->reads_done) break;
+    if (!error_.ok() || stream->reads_done) break;
     if (closing_ && queue_.empty()) break;
     proto::InsertRequest request;
     request.set_rate_limiter_timeout_ms(timeout_ms);
     int64_t bytes = 0;
     // An in-process server takes the bytes it is given, so it gets a copy in
     // the request; a remote one gets them in place, in `frame`.
-    const bool local = stream_->local != nullptr;
+    const bool local = stream->local != nullptr;
     InsertFrame frame;
     proto::Chunk chunk_fields;
     proto::Tensor tensor_fields;
@@ -626,7 +626,7 @@ void TrajectoryWriter::SendLoop() {
     if (local) {
       mu_.Unlock();
       const absl::Status status =
-          stream_->local->Write(request, [this](const proto::InsertResponse& response) {
+          stream->local->Write(request, [this](const proto::InsertResponse& response) {
             absl::MutexLock lock(&mu_);
             in_flight_ -= response.keys_size();
             cv_.SignalAll();
@@ -640,48 +640,48 @@ void TrajectoryWriter::SendLoop() {
     }
     grpc::ByteBuffer message = frame.Finish(request);
     mu_.Unlock();
-    const bool written = stream_->rw->Write(message);
+    const bool written = stream->rw->Write(message);
     mu_.Lock();
     if (!written) {
       // Finish() (in the receiver) will tell why; until then, a placeholder.
-      if (error_.ok()) stream_->provisional_error = true;
+      if (error_.ok()) stream->provisional_error = true;
       FailLocked(absl::UnavailableError("the insert stream to the server broke"));
       break;
     }
   }
-  if (error_.ok() && !stream_->reads_done && stream_->local == nullptr) {
+  if (error_.ok() && !stream->reads_done && stream->local == nullptr) {
     mu_.Unlock();
-    stream_->rw->WritesDone();
+    stream->rw->WritesDone();
     mu_.Lock();
   }
-  stream_->sender_done = true;
+  stream->sender_done = true;
   cv_.SignalAll();
 }
 
-void TrajectoryWriter::ReceiveLoop() {
+void TrajectoryWriter::ReceiveLoop(WriterStream* stream) {
   proto::InsertResponse response;
-  while (stream_->rw->Read(&response)) {
+  while (stream->rw->Read(&response)) {
     absl::MutexLock lock(&mu_);
     in_flight_ -= response.keys_size();
     cv_.SignalAll();
   }
   absl::MutexLock lock(&mu_);
-  stream_->reads_done = true;
+  stream->reads_done = true;
   cv_.SignalAll();
   // Finish() must not race the sender's Write()/WritesDone().
-  mu_.Await(absl::Condition(&stream_->sender_done));
+  mu_.Await(absl::Condition(&stream->sender_done));
   mu_.Unlock();
-  const absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
+  const absl::Status status = stub_->RpcStatus(stream->rw->Finish());
   mu_.Lock();
   if (closing_) {
     // Close() ended the stream; nothing is waiting for the outcome.
   } else if (!status.ok()) {
-    if (error_.ok() || stream_->provisional_error) error_ = status;
+    if (error_.ok() || stream->provisional_error) error_ = status;
   } else {
     FailLocked(absl::UnavailableError("the server ended the insert stream"));
   }
-  stream_->provisional_error = false;
-  stream_->receiver_done = true;
+  stream->provisional_error = false;
+  stream->receiver_done = true;
   cv_.SignalAll();
 }
 

@@ -17,7 +17,7 @@
 // Sending happens on a background thread that packs queued items into one
 // message, lingering up to 1 ms (or until 64 items are queued, or a flush
 // asks) so that many small items share a message; a second thread reads the
-// acknowledgements. To a server of this process (client/local_server.h) the
+// acknowledgements. To a server of this process (local_server.h) the
 // sender hands each message over directly and gets the acknowledgements
 // back from that call: no second thread, no serialization. Flush() waits
 // for them. At most
@@ -294,8 +294,11 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
                            Cancellation* cancel, const char* what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendLoop();
-  void ReceiveLoop();
+  // The threads of `stream` (stream_, made once before they start and kept
+  // until they are joined): its flags are read and written under mu_, its
+  // calls (rw, local) made outside mu_ by the loop that owns them.
+  void SendLoop(WriterStream* stream);
+  void ReceiveLoop(WriterStream* stream);
   void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<ClientStub> stub_;

@@ -39,7 +39,9 @@ CancellationWatcher::Watch::~Watch() {
 
 void CancellationWatcher::Run() {
   absl::MutexLock lock(&mu_);
-  const auto has_work = [this]() { return stop_ || !watched_.empty(); };  // mu_ held
+  const auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || !watched_.empty();
+  };
   while (true) {
     mu_.Await(absl::Condition(&has_work));
     // Tick at the finest granularity (waking early only to stop); each call

@@ -128,13 +128,15 @@ grpc::Status HealthService::WatchStatus(grpc::ServerContext* context,
       if (status != sent) {  // another service's change is not news here
         HealthCheckResponse response;
         response.set_status(status);
+        mu_.Unlock();
         bool written;
-        {
-          mu_.Unlock();
-          // Relocked however Write() leaves, for `lock` to release.
-          absl::Cleanup relock = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu_.Lock(); };
+        try {
           written = writer->Write(response);
+        } catch (...) {
+          mu_.Lock();  // for `lock` to release as the exception unwinds
+          throw;
         }
+        mu_.Lock();
         if (!written) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
         sent = status;
       }

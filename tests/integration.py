@@ -7,6 +7,7 @@ skipped.
 """
 import collections
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -24,6 +25,9 @@ import reverb_tf as reverb
 from reverb_tf._ports import port_outside_ephemeral_range  # pylint: disable=unused-import
 
 DEADLINE_S = 20.0
+
+# Files the tests read (fixtures written by earlier versions).
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture
@@ -190,6 +194,15 @@ def native_stacks(pid: int, frames: int = 12) -> str:
 def proc_count(pid, what):
     """How many entries /proc/PID/WHAT has ("task": threads, "fd": open fds)."""
     return len(os.listdir(f"/proc/{pid}/{what}"))
+
+
+def proc_status_bytes(pid: int, field: str) -> int:
+    """A size of /proc/PID/status in bytes ("VmRSS": resident, "VmSize": address space)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"/proc/{pid}/status has no {field}")
 
 
 def uniform_table_config(port: int = 0, max_size: int = 10) -> str:

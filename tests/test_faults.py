@@ -247,8 +247,15 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
                 _hung(f"threads and fds above baseline {baseline}: "
                       f"{ {w: proc_count(process.pid, w) for w in baseline} }", process)
             time.sleep(0.1)
-        # Still serving, and the killed writers' flushed items are kept.
+        # Every killed sampler's call ends (the last few within the
+        # cancellation watcher's check interval): none is left to take the
+        # item inserted below.
         client = reverb.Client(address)
+        while client.server_info(timeout=10)["q"].rate_limiter_info.sample_stats.pending > 0:
+            if time.monotonic() > deadline:
+                _hung("killed clients' sample calls still waiting on table 'q'", process)
+            time.sleep(0.1)
+        # Still serving, and the killed writers' flushed items are kept.
         assert client.server_info(timeout=10)["t"].current_size == 100
         _within(30, lambda: client.insert(np.float32(1), {"q": 1.0}), "insert", process)
         sample = _within(30, lambda: next(client.sample("q", emit_timesteps=False)),

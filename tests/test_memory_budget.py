@@ -18,20 +18,14 @@ import time
 import numpy as np
 
 import reverb_tf as reverb
-from integration import port_outside_ephemeral_range, scrape_metrics, uniform_table_config
+from integration import (port_outside_ephemeral_range, proc_status_bytes, scrape_metrics,
+                         uniform_table_config)
 
 _BUDGET = 160 << 20
 _ITEM = 1 << 20
 _HEADROOM = 256 << 20   # for gRPC's buffers, threads and the allocator, above the budget
 _PHRASE = "memory budget is used up"
 
-
-def _vm_size(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmSize")
 
 
 def _metric(metrics_port, name):
@@ -70,7 +64,7 @@ def test_writers_past_the_budget_wait_and_are_refused_and_the_server_lives(start
         server_binary, "--config=" + uniform_table_config(port, max_size=1_000_000),
         f"--memory_limit={_BUDGET // (1 << 20)}M", f"--metrics_port={metrics_port}")
     try:
-        limit = _vm_size(process.pid) + _BUDGET + _HEADROOM
+        limit = proc_status_bytes(process.pid, "VmSize") + _BUDGET + _HEADROOM
         resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
         address = f"localhost:{port}"
         assert _metric(metrics_port, "reverb_tf_memory_limit_bytes") == _BUDGET

@@ -17,19 +17,12 @@ import time
 import numpy as np
 
 import reverb_tf as reverb
-from integration import uniform_table_config
+from integration import proc_status_bytes, uniform_table_config
 
 _ITEM = 1 << 20
 _ITEMS = 400
 _WRITERS = 4
 
-
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def _write(address, first, count, item_bytes):
@@ -65,18 +58,21 @@ def test_resident_memory_comes_back_after_a_reset(start_server, server_binary):
         _round(address, 4, 1024)
         client.reset("t")
         time.sleep(1)
-        baseline = _rss(process.pid)
+        baseline = proc_status_bytes(process.pid, "VmRSS")
         goal = 1.25 * baseline + (8 << 20)
-        bound = goal + (24 << 20)  # what the test insists on
+        # What the test insists on: without the releaser the second round
+        # kept about 300 MiB. Connections of writers that have not closed
+        # yet can hold a few tens of MiB for a while.
+        bound = 1.25 * baseline + (64 << 20)
         for round_index in range(2):
             _round(address, _ITEMS // _WRITERS, _ITEM)
-            full = _rss(process.pid)
+            full = proc_status_bytes(process.pid, "VmRSS")
             assert full > _ITEMS * _ITEM, full
             client.reset("t")
             reset = time.monotonic()
-            while _rss(process.pid) > goal and time.monotonic() - reset < 5:
+            while proc_status_bytes(process.pid, "VmRSS") > goal and time.monotonic() - reset < 10:
                 time.sleep(0.1)
-            after = _rss(process.pid)
+            after = proc_status_bytes(process.pid, "VmRSS")
             print(f"round {round_index}: baseline {baseline >> 20} MiB, holding "
                   f"{full >> 20} MiB, {after >> 20} MiB "
                   f"{time.monotonic() - reset:.1f} s after the reset")

@@ -23,18 +23,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import reverb_tf as reverb
 from reverb_tf.cc.proto import data_pb2
 from reverb_tf.cc.proto import service_pb2 as pb
-from integration import port_outside_ephemeral_range, scrape_metrics, uniform_table_config
+from integration import (port_outside_ephemeral_range, proc_status_bytes, scrape_metrics,
+                         uniform_table_config)
 
 _CHUNK_BYTES = 100 << 20
 _HEADROOM = 640 << 20   # above the server's address space once it is up
 
-
-def _vm_size(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmSize")
 
 
 def _chunk_requests(count: int):
@@ -46,27 +40,32 @@ def _chunk_requests(count: int):
                                ).SerializeToString()
 
 
+def _send_chunks_until_refused(address: str) -> grpc.RpcError:
+    """Streams 20 chunks of 100 MB (2 GB, far beyond the headroom); the stream's error."""
+    options = [("grpc.max_send_message_length", 256 << 20),
+               ("grpc.max_receive_message_length", 256 << 20)]
+    with grpc.insecure_channel(address, options=options) as channel:
+        call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
+                                     request_serializer=lambda b: b,
+                                     response_deserializer=pb.InsertResponse.FromString)
+        with pytest.raises(grpc.RpcError) as error:
+            for _ in call(_chunk_requests(20), timeout=120):
+                pass
+    return error.value
+
+
 def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_server_serves_on(
         start_server, server_binary):
     port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
     process, port = start_server(server_binary, "--config=" + uniform_table_config(port),
                                  f"--metrics_port={metrics_port}")
     try:
-        limit = _vm_size(process.pid) + _HEADROOM
+        limit = proc_status_bytes(process.pid, "VmSize") + _HEADROOM
         resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
         address = f"localhost:{port}"
-        options = [("grpc.max_send_message_length", 256 << 20),
-                   ("grpc.max_receive_message_length", 256 << 20)]
-        with grpc.insecure_channel(address, options=options) as channel:
-            call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
-                                         request_serializer=lambda b: b,
-                                         response_deserializer=pb.InsertResponse.FromString)
-            with pytest.raises(grpc.RpcError) as error:
-                # 20 chunks (2 GB) are far more than the headroom holds.
-                for _ in call(_chunk_requests(20), timeout=120):
-                    pass
-        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.value
-        details = error.value.details()
+        error = _send_chunks_until_refused(address)
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        details = error.details()
         assert "the server ran out of memory while" in details, details
         assert ("storing chunk" in details or "reading message" in details), details
         assert process.poll() is None, "the server died"
@@ -86,14 +85,8 @@ def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_ser
         sample = next(client.sample("t", emit_timesteps=False))
         np.testing.assert_array_equal(sample.data[0], [np.arange(1000, dtype=np.float32)])
         # And the limit still holds: a second wave fails the same way.
-        with grpc.insecure_channel(address, options=options) as channel:
-            call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
-                                         request_serializer=lambda b: b,
-                                         response_deserializer=pb.InsertResponse.FromString)
-            with pytest.raises(grpc.RpcError) as again:
-                for _ in call(_chunk_requests(20), timeout=120):
-                    pass
-        assert again.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, again.value
+        again = _send_chunks_until_refused(address)
+        assert again.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, again
         assert process.poll() is None, "the server died"
         assert client.server_info(timeout=10)["t"].current_size == 1
     finally:

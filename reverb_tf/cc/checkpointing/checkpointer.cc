@@ -154,6 +154,50 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
   return absl::OkStatus();
 }
 
+// The file format this code writes (CheckpointHeader.format_version).
+constexpr uint32_t kFormatVersion = 1;
+
+// The checkpoint's table record from the core's TableInfo, and back; the
+// nested messages go through the wire's one conversion.
+proto::CheckpointTable ToCheckpointTable(const TableInfo& info) {
+  proto::TableInfo wire;
+  TableInfoToProto(info, &wire);
+  proto::CheckpointTable table;
+  *table.mutable_config() = std::move(*wire.mutable_config());
+  table.set_current_size(wire.current_size());
+  table.set_num_unique_samples(wire.num_unique_samples());
+  *table.mutable_rate_limiter_info() = std::move(*wire.mutable_rate_limiter_info());
+  return table;
+}
+
+absl::StatusOr<TableInfo> FromCheckpointTable(const proto::CheckpointTable& table) {
+  proto::TableInfo wire;
+  *wire.mutable_config() = table.config();
+  wire.set_current_size(table.current_size());
+  wire.set_num_unique_samples(table.num_unique_samples());
+  *wire.mutable_rate_limiter_info() = table.rate_limiter_info();
+  return TableInfoFromProto(wire);
+}
+
+// Reads the header record; DATA_LOSS (via reader.Corrupt) if it is not one,
+// FAILED_PRECONDITION for a format newer than this code.
+absl::Status ReadHeader(RecordReader& reader, const std::string& path,
+                        proto::CheckpointHeader* header) {
+  uint8_t type;
+  absl::string_view payload;
+  ASSIGN_OR_RETURN(bool more, reader.Next(&type, &payload));
+  if (!more || type != kHeader || !header->ParseFromArray(payload.data(), payload.size())) {
+    return reader.Corrupt("the first entry is not a checkpoint header");
+  }
+  if (header->format_version() > kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", path, "' has format ", header->format_version(),
+        ", newer than this reverb_tf reads (", kFormatVersion, "): load it with the version "
+        "that wrote it (", header->written_by(), ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadInto(
     const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
     const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
@@ -167,14 +211,12 @@ absl::Status LoadInto(
   RETURN_IF_ERROR(opened.status());
   RecordReader& reader = **opened;
 
+  proto::CheckpointHeader header;
+  RETURN_IF_ERROR(ReadHeader(reader, path, &header));
+  if (wal_position != nullptr) *wal_position = header.wal_position();
   uint8_t type;
   absl::string_view payload;
-  ASSIGN_OR_RETURN(bool more, reader.Next(&type, &payload));
-  proto::CheckpointHeader header;
-  if (!more || type != kHeader || !header.ParseFromArray(payload.data(), payload.size())) {
-    return reader.Corrupt("the first entry is not a checkpoint header");
-  }
-  if (wal_position != nullptr) *wal_position = header.wal_position();
+  bool more;
 
   absl::flat_hash_map<std::string, Table*> by_name;
   std::vector<std::string> server_names;
@@ -184,8 +226,8 @@ absl::Status LoadInto(
   }
   std::vector<Table*> targets;
   std::vector<TableInfo> saved;
-  for (const proto::TableInfo& proto_info : header.tables()) {
-    auto info = TableInfoFromProto(proto_info);
+  for (const proto::CheckpointTable& proto_table : header.tables()) {
+    auto info = FromCheckpointTable(proto_table);
     if (!info.ok()) return reader.Corrupt(info.status().message());
     const std::string& name = info->options.name;
     auto it = by_name.find(name);
@@ -327,9 +369,10 @@ absl::Status WriteCheckpointFile(const std::string& directory,
     info.current_size = static_cast<int64_t>(snapshot.items.size());
     info.num_unique_samples = snapshot.num_unique_samples;
     info.rate_limiter_info = snapshot.rate_limiter;
-    TableInfoToProto(info, header.add_tables());
+    *header.add_tables() = ToCheckpointTable(info);
     num_items += info.current_size;
   }
+  header.set_format_version(kFormatVersion);
   header.set_num_chunks(static_cast<int64_t>(chunks.size()));
   header.set_written_by("reverb_tf");
   header.set_wal_position(wal_position);
@@ -577,20 +620,15 @@ absl::StatusOr<CheckpointSummary> InspectCheckpoint(
           "'", path, "' is not a reverb_tf checkpoint: it has no ", kDataFile));
     }
     RETURN_IF_ERROR(opened.status());
-    uint8_t type;
-    absl::string_view payload;
-    ASSIGN_OR_RETURN(bool more, (*opened)->Next(&type, &payload));
-    if (!more || type != kHeader || !header.ParseFromArray(payload.data(), payload.size())) {
-      return (*opened)->Corrupt("the first entry is not a checkpoint header");
-    }
+    RETURN_IF_ERROR(ReadHeader(**opened, path, &header));
     summary.file_bytes = (*opened)->file_size();
   }
   summary.written_by = header.written_by();
   summary.wal_position = header.wal_position();
   summary.num_chunks = header.num_chunks();
   std::vector<std::shared_ptr<Table>> tables;
-  for (const proto::TableInfo& proto_info : header.tables()) {
-    ASSIGN_OR_RETURN(TableInfo info, TableInfoFromProto(proto_info));
+  for (const proto::CheckpointTable& proto_table : header.tables()) {
+    ASSIGN_OR_RETURN(TableInfo info, FromCheckpointTable(proto_table));
     ASSIGN_OR_RETURN(std::shared_ptr<Table> table, Table::Create(info.options, /*seed=*/1));
     tables.push_back(std::move(table));
   }

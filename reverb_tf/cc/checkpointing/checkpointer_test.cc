@@ -14,7 +14,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/checkpointing/record_file.h"
+#include "reverb_tf/cc/proto/checkpoint.pb.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
@@ -143,6 +146,28 @@ class CheckpointerTest : public ::testing::Test {
 
   ChunkStore store_;
 };
+
+TEST_F(CheckpointerTest, WritesItsFormatAndRefusesANewerOne) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("format_", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // A file of a future format (its header, as a newer writer would make it).
+  proto::CheckpointHeader header;
+  header.set_format_version(99);
+  header.set_written_by("reverb_tf 9.9");
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, RecordWriter::Create(DataFile(dir.string())));
+    ASSERT_OK(writer->Add(/*type=*/1, header.SerializeAsString()));
+    ASSERT_OK(writer->Close());
+  }
+  auto tables = MakeTables();
+  absl::Status refused = LoadCheckpoint(dir.string(), tables);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "has format 99, newer than this reverb_tf "
+                                                   "reads (1)")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "reverb_tf 9.9")) << refused;
+  fs::remove_all(dir);
+}
 
 TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
   const std::string root = FreshDir("round_trip");

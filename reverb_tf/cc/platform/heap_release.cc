@@ -24,11 +24,6 @@ HeapReleaser::~HeapReleaser() {
   thread_.join();
 }
 
-int64_t HeapReleaser::trims() const {
-  absl::MutexLock lock(&mu_);
-  return trims_;
-}
-
 void HeapReleaser::Run(absl::Duration period, int64_t min_drop) {
   int64_t peak = held_bytes_();
   // What holders free shortly after the data goes (stream buffers, the
@@ -57,7 +52,6 @@ void HeapReleaser::Run(absl::Duration period, int64_t min_drop) {
       last_trim = absl::Now();
     }
     mu_.Lock();
-    if (trim) ++trims_;
   }
 }
 

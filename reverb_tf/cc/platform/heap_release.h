@@ -47,16 +47,12 @@ class HeapReleaser {
   static constexpr absl::Duration kIdleTrimEvery = absl::Seconds(2);
   static constexpr int64_t kIdleTrimFreeBytes = int64_t{8} << 20;
 
-  // Trims done so far.
-  int64_t trims() const;
-
  private:
   void Run(absl::Duration period, int64_t min_drop);
 
   const std::function<int64_t()> held_bytes_;
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

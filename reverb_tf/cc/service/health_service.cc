@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/service/health_service.h"
 
-#include <new>
 #include <optional>
-#include <string>
-#include <utility>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/cancellation.h"
-#include "reverb_tf/cc/platform/out_of_memory.h"
+#include "reverb_tf/cc/service/guarded_call.h"
 #include "reverb_tf/cc/service/request_echo.h"
 
 namespace reverb_tf {
@@ -54,26 +50,13 @@ HealthService::ServingStatus HealthService::StatusLocked(const std::string& serv
 grpc::Status HealthService::Check(grpc::ServerContext* context,
                                   const HealthCheckRequest* request,
                                   HealthCheckResponse* response) {
-  return Guarded("Check", [&] { return CheckStatus(context, request, response); });
+  return GuardedCall("health Check", [&] { return CheckStatus(context, request, response); });
 }
 
 grpc::Status HealthService::Watch(grpc::ServerContext* context,
                                   const HealthCheckRequest* request,
                                   grpc::ServerWriter<HealthCheckResponse>* writer) {
-  return Guarded("Watch", [&] { return WatchStatus(context, request, writer); });
-}
-
-template <typename Fn>
-grpc::Status HealthService::Guarded(const char* method, Fn&& fn) {
-  // A probe of a server short of memory gets an answer, not an exception
-  // in gRPC (platform/out_of_memory.h).
-  try {
-    return std::forward<Fn>(fn)();
-  } catch (const std::bad_alloc&) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        std::string(OutOfMemoryError(absl::StrCat(
-                                        "serving a health ", method, " call")).message()));
-  }
+  return GuardedCall("health Watch", [&] { return WatchStatus(context, request, writer); });
 }
 
 grpc::Status HealthService::CheckStatus(grpc::ServerContext* /*context*/,

@@ -66,8 +66,9 @@ class HealthService final : public grpc::health::v1::Health::Service {
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
   ServingStatus StatusLocked(const std::string& service) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The calls' work; Check and Watch run it under Guarded(), which answers
-  // an allocation failure with RESOURCE_EXHAUSTED.
+  // The calls' work; Check and Watch run it under GuardedCall()
+  // (guarded_call.h), which answers an allocation failure with
+  // RESOURCE_EXHAUSTED.
   grpc::Status CheckStatus(grpc::ServerContext* context,
                            const grpc::health::v1::HealthCheckRequest* request,
                            grpc::health::v1::HealthCheckResponse* response)
@@ -76,8 +77,6 @@ class HealthService final : public grpc::health::v1::Health::Service {
                            const grpc::health::v1::HealthCheckRequest* request,
                            grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer)
       ABSL_LOCKS_EXCLUDED(mu_);
-  template <typename Fn>
-  static grpc::Status Guarded(const char* method, Fn&& fn);
 
   const int max_watches_;
   absl::Mutex mu_;

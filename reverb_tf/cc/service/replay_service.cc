@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <new>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -15,6 +14,7 @@
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/guarded_call.h"
 #include "reverb_tf/cc/service/request_echo.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
@@ -26,18 +26,6 @@ absl::Status WordTimeout(absl::Status status, absl::Duration timeout, const std:
   if (status.code() != absl::StatusCode::kDeadlineExceeded) return status;
   return absl::DeadlineExceededError(absl::StrCat(
       "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
-}
-
-// Runs a handler's work: an allocation failure that nothing nearer caught
-// ends the call with RESOURCE_EXHAUSTED naming the method, instead of
-// escaping into gRPC (platform/out_of_memory.h).
-template <typename Fn>
-grpc::Status GuardedCall(const char* method, Fn&& fn) {
-  try {
-    return std::forward<Fn>(fn)();
-  } catch (const std::bad_alloc&) {
-    return ToGrpcStatus(OutOfMemoryError(absl::StrCat("serving a ", method, " call")));
-  }
 }
 
 // A typed view of a stream the service reads as raw bytes: Read() tells a

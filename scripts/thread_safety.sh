@@ -7,9 +7,10 @@
 # `thread_safety` config of .bazelrc). gcc, which builds everything else,
 # ignores the annotations; without this they would be comments.
 #
-# Installs clang from Debian if missing (idempotent) and builds in an output
-# base of its own ($REVERB_TF_CACHE/bazel-clang); the disk cache is shared,
-# so a warm run recompiles only what changed. scripts/test.sh (CI) runs it
+# Installs clang and its sanitizer headers from Debian if missing
+# (idempotent) and builds in an output base of its own
+# ($REVERB_TF_CACHE/bazel-clang); the disk cache is shared, so a warm run
+# recompiles only what changed. scripts/test.sh (CI) runs it
 # with --no-setup.
 #
 # Usage: bash scripts/thread_safety.sh [--no-setup]
@@ -22,11 +23,19 @@ fi
 log() { echo "[thread_safety $(date +%H:%M:%S)] $*"; }
 SUDO=""
 [[ "$(id -u)" != 0 ]] && SUDO="sudo"
-if [[ "$(dpkg-query -W -f='${db:Status-Status}' clang-14 2>/dev/null)" != "installed" ]]; then
-  log "apt-get install clang-14"
+# libclang-rt-14-dev: the sanitizer headers, which the TSan annotation shim
+# (cc/testing/tsan_absl_annotations.cc) includes; a fresh machine lacks them.
+missing=()
+for pkg in clang-14 libclang-rt-14-dev; do
+  if [[ "$(dpkg-query -W -f='${db:Status-Status}' "${pkg}" 2>/dev/null)" != "installed" ]]; then
+    missing+=("${pkg}")
+  fi
+done
+if (( ${#missing[@]} )); then
+  log "apt-get install ${missing[*]}"
   ${SUDO} apt-get update -qq
   DEBIAN_FRONTEND=noninteractive ${SUDO} apt-get install -y -qq --no-install-recommends \
-    clang-14 >/dev/null
+    "${missing[@]}" >/dev/null
 fi
 cd "${ROOT}"
 BAZEL=(bazel --output_base="${CACHE}/bazel-clang")

@@ -297,9 +297,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // ones the checkpoint was written with (`saved`), the limiter counters and
   // num_unique_samples are restored exactly; otherwise num_unique_samples
   // counts the loaded items sampled before, and the limiter counters restart
-  // they restart as if the loaded items had just been inserted into the new
-  // limiter, with the insert/sample balance clamped into the limiter's window,
-  // so a stale limiter state can never block inserts for good.
+  // as if the loaded items had just been inserted into the new limiter,
+  // with the insert/sample balance clamped into the limiter's window, so a
+  // stale limiter state can never block inserts for good.
   // LoadItems fails with InvalidArgument on a malformed trajectory or
   // priority, naming the item.
   absl::Status LoadItems(std::vector<Item> items);
@@ -345,8 +345,6 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
     approximate_size_.store(static_cast<int64_t>(items_.size()), std::memory_order_relaxed);
   }
 
-  // Removes `key` and moves its item into `graveyard` for destruction
-  // outside the lock.
   // While the table holds more than max_size items, removes the one the
   // remover picks. Called after an insert, so the remover weighs the new item
   // too (a MinHeap remover turns away an item below every stored priority; a
@@ -361,6 +359,8 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   }
   // Counts `item` in (delta 1) or out of (delta -1) its episode.
   void CountEpisodeLocked(const Item& item, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `key` and moves its item into `graveyard` for destruction
+  // outside the lock.
   absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -10,7 +10,6 @@ them and names the kinds (`_core.SelectorKind`); `_core_options` is the
 Also importable as `reverb_tf.selectors`, as in dm-reverb.
 """
 
-import math
 from typing import Any, Tuple
 
 from reverb_tf import _arguments
@@ -94,11 +93,10 @@ class Prioritized(ItemSelector):
           ValueError: If `priority_exponent` is not a finite number >= 0.
         """
         super().__init__()
-        exponent = _arguments.number("priority_exponent", priority_exponent, allow_nan=True)
-        if not math.isfinite(exponent) or exponent < 0:
-            raise ValueError(
-                f"priority_exponent must be finite and >= 0, got {priority_exponent!r}")
-        self._set_exponent(exponent)
+        # NaN passes the conversion: the core refuses it with the other bad
+        # values, in one message.
+        self._set_exponent(
+            _arguments.number("priority_exponent", priority_exponent, allow_nan=True))
 
     @property
     def priority_exponent(self) -> float:

@@ -9,31 +9,18 @@ an insert may proceed while the table holds fewer than `min_size_to_sample`
 items or while `diff + samples_per_insert <= max_diff`; a sample may proceed
 once the table holds at least `min_size_to_sample` items and while
 `diff - 1 >= min_diff`. Calls that may not proceed block (with a timeout where
-the API offers one) rather than fail. The native core enforces this and
-defines the presets (`_core.RateLimiterOptions`); these classes check Python
-arguments and carry the native options (`_core_options`).
+the API offers one) rather than fail. The native core enforces this,
+defines the presets and checks their arguments (`_core.RateLimiterOptions`,
+which raises ValueError with the core's message); these classes convert
+Python arguments and carry the native options (`_core_options`).
 """
 
-import math
 from typing import Any, Tuple, Union
 
 from absl import logging
 
 from reverb_tf import _arguments
 from reverb_tf import _native
-
-
-# dm-reverb's words for an error_buffer too small, which programs match on.
-_ERROR_BUFFER_PHRASE = (
-    "The size of error_buffer must be >= max(1.0, samples_per_insert) as smaller values "
-    "could completely block samples and/or insert calls.")
-
-
-def _check_positive_int(name: str, value: int) -> int:
-    value = _arguments.integer(name, value)
-    if value < 1:
-        raise ValueError(f"{name} ({value}) must be a positive integer")
-    return value
 
 
 class RateLimiter:
@@ -58,26 +45,11 @@ class RateLimiter:
             `min_size_to_sample` is not a positive integer, if a diff is NaN or
             if `min_diff > max_diff`.
         """
-        samples_per_insert = _arguments.number("samples_per_insert", samples_per_insert)
-        if not math.isfinite(samples_per_insert) or samples_per_insert <= 0:
-            raise ValueError(
-                f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
-        min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
-        min_diff = _arguments.number("min_diff", min_diff)
-        max_diff = _arguments.number("max_diff", max_diff)
-        self._use(_native.core().RateLimiterOptions(
-            samples_per_insert, min_size_to_sample, min_diff, max_diff))
-
-    def _use(self, options: Any) -> None:
-        """Adopts native options (built directly or by a native preset).
-
-        Raises:
-          ValueError: If the native core rejects them (its message says why).
-        """
-        error = options.error()
-        if error is not None:
-            raise ValueError(error)
-        self._core_options = options
+        self._core_options = _native.core().RateLimiterOptions(
+            _arguments.number("samples_per_insert", samples_per_insert),
+            _arguments.integer("min_size_to_sample", min_size_to_sample),
+            _arguments.number("min_diff", min_diff),
+            _arguments.number("max_diff", max_diff))
 
     def _key(self) -> Tuple[float, int, float, float]:
         o = self._core_options
@@ -139,8 +111,8 @@ class MinSize(RateLimiter):
         Raises:
           ValueError: If `min_size_to_sample` is not a positive integer.
         """
-        min_size_to_sample = _check_positive_int("min_size_to_sample", min_size_to_sample)
-        self._use(_native.core().RateLimiterOptions.min_size(min_size_to_sample))
+        self._core_options = _native.core().RateLimiterOptions.min_size(
+            _arguments.integer("min_size_to_sample", min_size_to_sample))
 
 
 class SampleToInsertRatio(RateLimiter):
@@ -170,59 +142,31 @@ class SampleToInsertRatio(RateLimiter):
           ValueError: If `samples_per_insert` is not finite and > 0, if
             `min_size_to_sample` is not a positive integer, if the window
             `max_diff - min_diff` is smaller than `2 * max(1,
-            samples_per_insert)` (it could block inserts or samples for good),
-            or if `min_diff` is above `min_size_to_sample * samples_per_insert`
-            (sampling could never start).
+            samples_per_insert)` (dm-reverb's rule: it could block inserts or
+            samples for good).
         """
         spi = _arguments.number("samples_per_insert", samples_per_insert)
-        if not math.isfinite(spi) or spi <= 0:
-            raise ValueError(f"samples_per_insert ({samples_per_insert}) must be finite and > 0")
-        min_size = _check_positive_int("min_size_to_sample", min_size_to_sample)
-
+        min_size = _arguments.integer("min_size_to_sample", min_size_to_sample)
+        core = _native.core()
         if isinstance(error_buffer, (tuple, list)):
             if len(error_buffer) != 2:
                 raise ValueError(
                     f"error_buffer must be a number or a (min_diff, max_diff) pair, "
                     f"got {error_buffer!r}")
-            min_diff = _arguments.number("error_buffer[0]", error_buffer[0])
-            max_diff = _arguments.number("error_buffer[1]", error_buffer[1])
-            options = _native.core().RateLimiterOptions(spi, min_size, min_diff, max_diff)
+            options = core.RateLimiterOptions.sample_to_insert_ratio_window(
+                spi, min_size, _arguments.number("error_buffer[0]", error_buffer[0]),
+                _arguments.number("error_buffer[1]", error_buffer[1]))
         else:
             try:
                 buffer = _arguments.number("error_buffer", error_buffer)
             except TypeError as e:
                 # A ValueError, as dm-reverb raises for it (unpacking a pair).
                 raise ValueError(str(e)) from None
-            if buffer < 0:
-                raise ValueError(f"{_ERROR_BUFFER_PHRASE} (error_buffer is {buffer})")
-            options = _native.core().RateLimiterOptions.sample_to_insert_ratio(
-                spi, min_size, buffer)
-            min_diff, max_diff = options.min_diff, options.max_diff
-
-        # One insert moves diff up by spi and one sample down by 1: a narrower
-        # window can leave no state from which both are possible.
-        if max_diff - min_diff < 2 * max(1.0, spi):
-            raise ValueError(
-                f"{_ERROR_BUFFER_PHRASE} (error_buffer leaves a window of "
-                f"{max_diff - min_diff} between "
-                f"min_diff ({min_diff}) and max_diff ({max_diff}); it must be at "
-                f"least 2 * max(1.0, samples_per_insert) = {2 * max(1.0, spi)} so "
-                "that neither inserts nor samples can block for good)")
-        # When sampling starts, diff is min_size * spi: sampling needs
-        # diff - 1 >= min_diff, and samples only lower diff.
-        start = min_size * spi
-        if min_diff > start:
-            raise ValueError(
-                f"min_diff ({min_diff}) is above min_size_to_sample * "
-                f"samples_per_insert ({start}): sampling would be blocked for good "
-                "once min_size_to_sample items have been inserted")
-        if max_diff < start:
-            logging.warning(
-                "SampleToInsertRatio: max_diff (%s) is below min_size_to_sample * "
-                "samples_per_insert (%s); inserts will block once the table is "
-                "full enough to sample until samples catch up, which deadlocks a "
-                "single thread that inserts and then samples.", max_diff, start)
-        self._use(options)
+            options = core.RateLimiterOptions.sample_to_insert_ratio(spi, min_size, buffer)
+        caveat = options.caveat()
+        if caveat:
+            logging.warning("SampleToInsertRatio: %s", caveat)
+        self._core_options = options
 
 
 class _SingleUse(RateLimiter):
@@ -238,8 +182,8 @@ class _SingleUse(RateLimiter):
         Raises:
           ValueError: If `size` is not a positive integer.
         """
-        size = _check_positive_int("size", size)
-        self._use(_native.core().RateLimiterOptions.queue(size))
+        self._core_options = _native.core().RateLimiterOptions.queue(
+            _arguments.integer("size", size))
 
 
 class Queue(_SingleUse):

@@ -77,16 +77,17 @@ class Table:
 
         Raises:
           ValueError: If `name` is empty, `max_size` is not a positive
-            integer, or the signature is not a structure of `tf.TensorSpec`
+            integer, the rate limiter can deadlock a table whose items stay
+            until removed (`max_times_sampled` < 1; the core's
+            `RateLimiterOptions::CheckLive`), or the signature is not a structure of `tf.TensorSpec`
             with known ranks.
           TypeError: If `sampler`/`remover` are not selectors or
             `rate_limiter` is not a rate limiter.
           NotImplementedError: If `extensions` is not empty.
         """
         name = _arguments.table_name(name)
+        # Values are checked by the core when the table is made (below).
         max_size = _arguments.integer("max_size", max_size)
-        if max_size <= 0:
-            raise ValueError(f"max_size ({max_size}) must be a positive integer")
         for arg, value in (("sampler", sampler), ("remover", remover)):
             if not isinstance(value, item_selectors.ItemSelector):
                 raise TypeError(

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import reverb_tf as reverb
 from reverb_tf import rate_limiters
 
 # Every test twice: over gRPC and in-process (conftest.py).
@@ -66,10 +67,11 @@ def test_sample_to_insert_ratio_rejects_windows_that_can_block_for_good(spi, buf
         rate_limiters.SampleToInsertRatio(spi, 10, buffer)
 
 
-def test_sample_to_insert_ratio_rejects_window_above_start():
-    # Sampling starts at diff = 10 * 1.0; min_diff 20 would never allow it.
-    with pytest.raises(ValueError, match="min_diff"):
-        rate_limiters.SampleToInsertRatio(1.0, 10, (20.0, 40.0))
+def test_a_window_above_the_start_is_accepted():
+    # Sampling then starts later (test_selection_integration shows when); an
+    # earlier check refused it, claiming sampling could never start.
+    limiter = rate_limiters.SampleToInsertRatio(1.0, 10, (20.0, 40.0))
+    assert limiter._key() == (1.0, 10, 20.0, 40.0)
 
 
 def test_sample_to_insert_ratio_warns_when_window_below_start(caplog):
@@ -115,3 +117,49 @@ def test_equality_and_repr():
     assert rate_limiters.MinSize(2) == rate_limiters.MinSize(2)
     assert rate_limiters.MinSize(2) != rate_limiters.MinSize(3)
     assert "samples_per_insert=2.0" in repr(rate_limiters.SampleToInsertRatio(2.0, 1, 10.0))
+
+
+@pytest.mark.parametrize("limiter, why", [
+    # diff 1 after the first insert: inserts need diff <= -0.5, samples
+    # diff >= 1.5.
+    (lambda: rate_limiters.RateLimiter(1.0, 1, 0.5, 1.5), "window of 1 around 1"),
+    # The binary's config without diffs: min_diff = max_diff = 0.
+    (lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 0.0), "empty window"),
+    # Any window narrower than samples_per_insert deadlocks once sampling
+    # has brought diff down to min_diff.
+    (lambda: rate_limiters.RateLimiter(3.0, 2, -1.0, 1.0), "window below one insert"),
+    # Irrational-looking ratio: diffs come arbitrarily close to every point.
+    (lambda: rate_limiters.RateLimiter(0.3, 1, 0.0, 1.0), "dense diffs"),
+])
+def test_a_table_refuses_a_limiter_that_can_deadlock(limiter, why):
+    with pytest.raises(ValueError, match="can block inserts and samples for good"):
+        reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10, limiter())
+
+
+@pytest.mark.parametrize("limiter", [
+    # Queue(1)'s window of 1 is narrow but never deadlocks: diffs are 0 or 1.
+    lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 1.0),
+    # Narrower than dm-reverb's SampleToInsertRatio rule (2 * spi = 4) but
+    # live: the diffs 1, 2 and 3 each allow a call.
+    lambda: rate_limiters.RateLimiter(2.0, 1, 0.5, 3.5),
+    lambda: rate_limiters.SampleToInsertRatio(1.0, 10, 1.0),
+    lambda: rate_limiters.MinSize(5),
+])
+def test_a_table_accepts_a_narrow_limiter_that_cannot_deadlock(limiter):
+    table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10, limiter())
+    assert table.can_insert(1)
+
+
+def test_the_preset_keeps_dm_reverbs_stricter_window_rule():
+    # RateLimiter(2.0, 1, 0.5, 3.5) is live, yet dm-reverb refuses the same
+    # window as SampleToInsertRatio(2.0, 1, 1.5): programs expect that.
+    with pytest.raises(ValueError, match=r"error_buffer must be >= max\(1.0, samples_per_insert\)"):
+        rate_limiters.SampleToInsertRatio(2.0, 1, 1.5)
+
+
+def test_items_that_leave_when_sampled_skip_the_deadlock_check():
+    # With max_times_sampled the table shrinks as it samples (inserts then
+    # pass below min_size_to_sample), so the same limiter serves a queue of 1.
+    table = reverb.Table("t", reverb.selectors.Fifo(), reverb.selectors.Fifo(), 10,
+                         rate_limiters.RateLimiter(1.0, 1, 0.0, 0.5), max_times_sampled=1)
+    assert table.can_insert(1)

@@ -162,3 +162,18 @@ def test_mutate_delete_reset(make_server):
     info = client.server_info()["t"]
     assert info.current_size == 0
     assert info.rate_limiter_info.inserts == 0 and info.rate_limiter_info.samples == 0
+
+
+def test_a_window_above_the_start_delays_sampling_until_diff_reaches_it(make_server):
+    # spi 1, min size 10, window (20, 40): samples need diff - 1 >= 20, so
+    # the 21st insert is the first to let one through.
+    limited = table(limiter=reverb.rate_limiters.SampleToInsertRatio(1.0, 10, (20.0, 40.0)))
+    client = make_server(limited).localhost_client()
+    insert_values(client, "t", [1.0] * 20)
+    assert client.server_info()["t"].current_size == 20
+    assert not limited.can_sample(1)
+    insert_values(client, "t", [1.0])
+    assert limited.can_sample(1)
+    assert not limited.can_sample(2)
+    sample_one(client)
+    assert not limited.can_sample(1)

@@ -93,7 +93,20 @@ def test_config_flag_takes_the_textproto_inline(server_binary, start_server):
     ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 }",
      "rate_limiter is required"),
     ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 0 "
-     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }", "max_size must be >= 1"),
+     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
+     "max_size (0) must be a positive integer"),
+    # A limiter that can deadlock: the diffs left unset are 0 (the window is
+    # empty), or a SampleToInsertRatio-like window of 1 around the start.
+    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 "
+     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
+     "table 't': rate limiter can block inserts and samples for good"),
+    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 "
+     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: 0.5 max_diff: 1.5 } }",
+     "rate limiter can block inserts and samples for good"),
+    ("port: 0 tables { table_name: \"t\" sampler { prioritized { priority_exponent: -1 } } "
+     "remover { fifo: true } max_size: 10 "
+     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -10 max_diff: 10 } }",
+     "table 't': sampler: priority_exponent must be finite and >= 0"),
     ("port: 0", "no tables"),
 ])
 def test_bad_configs_exit_2_naming_the_problem(server_binary, config, message):
@@ -101,6 +114,32 @@ def test_bad_configs_exit_2_naming_the_problem(server_binary, config, message):
                             text=True, timeout=30)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_a_narrow_but_live_limiter_serves_and_a_late_start_is_warned_about(
+        server_binary, start_server):
+    # Queue(1)'s window (min_diff 0, max_diff 1) on a table that keeps its
+    # items: diff only takes the values 0 and 1, so calls alternate and never
+    # deadlock. The second table's max_diff is below its start (100).
+    config = ('port: 0 tables { table_name: "narrow" sampler { fifo: true } remover { fifo: true } '
+              'max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
+              'min_diff: 0 max_diff: 1 } } '
+              'tables { table_name: "late" sampler { uniform: true } remover { fifo: true } '
+              'max_size: 1000 rate_limiter { samples_per_insert: 1 min_size_to_sample: 100 '
+              'min_diff: -10 max_diff: 10 } }')
+    process, port = start_server(server_binary, "--config=" + config)
+    try:
+        client = reverb_tf.Client(f"localhost:{port}")
+        for value in range(3):
+            client.insert(np.int64(value), priorities={"narrow": 1.0})
+            sample = next(client.sample("narrow", num_samples=1, emit_timesteps=False))
+            assert sample.data[0].item() == 0  # fifo over items that stay
+        assert client.server_info(timeout=10)["narrow"].current_size == 3
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    assert ("warning: table 'late': max_diff (10.0) is below min_size_to_sample * "
+            "samples_per_insert (100.0)") in process.stderr.read()
 
 
 def test_missing_config_file_is_a_clear_error(server_binary, tmp_path):

@@ -15,7 +15,16 @@ absl::Status TableOptions::Validate() const {
   if (name.empty()) return absl::InvalidArgumentError("table name is empty");
   if (max_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "table '", name, "': max_size must be >= 1, got ", max_size));
+        "table '", name, "': max_size (", max_size,
+        ") must be a positive integer"));
+  }
+  for (const auto& [role, selector] :
+       {std::pair<const char*, const SelectorOptions*>{"sampler", &sampler},
+        {"remover", &remover}}) {
+    if (absl::Status status = selector->Validate(); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", name, "': ", role, ": ", status.message()));
+    }
   }
   if (absl::Status status = rate_limiter.Validate(); !status.ok()) {
     return absl::InvalidArgumentError(
@@ -35,6 +44,17 @@ absl::Status TableOptions::Validate() const {
               "' has dimension ", d, " (use -1 for any size)"));
         }
       }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TableOptions::CheckNew() const {
+  RETURN_IF_ERROR(Validate());
+  if (max_times_sampled < 1) {
+    if (absl::Status status = rate_limiter.CheckLive(); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", name, "': ", status.message()));
     }
   }
   return absl::OkStatus();

@@ -59,8 +59,16 @@ struct REVERB_TF_EXPORT TableOptions {
   RateLimiterOptions rate_limiter;
   std::optional<TableSignature> signature;
 
-  // InvalidArgument naming the offending option.
+  // InvalidArgument naming the offending option. What every table must
+  // satisfy, also one restored from a checkpoint or a write-ahead log.
   absl::Status Validate() const;
+
+  // Validate(), and for a table a program configures anew (Python's Table,
+  // the server binary's --config) the rate limiter's CheckLive when items
+  // stay until removed (max_times_sampled < 1): a configuration that can
+  // deadlock is refused at start rather than hanging later. Restores skip
+  // it, so that no saved table is ever refused.
+  absl::Status CheckNew() const;
 };
 
 struct SampledItem {

@@ -65,6 +65,19 @@ T ValueOrRaise(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
+// For the checks of constructor arguments (selectors, rate limiters, table
+// options): a plain ValueError, which is what dm-reverb raises for them and
+// what its programs catch, rather than the status classes of failed calls.
+void CheckArgument(const absl::Status& status) {
+  if (!status.ok()) throw py::value_error(std::string(status.message()));
+}
+
+template <typename T>
+T ArgumentOrRaise(absl::StatusOr<T> value) {
+  CheckArgument(value.status());
+  return *std::move(value);
+}
+
 absl::Duration TimeoutFromSeconds(std::optional<double> seconds) {
   if (!seconds.has_value() || *seconds < 0) return absl::InfiniteDuration();
   return absl::Seconds(*seconds);
@@ -422,7 +435,7 @@ TableOptions MakeTableOptions(const std::string& name,
     options.signature = MakeTableSignature(*signature);
     options.signature->nested_structure = nested_structure;
   }
-  CheckOk(options.Validate());
+  CheckArgument(options.CheckNew());
   return options;
 }
 
@@ -500,7 +513,9 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<SelectorOptions>(m, "SelectorOptions")
       .def(py::init([](SelectorOptions::Kind kind, double priority_exponent) {
-             return SelectorOptions{kind, priority_exponent};
+             SelectorOptions options{kind, priority_exponent};
+             CheckArgument(options.Validate());
+             return options;
            }),
            py::arg("kind"), py::arg("priority_exponent") = 1.0)
       .def_readonly("kind", &SelectorOptions::kind)
@@ -510,36 +525,49 @@ PYBIND11_MODULE(_core, m) {
                             ", priority_exponent=", o.priority_exponent, ")");
       });
 
-  // The rate limiter's parameters and presets: the one definition Python's
-  // reverb_tf.rate_limiters builds on.
+  // The rate limiter's parameters and presets, each checked by the core
+  // (ValueError with its message): the one definition and the one set of
+  // checks Python's reverb_tf.rate_limiters builds on.
   py::class_<RateLimiterOptions>(m, "RateLimiterOptions")
       .def(py::init([](double samples_per_insert, int64_t min_size_to_sample, double min_diff,
                        double max_diff) {
-             RateLimiterOptions options;
-             options.samples_per_insert = samples_per_insert;
-             options.min_size_to_sample = min_size_to_sample;
-             options.min_diff = min_diff;
-             options.max_diff = max_diff;
-             return options;
+             return ArgumentOrRaise(RateLimiterOptions::Checked(
+                 samples_per_insert, min_size_to_sample, min_diff, max_diff));
            }),
            py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
            py::arg("max_diff"))
-      .def_static("min_size", &RateLimiterOptions::MinSize, py::arg("min_size_to_sample"))
-      .def_static("sample_to_insert_ratio", &RateLimiterOptions::SampleToInsertRatio,
-                  py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
-                  py::arg("error_buffer"))
-      .def_static("queue", &RateLimiterOptions::Queue, py::arg("max_size"))
-      .def_static("stack", &RateLimiterOptions::Stack, py::arg("max_size"))
+      .def_static(
+          "min_size",
+          [](int64_t min_size_to_sample) {
+            return ArgumentOrRaise(RateLimiterOptions::CheckedMinSize(min_size_to_sample));
+          },
+          py::arg("min_size_to_sample"))
+      .def_static(
+          "sample_to_insert_ratio",
+          [](double samples_per_insert, int64_t min_size_to_sample, double error_buffer) {
+            return ArgumentOrRaise(RateLimiterOptions::CheckedSampleToInsertRatio(
+                samples_per_insert, min_size_to_sample, error_buffer));
+          },
+          py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("error_buffer"))
+      .def_static(
+          "sample_to_insert_ratio_window",
+          [](double samples_per_insert, int64_t min_size_to_sample, double min_diff,
+             double max_diff) {
+            return ArgumentOrRaise(RateLimiterOptions::CheckedSampleToInsertRatio(
+                samples_per_insert, min_size_to_sample, min_diff, max_diff));
+          },
+          py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
+          py::arg("max_diff"))
+      .def_static(
+          "queue",
+          [](int64_t size) { return ArgumentOrRaise(RateLimiterOptions::CheckedQueue(size)); },
+          py::arg("size"))
       .def_readonly("samples_per_insert", &RateLimiterOptions::samples_per_insert)
       .def_readonly("min_size_to_sample", &RateLimiterOptions::min_size_to_sample)
       .def_readonly("min_diff", &RateLimiterOptions::min_diff)
       .def_readonly("max_diff", &RateLimiterOptions::max_diff)
-      // None, or what is wrong with the parameters.
-      .def("error", [](const RateLimiterOptions& o) -> std::optional<std::string> {
-        absl::Status status = o.Validate();
-        if (status.ok()) return std::nullopt;
-        return std::string(status.message());
-      })
+      // Empty, or why valid options may still surprise a program.
+      .def("caveat", &RateLimiterOptions::Caveat)
       .def("__repr__", &RateLimiterOptions::DebugString);
 
   py::class_<TableOptions>(m, "TableOptions")

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "reverb_tf/cc/platform/export.h"
 
@@ -53,8 +54,49 @@ struct REVERB_TF_EXPORT RateLimiterOptions {
   static RateLimiterOptions Stack(int64_t max_size);
 
   // InvalidArgument unless samples_per_insert > 0, min_size_to_sample >= 1,
-  // min_diff <= max_diff and none is NaN.
+  // min_diff <= max_diff and none is NaN. What every limiter must satisfy,
+  // also one restored from a checkpoint.
   absl::Status Validate() const;
+
+  // The limiters a program asks for by name, with every check of their
+  // arguments: the one place these rules live (Python's
+  // reverb_tf.rate_limiters only converts types and translates the status).
+  // InvalidArgument with a message naming the argument, in dm-reverb's words
+  // where programs match on them.
+  static absl::StatusOr<RateLimiterOptions> Checked(double samples_per_insert,
+                                                    int64_t min_size_to_sample,
+                                                    double min_diff,
+                                                    double max_diff);
+  static absl::StatusOr<RateLimiterOptions> CheckedMinSize(
+      int64_t min_size_to_sample);
+  // dm-reverb's rule for this preset: the window max_diff - min_diff must be
+  // at least 2 * max(1, samples_per_insert), so that one insert (diff +=
+  // samples_per_insert) and one sample (diff -= 1) always fit in it. Stricter
+  // than CheckLive (some narrower windows never block), but it is what
+  // programs written for dm-reverb expect to be refused.
+  static absl::StatusOr<RateLimiterOptions> CheckedSampleToInsertRatio(
+      double samples_per_insert, int64_t min_size_to_sample,
+      double error_buffer);
+  // The same preset with the window given as (min_diff, max_diff).
+  static absl::StatusOr<RateLimiterOptions> CheckedSampleToInsertRatio(
+      double samples_per_insert, int64_t min_size_to_sample, double min_diff,
+      double max_diff);
+  // Queue and Stack: `size` >= 1 items waiting at most.
+  static absl::StatusOr<RateLimiterOptions> CheckedQueue(int64_t size);
+
+  // InvalidArgument if a table whose items stay until removed (no
+  // max_times_sampled) can reach a state in which neither an insert nor a
+  // sample may ever proceed: after min_size_to_sample inserts, diff moves by
+  // +samples_per_insert and -1, and the calls deadlock on any reachable diff
+  // in (max_diff - samples_per_insert, min_diff + 1). Exact for the
+  // reachable diffs (Queue(1)'s window of 1 passes, a SampleToInsertRatio
+  // window of 1 does not), so the server binary's raw --config limiters get
+  // the same protection the presets give. Assumes Validate() passed.
+  absl::Status CheckLive() const;
+
+  // Why valid options may still surprise a program (a single thread that
+  // inserts and then samples blocks for good); empty if nothing.
+  std::string Caveat() const;
   std::string DebugString() const;
   bool operator==(const RateLimiterOptions& o) const {
     return samples_per_insert == o.samples_per_insert &&

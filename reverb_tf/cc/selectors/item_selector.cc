@@ -54,6 +54,17 @@ absl::Status ValidatePriorityWeight(double priority) {
       "."));
 }
 
+absl::Status SelectorOptions::Validate() const {
+  if (KindName(kind) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Unknown selector kind ", static_cast<int>(kind), "."));
+  }
+  if (kind == Kind::kPrioritized) {
+    return ValidatePriorityExponent(priority_exponent);
+  }
+  return absl::OkStatus();
+}
+
 std::string SelectorOptions::DebugString() const {
   const char* name = KindName(kind);
   std::string kind_str =
@@ -73,7 +84,7 @@ absl::StatusOr<std::unique_ptr<ItemSelector>> MakeSelector(
       return std::unique_ptr<ItemSelector>(
           std::make_unique<UniformSelector>(seed));
     case SelectorOptions::Kind::kPrioritized: {
-      RETURN_IF_ERROR(ValidatePriorityExponent(options.priority_exponent));
+      RETURN_IF_ERROR(options.Validate());
       return std::unique_ptr<ItemSelector>(
           std::make_unique<PrioritizedSelector>(options.priority_exponent,
                                                 seed));

@@ -33,18 +33,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reverb_tf/cc/item_key.h"
+#include "reverb_tf/cc/platform/export.h"
 
 namespace reverb_tf {
 
 // Serializable description of a selector; enough to rebuild it (the server
 // config, server_info and checkpoints all use it).
-struct SelectorOptions {
+struct REVERB_TF_EXPORT SelectorOptions {
   enum class Kind { kUniform, kPrioritized, kFifo, kLifo, kMinHeap, kMaxHeap };
   Kind kind = Kind::kUniform;
   // Only meaningful for kPrioritized: sampling probability is proportional to
   // priority^priority_exponent.
   double priority_exponent = 1.0;
 
+  // InvalidArgument for a kind out of range (a corrupt config or checkpoint)
+  // or a prioritized exponent that fails ValidatePriorityExponent.
+  absl::Status Validate() const;
   std::string DebugString() const;
   // Hands keys out in a defined order (fifo, lifo, heaps) rather than at
   // random.

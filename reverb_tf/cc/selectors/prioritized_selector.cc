@@ -34,8 +34,8 @@ absl::Status ValidatePriorityExponent(double priority_exponent) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("Priority exponent must be finite and non-negative, got ",
-                   priority_exponent, "."));
+      absl::StrCat("priority_exponent must be finite and >= 0, got ",
+                   priority_exponent));
 }
 
 PrioritizedSelector::PrioritizedSelector(double priority_exponent,

@@ -208,10 +208,15 @@ int Run() {
   std::vector<TableOptions> tables;
   for (const proto::TableConfig& table : config->tables()) {
     auto options = TableOptionsFromConfig(table);
-    if (!options.ok()) {
+    absl::Status valid = options.ok() ? options->CheckNew() : options.status();
+    if (!valid.ok()) {
       std::fprintf(stderr, "reverb_tf_server: bad config: %s\n",
-                   std::string(options.status().message()).c_str());
+                   std::string(valid.message()).c_str());
       return 2;
+    }
+    if (const std::string caveat = options->rate_limiter.Caveat(); !caveat.empty()) {
+      std::fprintf(stderr, "reverb_tf_server: warning: table '%s': %s\n",
+                   options->name.c_str(), caveat.c_str());
     }
     tables.push_back(*std::move(options));
   }

@@ -140,7 +140,7 @@ def test_ctrl_c_interrupts_a_call_blocked_in_grpc():
     # itself, in slices, checking for Ctrl-C between them; the interrupted
     # request ends the stream, so the next call (within a second) is a unary
     # call, which runs on a reused worker thread while the main thread
-    # watches for Ctrl-C (RunCancellable in core_bindings.cc). Both ways
+    # watches for Ctrl-C (RunCancellable in cc/python/calls.h). Both ways
     # are interrupted here.
     process = subprocess.Popen(
         [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent("""

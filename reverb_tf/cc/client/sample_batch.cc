@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "reverb_tf/cc/chunk_store.h"
-#include "reverb_tf/cc/client/sampler.h"
+#include "reverb_tf/cc/client/in_process_sampler.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {

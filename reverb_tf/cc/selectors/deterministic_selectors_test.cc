@@ -11,10 +11,9 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "reverb_tf/cc/selectors/fifo_selector.h"
 #include "reverb_tf/cc/selectors/heap_selector.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
-#include "reverb_tf/cc/selectors/lifo_selector.h"
+#include "reverb_tf/cc/selectors/order_selectors.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {

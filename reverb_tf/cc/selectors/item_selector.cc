@@ -10,9 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/selectors/fifo_selector.h"
 #include "reverb_tf/cc/selectors/heap_selector.h"
-#include "reverb_tf/cc/selectors/lifo_selector.h"
+#include "reverb_tf/cc/selectors/order_selectors.h"
 #include "reverb_tf/cc/selectors/prioritized_selector.h"
 #include "reverb_tf/cc/selectors/uniform_selector.h"
 

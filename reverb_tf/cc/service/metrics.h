@@ -1,25 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // Prometheus metrics of a replay server: the counters the service updates on
-// its hot paths, and the text exposition format (version 0.0.4) they are
-// rendered in.
+// its hot paths, the text exposition format (version 0.0.4) and the page of
+// a server's metrics (every family, its help and labels: docs/operations.md
+// lists them).
 //
 // Hot paths only touch relaxed atomics (no locks). Table state is read when
 // a scrape renders the page, under each table's lock, once per scrape.
 //
 // Thread safety: LatencyHistogram and ServiceMetrics are thread-safe;
-// PrometheusText is a single-threaded builder.
+// PrometheusText is a single-threaded builder; RenderMetricsPage only reads
+// its snapshot (and the snapshot's ServiceMetrics, which is thread-safe).
 #ifndef REVERB_TF_CC_SERVICE_METRICS_H_
 #define REVERB_TF_CC_SERVICE_METRICS_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
+#include "reverb_tf/cc/checkpointing/wal.h"
+#include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {
 
@@ -84,6 +90,38 @@ class PrometheusText {
 
 // This process's resident set size in bytes (0 if /proc cannot tell).
 int64_t ResidentMemoryBytes();
+
+// What one scrape of a server reports, gathered by ReplayServer::MetricsText
+// under the server's own locks, so that rendering needs none.
+struct MetricsSnapshot {
+  std::vector<TableInfo> tables;
+  struct Wal {
+    WalStats stats;
+    bool writable = true;
+    int64_t recoveries = 0;
+  };
+  std::optional<Wal> wal;  // absent: the server keeps no write-ahead log
+  struct Budget {
+    int64_t limit = 0;
+    int64_t used = 0;
+    int64_t waiting = 0;
+    int64_t refused = 0;
+  };
+  std::optional<Budget> budget;  // absent: no memory_limit
+  int64_t chunks = 0;
+  int64_t chunk_bytes = 0;
+  // Not owned; must outlive RenderMetricsPage.
+  const ServiceMetrics* service = nullptr;
+  int64_t active_streams = 0;
+  int64_t checkpoints_ok = 0;
+  int64_t checkpoints_failed = 0;
+  std::optional<CheckpointStats> last_checkpoint;
+  absl::Time last_checkpoint_time;
+  int64_t resident_bytes = 0;
+};
+
+// The server's metrics page in the Prometheus text format.
+std::string RenderMetricsPage(const MetricsSnapshot& snapshot);
 
 }  // namespace reverb_tf
 

@@ -2,7 +2,6 @@
 #include "reverb_tf/cc/service/server.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <random>
 #include <utility>
@@ -414,208 +413,32 @@ int ReplayServer::metrics_port() const {
 }
 
 std::string ReplayServer::MetricsText() const {
-  PrometheusText page;
-  std::vector<TableInfo> infos;
-  infos.reserve(tables_.size());
-  for (const auto& table : tables_) infos.push_back(table->info());
-  using Labels = PrometheusText::Labels;
-  const auto table_family = [&](absl::string_view name, absl::string_view type,
-                                absl::string_view help, auto value) {
-    page.Family(name, type, help);
-    for (const TableInfo& info : infos) {
-      page.Sample(name, Labels{{"table", info.options.name}}, static_cast<double>(value(info)));
-    }
-  };
-  page.Family("reverb_tf_table_info", "gauge",
-              "Always 1; the labels describe the table's selectors and options.");
-  for (const TableInfo& info : infos) {
-    page.Sample("reverb_tf_table_info",
-                Labels{{"table", info.options.name},
-                       {"sampler", info.options.sampler.DebugString()},
-                       {"remover", info.options.remover.DebugString()},
-                       {"max_times_sampled", absl::StrCat(info.options.max_times_sampled)},
-                       {"signature", info.options.signature.has_value() ? "yes" : "no"}},
-                1);
-  }
-  table_family("reverb_tf_table_size", "gauge", "Items in the table.",
-               [](const TableInfo& i) { return i.current_size; });
-  table_family("reverb_tf_table_max_size", "gauge", "Most items the table holds.",
-               [](const TableInfo& i) { return i.options.max_size; });
-  table_family("reverb_tf_table_inserts_total", "counter",
-               "New items inserted (replacements of a key not counted).",
-               [](const TableInfo& i) { return i.counters.inserted; });
-  table_family("reverb_tf_table_samples_total", "counter", "Items sampled.",
-               [](const TableInfo& i) { return i.counters.sampled; });
-  table_family("reverb_tf_table_priority_updates_total", "counter",
-               "Priority updates applied.",
-               [](const TableInfo& i) { return i.counters.priority_updates; });
-  table_family("reverb_tf_table_resets_total", "counter", "Reset calls.",
-               [](const TableInfo& i) { return i.counters.resets; });
-  table_family("reverb_tf_table_off_signature_items_total", "counter",
-               "Items accepted from writers with validate_items=False that do not match "
-               "the table's signature.",
-               [](const TableInfo& i) { return i.counters.off_signature; });
-  page.Family("reverb_tf_table_removed_total", "counter",
-              "Items removed, by reason: deleted (by a client), evicted (the table was "
-              "full), max_times_sampled.");
-  for (const TableInfo& info : infos) {
-    const std::pair<const char*, int64_t> reasons[] = {
-        {"deleted", info.counters.deleted},
-        {"evicted", info.counters.evicted},
-        {"max_times_sampled", info.counters.sampled_out}};
-    for (const auto& [reason, count] : reasons) {
-      page.Sample("reverb_tf_table_removed_total",
-                  Labels{{"table", info.options.name}, {"reason", reason}},
-                  static_cast<double>(count));
-    }
-  }
-  // One sample per table and limiter side (insert, sample).
-  const auto side_family = [&](absl::string_view name, absl::string_view type,
-                               absl::string_view help, auto value) {
-    page.Family(name, type, help);
-    for (const TableInfo& info : infos) {
-      const RateLimiterInfo& limiter = info.rate_limiter_info;
-      page.Sample(name, Labels{{"table", info.options.name}, {"side", "insert"}},
-                  value(limiter.insert_stats));
-      page.Sample(name, Labels{{"table", info.options.name}, {"side", "sample"}},
-                  value(limiter.sample_stats));
-    }
-  };
-  side_family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
-              "Time calls spent waiting for the rate limiter (since the last reset), by "
-              "side.",
-              [](const RateLimiterCallStats& s) {
-                return absl::ToDoubleSeconds(s.completed_wait_time);
-              });
-  side_family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
-              "Calls waiting for the rate limiter now, by side.",
-              [](const RateLimiterCallStats& s) { return static_cast<double>(s.pending); });
-  table_family("reverb_tf_table_samples_per_insert", "gauge",
-               "Samples per insert as the rate limiter counts them (since the last reset; "
-               "0 before the first insert).",
-               [](const TableInfo& i) {
-                 const RateLimiterInfo& limiter = i.rate_limiter_info;
-                 return limiter.inserts > 0 ? static_cast<double>(limiter.samples) /
-                                                  static_cast<double>(limiter.inserts)
-                                            : 0.0;
-               });
-  table_family("reverb_tf_table_samples_per_insert_target", "gauge",
-               "The rate limiter's configured samples per insert.",
-               [](const TableInfo& i) { return i.rate_limiter_info.options.samples_per_insert; });
-
-  page.Family("reverb_tf_table_items_by_priority", "gauge",
-              "Items whose priority is at most `le` (cumulative, powers of two; for "
-              "dashboards).");
-  for (const TableInfo& info : infos) {
-    int64_t cumulative = 0;
-    for (int b = 0; b < PriorityHistogram::kNumBuckets; ++b) {
-      cumulative += info.priorities.counts[b];
-      const double bound = PriorityHistogram::UpperBound(b);
-      page.Sample("reverb_tf_table_items_by_priority",
-                  Labels{{"table", info.options.name},
-                         {"le", std::isinf(bound) ? "+Inf" : absl::StrCat(bound)}},
-                  static_cast<double>(cumulative));
-    }
-  }
-
+  MetricsSnapshot snapshot;
+  snapshot.tables.reserve(tables_.size());
+  for (const auto& table : tables_) snapshot.tables.push_back(table->info());
   if (wal_ != nullptr) {
-    const WalStats wal = wal_->stats();
-    const auto counter = [&](absl::string_view name, absl::string_view help, uint64_t value) {
-      page.Family(name, "counter", help);
-      page.Sample(name, {}, static_cast<double>(value));
-    };
-    counter("reverb_tf_wal_entries_total", "Changes queued in the write-ahead log.",
-            wal.entries);
-    counter("reverb_tf_wal_bytes_total", "Bytes written to the write-ahead log.", wal.bytes);
-    counter("reverb_tf_wal_writes_total",
-            "Writes of the write-ahead log (each acknowledges one or more calls).",
-            wal.commits);
-    counter("reverb_tf_wal_syncs_total", "fdatasync calls of the write-ahead log.", wal.syncs);
-    page.Family("reverb_tf_wal_files", "gauge", "Files of the write-ahead log on disk.");
-    page.Sample("reverb_tf_wal_files", {}, static_cast<double>(wal.files));
-    page.Family("reverb_tf_wal_writable", "gauge",
-                "1 while the write-ahead log can be written; 0 while it cannot (a full "
-                "disk): reads are served, writes refused until a checkpoint succeeds.");
-    page.Sample("reverb_tf_wal_writable", {}, wal_->Writable().ok() ? 1.0 : 0.0);
-    int64_t recoveries;
-    {
-      absl::MutexLock lock(&mu_);
-      recoveries = wal_recoveries_;
-    }
-    counter("reverb_tf_wal_recoveries_total",
-            "Times the write-ahead log became writable again after a checkpoint.",
-            static_cast<uint64_t>(recoveries));
+    MetricsSnapshot::Wal wal{wal_->stats(), wal_->Writable().ok(), 0};
+    absl::MutexLock lock(&mu_);
+    wal.recoveries = wal_recoveries_;
+    snapshot.wal = wal;
   }
-
   if (budget_ != nullptr) {
-    page.Family("reverb_tf_memory_limit_bytes", "gauge",
-                "The memory budget (memory_limit): chunk bytes plus a fixed cost per item.");
-    page.Sample("reverb_tf_memory_limit_bytes", {}, static_cast<double>(budget_->limit()));
-    page.Family("reverb_tf_memory_used_bytes", "gauge",
-                "What the budget counts now: bytes of the chunks held plus "
-                "MemoryBudget::kItemBytes per item.");
-    page.Sample("reverb_tf_memory_used_bytes", {}, static_cast<double>(budget_->used()));
-    page.Family("reverb_tf_memory_waiting_calls", "gauge",
-                "Inserts and writer chunks waiting for room in the memory budget.");
-    page.Sample("reverb_tf_memory_waiting_calls", {}, static_cast<double>(budget_->waiting()));
-    page.Family("reverb_tf_memory_refusals_total", "counter",
-                "Inserts and writer chunks refused at their timeout for want of room.");
-    page.Sample("reverb_tf_memory_refusals_total", {}, static_cast<double>(budget_->refused()));
+    snapshot.budget = MetricsSnapshot::Budget{budget_->limit(), budget_->used(),
+                                              budget_->waiting(), budget_->refused()};
   }
-
-  const ServiceMetrics& service = service_->metrics();
-  page.Family("reverb_tf_chunks", "gauge", "Chunks held by items or writer streams.");
-  page.Sample("reverb_tf_chunks", {}, static_cast<double>(num_live_chunks()));
-  page.Family("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.");
-  page.Sample("reverb_tf_chunk_bytes", {}, static_cast<double>(num_live_chunk_bytes()));
-  page.Family("reverb_tf_received_bytes_total", "counter",
-              "Bytes of insert and sample stream messages received.");
-  page.Sample("reverb_tf_received_bytes_total", {},
-              static_cast<double>(service.received_bytes.load(std::memory_order_relaxed)));
-  page.Family("reverb_tf_sent_bytes_total", "counter",
-              "Bytes of insert and sample stream messages sent.");
-  page.Sample("reverb_tf_sent_bytes_total", {},
-              static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
-  page.Family("reverb_tf_active_streams", "gauge",
-              "Insert, sample and priority-mutation streams open now.");
-  page.Sample("reverb_tf_active_streams", {}, static_cast<double>(service_->active_streams()));
-  page.Family("reverb_tf_rpc_duration_seconds", "histogram",
-              "Unary calls: the call. Streams: one message, from a request to its "
-              "acknowledgement (inserts) or a sample response written, rate-limiter waits "
-              "included.");
-  for (int m = 0; m < ServiceMetrics::kNumMethods; ++m) {
-    page.Histogram("reverb_tf_rpc_duration_seconds",
-                   Labels{{"method", std::string(ServiceMetrics::kMethodNames[m])}},
-                   service.latency[m].Read());
-  }
+  snapshot.chunks = num_live_chunks();
+  snapshot.chunk_bytes = num_live_chunk_bytes();
+  snapshot.service = &service_->metrics();
+  snapshot.active_streams = service_->active_streams();
   {
     absl::MutexLock lock(&mu_);
-    page.Family("reverb_tf_checkpoints_total", "counter",
-                "Checkpoints written by this process, by outcome.");
-    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "ok"}},
-                static_cast<double>(checkpoints_));
-    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "failed"}},
-                static_cast<double>(failed_checkpoints_));
-    if (last_checkpoint_.has_value()) {
-      page.Family("reverb_tf_last_checkpoint_duration_seconds", "gauge",
-                  "How long the last checkpoint took.");
-      page.Sample("reverb_tf_last_checkpoint_duration_seconds", {},
-                  absl::ToDoubleSeconds(last_checkpoint_->total));
-      page.Family("reverb_tf_last_checkpoint_bytes", "gauge", "Size of the last checkpoint.");
-      page.Sample("reverb_tf_last_checkpoint_bytes", {},
-                  static_cast<double>(last_checkpoint_->bytes));
-      page.Family("reverb_tf_last_checkpoint_items", "gauge", "Items in the last checkpoint.");
-      page.Sample("reverb_tf_last_checkpoint_items", {},
-                  static_cast<double>(last_checkpoint_->num_items));
-      page.Family("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
-                  "When the last checkpoint finished (Unix time).");
-      page.Sample("reverb_tf_last_checkpoint_timestamp_seconds", {},
-                  absl::ToUnixMicros(last_checkpoint_time_) * 1e-6);
-    }
+    snapshot.checkpoints_ok = checkpoints_;
+    snapshot.checkpoints_failed = failed_checkpoints_;
+    snapshot.last_checkpoint = last_checkpoint_;
+    snapshot.last_checkpoint_time = last_checkpoint_time_;
   }
-  page.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  page.Sample("process_resident_memory_bytes", {}, static_cast<double>(ResidentMemoryBytes()));
-  return page.text();
+  snapshot.resident_bytes = ResidentMemoryBytes();
+  return RenderMetricsPage(snapshot);
 }
 
 void ReplayServer::CheckpointPeriodically(absl::Duration interval, absl::Duration retry) {

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Internal to the client: the two Samplers (client.h).
-//
-// StreamSampler reads one SampleStream in the caller's thread, keeping
-// max_in_flight samples requested ahead of what was consumed, so a consumer
-// never waits for a round trip.
+// Internal to the client (client.h's Sampler): sampling several servers as
+// one table.
 //
 // ShardedSampler runs several StreamSamplers, each in a thread of its own
 // that decodes what its stream receives into the queue of its shard, and
@@ -39,8 +36,8 @@
 // background with backoff; the others go on. Only when every shard has
 // failed for longer than SamplerOptions::reconnect_timeout does Next()
 // report UNAVAILABLE.
-#ifndef REVERB_TF_CC_CLIENT_SAMPLER_H_
-#define REVERB_TF_CC_CLIENT_SAMPLER_H_
+#ifndef REVERB_TF_CC_CLIENT_SHARDED_SAMPLER_H_
+#define REVERB_TF_CC_CLIENT_SHARDED_SAMPLER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -57,120 +54,9 @@
 #include "absl/time/time.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/client/stream_sampler.h"
 
 namespace reverb_tf {
-
-// Samples that may still be requested from the servers, shared by the
-// streams of one sampler so that all of them together never request more
-// than max_samples (what a queue-like table must not lose to prefetching).
-// No stream takes more than its share of what remains, so that a small
-// budget is spread over the streams and the last samples are requested by
-// the streams the merge draws from. Thread-safe.
-class SampleBudget {
- public:
-  SampleBudget(int64_t total, int streams) : remaining_(total), streams_(streams) {}
-  // Takes up to `wanted`, and at most ceil(remaining / streams); returns how
-  // many were taken.
-  int64_t Take(int64_t wanted);
-  // Gives back samples requested on a stream that failed before they came.
-  void Give(int64_t n) { remaining_.fetch_add(n); }
-
- private:
-  std::atomic<int64_t> remaining_;
-  const int streams_;
-};
-
-struct SamplerStream;
-
-// Thread safety: Next()/TryNext() from one thread at a time; Cancel() and
-// ordered() from any thread.
-class StreamSampler : public Sampler {
- public:
-  // With a `budget`, credits are taken from it (and options.max_samples is
-  // not consulted): Next() reports OUT_OF_RANGE once it is spent and every
-  // sample taken from it was returned.
-  StreamSampler(std::shared_ptr<ClientStub> stub, std::string table,
-                const SamplerOptions& options, std::shared_ptr<SampleBudget> budget = nullptr);
-  ~StreamSampler() override;
-
-  absl::Status Next(Sample* sample) override;
-  bool TryNext(Sample* sample) override;
-  void Cancel() override;
-
-  // The table's sampler hands items out in order (known from the first
-  // response on).
-  bool ordered() const { return ordered_.load(); }
-
- private:
-  absl::Status Fail(absl::Status status);
-  // Reads the next response into buffer_, granting credits first.
-  absl::Status Refill();
-  // Replaces the stream (a retry, or max_samples_per_stream reached); the
-  // credits of the old one that brought nothing go back to the budget.
-  void OpenStream();
-
-  const std::shared_ptr<ClientStub> stub_;
-  const std::string table_;
-  const SamplerOptions options_;
-  const std::shared_ptr<SampleBudget> budget_;
-  std::unique_ptr<SamplerStream> stream_;
-  std::vector<Sample> buffer_;
-  size_t next_in_buffer_ = 0;
-  int64_t returned_ = 0;
-  // Samples received (decoded) and requested, over all streams.
-  int64_t received_ = 0;
-  int64_t granted_ = 0;
-  // returned_ when the current stream was opened.
-  int64_t stream_start_ = 0;
-  absl::Status error_;
-  std::atomic<bool> cancelled_{false};
-  std::atomic<bool> ordered_{false};
-  // Guards replacing stream_ (a retry) against Cancel() from another thread.
-  absl::Mutex stream_mu_;
-};
-
-// Samples a table of a server in this process directly (local_server.h):
-// Table::Sample with the same batch, timeout and cancellation as a stream,
-// the sampled columns materialized from the chunks without serialization.
-// Thread safety: as StreamSampler.
-class InProcessSampler : public Sampler {
- public:
-  InProcessSampler(std::shared_ptr<ClientStub> stub, std::string table,
-                   const SamplerOptions& options);
-
-  absl::Status Next(Sample* sample) override;
-  bool TryNext(Sample* sample) override;
-  void Cancel() override { cancel_.Cancel(); }
-
-  // The table's items themselves, for a caller that reads their chunks
-  // (sample_batch.cc stacks them without materializing each sample):
-  // replaces `items` with between 1 and `max_items` sampled items, blocking
-  // for the first, under the same max_samples, timeout and cancellation as
-  // Next(). FAILED_PRECONDITION while samples that Next() materialized are
-  // still buffered (buffered() > 0); errors as Next() otherwise.
-  absl::Status NextItems(int64_t max_items, std::vector<SampledItem>* items);
-  // Materialized samples not yet returned by Next()/TryNext().
-  size_t buffered() const { return buffer_.size() - next_in_buffer_; }
-
- private:
-  absl::Status Refill();
-  // One Table::Sample call of up to `max_items` (and the sampler's batch
-  // and max_samples limits).
-  absl::StatusOr<std::vector<SampledItem>> SampleTable(int64_t max_items);
-
-  const std::shared_ptr<ClientStub> stub_;
-  const std::string table_;
-  const SamplerOptions options_;
-  Cancellation cancel_;
-  std::vector<Sample> buffer_;
-  size_t next_in_buffer_ = 0;
-  int64_t returned_ = 0;
-  absl::Status error_;
-};
-
-// Materializes `item`'s columns (uncompressed) into `sample`.
-absl::Status MaterializeSample(const SampledItem& item, Sample* sample);
-
 
 class ShardedSampler : public Sampler {
  public:
@@ -281,4 +167,4 @@ class ShardedSampler : public Sampler {
 
 }  // namespace reverb_tf
 
-#endif  // REVERB_TF_CC_CLIENT_SAMPLER_H_
+#endif  // REVERB_TF_CC_CLIENT_SHARDED_SAMPLER_H_

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to TrajectoryWriter (trajectory_writer.h), whose definition is
+// split by concern: trajectory_writer.cc (steps, items, flushes, history),
+// trajectory_writer_lanes.cc (batched writing), trajectory_writer_chunks.cc
+// (chunking and the items' references) and trajectory_writer_stream.cc (the
+// queue, the stream and its send and receive loops). This header holds
+// what they share: the writer's private structures and tuning constants.
+//
+// Thread safety: the structures are guarded by the writer's mutex, as its
+// header states; WriterStream's fields belong to the thread the header
+// names for each.
+#ifndef REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_INTERNAL_H_
+#define REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/client/trajectory_writer.h"
+#include "reverb_tf/cc/local_server.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
+#include "reverb_tf/cc/tensor_payload.h"
+
+namespace reverb_tf {
+
+// A closed chunk of one column. Its payload stays here while any of its cells
+// is referenceable (ReadCells() serves Python's TrajectoryColumn.numpy() from
+// it), and is never changed: the message that carries the chunk to a remote
+// server hands gRPC its bytes in place (wire/insert_frame.h) and keeps the
+// chunk alive until they are sent, so nothing is copied.
+struct WriterChunk {
+  uint64_t key = 0;
+  uint64_t episode_id = 0;
+  int32_t episode_step = 0;
+  int32_t num_steps = 0;
+  std::optional<TensorPayload> payload;
+  // Attached to a queued item, so on (or on its way to) the server.
+  bool scheduled = false;
+};
+
+struct TrajectoryWriter::ColumnState {
+  bool initialized = false;
+  DType dtype = DType::kInvalid;
+  Shape step_shape;
+  int32_t keep_alive = 1;
+  int32_t max_chunk_length = 1;
+  // Payloads of the open chunk's steps, and the first one's episode step.
+  std::vector<TensorPayload> open;
+  int32_t open_episode_step = 0;
+  // Referenceable cells in step order; the last open.size() are open.
+  std::deque<Cell> cells;
+};
+
+struct TrajectoryWriter::QueuedItem {
+  absl::Time enqueued;
+  proto::Item item;
+  std::vector<std::shared_ptr<WriterChunk>> chunks;
+};
+
+struct WriterStream {
+  // A server of this process (local_server.h): messages go to it
+  // directly, acknowledged as they are stored; no receiver thread.
+  std::unique_ptr<LocalInsertStream> local;
+  grpc::ClientContext context;
+  // Writes serialized InsertRequests (InsertFrame), reads InsertResponses.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, proto::InsertResponse>> rw;
+  bool sender_done = false;
+  // Read() has returned false: nothing more will be acknowledged.
+  bool reads_done = false;
+  bool receiver_done = false;
+  // Error set from a broken write, to be replaced by Finish()'s status.
+  bool provisional_error = false;
+};
+
+namespace writer_internal {
+
+inline constexpr size_t kReleaseBatch = 64;
+// The sender waits until this many items are queued, a flush asks, or the
+// oldest queued item has waited kLinger: many small items then share one
+// message (and one wake-up of every thread on the path) instead of one each.
+inline constexpr size_t kSendBatch = 64;
+inline constexpr absl::Duration kLinger = absl::Milliseconds(1);
+// Environments of one batched writer: far beyond any vectorised environment,
+// and small enough that columns * lanes stays a modest table.
+inline constexpr int32_t kMaxLanes = 65536;
+
+}  // namespace writer_internal
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_CLIENT_TRAJECTORY_WRITER_INTERNAL_H_

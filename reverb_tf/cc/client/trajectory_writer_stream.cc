@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// The queue of items, the stream to the server and its send and receive
+// loops.
+#include "reverb_tf/cc/client/trajectory_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/client/trajectory_writer_internal.h"
+#include "reverb_tf/cc/platform/deadline.h"
+#include "reverb_tf/cc/platform/status_macros.h"
+#include "grpcpp/client_context.h"
+#include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/proto/service.grpc.pb.h"
+#include "reverb_tf/cc/wire/conversions.h"
+#include "reverb_tf/cc/wire/insert_frame.h"
+
+namespace reverb_tf {
+
+using writer_internal::kLinger;
+using writer_internal::kReleaseBatch;
+using writer_internal::kSendBatch;
+
+absl::Status TrajectoryWriter::EnqueueLocked(std::vector<std::unique_ptr<QueuedItem>> items,
+                                             absl::Duration timeout, Cancellation* cancel) {
+  const int64_t count = static_cast<int64_t>(items.size());
+  // A batch larger than the window goes in once the window is empty.
+  const int64_t room = std::max<int64_t>(options_.max_in_flight_items, count);
+  RETURN_IF_ERROR(AwaitLocked(
+      [this, count, room]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return in_flight_ + count <= room;
+      },
+      timeout, cancel, count == 1 ? "queue an item" : "queue the items"));
+  RETURN_IF_ERROR(EnsureStreamLocked());
+  // Only now: an item that timed out above is not queued, and its chunks
+  // must still go with whichever item references them next.
+  const absl::Time now = absl::Now();
+  for (auto& queued : items) {
+    for (const auto& chunk : queued->chunks) chunk->scheduled = true;
+    queued->enqueued = now;
+    queue_.push_back(std::move(queued));
+  }
+  in_flight_ += count;
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::Connect() {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ErrorLocked());
+  return EnsureStreamLocked();
+}
+
+absl::Status TrajectoryWriter::EnsureStreamLocked() {
+  if (stream_ != nullptr) return absl::OkStatus();
+  auto stream = std::make_unique<WriterStream>();
+  if (std::shared_ptr<LocalServer> local = stub_->Local(); local != nullptr) {
+    ASSIGN_OR_RETURN(stream->local, local->OpenInsertStream());
+  }
+  stream_ = std::move(stream);
+  // In-process: nothing to read, acknowledgements come back from Write().
+  if (stream_->local == nullptr) {
+    stub_->Prepare(&stream_->context);
+    // The generated stub only writes InsertRequest messages; this call
+    // writes the bytes of InsertFrame's, to the same method.
+    static const grpc::internal::RpcMethod kInsertStream(
+        "/reverb_tf.proto.ReplayService/InsertStream",
+        grpc::internal::RpcMethod::BIDI_STREAMING);
+    stream_->rw.reset(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, proto::InsertResponse>::Create(
+            stub_->channel(), kInsertStream, &stream_->context));
+    receiver_ = std::thread([this, stream = stream_.get()] { ReceiveLoop(stream); });
+  }
+  sender_ = std::thread([this, stream = stream_.get()] { SendLoop(stream); });
+  return absl::OkStatus();
+}
+
+void TrajectoryWriter::SendLoop(WriterStream* stream) {
+  const int64_t byte_budget = stub_->max_message_bytes() / 2;
+  const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
+  absl::MutexLock lock(&mu_);
+  auto must_send = +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+    return w->queue_.size() >= kSendBatch || w->flush_requested_ ||
+           w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
+           !w->error_.ok() || w->stream_->reads_done;
+  };
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return !w->queue_.empty() || w->release_queue_.size() >= kReleaseBatch ||
+                 w->closing_ || !w->error_.ok() || w->stream_->reads_done;
+        },
+        this));
+    if (!queue_.empty()) {
+      mu_.AwaitWithDeadline(absl::Condition(must_send, this),
+                            queue_.front()->enqueued + kLinger);
+    }
+    flush_requested_ = false;
+    if (!error_.ok() || stream->reads_done) break;
+    if (closing_ && queue_.empty()) break;
+    proto::InsertRequest request;
+    request.set_rate_limiter_timeout_ms(timeout_ms);
+    int64_t bytes = 0;
+    // An in-process server takes the bytes it is given, so it gets a copy in
+    // the request; a remote one gets them in place, in `frame`.
+    const bool local = stream->local != nullptr;
+    InsertFrame frame;
+    proto::Chunk chunk_fields;
+    proto::Tensor tensor_fields;
+    while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
+      QueuedItem& queued = *queue_.front();
+      for (const auto& chunk : queued.chunks) {
+        bytes += static_cast<int64_t>(chunk->payload->data.size());
+        proto::Chunk* out = local ? request.add_chunks() : &chunk_fields;
+        out->set_key(chunk->key);
+        out->set_episode_id(chunk->episode_id);
+        out->set_episode_step(chunk->episode_step);
+        if (local) {
+          PayloadToProto(*chunk->payload, out->mutable_tensor());
+          continue;
+        }
+        tensor_fields.Clear();
+        PayloadMetadataToProto(*chunk->payload, &tensor_fields);
+        frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data, chunk);
+      }
+      *request.add_items() = std::move(queued.item);
+      queue_.pop_front();
+    }
+    // Releases only once every queued item is in a message: a release applies
+    // after the items of its message, and queued items may use the chunk.
+    if (queue_.empty()) {
+      request.mutable_release_chunk_keys()->Add(release_queue_.begin(),
+                                                release_queue_.end());
+      release_queue_.clear();
+    }
+    if (local) {
+      mu_.Unlock();
+      const absl::Status status =
+          stream->local->Write(request, [this](const proto::InsertResponse& response) {
+            absl::MutexLock lock(&mu_);
+            in_flight_ -= response.keys_size();
+            cv_.SignalAll();
+          });
+      mu_.Lock();
+      if (!status.ok()) {
+        FailLocked(status);
+        break;
+      }
+      continue;
+    }
+    grpc::ByteBuffer message = frame.Finish(request);
+    mu_.Unlock();
+    const bool written = stream->rw->Write(message);
+    mu_.Lock();
+    if (!written) {
+      // Finish() (in the receiver) will tell why; until then, a placeholder.
+      if (error_.ok()) stream->provisional_error = true;
+      FailLocked(absl::UnavailableError("the insert stream to the server broke"));
+      break;
+    }
+  }
+  if (error_.ok() && !stream->reads_done && stream->local == nullptr) {
+    mu_.Unlock();
+    stream->rw->WritesDone();
+    mu_.Lock();
+  }
+  stream->sender_done = true;
+  cv_.SignalAll();
+}
+
+void TrajectoryWriter::ReceiveLoop(WriterStream* stream) {
+  proto::InsertResponse response;
+  while (stream->rw->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    in_flight_ -= response.keys_size();
+    cv_.SignalAll();
+  }
+  absl::MutexLock lock(&mu_);
+  stream->reads_done = true;
+  cv_.SignalAll();
+  // Finish() must not race the sender's Write()/WritesDone().
+  mu_.Await(absl::Condition(&stream->sender_done));
+  mu_.Unlock();
+  const absl::Status status = stub_->RpcStatus(stream->rw->Finish());
+  mu_.Lock();
+  if (closing_) {
+    // Close() ended the stream; nothing is waiting for the outcome.
+  } else if (!status.ok()) {
+    if (error_.ok() || stream->provisional_error) error_ = status;
+  } else {
+    FailLocked(absl::UnavailableError("the server ended the insert stream"));
+  }
+  stream->provisional_error = false;
+  stream->receiver_done = true;
+  cv_.SignalAll();
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// The parts of the reverb_tf._core module (docs/core_module_api.md), each
+// adding its classes and functions to the module; core_module.cc calls them
+// in this order, so that a class is registered before one that takes it.
+//
+// Thread safety: called once, at import, with the GIL held.
+#ifndef REVERB_TF_CC_PYTHON_BINDINGS_H_
+#define REVERB_TF_CC_PYTHON_BINDINGS_H_
+
+#include <pybind11/pybind11.h>
+
+namespace reverb_tf::binding {
+
+void BindTables(pybind11::module_& m);
+void BindServer(pybind11::module_& m);
+void BindWriters(pybind11::module_& m);
+void BindClient(pybind11::module_& m);
+
+}  // namespace reverb_tf::binding
+
+#endif  // REVERB_TF_CC_PYTHON_BINDINGS_H_

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Conversions between Python objects and the core's values for the bindings
+// of reverb_tf._core: numpy dtypes and arrays <-> TensorPayloads (arrays
+// handed back own their bytes, without a copy where the layout allows),
+// writers' steps and item columns, sample infos and stacked batches.
+//
+// Thread safety: call with the GIL held.
+#ifndef REVERB_TF_CC_PYTHON_CONVERSIONS_H_
+#define REVERB_TF_CC_PYTHON_CONVERSIONS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/client/sample_batch.h"
+#include "reverb_tf/cc/dtype.h"
+#include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/tensor_payload.h"
+
+namespace reverb_tf::binding {
+
+namespace py = ::pybind11;
+
+// The core dtype of a numpy dtype (bytes and str arrays: kString);
+// raises InvalidArgumentError for one the core does not have.
+DType DTypeFromNumpy(const py::dtype& dtype);
+
+// The numpy dtype of a core dtype (kString: object; kBfloat16: ml_dtypes).
+py::dtype NumpyDType(DType dtype);
+
+// A copy of an array-like's data (string arrays: each element as bytes,
+// str as UTF-8; another element type is a TypeError).
+TensorPayload PayloadFromArray(py::handle value);
+
+// A step as Python's writers pass it: one array-like per flat column, None
+// where the column is missing.
+std::vector<std::optional<TensorPayload>> StepFromColumns(const py::list& columns);
+
+// An item's reference to one column as Python passes it: (column, steps,
+// squeeze), a TrajectoryColumn's _entry.
+using ColumnRef = std::tuple<int32_t, std::vector<int64_t>, bool>;
+
+std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs);
+
+// An object array of `shape` holding `elements` (row-major) as bytes.
+py::array BytesArray(absl::Span<const int64_t> shape, const std::vector<std::string>& elements);
+
+// Zero-copy: the array views `bytes`, which a capsule owns from now on.
+py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape, std::string bytes);
+
+// The payload as an array that owns its bytes (strings: an object array).
+py::array ArrayFromPayload(TensorPayload payload);
+
+// A table signature as Python passes it: (column name, numpy dtype, shape)
+// per flat column.
+using SignatureList = std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
+
+TableSignature MakeTableSignature(const SignatureList& columns);
+
+// Table name -> TableInfo, as server_info returns them.
+py::dict TablesDict(std::vector<TableInfo> tables);
+
+// In the order of reverb_tf.replay_sample.SampleInfo's fields (dm-reverb's),
+// which Python builds with SampleInfo._make: a tuple is the cheapest thing
+// to hand over per sample.
+py::tuple SampleInfoTuple(const SampleInfo& info);
+
+// A stacked batch as numpy: (infos, columns, squeezed), where infos holds one
+// array per SampleInfoTuple field and each column is [batch, ...]. Fixed-size
+// columns are handed over without a copy.
+py::tuple StackedBatchTuple(StackedBatch batch);
+
+}  // namespace reverb_tf::binding
+
+#endif  // REVERB_TF_CC_PYTHON_CONVERSIONS_H_

@@ -28,25 +28,17 @@ class _Failure(Exception):
     """A command failed for a reason the user should read (exit status 1)."""
 
 
-def _selector(options: Any) -> str:
-    kind = options.WhichOneof("distribution")
-    if kind == "prioritized":
-        return f"Prioritized({options.prioritized.priority_exponent:g})"
-    if kind == "heap":
-        return "MinHeap" if options.heap.min_heap else "MaxHeap"
-    return {"fifo": "Fifo", "lifo": "Lifo", "uniform": "Uniform"}.get(kind, str(kind))
-
-
 def _table_dict(info: Any) -> Dict[str, Any]:
     """A table's info as plain JSON-ready values."""
+    from reverb_tf import item_selectors  # pylint: disable=g-import-not-at-top
     limiter = info.rate_limiter_info
     return {
         "name": info.name,
         "current_size": info.current_size,
         "max_size": info.max_size,
         "max_times_sampled": info.max_times_sampled,
-        "sampler": _selector(info.sampler_options),
-        "remover": _selector(info.remover_options),
+        "sampler": item_selectors.describe(info.sampler_options),
+        "remover": item_selectors.describe(info.remover_options),
         "rate_limiter": {
             "samples_per_insert": limiter.samples_per_insert,
             "min_size_to_sample": limiter.min_size_to_sample,

@@ -10,7 +10,7 @@ them and names the kinds (`_core.SelectorKind`); `_core_options` is the
 Also importable as `reverb_tf.selectors`, as in dm-reverb.
 """
 
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 from reverb_tf import _arguments
 from reverb_tf import _native
@@ -152,6 +152,11 @@ class HeapSelector(ItemSelector):
 
 
 
+# The kinds of dm-reverb's KeyDistributionOptions whose option is a bool,
+# by the field's name.
+_FLAG_KINDS: Dict[str, type] = {"fifo": Fifo, "lifo": Lifo, "uniform": Uniform}
+
+
 def options_proto(core_options: Any) -> Any:
     """The `schema_pb2.KeyDistributionOptions` dm-reverb reports for a selector.
 
@@ -165,13 +170,58 @@ def options_proto(core_options: Any) -> Any:
     """
     from reverb_tf.cc import schema_pb2  # pylint: disable=g-import-not-at-top
     kind = core_options.kind.name
-    priority_exponent = core_options.priority_exponent
     options = schema_pb2.KeyDistributionOptions()
     if kind == "prioritized":
-        options.prioritized.priority_exponent = priority_exponent
+        options.prioritized.priority_exponent = core_options.priority_exponent
     elif kind in ("min_heap", "max_heap"):
         options.heap.min_heap = kind == "min_heap"
     else:
         setattr(options, kind, True)
     options.is_deterministic = kind not in ("uniform", "prioritized")
     return options
+
+
+def from_options_proto(options: Any) -> ItemSelector:
+    """The selector a `schema_pb2.KeyDistributionOptions` message describes.
+
+    The inverse of `options_proto`.
+
+    Args:
+      options: The message.
+
+    Returns:
+      The selector.
+
+    Raises:
+      ValueError: If the chosen boolean option (fifo, lifo, uniform) is false.
+      NotImplementedError: If no distribution is set.
+    """
+    kind = options.WhichOneof("distribution")
+    if kind in _FLAG_KINDS:
+        if not getattr(options, kind):
+            raise ValueError(f"selector option {kind!r} is chosen but set to false")
+        return _FLAG_KINDS[kind]()
+    if kind == "heap":
+        return MinHeap() if options.heap.min_heap else MaxHeap()
+    if kind == "prioritized":
+        return Prioritized(options.prioritized.priority_exponent)
+    raise NotImplementedError(f"distribution={kind}")
+
+
+def describe(options: Any) -> str:
+    """A short name for a `KeyDistributionOptions` message, e.g. "Fifo" or
+    "Prioritized(0.8)" (what `reverb_tf` command-line tools print).
+
+    Args:
+      options: The message.
+
+    Returns:
+      The name; an unset or unknown distribution prints as its field name.
+    """
+    try:
+        selector = from_options_proto(options)
+    except (ValueError, NotImplementedError):
+        return str(options.WhichOneof("distribution"))
+    if isinstance(selector, Prioritized):
+        return f"Prioritized({selector.priority_exponent:g})"
+    return repr(selector).rstrip("()")

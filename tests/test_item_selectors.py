@@ -76,3 +76,33 @@ def test_selectors_alias_module():
     import reverb_tf
     from reverb_tf.selectors import MaxHeap  # noqa: F401  (must import)
     assert reverb_tf.selectors is selectors
+
+
+@pytest.mark.parametrize("selector, short", [
+    (selectors.Uniform(), "Uniform"), (selectors.Fifo(), "Fifo"), (selectors.Lifo(), "Lifo"),
+    (selectors.MinHeap(), "MinHeap"), (selectors.MaxHeap(), "MaxHeap"),
+    (selectors.Prioritized(0.8), "Prioritized(0.8)"),
+])
+def test_options_proto_round_trips_and_describes(selector, short):
+    # One table of kinds: the message a selector reports reads back as the
+    # same selector (server_from_proto) and prints as the CLI shows it.
+    message = selectors.options_proto(selector._core_options)
+    back = selectors.from_options_proto(message)
+    assert back == selector and type(back) is type(selector)
+    assert selectors.describe(message) == short
+
+
+def test_from_options_proto_refuses_a_false_flag_and_no_distribution():
+    from reverb_tf.cc import schema_pb2
+    with pytest.raises(ValueError, match="'fifo' is chosen but set to false"):
+        selectors.from_options_proto(_false_fifo(schema_pb2))
+    with pytest.raises(NotImplementedError, match="distribution=None"):
+        selectors.from_options_proto(schema_pb2.KeyDistributionOptions())
+
+
+def _false_fifo(schema_pb2):
+    # A oneof member set to its default still counts as chosen once touched.
+    message = schema_pb2.KeyDistributionOptions()
+    message.fifo = True
+    message.fifo = False
+    return message

@@ -27,17 +27,7 @@ def selector_from_proto(s: schema_pb2.KeyDistributionOptions) -> reverb_types.Se
       ValueError: If the chosen boolean option (fifo, lifo, uniform) is false.
       NotImplementedError: If no distribution is set.
     """
-    kind = s.WhichOneof("distribution")
-    if kind in ("fifo", "lifo", "uniform"):
-        if not getattr(s, kind):
-            raise ValueError(f"selector option {kind!r} is chosen but set to false")
-        return {"fifo": item_selectors.Fifo, "lifo": item_selectors.Lifo,
-                "uniform": item_selectors.Uniform}[kind]()
-    if kind == "heap":
-        return item_selectors.MinHeap() if s.heap.min_heap else item_selectors.MaxHeap()
-    if kind == "prioritized":
-        return item_selectors.Prioritized(s.prioritized.priority_exponent)
-    raise NotImplementedError(f"distribution={kind}")
+    return item_selectors.from_options_proto(s)
 
 
 def rate_limiter_from_proto(proto: schema_pb2.RateLimiterCheckpoint) -> rate_limiters.RateLimiter:

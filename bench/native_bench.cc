@@ -34,10 +34,16 @@ int main() {
   auto writer = *client->NewTrajectoryWriter(TrajectoryWriterOptions());
   absl::Time start = absl::Now();
   for (int i = 0; i < kItems; ++i) {
-    auto step = *writer->Append({Filled(DType::kFloat, {4}, 16), Filled(DType::kInt32, {}, 4),
+    auto step = *writer->Append({Filled(DType::kFloat, {4}, 16),
+                                 Filled(DType::kInt32, {}, 4),
                                  Filled(DType::kFloat, {}, 4)});
-    if (!writer->CreateItem("t", 1.0, {ItemColumn{0, {step}, true}, ItemColumn{1, {step}, true},
-                                       ItemColumn{2, {step}, true}}).ok()) return 1;
+    if (!writer
+             ->CreateItem(
+                 "t", 1.0,
+                 {ItemColumn{0, {step}, true}, ItemColumn{1, {step}, true},
+                  ItemColumn{2, {step}, true}})
+             .ok())
+      return 1;
     if (i % 24 == 23 && !writer->Flush(24, absl::Seconds(30)).ok()) return 1;
   }
   if (!writer->Flush(0, absl::Seconds(30)).ok()) return 1;
@@ -47,7 +53,8 @@ int main() {
   start = absl::Now();
   int64_t sampled = 0;
   while (absl::Now() - start < absl::Seconds(2)) {
-    sampled += static_cast<int64_t>(client->SampleItems("t", 256, SamplerOptions())->size());
+    sampled += static_cast<int64_t>(
+        client->SampleItems("t", 256, SamplerOptions())->size());
   }
   std::printf("sample (256 per call): %.0f items/s\n",
               sampled / absl::ToDoubleSeconds(absl::Now() - start));
@@ -58,7 +65,8 @@ int main() {
   start = absl::Now();
   int64_t updated = 0;
   while (absl::Now() - start < absl::Seconds(2)) {
-    updated += client->MutatePriorities("t", updates, {}, absl::Seconds(10))->updated;
+    updated +=
+        client->MutatePriorities("t", updates, {}, absl::Seconds(10))->updated;
   }
   std::printf("priority updates (256 per call): %.0f keys/s\n",
               updated / absl::ToDoubleSeconds(absl::Now() - start));

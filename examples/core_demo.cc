@@ -22,10 +22,12 @@ constexpr int kEpisodes = 200;
 constexpr int kEpisodeLength = 50;
 constexpr int kTrajectoryLength = 3;
 
-ChunkRef ObservationChunk(ChunkStore& store, ChunkKey key,
-                                              uint64_t episode, int step) {
-  float observation[4] = {static_cast<float>(episode), static_cast<float>(step), 0, 1};
-  std::string bytes(reinterpret_cast<const char*>(observation), sizeof(observation));
+ChunkRef ObservationChunk(ChunkStore& store, ChunkKey key, uint64_t episode,
+                          int step) {
+  float observation[4] = {static_cast<float>(episode), static_cast<float>(step),
+                          0, 1};
+  std::string bytes(reinterpret_cast<const char*>(observation),
+                    sizeof(observation));
   auto payload = MakePayload(DType::kFloat, {1, 4}, std::move(bytes));
   return *store.Insert(key, episode, step, *payload);
 }
@@ -40,7 +42,8 @@ int main() {
   options.remover = {SelectorOptions::Kind::kFifo, 1};
   options.max_size = 2000;
   options.rate_limiter = RateLimiterOptions::SampleToInsertRatio(4.0, 100, 400);
-  options.signature = TableSignature{{ColumnSpec{"observation", DType::kFloat, {kTrajectoryLength, 4}}}, ""};
+  options.signature = TableSignature{
+      {ColumnSpec{"observation", DType::kFloat, {kTrajectoryLength, 4}}}, ""};
   auto table = *Table::Create(options, /*seed=*/7);
 
   std::atomic<bool> done{false};
@@ -63,9 +66,11 @@ int main() {
             column.add_slice(ChunkSlice{steps[k], 0, 1});
           }
           item.trajectory.push_back(std::move(column));
-          absl::Status status = table->InsertOrAssign(std::move(item), absl::Seconds(10));
+          absl::Status status =
+              table->InsertOrAssign(std::move(item), absl::Seconds(10));
           if (!status.ok()) {
-            std::fprintf(stderr, "insert failed: %s\n", status.ToString().c_str());
+            std::fprintf(stderr, "insert failed: %s\n",
+                         status.ToString().c_str());
             return;
           }
         }
@@ -92,14 +97,19 @@ int main() {
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
   const TableInfo info = table->info();
-  std::printf("core demo: %lld items inserted, %lld sampled, %lld priority updates in %.2f s\n",
-              static_cast<long long>(info.rate_limiter_info.inserts),
-              static_cast<long long>(sampled), static_cast<long long>(updated), seconds);
-  std::printf("table '%s': size %lld / %lld, observed samples per insert %.2f (target 4)\n",
-              info.options.name.c_str(), static_cast<long long>(info.current_size),
-              static_cast<long long>(info.options.max_size),
-              static_cast<double>(info.rate_limiter_info.samples) /
-                  static_cast<double>(info.rate_limiter_info.inserts));
+  std::printf(
+      "core demo: %lld items inserted, %lld sampled, %lld priority updates in "
+      "%.2f s\n",
+      static_cast<long long>(info.rate_limiter_info.inserts),
+      static_cast<long long>(sampled), static_cast<long long>(updated),
+      seconds);
+  std::printf(
+      "table '%s': size %lld / %lld, observed samples per insert %.2f (target "
+      "4)\n",
+      info.options.name.c_str(), static_cast<long long>(info.current_size),
+      static_cast<long long>(info.options.max_size),
+      static_cast<double>(info.rate_limiter_info.samples) /
+          static_cast<double>(info.rate_limiter_info.inserts));
   std::printf("chunks live: %lld (shared by overlapping trajectories)\n",
               static_cast<long long>(store.num_live_chunks()));
   if (absl::Status status = table->CheckInvariants(); !status.ok()) {

@@ -58,7 +58,8 @@ struct DatasetOptions {
 class Dataset : public DatasetBase {
  public:
   Dataset(OpKernelContext* ctx, const DatasetBase* input,
-          std::unique_ptr<CapturedFunction> is_end_of_episode, DatasetOptions options)
+          std::unique_ptr<CapturedFunction> is_end_of_episode,
+          DatasetOptions options)
       : DatasetBase(DatasetContext(ctx)),
         input_(input),
         is_end_of_episode_(std::move(is_end_of_episode)),
@@ -73,13 +74,18 @@ class Dataset : public DatasetBase {
         Iterator::Params{this, absl::StrCat(prefix, "::ReverbTfPattern")});
   }
 
-  const DataTypeVector& output_dtypes() const override { return options_.dtypes; }
+  const DataTypeVector& output_dtypes() const override {
+    return options_.dtypes;
+  }
   const std::vector<PartialTensorShape>& output_shapes() const override {
     return options_.shapes;
   }
-  std::string DebugString() const override { return "ReverbTfPatternDatasetOp::Dataset"; }
+  std::string DebugString() const override {
+    return "ReverbTfPatternDatasetOp::Dataset";
+  }
 
-  absl::Status InputDatasets(std::vector<const DatasetBase*>* inputs) const override {
+  absl::Status InputDatasets(
+      std::vector<const DatasetBase*>* inputs) const override {
     inputs->push_back(input_);
     return absl::OkStatus();
   }
@@ -89,14 +95,15 @@ class Dataset : public DatasetBase {
   }
 
  protected:
-  absl::Status AsGraphDefInternal(SerializationContext* ctx, DatasetGraphDefBuilder* b,
+  absl::Status AsGraphDefInternal(SerializationContext* ctx,
+                                  DatasetGraphDefBuilder* b,
                                   tensorflow::Node** output) const override {
     tensorflow::Node* input = nullptr;
     TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, input_, &input));
     std::vector<tensorflow::Node*> other_arguments;
     DataTypeVector other_arguments_types;
-    TF_RETURN_IF_ERROR(
-        is_end_of_episode_->AddToGraph(ctx, b, &other_arguments, &other_arguments_types));
+    TF_RETURN_IF_ERROR(is_end_of_episode_->AddToGraph(ctx, b, &other_arguments,
+                                                      &other_arguments_types));
     tensorflow::AttrValue func, arguments_types, dtypes, shapes, configs, clear;
     b->BuildAttrValue(is_end_of_episode_->func(), &func);
     b->BuildAttrValue(other_arguments_types, &arguments_types);
@@ -117,15 +124,18 @@ class Dataset : public DatasetBase {
  private:
   class Iterator : public DatasetIterator<Dataset> {
    public:
-    explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
+    explicit Iterator(const Params& params)
+        : DatasetIterator<Dataset>(params) {}
 
     absl::Status Initialize(IteratorContext* ctx) override {
-      TF_RETURN_IF_ERROR(dataset()->input_->MakeIterator(ctx, this, prefix(), &input_impl_));
-      TF_RETURN_IF_ERROR(dataset()->is_end_of_episode_->Instantiate(ctx, &is_end_of_episode_));
+      TF_RETURN_IF_ERROR(
+          dataset()->input_->MakeIterator(ctx, this, prefix(), &input_impl_));
+      TF_RETURN_IF_ERROR(
+          dataset()->is_end_of_episode_->Instantiate(ctx, &is_end_of_episode_));
       const int32_t num_columns =
           static_cast<int32_t>(dataset()->input_->output_dtypes().size());
-      return ToTfStatus(
-          tf_facade::NewPatternEngine(dataset()->options_.configs, num_columns, &engine_));
+      return ToTfStatus(tf_facade::NewPatternEngine(dataset()->options_.configs,
+                                                    num_columns, &engine_));
     }
 
     absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
@@ -153,7 +163,8 @@ class Dataset : public DatasetBase {
 
    protected:
     std::shared_ptr<tensorflow::data::model::Node> CreateNode(
-        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
+        IteratorContext*,
+        tensorflow::data::model::Node::Args args) const override {
       return tensorflow::data::model::MakeUnknownRatioNode(std::move(args));
     }
     absl::Status SaveInternal(SerializationContext*,
@@ -161,10 +172,11 @@ class Dataset : public DatasetBase {
       return absl::UnimplementedError(
           "a reverb_tf PatternDataset iterator cannot be saved; recreate it");
     }
-    absl::Status RestoreInternal(IteratorContext*,
-                                 tensorflow::data::IteratorStateReader*) override {
+    absl::Status RestoreInternal(
+        IteratorContext*, tensorflow::data::IteratorStateReader*) override {
       return absl::UnimplementedError(
-          "a reverb_tf PatternDataset iterator cannot be restored; recreate it");
+          "a reverb_tf PatternDataset iterator cannot be restored; recreate "
+          "it");
     }
 
    private:
@@ -176,8 +188,8 @@ class Dataset : public DatasetBase {
     absl::Status AddStep(IteratorContext* ctx, std::vector<Tensor> step)
         TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       std::vector<Tensor> result;
-      TF_RETURN_IF_ERROR(
-          is_end_of_episode_->RunWithBorrowedArgs(ctx, step, &result, model_node()));
+      TF_RETURN_IF_ERROR(is_end_of_episode_->RunWithBorrowedArgs(
+          ctx, step, &result, model_node()));
       if (result.size() != 1 || result[0].dtype() != tensorflow::DT_BOOL ||
           result[0].NumElements() != 1) {
         return absl::InvalidArgumentError(
@@ -186,7 +198,8 @@ class Dataset : public DatasetBase {
       const bool end_of_episode = result[0].flat<bool>()(0);
 
       const int64_t id = next_id_++;
-      if (static_cast<int32_t>(buffer_.size()) >= engine_->max_history()) buffer_.pop_front();
+      if (static_cast<int32_t>(buffer_.size()) >= engine_->max_history())
+        buffer_.pop_front();
       buffer_.push_back(BufferedStep{id, std::move(step)});
       const std::vector<Tensor>& columns = buffer_.back().columns;
       values_.assign(columns.size(), tf_facade::ColumnBytes());
@@ -199,15 +212,18 @@ class Dataset : public DatasetBase {
           continue;
         }
         const auto data = tensor.tensor_data();
-        values_[c] = tf_facade::ColumnBytes{static_cast<int32_t>(tensor.dtype()),
-                                            tensor.NumElements(), data.data(), data.size()};
+        values_[c] = tf_facade::ColumnBytes{
+            static_cast<int32_t>(tensor.dtype()), tensor.NumElements(),
+            data.data(), data.size()};
       }
       applications_.clear();
-      TF_RETURN_IF_ERROR(ToTfStatus(engine_->AppendStep(id, values_, &applications_)));
+      TF_RETURN_IF_ERROR(
+          ToTfStatus(engine_->AppendStep(id, values_, &applications_)));
       TF_RETURN_IF_ERROR(Emit());
       if (end_of_episode) {
         const bool clear = dataset()->options_.clear_after_episode;
-        TF_RETURN_IF_ERROR(ToTfStatus(engine_->EndEpisode(clear, &applications_)));
+        TF_RETURN_IF_ERROR(
+            ToTfStatus(engine_->EndEpisode(clear, &applications_)));
         TF_RETURN_IF_ERROR(Emit());
         if (clear) buffer_.clear();
       }
@@ -237,7 +253,8 @@ class Dataset : public DatasetBase {
           Tensor stacked(first.dtype(), shape);
           for (size_t i = 0; i < node.steps.size(); ++i) {
             TF_RETURN_IF_ERROR(tensorflow::batch_util::CopyElementToSlice(
-                Cell(node.steps[i], node.column), &stacked, static_cast<int64_t>(i)));
+                Cell(node.steps[i], node.column), &stacked,
+                static_cast<int64_t>(i)));
           }
           element.push_back(std::move(stacked));
         }
@@ -248,12 +265,14 @@ class Dataset : public DatasetBase {
     }
 
     // The engine only names steps it still buffers, which are ours too.
-    const Tensor& Cell(int64_t id, int32_t column) const TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Tensor& Cell(int64_t id, int32_t column) const
+        TF_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return buffer_[id - buffer_.front().id].columns[column];
     }
 
     tensorflow::mutex mu_;
-    std::unique_ptr<tensorflow::data::IteratorBase> input_impl_ TF_GUARDED_BY(mu_);
+    std::unique_ptr<tensorflow::data::IteratorBase> input_impl_
+        TF_GUARDED_BY(mu_);
     std::unique_ptr<InstantiatedCapturedFunction> is_end_of_episode_;
     std::unique_ptr<tf_facade::FacadePatternEngine> engine_;
     std::deque<BufferedStep> buffer_ TF_GUARDED_BY(mu_);
@@ -270,24 +289,31 @@ class Dataset : public DatasetBase {
 
 class PatternDatasetOp : public tensorflow::data::UnaryDatasetOpKernel {
  public:
-  explicit PatternDatasetOp(OpKernelConstruction* ctx) : UnaryDatasetOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, FunctionMetadata::Create(ctx, kIsEndOfEpisode, /*params=*/{},
-                                                 &func_metadata_));
+  explicit PatternDatasetOp(OpKernelConstruction* ctx)
+      : UnaryDatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx,
+                   FunctionMetadata::Create(ctx, kIsEndOfEpisode, /*params=*/{},
+                                            &func_metadata_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("configs", &options_.configs));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("clear_after_episode", &options_.clear_after_episode));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clear_after_episode",
+                                     &options_.clear_after_episode));
     OP_REQUIRES(ctx, options_.dtypes.size() == options_.shapes.size(),
-                absl::InvalidArgumentError("dtypes and shapes must have the same length"));
+                absl::InvalidArgumentError(
+                    "dtypes and shapes must have the same length"));
     // Reject invalid configs when the op is built, not at the first step.
     std::unique_ptr<tf_facade::FacadePatternEngine> probe;
-    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::NewPatternEngine(options_.configs, 0, &probe)));
+    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::NewPatternEngine(options_.configs,
+                                                               0, &probe)));
   }
 
-  void MakeDataset(OpKernelContext* ctx, DatasetBase* input, DatasetBase** output) override {
+  void MakeDataset(OpKernelContext* ctx, DatasetBase* input,
+                   DatasetBase** output) override {
     std::unique_ptr<CapturedFunction> is_end_of_episode;
-    OP_REQUIRES_OK(ctx, CapturedFunction::Create(ctx, func_metadata_, kOtherArguments,
-                                                 &is_end_of_episode));
+    OP_REQUIRES_OK(
+        ctx, CapturedFunction::Create(ctx, func_metadata_, kOtherArguments,
+                                      &is_end_of_episode));
     *output = new Dataset(ctx, input, std::move(is_end_of_episode), options_);
   }
 
@@ -296,8 +322,9 @@ class PatternDatasetOp : public tensorflow::data::UnaryDatasetOpKernel {
   DatasetOptions options_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("ReverbTfPatternDataset").Device(tensorflow::DEVICE_CPU),
-                        PatternDatasetOp);
+REGISTER_KERNEL_BUILDER(
+    Name("ReverbTfPatternDataset").Device(tensorflow::DEVICE_CPU),
+    PatternDatasetOp);
 
 }  // namespace
 }  // namespace reverb_tf

@@ -15,11 +15,13 @@ using ::tensorflow::TensorShape;
 
 absl::Status ToTfStatus(const tf_facade::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.code), status.message);
+  return absl::Status(static_cast<absl::StatusCode>(status.code),
+                      status.message);
 }
 
 absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
-                            const PartialTensorShape& expected, int index, Tensor* out) {
+                            const PartialTensorShape& expected, int index,
+                            Tensor* out) {
   if (static_cast<DataType>(column.dtype) != dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
         "column ", index, " of the sampled item is ",
@@ -30,8 +32,8 @@ absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
   TF_RETURN_IF_ERROR(TensorShape::BuildTensorShape(column.shape, &shape));
   if (!expected.IsCompatibleWith(shape)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "column ", index, " of the sampled item has shape ", shape.DebugString(),
-        " but the op expects ", expected.DebugString()));
+        "column ", index, " of the sampled item has shape ",
+        shape.DebugString(), " but the op expects ", expected.DebugString()));
   }
   *out = Tensor(dtype, shape);
   if (dtype == tensorflow::DT_STRING) {
@@ -43,7 +45,8 @@ absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
   }
   const size_t bytes = out->TotalBytes();
   if (bytes != column.data.size()) {
-    return absl::InternalError(absl::StrCat("column ", index, " holds ", column.data.size(),
+    return absl::InternalError(absl::StrCat("column ", index, " holds ",
+                                            column.data.size(),
                                             " bytes, expected ", bytes));
   }
   std::memcpy(out->data(), column.data.data(), bytes);
@@ -53,7 +56,8 @@ absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
 absl::Status TensorToColumn(const Tensor& tensor, tf_facade::Tensor* out) {
   out->dtype = static_cast<int32_t>(tensor.dtype());
   out->shape.clear();
-  for (int d = 0; d < tensor.dims(); ++d) out->shape.push_back(tensor.dim_size(d));
+  for (int d = 0; d < tensor.dims(); ++d)
+    out->shape.push_back(tensor.dim_size(d));
   out->data.clear();
   if (tensor.dtype() == tensorflow::DT_STRING) {
     const auto flat = tensor.flat<tensorflow::tstring>();
@@ -70,8 +74,9 @@ absl::Status TensorToColumn(const Tensor& tensor, tf_facade::Tensor* out) {
     return absl::OkStatus();
   }
   if (!tensorflow::DataTypeCanUseMemcpy(tensor.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reverb_tf cannot store ", tensorflow::DataTypeString(tensor.dtype()), " tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reverb_tf cannot store ",
+                     tensorflow::DataTypeString(tensor.dtype()), " tensors"));
   }
   const auto data = tensor.tensor_data();
   out->data.assign(data.data(), data.size());

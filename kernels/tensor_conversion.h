@@ -14,12 +14,14 @@ absl::Status ToTfStatus(const tf_facade::Status& status);
 
 // Copies one sampled column into a TF tensor, checking it against what the
 // caller promised (`expected` may be partially known).
-absl::Status ColumnToTensor(const tf_facade::Tensor& column, tensorflow::DataType dtype,
-                            const tensorflow::PartialTensorShape& expected, int index,
-                            tensorflow::Tensor* out);
+absl::Status ColumnToTensor(const tf_facade::Tensor& column,
+                            tensorflow::DataType dtype,
+                            const tensorflow::PartialTensorShape& expected,
+                            int index, tensorflow::Tensor* out);
 
 // Copies a TF tensor into a facade tensor (strings encoded as the wire does).
-absl::Status TensorToColumn(const tensorflow::Tensor& tensor, tf_facade::Tensor* out);
+absl::Status TensorToColumn(const tensorflow::Tensor& tensor,
+                            tf_facade::Tensor* out);
 
 }  // namespace reverb_tf
 

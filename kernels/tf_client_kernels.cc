@@ -21,22 +21,24 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 
-absl::Status ScalarString(OpKernelContext* ctx, const char* name, std::string* out) {
+absl::Status ScalarString(OpKernelContext* ctx, const char* name,
+                          std::string* out) {
   const Tensor* tensor;
   TF_RETURN_IF_ERROR(ctx->input(name, &tensor));
   if (!tensorflow::TensorShapeUtils::IsScalar(tensor->shape())) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " must be a scalar, got shape ",
-                                                   tensor->shape().DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " must be a scalar, got shape ", tensor->shape().DebugString()));
   }
   *out = std::string(tensor->scalar<tensorflow::tstring>()());
   return absl::OkStatus();
 }
 
-absl::Status Vector(OpKernelContext* ctx, const char* name, const Tensor** out) {
+absl::Status Vector(OpKernelContext* ctx, const char* name,
+                    const Tensor** out) {
   TF_RETURN_IF_ERROR(ctx->input(name, out));
   if (!tensorflow::TensorShapeUtils::IsVector((*out)->shape())) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " must be a vector, got shape ",
-                                                   (*out)->shape().DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " must be a vector, got shape ", (*out)->shape().DebugString()));
   }
   return absl::OkStatus();
 }
@@ -54,13 +56,14 @@ class UpdatePrioritiesOp : public OpKernel {
     // dm-reverb's words, which programs match on.
     OP_REQUIRES_OK(ctx, ctx->input("keys", &keys));
     OP_REQUIRES_OK(ctx, ctx->input("priorities", &priorities));
-    OP_REQUIRES(ctx,
-                tensorflow::TensorShapeUtils::IsVector(keys->shape()) &&
-                    tensorflow::TensorShapeUtils::IsVector(priorities->shape()),
-                absl::InvalidArgumentError(absl::StrCat(
-                    "Tensors `keys` and `priorities` must be of rank 1. (Shapes ",
-                    keys->shape().DebugString(), " and ",
-                    priorities->shape().DebugString(), ".)")));
+    OP_REQUIRES(
+        ctx,
+        tensorflow::TensorShapeUtils::IsVector(keys->shape()) &&
+            tensorflow::TensorShapeUtils::IsVector(priorities->shape()),
+        absl::InvalidArgumentError(absl::StrCat(
+            "Tensors `keys` and `priorities` must be of rank 1. (Shapes ",
+            keys->shape().DebugString(), " and ",
+            priorities->shape().DebugString(), ".)")));
     OP_REQUIRES(ctx, keys->NumElements() == priorities->NumElements(),
                 absl::InvalidArgumentError(absl::StrCat(
                     "Tensors `keys` and `priorities` do not match in shape (",
@@ -71,9 +74,9 @@ class UpdatePrioritiesOp : public OpKernel {
     std::vector<uint64_t> key_vector(k.data(), k.data() + k.size());
     std::vector<double> priority_vector(p.data(), p.data() + p.size());
     std::string warning;
-    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::UpdatePriorities(address, table, key_vector,
-                                                               priority_vector,
-                                                               /*timeout_ms=*/-1, &warning)));
+    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::UpdatePriorities(
+                            address, table, key_vector, priority_vector,
+                            /*timeout_ms=*/-1, &warning)));
     // At most once a minute per server address (the facade rate-limits it).
     if (!warning.empty()) LOG(WARNING) << "reverb_tf: " << warning;
   }
@@ -91,10 +94,12 @@ class InsertOp : public OpKernel {
     OP_REQUIRES_OK(ctx, Vector(ctx, "tables", &tables));
     OP_REQUIRES_OK(ctx, Vector(ctx, "priorities", &priorities));
     OP_REQUIRES(ctx, tables->NumElements() == priorities->NumElements(),
-                absl::InvalidArgumentError("tables and priorities must have the same length"));
+                absl::InvalidArgumentError(
+                    "tables and priorities must have the same length"));
     std::vector<std::string> table_vector;
     const auto table_names = tables->flat<tensorflow::tstring>();
-    for (int64_t i = 0; i < table_names.size(); ++i) table_vector.emplace_back(table_names(i));
+    for (int64_t i = 0; i < table_names.size(); ++i)
+      table_vector.emplace_back(table_names(i));
     const auto p = priorities->flat<double>();
     std::vector<double> priority_vector(p.data(), p.data() + p.size());
     tensorflow::OpInputList data;
@@ -103,8 +108,9 @@ class InsertOp : public OpKernel {
     for (int i = 0; i < data.size(); ++i) {
       OP_REQUIRES_OK(ctx, TensorToColumn(data[i], &columns[i]));
     }
-    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::InsertItem(address, table_vector, priority_vector,
-                                                         std::move(columns), -1)));
+    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::InsertItem(
+                            address, table_vector, priority_vector,
+                            std::move(columns), -1)));
   }
 };
 
@@ -122,20 +128,23 @@ class SampleOp : public OpKernel {
     options.max_in_flight = 1;
     options.max_samples = 1;
     std::unique_ptr<tf_facade::FacadeSampler> sampler;
-    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::NewSampler(address, table, options, &sampler)));
+    OP_REQUIRES_OK(ctx, ToTfStatus(tf_facade::NewSampler(address, table,
+                                                         options, &sampler)));
     // Cancelling the step aborts a sample blocked on the rate limiter.
     std::function<void()> deregister;
     tf_facade::FacadeSampler* raw = sampler.get();
     OP_REQUIRES_OK(ctx, tensorflow::RegisterCancellationCallback(
-                            ctx->cancellation_manager(), [raw] { raw->Cancel(); }, &deregister));
+                            ctx->cancellation_manager(),
+                            [raw] { raw->Cancel(); }, &deregister));
     tf_facade::Sample sample;
     const tf_facade::Status status = sampler->Next(&sample);
     deregister();
     OP_REQUIRES_OK(ctx, ToTfStatus(status));
     OP_REQUIRES(ctx, sample.columns.size() == dtypes_.size(),
                 absl::InvalidArgumentError(absl::StrCat(
-                    "the sampled item of table '", table, "' has ", sample.columns.size(),
-                    " columns but data_dtypes lists ", dtypes_.size())));
+                    "the sampled item of table '", table, "' has ",
+                    sample.columns.size(), " columns but data_dtypes lists ",
+                    dtypes_.size())));
     Tensor* out;
     constexpr int kDataOutputs = 7;  // the info outputs come first
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
@@ -156,8 +165,9 @@ class SampleOp : public OpKernel {
     // with a time dimension loses it (squeezed columns are one step already).
     for (size_t i = 0; i < dtypes_.size(); ++i) {
       Tensor column;
-      OP_REQUIRES_OK(ctx, ColumnToTensor(sample.columns[i], dtypes_[i],
-                                         tensorflow::PartialTensorShape(), i, &column));
+      OP_REQUIRES_OK(
+          ctx, ColumnToTensor(sample.columns[i], dtypes_[i],
+                              tensorflow::PartialTensorShape(), i, &column));
       if (!sample.squeezed[i]) {
         OP_REQUIRES(ctx, column.dims() >= 1 && column.dim_size(0) >= 1,
                     absl::InvalidArgumentError(absl::StrCat(
@@ -173,10 +183,13 @@ class SampleOp : public OpKernel {
   tensorflow::DataTypeVector dtypes_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("ReverbTfUpdatePriorities").Device(tensorflow::DEVICE_CPU),
-                        UpdatePrioritiesOp);
-REGISTER_KERNEL_BUILDER(Name("ReverbTfInsert").Device(tensorflow::DEVICE_CPU), InsertOp);
-REGISTER_KERNEL_BUILDER(Name("ReverbTfSample").Device(tensorflow::DEVICE_CPU), SampleOp);
+REGISTER_KERNEL_BUILDER(
+    Name("ReverbTfUpdatePriorities").Device(tensorflow::DEVICE_CPU),
+    UpdatePrioritiesOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbTfInsert").Device(tensorflow::DEVICE_CPU),
+                        InsertOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbTfSample").Device(tensorflow::DEVICE_CPU),
+                        SampleOp);
 
 }  // namespace
 }  // namespace reverb_tf

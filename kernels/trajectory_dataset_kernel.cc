@@ -3,7 +3,8 @@
 // whose iterator streams samples through libreverb_tf.so's std-only facade.
 //
 // Only TensorFlow headers and tf_facade.h (standard library only) are
-// included here: TF's absl/protobuf must not meet ours (docs/native_linking.md).
+// included here: TF's absl/protobuf must not meet ours
+// (docs/native_linking.md).
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,31 +56,37 @@ struct DatasetOptions {
 
   absl::Status Validate() const {
     if (max_in_flight_samples_per_worker < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_in_flight_samples_per_worker must be >= 1, got ",
-          max_in_flight_samples_per_worker));
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_in_flight_samples_per_worker must be >= 1, got ",
+                       max_in_flight_samples_per_worker));
     }
     if (max_samples_per_stream == 0 || max_samples_per_stream < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_samples_per_stream must be -1 or >= 1, got ", max_samples_per_stream));
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_samples_per_stream must be -1 or >= 1, got ",
+                       max_samples_per_stream));
     }
     if (max_samples == 0 || max_samples < -1) {
       return absl::InvalidArgumentError(
           absl::StrCat("max_samples must be -1 or >= 1, got ", max_samples));
     }
     if (num_workers_per_iterator == 0 || num_workers_per_iterator < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "num_workers_per_iterator must be -1 or >= 1, got ", num_workers_per_iterator));
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_workers_per_iterator must be -1 or >= 1, got ",
+                       num_workers_per_iterator));
     }
-    if (dtypes.size() != shapes.size() || dtypes.size() <= static_cast<size_t>(info_fields())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dtypes (", dtypes.size(), ") and shapes (", shapes.size(),
-          ") must describe the ", info_fields(), " info fields and at least one column"));
+    if (dtypes.size() != shapes.size() ||
+        dtypes.size() <= static_cast<size_t>(info_fields())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtypes (", dtypes.size(), ") and shapes (",
+                       shapes.size(), ") must describe the ", info_fields(),
+                       " info fields and at least one column"));
     }
     return absl::OkStatus();
   }
 
-  int info_fields() const { return sampling_stats ? kInfoFieldsWithStats : kInfoFields; }
+  int info_fields() const {
+    return sampling_stats ? kInfoFieldsWithStats : kInfoFields;
+  }
 };
 
 class Dataset : public DatasetBase {
@@ -97,12 +104,15 @@ class Dataset : public DatasetBase {
         Iterator::Params{this, absl::StrCat(prefix, "::ReverbTfTrajectory")});
   }
 
-  const DataTypeVector& output_dtypes() const override { return options_.dtypes; }
+  const DataTypeVector& output_dtypes() const override {
+    return options_.dtypes;
+  }
   const std::vector<PartialTensorShape>& output_shapes() const override {
     return options_.shapes;
   }
   std::string DebugString() const override {
-    return absl::StrCat("ReverbTfTrajectoryDatasetOp(", server_address_, ", ", table_, ")");
+    return absl::StrCat("ReverbTfTrajectoryDatasetOp(", server_address_, ", ",
+                        table_, ")");
   }
   absl::Status InputDatasets(std::vector<const DatasetBase*>*) const override {
     return absl::OkStatus();
@@ -117,11 +127,13 @@ class Dataset : public DatasetBase {
                                   tensorflow::Node** output) const override {
     tensorflow::Node* address = nullptr;
     tensorflow::Node* table = nullptr;
-    TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(server_address_), &address));
+    TF_RETURN_IF_ERROR(
+        b->AddScalar(tensorflow::tstring(server_address_), &address));
     TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(table_), &table));
-    tensorflow::AttrValue max_in_flight, workers, per_stream, max_samples, timeout, unsqueeze,
-        stats, names, dtypes, shapes;
-    b->BuildAttrValue(options_.max_in_flight_samples_per_worker, &max_in_flight);
+    tensorflow::AttrValue max_in_flight, workers, per_stream, max_samples,
+        timeout, unsqueeze, stats, names, dtypes, shapes;
+    b->BuildAttrValue(options_.max_in_flight_samples_per_worker,
+                      &max_in_flight);
     b->BuildAttrValue(options_.num_workers_per_iterator, &workers);
     b->BuildAttrValue(options_.max_samples_per_stream, &per_stream);
     b->BuildAttrValue(options_.max_samples, &max_samples);
@@ -148,7 +160,8 @@ class Dataset : public DatasetBase {
  private:
   class Iterator : public DatasetIterator<Dataset> {
    public:
-    explicit Iterator(const Params& params) : DatasetIterator<Dataset>(params) {}
+    explicit Iterator(const Params& params)
+        : DatasetIterator<Dataset>(params) {}
 
     ~Iterator() override {
       if (deregister_) deregister_();
@@ -160,15 +173,18 @@ class Dataset : public DatasetBase {
       sampler_options.max_in_flight = options.max_in_flight_samples_per_worker;
       sampler_options.max_samples = options.max_samples;
       sampler_options.max_samples_per_stream = options.max_samples_per_stream;
-      sampler_options.num_streams = static_cast<int32_t>(options.num_workers_per_iterator);
+      sampler_options.num_streams =
+          static_cast<int32_t>(options.num_workers_per_iterator);
       sampler_options.rate_limiter_timeout_ms = options.rate_limiter_timeout_ms;
-      TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::NewSampler(
-          dataset()->server_address_, dataset()->table_, sampler_options, &sampler_)));
+      TF_RETURN_IF_ERROR(ToTfStatus(
+          tf_facade::NewSampler(dataset()->server_address_, dataset()->table_,
+                                sampler_options, &sampler_)));
       // Deleting the iterator or cancelling the step cancels the stream, so a
       // GetNext blocked on the server returns at once.
       tf_facade::FacadeSampler* sampler = sampler_.get();
       return tensorflow::RegisterCancellationCallback(
-          ctx->cancellation_manager(), [sampler] { sampler->Cancel(); }, &deregister_);
+          ctx->cancellation_manager(), [sampler] { sampler->Cancel(); },
+          &deregister_);
     }
 
     absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
@@ -196,9 +212,10 @@ class Dataset : public DatasetBase {
       const int info_fields = options.info_fields();
       const size_t columns = options.dtypes.size() - info_fields;
       if (sample.columns.size() != columns) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the sampled item of table '", dataset()->table_, "' has ",
-            sample.columns.size(), " columns but the dataset expects ", columns));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the sampled item of table '", dataset()->table_,
+                         "' has ", sample.columns.size(),
+                         " columns but the dataset expects ", columns));
       }
       out->reserve(options.dtypes.size());
       out->emplace_back(tensorflow::DT_UINT64, TensorShape({}));
@@ -218,17 +235,19 @@ class Dataset : public DatasetBase {
         out->back().scalar<double>()() = sample.min_probability;
       }
       for (size_t i = 0; i < columns; ++i) {
-        if (options.unsqueeze && i < sample.squeezed.size() && sample.squeezed[i]) {
+        if (options.unsqueeze && i < sample.squeezed.size() &&
+            sample.squeezed[i]) {
           auto& shape = sample.columns[i].shape;
           shape.insert(shape.begin(), 1);
         }
         Tensor tensor;
-        absl::Status converted = ColumnToTensor(sample.columns[i], options.dtypes[info_fields + i],
-                                                options.shapes[info_fields + i], i, &tensor);
+        absl::Status converted =
+            ColumnToTensor(sample.columns[i], options.dtypes[info_fields + i],
+                           options.shapes[info_fields + i], i, &tensor);
         if (!converted.ok() && i < options.column_names.size()) {
           return absl::Status(converted.code(),
-                              absl::StrCat("column '", options.column_names[i], "': ",
-                                           converted.message()));
+                              absl::StrCat("column '", options.column_names[i],
+                                           "': ", converted.message()));
         }
         TF_RETURN_IF_ERROR(converted);
         out->push_back(std::move(tensor));
@@ -238,18 +257,21 @@ class Dataset : public DatasetBase {
 
    protected:
     std::shared_ptr<tensorflow::data::model::Node> CreateNode(
-        IteratorContext*, tensorflow::data::model::Node::Args args) const override {
+        IteratorContext*,
+        tensorflow::data::model::Node::Args args) const override {
       return tensorflow::data::model::MakeSourceNode(std::move(args));
     }
     absl::Status SaveInternal(SerializationContext*,
                               tensorflow::data::IteratorStateWriter*) override {
       return absl::UnimplementedError(
-          "a reverb_tf dataset iterator has no state of its own to save; recreate it");
+          "a reverb_tf dataset iterator has no state of its own to save; "
+          "recreate it");
     }
-    absl::Status RestoreInternal(IteratorContext*,
-                                 tensorflow::data::IteratorStateReader*) override {
+    absl::Status RestoreInternal(
+        IteratorContext*, tensorflow::data::IteratorStateReader*) override {
       return absl::UnimplementedError(
-          "a reverb_tf dataset iterator has no state of its own to restore; recreate it");
+          "a reverb_tf dataset iterator has no state of its own to restore; "
+          "recreate it");
     }
 
    private:
@@ -267,9 +289,11 @@ class Dataset : public DatasetBase {
 
 class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
  public:
-  explicit TrajectoryDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_in_flight_samples_per_worker",
-                                     &options_.max_in_flight_samples_per_worker));
+  explicit TrajectoryDatasetOp(OpKernelConstruction* ctx)
+      : DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx,
+                   ctx->GetAttr("max_in_flight_samples_per_worker",
+                                &options_.max_in_flight_samples_per_worker));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_workers_per_iterator",
                                      &options_.num_workers_per_iterator));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples_per_stream",
@@ -278,7 +302,8 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms",
                                      &options_.rate_limiter_timeout_ms));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("unsqueeze", &options_.unsqueeze));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("sampling_stats", &options_.sampling_stats));
+    OP_REQUIRES_OK(ctx,
+                   ctx->GetAttr("sampling_stats", &options_.sampling_stats));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("column_names", &options_.column_names));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &options_.dtypes));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &options_.shapes));
@@ -287,19 +312,23 @@ class TrajectoryDatasetOp : public tensorflow::data::DatasetOpKernel {
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     tensorflow::tstring address, table;
-    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
-                            ctx, "server_address", &address));
-    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
-                            ctx, "table", &table));
-    *output = new Dataset(ctx, std::string(address), std::string(table), options_);
+    OP_REQUIRES_OK(ctx,
+                   tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
+                       ctx, "server_address", &address));
+    OP_REQUIRES_OK(ctx,
+                   tensorflow::data::ParseScalarArgument<tensorflow::tstring>(
+                       ctx, "table", &table));
+    *output =
+        new Dataset(ctx, std::string(address), std::string(table), options_);
   }
 
  private:
   DatasetOptions options_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("ReverbTfTrajectoryDataset").Device(tensorflow::DEVICE_CPU),
-                        TrajectoryDatasetOp);
+REGISTER_KERNEL_BUILDER(
+    Name("ReverbTfTrajectoryDataset").Device(tensorflow::DEVICE_CPU),
+    TrajectoryDatasetOp);
 
 }  // namespace
 }  // namespace reverb_tf

@@ -45,7 +45,8 @@ REGISTER_OP("ReverbTfSample")
     .SetIsStateful()
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       for (int i = 0; i < 7; ++i) c->set_output(i, c->Scalar());
-      for (int i = 7; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
+      for (int i = 7; i < c->num_outputs(); ++i)
+        c->set_output(i, c->UnknownShape());
       return absl::OkStatus();
     })
     .Doc(R"doc(

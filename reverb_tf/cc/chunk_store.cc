@@ -22,12 +22,14 @@ struct Chunk::Accounting {
 
 namespace {
 
-size_t AllocationSize(size_t rank, bool compressed, size_t data_size, bool external) {
+size_t AllocationSize(size_t rank, bool compressed, size_t data_size,
+                      bool external) {
   return sizeof(Chunk) + (rank + (compressed ? 1 : 0)) * sizeof(int64_t) +
          (external ? sizeof(std::string) : data_size);
 }
 
-static_assert(sizeof(Chunk) == 40, "keep a chunk's header at 40 bytes (see data layout)");
+static_assert(sizeof(Chunk) == 40,
+              "keep a chunk's header at 40 bytes (see data layout)");
 
 }  // namespace
 
@@ -42,8 +44,9 @@ TensorPayload Chunk::ToPayload() const {
 }
 
 int64_t Chunk::ByteSize() const {
-  return static_cast<int64_t>(AllocationSize(rank_, compression_ != 0, data_size_, external_) +
-                              (external_ ? external()->capacity() : 0));
+  return static_cast<int64_t>(
+      AllocationSize(rank_, compression_ != 0, data_size_, external_) +
+      (external_ ? external()->capacity() : 0));
 }
 
 void Chunk::Unref() const {
@@ -71,7 +74,8 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
   if (payload.shape.empty() || payload.shape[0] < 1 ||
       payload.shape[0] > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "chunk ", key, " must have between 1 and 2^31-1 steps along dimension 0, shape ",
+        "chunk ", key,
+        " must have between 1 and 2^31-1 steps along dimension 0, shape ",
         ShapeDebugString(payload.shape)));
   }
   if (payload.shape.size() > UINT8_MAX || payload.data.size() > UINT32_MAX) {
@@ -80,14 +84,14 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
         payload.data.size(), " bytes (limits: rank 255, 4 GiB)"));
   }
   if (episode_step < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk ", key, " has negative episode step ", episode_step));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", key, " has negative episode step ", episode_step));
   }
   const size_t rank = payload.shape.size();
   const bool external = payload.data.size() > Chunk::kInlineBytes;
   const bool compressed = payload.compression != Compression::kNone;
-  void* memory =
-      ::operator new(AllocationSize(rank, compressed, payload.data.size(), external));
+  void* memory = ::operator new(
+      AllocationSize(rank, compressed, payload.data.size(), external));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
@@ -108,7 +112,8 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
   }
   accounting_->refs.fetch_add(1, std::memory_order_relaxed);
   accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
-  accounting_->num_bytes.fetch_add(chunk->ByteSize(), std::memory_order_relaxed);
+  accounting_->num_bytes.fetch_add(chunk->ByteSize(),
+                                   std::memory_order_relaxed);
   return ChunkRef(chunk);
 }
 

@@ -53,7 +53,9 @@ class REVERB_TF_EXPORT Chunk {
   int32_t num_steps() const { return static_cast<int32_t>(dims()[0]); }
 
   DType dtype() const { return static_cast<DType>(dtype_); }
-  Compression compression() const { return static_cast<Compression>(compression_); }
+  Compression compression() const {
+    return static_cast<Compression>(compression_);
+  }
   // Full shape, dimension 0 counting steps.
   absl::Span<const int64_t> shape() const { return {dims(), rank_}; }
   // Raw (possibly compressed) bytes.
@@ -83,15 +85,21 @@ class REVERB_TF_EXPORT Chunk {
   Chunk() = default;
   ~Chunk() = default;
 
-  const int64_t* dims() const { return reinterpret_cast<const int64_t*>(this + 1); }
+  const int64_t* dims() const {
+    return reinterpret_cast<const int64_t*>(this + 1);
+  }
   // After the dims, for compressed chunks only: the uncompressed size
   // (uncompressed chunks' is data_size_, so they do not pay 8 bytes for it).
-  int64_t* UncompressedSizeSlot() const { return const_cast<int64_t*>(dims() + rank_); }
+  int64_t* UncompressedSizeSlot() const {
+    return const_cast<int64_t*>(dims() + rank_);
+  }
   // Then the bytes, or (external_) a std::string holding them.
   void* tail() const {
     return const_cast<int64_t*>(dims() + rank_ + (compression_ == 0 ? 0 : 1));
   }
-  const std::string* external() const { return static_cast<const std::string*>(tail()); }
+  const std::string* external() const {
+    return static_cast<const std::string*>(tail());
+  }
   const char* bytes() const {
     return external_ ? external()->data() : static_cast<const char*>(tail());
   }
@@ -119,7 +127,8 @@ class REVERB_TF_EXPORT ChunkRef {
   ChunkRef() = default;
   ChunkRef(std::nullptr_t) {}  // NOLINT: mirrors smart-pointer conversions.
   ChunkRef(const ChunkRef& other) : chunk_(other.chunk_) { Ref(); }
-  ChunkRef(ChunkRef&& other) noexcept : chunk_(std::exchange(other.chunk_, nullptr)) {}
+  ChunkRef(ChunkRef&& other) noexcept
+      : chunk_(std::exchange(other.chunk_, nullptr)) {}
   ChunkRef& operator=(ChunkRef other) noexcept {
     std::swap(chunk_, other.chunk_);
     return *this;
@@ -141,7 +150,8 @@ class REVERB_TF_EXPORT ChunkRef {
   // Adopts the creation reference of a new chunk.
   explicit ChunkRef(const Chunk* adopted) : chunk_(adopted) {}
   void Ref() const {
-    if (chunk_ != nullptr) chunk_->refs_.fetch_add(1, std::memory_order_relaxed);
+    if (chunk_ != nullptr)
+      chunk_->refs_.fetch_add(1, std::memory_order_relaxed);
   }
 
   const Chunk* chunk_ = nullptr;

@@ -75,10 +75,12 @@ TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
 
 TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
   ChunkStore store;
-  for (size_t size : {size_t{16}, Chunk::kInlineBytes, Chunk::kInlineBytes + 1, size_t{1} << 20}) {
+  for (size_t size : {size_t{16}, Chunk::kInlineBytes, Chunk::kInlineBytes + 1,
+                      size_t{1} << 20}) {
     std::string bytes(size, '\0');
     for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7);
-    auto payload = MakePayload(DType::kUint8, {1, static_cast<int64_t>(size)}, bytes);
+    auto payload =
+        MakePayload(DType::kUint8, {1, static_cast<int64_t>(size)}, bytes);
     ASSERT_OK(payload);
     auto chunk = store.Insert(size, 1, 3, *payload);
     ASSERT_OK(chunk);
@@ -129,7 +131,8 @@ TEST(ItemTest, SignatureMismatchNamesColumnDtypeAndShape) {
   auto obs = MakeFloatChunk(store, 1, 3, /*width=*/4);
   Item item = testing::MakeItem(1, 1.0, {obs});
   TableSignature signature;
-  signature.columns.push_back(ColumnSpec{"observation", DType::kFloat, {-1, 4}});
+  signature.columns.push_back(
+      ColumnSpec{"observation", DType::kFloat, {-1, 4}});
   EXPECT_OK(ValidateAgainstSignature(item.trajectory, signature));
   signature.columns[0].shape = {3, 4};
   EXPECT_OK(ValidateAgainstSignature(item.trajectory, signature));

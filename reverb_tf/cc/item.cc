@@ -14,7 +14,8 @@ namespace {
 
 // The shape a column of `trajectory` has once materialized.
 Shape ColumnShape(const SlicedColumn& column) {
-  const absl::Span<const int64_t> chunk_shape = column.slices().front().chunk->shape();
+  const absl::Span<const int64_t> chunk_shape =
+      column.slices().front().chunk->shape();
   Shape shape;
   if (!column.squeeze()) shape.push_back(column.num_steps());
   shape.insert(shape.end(), chunk_shape.begin() + 1, chunk_shape.end());
@@ -32,9 +33,11 @@ bool ShapeCompatible(absl::Span<const int64_t> spec,
 
 }  // namespace
 
-static_assert(sizeof(SlicedColumn) == 24, "a stored column is 24 bytes (see item.h)");
+static_assert(sizeof(SlicedColumn) == 24,
+              "a stored column is 24 bytes (see item.h)");
 
-SlicedColumn::SlicedColumn(std::initializer_list<ChunkSlice> slices, bool squeeze)
+SlicedColumn::SlicedColumn(std::initializer_list<ChunkSlice> slices,
+                           bool squeeze)
     : SlicedColumn() {
   AddSlices(slices);
   squeeze_ = squeeze;
@@ -90,7 +93,8 @@ void SlicedColumn::Clear() {
 void SlicedColumn::Reserve(size_t n) {
   if (n <= capacity()) return;
   const size_t grown = std::max(n, 2 * capacity());
-  auto* fresh = static_cast<ChunkSlice*>(::operator new(grown * sizeof(ChunkSlice)));
+  auto* fresh =
+      static_cast<ChunkSlice*>(::operator new(grown * sizeof(ChunkSlice)));
   ChunkSlice* old = data();
   for (uint32_t i = 0; i < size_; ++i) {
     new (&fresh[i]) ChunkSlice(std::move(old[i]));
@@ -173,7 +177,8 @@ absl::Status ValidateTrajectory(const Trajectory& trajectory) {
   return absl::OkStatus();
 }
 
-absl::Status CheckColumnCount(size_t num_columns, const TableSignature& signature) {
+absl::Status CheckColumnCount(size_t num_columns,
+                              const TableSignature& signature) {
   if (num_columns == signature.columns.size()) return absl::OkStatus();
   std::vector<absl::string_view> names;
   for (const ColumnSpec& spec : signature.columns) names.push_back(spec.name);
@@ -182,17 +187,19 @@ absl::Status CheckColumnCount(size_t num_columns, const TableSignature& signatur
       absl::StrJoin(names, ", "), ") but the item has ", num_columns));
 }
 
-absl::Status CheckColumnAgainstSpec(const ColumnSpec& spec, size_t index, DType dtype,
-                                    absl::Span<const int64_t> shape, bool squeeze,
-                                    bool legacy_steps, absl::string_view data_name) {
-  const bool shape_ok =
-      ShapeCompatible(spec.shape, shape) ||
-      (legacy_steps && !squeeze && !shape.empty() &&
-       ShapeCompatible(spec.shape, shape.subspan(1)));
+absl::Status CheckColumnAgainstSpec(const ColumnSpec& spec, size_t index,
+                                    DType dtype,
+                                    absl::Span<const int64_t> shape,
+                                    bool squeeze, bool legacy_steps,
+                                    absl::string_view data_name) {
+  const bool shape_ok = ShapeCompatible(spec.shape, shape) ||
+                        (legacy_steps && !squeeze && !shape.empty() &&
+                         ShapeCompatible(spec.shape, shape.subspan(1)));
   if (dtype == spec.dtype && shape_ok) return absl::OkStatus();
   const std::string name = spec.name.empty() ? absl::StrCat(index) : spec.name;
-  const std::string data =
-      data_name.empty() || data_name == name ? "" : absl::StrCat(" (data path '", data_name, "')");
+  const std::string data = data_name.empty() || data_name == name
+                               ? ""
+                               : absl::StrCat(" (data path '", data_name, "')");
   return absl::InvalidArgumentError(absl::StrCat(
       "column '", name, "'", data, " must be ", DTypeName(spec.dtype),
       ShapeDebugString(spec.shape), " (-1: any size) but the item has ",
@@ -202,12 +209,14 @@ absl::Status CheckColumnAgainstSpec(const ColumnSpec& spec, size_t index, DType 
 absl::Status ValidateAgainstSignature(const Trajectory& trajectory,
                                       const TableSignature& signature,
                                       bool legacy_steps) {
-  if (absl::Status status = CheckColumnCount(trajectory.size(), signature); !status.ok()) {
+  if (absl::Status status = CheckColumnCount(trajectory.size(), signature);
+      !status.ok()) {
     return status;
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
     if (absl::Status status = CheckColumnAgainstSpec(
-            signature.columns[c], c, trajectory[c].slices().front().chunk->dtype(),
+            signature.columns[c], c,
+            trajectory[c].slices().front().chunk->dtype(),
             ColumnShape(trajectory[c]), trajectory[c].squeeze(), legacy_steps);
         !status.ok()) {
       return status;

@@ -17,7 +17,8 @@ using ::reverb_tf::testing::MakeFloatChunk;
 std::vector<std::pair<ChunkKey, int32_t>> Contents(const SlicedColumn& column) {
   std::vector<std::pair<ChunkKey, int32_t>> out;
   for (const ChunkSlice& slice : column.slices()) {
-    out.emplace_back(slice.chunk == nullptr ? 0 : slice.chunk->key(), slice.offset);
+    out.emplace_back(slice.chunk == nullptr ? 0 : slice.chunk->key(),
+                     slice.offset);
   }
   return out;
 }
@@ -52,7 +53,8 @@ TEST(SlicedColumnTest, CopiesAndMovesKeepSlicesFlagAndReferenceCounts) {
   for (int slices : {1, 3}) {
     SCOPED_TRACE(slices);
     SlicedColumn original;
-    for (int i = 0; i < slices; ++i) original.add_slice({i % 2 == 0 ? a : b, i, 1});
+    for (int i = 0; i < slices; ++i)
+      original.add_slice({i % 2 == 0 ? a : b, i, 1});
     original.set_squeeze(true);
     const auto contents = Contents(original);
     const int32_t refs = a->ref_count() + b->ref_count();
@@ -65,7 +67,8 @@ TEST(SlicedColumnTest, CopiesAndMovesKeepSlicesFlagAndReferenceCounts) {
     SlicedColumn moved(std::move(copy));
     EXPECT_EQ(Contents(moved), contents);
     EXPECT_TRUE(moved.squeeze());
-    EXPECT_TRUE(copy.slices().empty());  // NOLINT: a moved-from column is empty.
+    EXPECT_TRUE(
+        copy.slices().empty());  // NOLINT: a moved-from column is empty.
     EXPECT_EQ(a->ref_count() + b->ref_count(), refs + slices);
 
     SlicedColumn assigned({{b, 3, 1}}, false);

@@ -27,22 +27,26 @@ struct Entry {
 };
 
 absl::Mutex registry_mu(absl::kConstInit);
-absl::flat_hash_map<int, Entry>* registry ABSL_GUARDED_BY(registry_mu) = nullptr;
+absl::flat_hash_map<int, Entry>* registry ABSL_GUARDED_BY(registry_mu) =
+    nullptr;
 
 std::atomic<int> enabled{-1};  // -1: not read from the environment yet
 
 bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "[::1]";
+  return host == "localhost" || host == "127.0.0.1" || host == "::1" ||
+         host == "[::1]";
 }
 
 // Interfaces a loopback client reaches a server bound to.
 bool ServesLoopback(absl::string_view host) {
-  return IsLoopbackHost(host) || host == "0.0.0.0" || host == "::" || host == "[::]";
+  return IsLoopbackHost(host) || host == "0.0.0.0" || host == "::" ||
+         host == "[::]";
 }
 
 }  // namespace
 
-void RegisterLocalServer(int port, const std::string& host, std::shared_ptr<LocalServer> server) {
+void RegisterLocalServer(int port, const std::string& host,
+                         std::shared_ptr<LocalServer> server) {
   absl::MutexLock lock(&registry_mu);
   if (registry == nullptr) registry = new absl::flat_hash_map<int, Entry>();
   (*registry)[port] = Entry{host, std::move(server), getpid()};
@@ -52,11 +56,13 @@ void UnregisterLocalServer(int port, const LocalServer* server) {
   absl::MutexLock lock(&registry_mu);
   if (registry == nullptr) return;
   auto it = registry->find(port);
-  if (it != registry->end() && it->second.server.get() == server) registry->erase(it);
+  if (it != registry->end() && it->second.server.get() == server)
+    registry->erase(it);
 }
 
 int LoopbackPort(absl::string_view address) {
-  if (!absl::ConsumePrefix(&address, "ipv4:") && !absl::ConsumePrefix(&address, "ipv6:")) {
+  if (!absl::ConsumePrefix(&address, "ipv4:") &&
+      !absl::ConsumePrefix(&address, "ipv6:")) {
     absl::ConsumePrefix(&address, "dns:///");
   }
   const size_t colon = address.rfind(':');

@@ -50,8 +50,9 @@ class REVERB_TF_EXPORT LocalInsertStream {
   // server would send it. Blocks on rate limiters for up to the request's
   // timeout, until Cancel() (CANCELLED) or until the server stops
   // (UNAVAILABLE). An error ends the stream: later calls fail.
-  virtual absl::Status Write(proto::InsertRequest& request,
-                             absl::FunctionRef<void(const proto::InsertResponse&)> ack) = 0;
+  virtual absl::Status Write(
+      proto::InsertRequest& request,
+      absl::FunctionRef<void(const proto::InsertResponse&)> ack) = 0;
   virtual void Cancel() = 0;
 };
 
@@ -60,7 +61,8 @@ class REVERB_TF_EXPORT LocalInsertStream {
 class REVERB_TF_EXPORT LocalServer {
  public:
   virtual ~LocalServer() = default;
-  virtual absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) = 0;
+  virtual absl::StatusOr<std::shared_ptr<Table>> FindTable(
+      const std::string& name) = 0;
   // What ServerInfo answers: each table's info, by name.
   virtual absl::StatusOr<std::vector<TableInfo>> TableInfos() = 0;
   // Makes logged changes durable (the write-ahead log's Commit()).
@@ -68,14 +70,16 @@ class REVERB_TF_EXPORT LocalServer {
   // The path of a new checkpoint.
   virtual absl::StatusOr<std::string> Checkpoint() = 0;
   // A new insert stream (see LocalInsertStream).
-  virtual absl::StatusOr<std::unique_ptr<LocalInsertStream>> OpenInsertStream() = 0;
+  virtual absl::StatusOr<std::unique_ptr<LocalInsertStream>>
+  OpenInsertStream() = 0;
 };
 
 // `host` is the interface the server listens on ("localhost", "0.0.0.0",
 // an address): only a server that loopback clients could reach is found.
 REVERB_TF_EXPORT void RegisterLocalServer(int port, const std::string& host,
                                           std::shared_ptr<LocalServer> server);
-REVERB_TF_EXPORT void UnregisterLocalServer(int port, const LocalServer* server);
+REVERB_TF_EXPORT void UnregisterLocalServer(int port,
+                                            const LocalServer* server);
 
 // The port of `address` if it names a loopback interface ("localhost:P",
 // "127.0.0.1:P", "[::1]:P", "ipv4:127.0.0.1:P", ...), else -1.

@@ -31,12 +31,13 @@ absl::Status MemoryBudget::AwaitRoom(absl::Time deadline, Cancellation* cancel,
   absl::Status status;
   while (!HasRoom()) {
     if (closed()) {
-      status = absl::CancelledError(
-          absl::StrCat("the server is stopping: stopped waiting for memory to ", what));
+      status = absl::CancelledError(absl::StrCat(
+          "the server is stopping: stopped waiting for memory to ", what));
       break;
     }
     if (cancel != nullptr && cancel->IsCancelled()) {
-      status = absl::CancelledError(absl::StrCat("cancelled while waiting for memory to ", what));
+      status = absl::CancelledError(
+          absl::StrCat("cancelled while waiting for memory to ", what));
       break;
     }
     const absl::Time now = absl::Now();
@@ -53,9 +54,10 @@ absl::Status MemoryBudget::AwaitRoom(absl::Time deadline, Cancellation* cancel,
 
 absl::Status MemoryBudget::Exhausted(absl::string_view what) const {
   absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
-      "the server's memory budget is used up (memory_limit ", limit_, " bytes; ", used(),
-      " bytes of chunks and items held): could not ", what,
-      " in time; sampling with max_times_sampled, deletes, evictions or a reset make room"));
+      "the server's memory budget is used up (memory_limit ", limit_,
+      " bytes; ", used(), " bytes of chunks and items held): could not ", what,
+      " in time; sampling with max_times_sampled, deletes, evictions or a "
+      "reset make room"));
   status.SetPayload(kExhaustedPayload, absl::Cord("1"));
   return status;
 }

@@ -48,7 +48,8 @@ class REVERB_TF_EXPORT MemoryBudget {
   // `limit` > 0 bytes over `store`'s chunks (the store must outlive the
   // budget) and the items that `count_items` counts (lock-free: the
   // server sums its tables' Table::approximate_size()).
-  MemoryBudget(int64_t limit, const ChunkStore* store, std::function<int64_t()> count_items);
+  MemoryBudget(int64_t limit, const ChunkStore* store,
+               std::function<int64_t()> count_items);
 
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
@@ -61,7 +62,8 @@ class REVERB_TF_EXPORT MemoryBudget {
   // Waits until HasRoom(), `deadline`, `cancel` or Close(): OK, the
   // Exhausted() status, CANCELLED. For a writer stream's chunks (tables wait
   // under their own locks, through Table's rate-limit wait).
-  absl::Status AwaitRoom(absl::Time deadline, Cancellation* cancel, absl::string_view what);
+  absl::Status AwaitRoom(absl::Time deadline, Cancellation* cancel,
+                         absl::string_view what);
 
   // RESOURCE_EXHAUSTED naming the budget and how much is used, for a call
   // that waited for room until its timeout; IsExhausted() recognizes it.
@@ -76,7 +78,9 @@ class REVERB_TF_EXPORT MemoryBudget {
   int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
   int64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   // For Table: counts a call that starts / stops waiting, and a refusal.
-  void NoteWaiting(int delta) { waiting_.fetch_add(delta, std::memory_order_relaxed); }
+  void NoteWaiting(int delta) {
+    waiting_.fetch_add(delta, std::memory_order_relaxed);
+  }
   void NoteRefused() { refused_.fetch_add(1, std::memory_order_relaxed); }
 
  private:

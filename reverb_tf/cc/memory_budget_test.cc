@@ -25,8 +25,9 @@ using ::reverb_tf::testing::Uniform;
 class MemoryBudgetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    table_ = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), /*max_size=*/100,
-                                        RateLimiterOptions::MinSize(1)));
+    table_ =
+        MakeTable(MakeTableOptions("t", Uniform(), Fifo(), /*max_size=*/100,
+                                   RateLimiterOptions::MinSize(1)));
     budget_ = std::make_unique<MemoryBudget>(
         kLimit, &store_, [this] { return table_->approximate_size(); });
     table_->SetMemoryBudget(budget_.get());
@@ -45,8 +46,8 @@ class MemoryBudgetTest : public ::testing::Test {
   }
 
   absl::Status Insert(Key key, absl::Duration timeout) {
-    return table_->InsertOrAssign(MakeItem(key, 1.0, {MakeFloatChunk(store_, key, 1, 256)}),
-                                  timeout);
+    return table_->InsertOrAssign(
+        MakeItem(key, 1.0, {MakeFloatChunk(store_, key, 1, 256)}), timeout);
   }
 
   // About 10 items' worth.
@@ -59,7 +60,8 @@ class MemoryBudgetTest : public ::testing::Test {
 TEST_F(MemoryBudgetTest, CountsChunksAndItems) {
   EXPECT_EQ(budget_->used(), 0);
   ASSERT_OK(Insert(1, absl::ZeroDuration()));
-  EXPECT_EQ(budget_->used(), store_.num_live_bytes() + MemoryBudget::kItemBytes);
+  EXPECT_EQ(budget_->used(),
+            store_.num_live_bytes() + MemoryBudget::kItemBytes);
   EXPECT_GT(store_.num_live_bytes(), 1024);
   ASSERT_OK(table_->Reset());
   EXPECT_EQ(budget_->used(), 0);
@@ -76,8 +78,10 @@ TEST_F(MemoryBudgetTest, InsertsWaitForRoomThenFailNamingTheBudget) {
   absl::Status refused = Insert(1000, absl::Milliseconds(100));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_TRUE(absl::StrContains(refused.message(), "memory budget is used up")) << refused;
-  EXPECT_TRUE(absl::StrContains(refused.message(), "insert into table 't'")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "memory budget is used up"))
+      << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "insert into table 't'"))
+      << refused;
   EXPECT_TRUE(MemoryBudget::IsExhausted(refused));
   EXPECT_EQ(budget_->refused(), 1);
   EXPECT_EQ(table_->size(), stored);
@@ -105,16 +109,20 @@ TEST_F(MemoryBudgetTest, AFullTableEvictsAsItInsertsAndNeedsNoRoom) {
   table_->SetMemoryBudget(nullptr);
   table_ = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), /*max_size=*/3,
                                       RateLimiterOptions::MinSize(1)));
-  budget_ = std::make_unique<MemoryBudget>(1, &store_, [this] { return table_->approximate_size(); });
+  budget_ = std::make_unique<MemoryBudget>(
+      1, &store_, [this] { return table_->approximate_size(); });
   table_->SetMemoryBudget(budget_.get());
   // A budget of one byte: no room for a growing table.
-  EXPECT_EQ(Insert(1, absl::Milliseconds(10)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Insert(1, absl::Milliseconds(10)).code(),
+            absl::StatusCode::kResourceExhausted);
   table_->SetMemoryBudget(nullptr);
-  for (Key key = 1; key <= 3; ++key) ASSERT_OK(Insert(key, absl::ZeroDuration()));
+  for (Key key = 1; key <= 3; ++key)
+    ASSERT_OK(Insert(key, absl::ZeroDuration()));
   table_->SetMemoryBudget(budget_.get());
   EXPECT_FALSE(budget_->HasRoom());
   // Full: each insert evicts the oldest, so memory does not grow.
-  for (Key key = 4; key < 10; ++key) ASSERT_OK(Insert(key, absl::ZeroDuration()));
+  for (Key key = 4; key < 10; ++key)
+    ASSERT_OK(Insert(key, absl::ZeroDuration()));
   EXPECT_EQ(table_->size(), 3);
 }
 
@@ -123,10 +131,11 @@ TEST_F(MemoryBudgetTest, AwaitRoomEndsOnCancelCloseOrDeadline) {
   // Chunks a writer stream holds count too.
   const ChunkRef held = MakeFloatChunk(store_, 9999, 1, 256);
   ASSERT_FALSE(budget_->HasRoom());
-  absl::Status late = budget_->AwaitRoom(absl::Now() + absl::Milliseconds(20), nullptr,
-                                         "store chunk 7");
+  absl::Status late = budget_->AwaitRoom(absl::Now() + absl::Milliseconds(20),
+                                         nullptr, "store chunk 7");
   EXPECT_TRUE(MemoryBudget::IsExhausted(late)) << late;
-  EXPECT_TRUE(absl::StrContains(late.message(), "could not store chunk 7")) << late;
+  EXPECT_TRUE(absl::StrContains(late.message(), "could not store chunk 7"))
+      << late;
   Cancellation cancel;
   cancel.Cancel();
   EXPECT_EQ(budget_->AwaitRoom(absl::InfiniteFuture(), &cancel, "x").code(),

@@ -14,9 +14,9 @@ namespace reverb_tf {
 absl::Status TableOptions::Validate() const {
   if (name.empty()) return absl::InvalidArgumentError("table name is empty");
   if (max_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", name, "': max_size (", max_size,
-        ") must be a positive integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", name, "': max_size (", max_size,
+                     ") must be a positive integer"));
   }
   for (const auto& [role, selector] :
        {std::pair<const char*, const SelectorOptions*>{"sampler", &sampler},
@@ -33,9 +33,9 @@ absl::Status TableOptions::Validate() const {
   if (signature.has_value()) {
     for (const ColumnSpec& column : signature->columns) {
       if (!IsValidDType(static_cast<int32_t>(column.dtype))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "table '", name, "': signature column '", column.name,
-            "' has an invalid dtype"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("table '", name, "': signature column '", column.name,
+                         "' has an invalid dtype"));
       }
       for (int64_t d : column.shape) {
         if (d < -1) {
@@ -112,14 +112,14 @@ absl::Status Table::AwaitLocked(absl::FunctionRef<bool()> ready,
   absl::Status status;
   while (true) {
     if (closed_) {
-      status = absl::CancelledError(absl::StrCat(
-          "table '", name(), "' was closed while waiting to ", what, ": the server is stopping"));
+      status = absl::CancelledError(
+          absl::StrCat("table '", name(), "' was closed while waiting to ",
+                       what, ": the server is stopping"));
       break;
     }
     if (cancel != nullptr && cancel->IsCancelled()) {
-      status = absl::CancelledError(
-          absl::StrCat("cancelled while waiting to ", what, " in table '",
-                       name(), "'"));
+      status = absl::CancelledError(absl::StrCat(
+          "cancelled while waiting to ", what, " in table '", name(), "'"));
       break;
     }
     if (ready()) break;
@@ -160,21 +160,26 @@ int PriorityHistogram::BucketOf(double priority) {
   if (!(priority > 0)) return 0;
   if (std::isinf(priority)) return kNumBuckets - 1;
   int exponent;
-  const double mantissa = std::frexp(priority, &exponent);  // priority = m * 2^e, m in [0.5, 1)
+  const double mantissa =
+      std::frexp(priority, &exponent);  // priority = m * 2^e, m in [0.5, 1)
   // The smallest e' with priority <= 2^e'.
   const int ceiling = mantissa == 0.5 ? exponent - 1 : exponent;
   return std::clamp(ceiling + 11, 1, kNumBuckets - 1);
 }
 
 absl::Status Table::CheckPriority(double priority) const {
-  const bool weights = options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
-                       options_.remover.kind == SelectorOptions::Kind::kPrioritized;
-  return weights ? ValidatePriorityWeight(priority) : ValidatePriority(priority);
+  const bool weights =
+      options_.sampler.kind == SelectorOptions::Kind::kPrioritized ||
+      options_.remover.kind == SelectorOptions::Kind::kPrioritized;
+  return weights ? ValidatePriorityWeight(priority)
+                 : ValidatePriority(priority);
 }
 
 void Table::CountEpisodeLocked(const Item& item, int delta) {
-  if (item.trajectory.empty() || item.trajectory.front().slices().empty()) return;
-  const uint64_t episode = item.trajectory.front().slices().front().chunk->episode_id();
+  if (item.trajectory.empty() || item.trajectory.front().slices().empty())
+    return;
+  const uint64_t episode =
+      item.trajectory.front().slices().front().chunk->episode_id();
   if (delta > 0) {
     ++episode_items_[episode];
     return;
@@ -211,7 +216,8 @@ absl::Status Table::DeleteLocked(Key key, std::vector<Item>* graveyard) {
   RETURN_IF_ERROR(remover_->Delete(key));
   CountEpisodeLocked(it->second, -1);
   CountPriorityLocked(it->second.priority, -1);
-  (snapshots_alive_ > 0 ? kept_for_snapshots_ : *graveyard).push_back(std::move(it->second));
+  (snapshots_alive_ > 0 ? kept_for_snapshots_ : *graveyard)
+      .push_back(std::move(it->second));
   items_.erase(it);
   NoteSizeLocked();
   rate_limiter_.RecordDelete();
@@ -224,7 +230,8 @@ absl::Status Table::InsertOrAssign(Item item, absl::Duration timeout,
 }
 
 absl::Status Table::ReplayInsert(Item item) {
-  return Insert(std::move(item), absl::ZeroDuration(), nullptr, /*rate_limited=*/false);
+  return Insert(std::move(item), absl::ZeroDuration(), nullptr,
+                /*rate_limited=*/false);
 }
 
 void Table::SetMemoryBudget(MemoryBudget* budget) {
@@ -232,18 +239,20 @@ void Table::SetMemoryBudget(MemoryBudget* budget) {
   budget_ = budget;
 }
 
-absl::Status Table::AwaitMemoryLocked(absl::Time deadline, Cancellation* cancel) {
+absl::Status Table::AwaitMemoryLocked(absl::Time deadline,
+                                      Cancellation* cancel) {
   // A full table evicts as it inserts: only a growing one needs room.
   const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return budget_->HasRoom() || static_cast<int64_t>(items_.size()) >= options_.max_size;
+    return budget_->HasRoom() ||
+           static_cast<int64_t>(items_.size()) >= options_.max_size;
   };
   if (ready()) return absl::OkStatus();
   const bool probe = deadline <= absl::Now();  // a zero timeout: not a refusal
   RateLimiterCallStats stats;  // the budget counts its own waits
   bool waited;
   budget_->NoteWaiting(1);
-  absl::Status status = AwaitLocked(ready, deadline, cancel, &stats, "insert", &waited,
-                                    MemoryBudget::kRecheck);
+  absl::Status status = AwaitLocked(ready, deadline, cancel, &stats, "insert",
+                                    &waited, MemoryBudget::kRecheck);
   budget_->NoteWaiting(-1);
   if (absl::IsDeadlineExceeded(status)) {
     if (!probe) budget_->NoteRefused();
@@ -257,15 +266,14 @@ void Table::SetJournal(TableJournal* journal) {
   journal_ = journal;
 }
 
-absl::Status Table::Insert(Item item, absl::Duration timeout, Cancellation* cancel,
-                           bool rate_limited) {
+absl::Status Table::Insert(Item item, absl::Duration timeout,
+                           Cancellation* cancel, bool rate_limited) {
   RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
   bool off_signature = false;
   if (options_.signature.has_value()) {
-    if (absl::Status status =
-            ValidateAgainstSignature(item.trajectory, *options_.signature,
-                                     item.legacy_steps);
+    if (absl::Status status = ValidateAgainstSignature(
+            item.trajectory, *options_.signature, item.legacy_steps);
         !status.ok()) {
       if (!item.unchecked) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -336,7 +344,8 @@ absl::StatusOr<std::vector<SampledItem>> Table::Sample(int32_t max_samples,
   };
   bool waited;
   RETURN_IF_ERROR(AwaitLocked(can_sample, deadline, cancel,
-                              &rate_limiter_.sample_stats(), "sample", &waited));
+                              &rate_limiter_.sample_stats(), "sample",
+                              &waited));
   samples.reserve(std::min<int64_t>(max_samples, items_.size()));
   if (options_.max_times_sampled <= 0) {
     absl::Status status = SampleBatchLocked(max_samples, waited, &samples);
@@ -388,14 +397,15 @@ absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
   // for each in turn.
   do {
     if (!samples->empty()) ++rate_limiter_.sample_stats().completed;
-    ASSIGN_OR_RETURN(ItemSelector::KeyWithProbability choice, sampler_->Sample());
+    ASSIGN_OR_RETURN(ItemSelector::KeyWithProbability choice,
+                     sampler_->Sample());
     rate_limiter_.RecordSample();
     ++counters_.sampled;
     SampledItem& sample = samples->emplace_back();
     sample.key = choice.key;
     sample.probability = choice.probability;
-  } while (static_cast<int32_t>(samples->size()) < max_samples && rate_limiter_.CanSample(
-               static_cast<int64_t>(items_.size())));
+  } while (static_cast<int32_t>(samples->size()) < max_samples &&
+           rate_limiter_.CanSample(static_cast<int64_t>(items_.size())));
   const double table_weight = sampler_->TotalWeight();
   const double min_probability = sampler_->MinProbability();
   const int64_t table_size = static_cast<int64_t>(items_.size());
@@ -403,7 +413,8 @@ absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
   std::vector<Item*> found(n, nullptr);
   constexpr int64_t kStage = 6;
   for (int64_t i = -3 * kStage; i < n; ++i) {
-    if (const int64_t j = i + 3 * kStage; j < n) items_.prefetch((*samples)[j].key);
+    if (const int64_t j = i + 3 * kStage; j < n)
+      items_.prefetch((*samples)[j].key);
     if (const int64_t j = i + 2 * kStage; j >= 0 && j < n) {
       found[j] = &items_.at((*samples)[j].key);
       const Trajectory& trajectory = found[j]->trajectory;
@@ -411,7 +422,8 @@ absl::Status Table::SampleBatchLocked(int32_t max_samples, bool waited,
     }
     if (const int64_t j = i + kStage; j >= 0 && j < n) {
       for (const SlicedColumn& column : found[j]->trajectory) {
-        for (const ChunkSlice& slice : column.slices()) __builtin_prefetch(slice.chunk.get());
+        for (const ChunkSlice& slice : column.slices())
+          __builtin_prefetch(slice.chunk.get());
       }
     }
     if (i < 0) continue;
@@ -430,9 +442,9 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     absl::Span<const Key> deletes) {
   for (const auto& [key, priority] : updates) {
     if (absl::Status status = CheckPriority(priority); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "priority update for key ", key, " in table '", name(),
-          "': ", status.message()));
+      return absl::InvalidArgumentError(absl::StrCat("priority update for key ",
+                                                     key, " in table '", name(),
+                                                     "': ", status.message()));
     }
   }
   MutationResult result;
@@ -462,8 +474,10 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     }
     // The item is here, so it is in both selectors: those that ignore
     // priorities have nothing to change.
-    if (sampler_priority_matters_) RETURN_IF_ERROR(sampler_->Update(key, priority));
-    if (remover_priority_matters_) RETURN_IF_ERROR(remover_->Update(key, priority));
+    if (sampler_priority_matters_)
+      RETURN_IF_ERROR(sampler_->Update(key, priority));
+    if (remover_priority_matters_)
+      RETURN_IF_ERROR(remover_->Update(key, priority));
     CountPriorityLocked(it->second.priority, -1);
     CountPriorityLocked(priority, 1);
     it->second.priority = priority;
@@ -495,7 +509,8 @@ absl::Status Table::Reset() {
   graveyard.swap(items_);
   NoteSizeLocked();
   if (snapshots_alive_ > 0) {
-    for (auto& [key, item] : graveyard) kept_for_snapshots_.push_back(std::move(item));
+    for (auto& [key, item] : graveyard)
+      kept_for_snapshots_.push_back(std::move(item));
   }
   sampler_->Clear();
   remover_->Clear();
@@ -527,13 +542,17 @@ int64_t Table::size() const {
 }
 
 absl::StatusOr<bool> Table::CanInsert(int64_t n) const {
-  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("num_inserts must be >= 1, got ", n));
+  if (n < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_inserts must be >= 1, got ", n));
   absl::MutexLock lock(&mu_);
   return rate_limiter_.CanInsertN(static_cast<int64_t>(items_.size()), n);
 }
 
 absl::StatusOr<bool> Table::CanSample(int64_t n) const {
-  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", n));
+  if (n < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_samples must be >= 1, got ", n));
   absl::MutexLock lock(&mu_);
   return rate_limiter_.CanSampleN(static_cast<int64_t>(items_.size()), n);
 }
@@ -547,7 +566,8 @@ TableInfo Table::info() const {
   info.num_episodes = static_cast<int64_t>(episode_items_.size());
   info.num_deleted_episodes = num_deleted_episodes_;
   info.sampler_total_weight = sampler_->TotalWeight();
-  info.sampler_min_item_weight = sampler_->MinProbability() * info.sampler_total_weight;
+  info.sampler_min_item_weight =
+      sampler_->MinProbability() * info.sampler_total_weight;
   info.counters = counters_;
   info.priorities = priorities_;
   info.rate_limiter_info = rate_limiter_.info();
@@ -569,28 +589,32 @@ absl::Status Table::CheckInvariants() const {
   }
   {
     PriorityHistogram expected;
-    for (const auto& [key, item] : items_) ++expected.counts[PriorityHistogram::BucketOf(item.priority)];
+    for (const auto& [key, item] : items_)
+      ++expected.counts[PriorityHistogram::BucketOf(item.priority)];
     if (expected.counts != priorities_.counts) {
-      return absl::InternalError(absl::StrCat(
-          "table '", name(), "': its priority histogram does not match its items"));
+      return absl::InternalError(
+          absl::StrCat("table '", name(),
+                       "': its priority histogram does not match its items"));
     }
   }
   const RateLimiterInfo limiter = rate_limiter_.info();
   if (limiter.inserts - limiter.deletes != size) {
-    return absl::InternalError(absl::StrCat(
-        "table '", name(), "': ", limiter.inserts, " inserts - ",
-        limiter.deletes, " deletes != size ", size));
+    return absl::InternalError(
+        absl::StrCat("table '", name(), "': ", limiter.inserts, " inserts - ",
+                     limiter.deletes, " deletes != size ", size));
   }
   for (const auto& [key, item] : items_) {
     if (key != item.key) {
-      return absl::InternalError(absl::StrCat("item ", item.key, " stored under ", key));
+      return absl::InternalError(
+          absl::StrCat("item ", item.key, " stored under ", key));
     }
     if (options_.max_times_sampled > 0 &&
         item.times_sampled >= options_.max_times_sampled) {
       return absl::InternalError(absl::StrCat(
           "item ", key, " sampled ", item.times_sampled, " times but kept"));
     }
-    if (absl::Status status = ValidateTrajectory(item.trajectory); !status.ok()) {
+    if (absl::Status status = ValidateTrajectory(item.trajectory);
+        !status.ok()) {
       return absl::InternalError(status.message());
     }
   }
@@ -613,7 +637,8 @@ TableSnapshot Table::Snapshot() const {
     if (!items_.empty()) {
       const Trajectory& first = items_.begin()->second.trajectory;
       columns_per_item = first.size();
-      for (const SlicedColumn& column : first) slices_per_item += column.slices().size();
+      for (const SlicedColumn& column : first)
+        slices_per_item += column.slices().size();
     }
   }
   // Some slack for items inserted in between.
@@ -633,17 +658,19 @@ TableSnapshot Table::Snapshot() const {
     snapshot.num_unique_samples = num_unique_samples_;
     // In the map's own order: sequential, unlike a walk in insertion order.
     for (const auto& [key, item] : items_) {
-      if (item_count == snapshot.items.size()) snapshot.items.resize(2 * item_count);
-      snapshot.items[item_count++] = {item.key, item.priority, item.times_sampled,
-                                      static_cast<uint32_t>(item.trajectory.size()),
-                                      column_count, 0};
+      if (item_count == snapshot.items.size())
+        snapshot.items.resize(2 * item_count);
+      snapshot.items[item_count++] = {
+          item.key,           item.priority,
+          item.times_sampled, static_cast<uint32_t>(item.trajectory.size()),
+          column_count,       0};
       for (const SlicedColumn& column : item.trajectory) {
         if (column_count == snapshot.columns.size()) {
           snapshot.columns.resize(2 * column_count + 16);
         }
-        snapshot.columns[column_count++] = {slice_count,
-                                            static_cast<uint32_t>(column.slices().size()),
-                                            column.squeeze()};
+        snapshot.columns[column_count++] = {
+            slice_count, static_cast<uint32_t>(column.slices().size()),
+            column.squeeze()};
         for (const ChunkSlice& slice : column.slices()) {
           if (slice_count == snapshot.slices.size()) {
             snapshot.slices.resize(2 * slice_count + 16);
@@ -664,15 +691,17 @@ TableSnapshot Table::Snapshot() const {
   snapshot.slices.resize(slice_count);
   snapshot.chunks.resize(slice_count);
   std::shared_ptr<const Table> self = shared_from_this();
-  snapshot.pin = std::shared_ptr<const void>(nullptr, [self](const void*) { self->Unpin(); });
+  snapshot.pin = std::shared_ptr<const void>(
+      nullptr, [self](const void*) { self->Unpin(); });
   if (ranked) {
     absl::flat_hash_map<Key, uint64_t> rank_of;
     rank_of.reserve(ranks.size());
     for (const auto& [rank, key] : ranks) rank_of.emplace(key, rank);
     for (auto& item : snapshot.items) item.rank = rank_of.at(item.key);
-    std::sort(snapshot.items.begin(), snapshot.items.end(),
-              [](const TableSnapshot::ItemRecord& a,
-                 const TableSnapshot::ItemRecord& b) { return a.rank < b.rank; });
+    std::sort(
+        snapshot.items.begin(), snapshot.items.end(),
+        [](const TableSnapshot::ItemRecord& a,
+           const TableSnapshot::ItemRecord& b) { return a.rank < b.rank; });
   }
   return snapshot;
 }
@@ -713,7 +742,8 @@ absl::Status Table::LoadItems(std::vector<Item> items) {
     CountPriorityLocked(item.priority, 1);
     items_.emplace(key, std::move(item));
     NoteSizeLocked();
-    if (static_cast<int64_t>(items_.size()) > options_.max_size) ++load_discarded_;
+    if (static_cast<int64_t>(items_.size()) > options_.max_size)
+      ++load_discarded_;
     RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
     rate_limiter_.RecordInsert();
   }

@@ -218,7 +218,8 @@ class TableJournal {
   // `item` was inserted, or replaced the stored item of its key.
   virtual void Inserted(const Table& table, const Item& item) = 0;
   // A MutatePriorities call was applied (keys the table lacked included).
-  virtual void Mutated(const Table& table, absl::Span<const std::pair<Key, double>> updates,
+  virtual void Mutated(const Table& table,
+                       absl::Span<const std::pair<Key, double>> updates,
                        absl::Span<const Key> deletes) = 0;
   // Sampling removed `key` (it reached max_times_sampled).
   virtual void SampledOut(const Table& table, Key key) = 0;
@@ -287,7 +288,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   int64_t size() const;
   // size() without the lock (a relaxed read, for the memory budget, which
   // sums every table's from inside another table's lock).
-  int64_t approximate_size() const { return approximate_size_.load(std::memory_order_relaxed); }
+  int64_t approximate_size() const {
+    return approximate_size_.load(std::memory_order_relaxed);
+  }
   TableInfo info() const;
   // Whether `n` (>= 1) inserts / samples would pass the rate limiter now
   // (RateLimiter::CanInsertN / CanSampleN); INVALID_ARGUMENT if n < 1.
@@ -350,7 +353,8 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   absl::Status AwaitMemoryLocked(absl::Time deadline, Cancellation* cancel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteSizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    approximate_size_.store(static_cast<int64_t>(items_.size()), std::memory_order_relaxed);
+    approximate_size_.store(static_cast<int64_t>(items_.size()),
+                            std::memory_order_relaxed);
   }
 
   // While the table holds more than max_size items, removes the one the
@@ -362,11 +366,13 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // The priority rule of the table: a sampling weight (ValidatePriorityWeight)
   // if either selector is prioritized, else anything but NaN.
   absl::Status CheckPriority(double priority) const;
-  void CountPriorityLocked(double priority, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void CountPriorityLocked(double priority, int delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     priorities_.counts[PriorityHistogram::BucketOf(priority)] += delta;
   }
   // Counts `item` in (delta 1) or out of (delta -1) its episode.
-  void CountEpisodeLocked(const Item& item, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountEpisodeLocked(const Item& item, int delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `key` and moves its item into `graveyard` for destruction
   // outside the lock.
   absl::Status DeleteLocked(Key key, std::vector<Item>* graveyard)
@@ -382,7 +388,8 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // Counts one more sample of `item` and copies into `sample` what it
   // carries of the item: priority, times sampled (this one included) and
   // trajectory.
-  void TakeSampleLocked(Item& item, SampledItem* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeSampleLocked(Item& item, SampledItem* sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sample()'s batch for tables without max_times_sampled: chooses up to
   // `max_samples` (at least one; the limiter allowed it) as the limiter
   // allows, then fills them in with the item fetches overlapped.

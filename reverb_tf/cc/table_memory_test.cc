@@ -22,13 +22,14 @@ using ::reverb_tf::testing::Uniform;
 
 constexpr int kItems = 100000;
 
-ChunkRef StepChunk(ChunkStore& store, ChunkKey key,
-                                       DType dtype, Shape step_shape) {
+ChunkRef StepChunk(ChunkStore& store, ChunkKey key, DType dtype,
+                   Shape step_shape) {
   Shape shape = {1};
   shape.insert(shape.end(), step_shape.begin(), step_shape.end());
   int64_t elements = 1;
   for (int64_t d : step_shape) elements *= d;
-  auto payload = MakePayload(dtype, shape, std::string(elements * DTypeSize(dtype), '\1'));
+  auto payload =
+      MakePayload(dtype, shape, std::string(elements * DTypeSize(dtype), '\1'));
   return *store.Insert(key, key, 0, *payload);
 }
 
@@ -54,8 +55,9 @@ class TableMemoryTest : public ::testing::TestWithParam<SelectorOptions> {};
 
 TEST_P(TableMemoryTest, BytesPerSmallItem) {
   ChunkStore store;
-  auto table = MakeTable(MakeTableOptions("memory", GetParam(), Fifo(),
-                                          2 * kItems, RateLimiterOptions::MinSize(1)));
+  auto table =
+      MakeTable(MakeTableOptions("memory", GetParam(), Fifo(), 2 * kItems,
+                                 RateLimiterOptions::MinSize(1)));
   const size_t before = testing::HeapBytesInUse();
   for (Key key = 0; key < kItems; ++key) {
     ASSERT_OK(table->InsertOrAssign(SmallItem(store, key)));

@@ -33,8 +33,9 @@ class TableStressTest : public ::testing::TestWithParam<StressConfig> {};
 TEST_P(TableStressTest, InvariantsHoldUnderConcurrentLoad) {
   const StressConfig config = GetParam();
   ChunkStore store;
-  auto table = MakeTable(MakeTableOptions("stress", config.sampler, Fifo(), 300,
-                                          config.limiter, config.max_times_sampled));
+  auto table =
+      MakeTable(MakeTableOptions("stress", config.sampler, Fifo(), 300,
+                                 config.limiter, config.max_times_sampled));
   constexpr int kWriters = 4, kSamplers = 2;
   const absl::Duration kPoll = absl::Milliseconds(5);
   std::atomic<bool> stop{false};
@@ -64,7 +65,8 @@ TEST_P(TableStressTest, InvariantsHoldUnderConcurrentLoad) {
       while (!stop.load()) {
         auto samples = table->Sample(8, kPoll);
         if (!samples.ok()) {
-          if (samples.status().code() != absl::StatusCode::kDeadlineExceeded) ++errors;
+          if (samples.status().code() != absl::StatusCode::kDeadlineExceeded)
+            ++errors;
           continue;
         }
         for (const SampledItem& sample : *samples) {
@@ -85,7 +87,8 @@ TEST_P(TableStressTest, InvariantsHoldUnderConcurrentLoad) {
       std::vector<Key> deletes;
       const Key newest = next_key.load();
       for (int i = 0; i < 16; ++i) {
-        updates.push_back({1 + rng() % newest, static_cast<double>(rng() % 50)});
+        updates.push_back(
+            {1 + rng() % newest, static_cast<double>(rng() % 50)});
       }
       deletes.push_back(1 + rng() % newest);
       if (!table->MutatePriorities(updates, deletes).ok()) ++errors;

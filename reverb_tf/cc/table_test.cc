@@ -38,7 +38,8 @@ class TableTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       const auto info = table.info().rate_limiter_info;
-      if ((sample ? info.sample_stats.pending : info.insert_stats.pending) == n) return;
+      if ((sample ? info.sample_stats.pending : info.insert_stats.pending) == n)
+        return;
       absl::SleepFor(absl::Milliseconds(1));
     }
     FAIL() << "no call became pending";
@@ -53,7 +54,8 @@ TEST_F(TableTest, CreateRejectsInvalidOptions) {
   EXPECT_OK(Table::Create(options, 1));
   auto bad = options;
   bad.max_size = 0;
-  EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Every max_times_sampled < 1 means no limit, as in dm-reverb, which
   // reports the value as given.
   auto unlimited = options;
@@ -61,7 +63,8 @@ TEST_F(TableTest, CreateRejectsInvalidOptions) {
   EXPECT_OK(Table::Create(unlimited, 1));
   bad = options;
   bad.name = "";
-  EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   bad = options;
   bad.rate_limiter.min_size_to_sample = 0;
   auto status = Table::Create(bad, 1).status();
@@ -69,10 +72,12 @@ TEST_F(TableTest, CreateRejectsInvalidOptions) {
   EXPECT_NE(status.message().find("min_size_to_sample"), std::string::npos);
   bad = options;
   bad.sampler = Prioritized(NAN);
-  EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   bad = options;
   bad.signature = TableSignature{{ColumnSpec{"x", DType::kFloat, {-2}}}, ""};
-  EXPECT_EQ(Table::Create(bad, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(bad, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
@@ -80,9 +85,10 @@ TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
       MakeTableOptions("t", Fifo(), Fifo(), 3, RateLimiterOptions::MinSize(1));
   options.max_times_sampled = 2;
   auto table = MakeTable(options);
-  for (Key key = 1; key <= 5; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  for (Key key = 1; key <= 5; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   ASSERT_OK(table->InsertOrAssign(NewItem(5, 2.0)));  // a replacement
-  ASSERT_OK(table->Sample(2, kLong));                 // key 3 twice: sampled out
+  ASSERT_OK(table->Sample(2, kLong));  // key 3 twice: sampled out
   ASSERT_OK(table->MutatePriorities({{4, 3.0}, {99, 1.0}}, {5}));
   TableCounters counters = table->info().counters;
   EXPECT_EQ(counters.inserted, 5);
@@ -101,11 +107,11 @@ TEST_F(TableTest, LifetimeCountersOnlyGrowAndSayWhyItemsLeft) {
 TEST(PriorityHistogramTest, BucketsArePowersOfTwoWithOpenEnds) {
   EXPECT_EQ(PriorityHistogram::BucketOf(-3.0), 0);
   EXPECT_EQ(PriorityHistogram::BucketOf(0.0), 0);
-  EXPECT_EQ(PriorityHistogram::BucketOf(1e-9), 1);          // (0, 2^-10]
-  EXPECT_EQ(PriorityHistogram::BucketOf(1.0), 11);          // (0.5, 1]
-  EXPECT_EQ(PriorityHistogram::BucketOf(1.0000001), 12);    // (1, 2]
-  EXPECT_EQ(PriorityHistogram::BucketOf(1024.0), 21);       // (512, 1024]
-  EXPECT_EQ(PriorityHistogram::BucketOf(1025.0), 22);       // above 2^10
+  EXPECT_EQ(PriorityHistogram::BucketOf(1e-9), 1);        // (0, 2^-10]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1.0), 11);        // (0.5, 1]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1.0000001), 12);  // (1, 2]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1024.0), 21);     // (512, 1024]
+  EXPECT_EQ(PriorityHistogram::BucketOf(1025.0), 22);     // above 2^10
   EXPECT_EQ(PriorityHistogram::BucketOf(INFINITY), 22);
   for (double p : {0.3, 1.0, 7.0, 1e-5, 600.0}) {
     const int b = PriorityHistogram::BucketOf(p);
@@ -120,8 +126,8 @@ TEST_F(TableTest, PriorityHistogramFollowsInsertsUpdatesAndRemovals) {
   ASSERT_OK(table->InsertOrAssign(NewItem(1, 1.0)));
   ASSERT_OK(table->InsertOrAssign(NewItem(2, 1.0)));
   ASSERT_OK(table->InsertOrAssign(NewItem(3, 3.0)));
-  ASSERT_OK(table->InsertOrAssign(NewItem(4, 0.25)));    // evicts 1
-  ASSERT_OK(table->InsertOrAssign(NewItem(2, 100.0)));   // replaces 2
+  ASSERT_OK(table->InsertOrAssign(NewItem(4, 0.25)));   // evicts 1
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 100.0)));  // replaces 2
   ASSERT_OK(table->MutatePriorities({{3, 0.25}}, {}));
   PriorityHistogram histogram = table->info().priorities;
   EXPECT_EQ(histogram.counts[PriorityHistogram::BucketOf(0.25)], 2);
@@ -157,15 +163,16 @@ TEST_F(TableTest, PrioritiesAreWeightsOnlyWhereASelectorIsPrioritized) {
                                          RateLimiterOptions::MinSize(1)));
   EXPECT_OK(heap->InsertOrAssign(NewItem(1, -1.0)));
   EXPECT_OK(heap->InsertOrAssign(NewItem(2, INFINITY)));
-  EXPECT_EQ(heap->InsertOrAssign(NewItem(3, NAN)).code(), absl::StatusCode::kInvalidArgument);
-  auto prioritized = MakeTable(MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
-                                                RateLimiterOptions::MinSize(1)));
+  EXPECT_EQ(heap->InsertOrAssign(NewItem(3, NAN)).code(),
+            absl::StatusCode::kInvalidArgument);
+  auto prioritized = MakeTable(MakeTableOptions(
+      "p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1)));
   EXPECT_EQ(prioritized->InsertOrAssign(NewItem(1, -1.0)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(prioritized->InsertOrAssign(NewItem(2, INFINITY)).code(),
             absl::StatusCode::kInvalidArgument);
-  auto removed_by_priority = MakeTable(MakeTableOptions("r", Fifo(), Prioritized(1.0), 10,
-                                                        RateLimiterOptions::MinSize(1)));
+  auto removed_by_priority = MakeTable(MakeTableOptions(
+      "r", Fifo(), Prioritized(1.0), 10, RateLimiterOptions::MinSize(1)));
   EXPECT_EQ(removed_by_priority->InsertOrAssign(NewItem(1, -1.0)).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -179,23 +186,27 @@ TEST_F(TableTest, BadItemsAreRejectedWithoutSideEffects) {
             absl::StatusCode::kInvalidArgument);
   Item empty;
   empty.key = 3;
-  EXPECT_EQ(table->InsertOrAssign(empty).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->InsertOrAssign(empty).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(table->size(), 0);
   EXPECT_EQ(table->info().rate_limiter_info.inserts, 0);
-  EXPECT_EQ(table->Sample(0, kLong).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->Sample(0, kLong).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(TableTest, SignatureMismatchIsRejectedNamingTheColumn) {
   auto options = MakeTableOptions("t", Uniform(), Fifo(), 10,
                                   RateLimiterOptions::MinSize(1));
-  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 4}}}, ""};
+  options.signature =
+      TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 4}}}, ""};
   auto table = MakeTable(options);
   EXPECT_OK(table->InsertOrAssign(NewItem(1)));
   Item wrong = MakeItem(2, 1.0, {MakeFloatChunk(store_, 2, 1, /*width=*/5)});
   absl::Status status = table->InsertOrAssign(wrong);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("'obs'"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("float32[1, 5]"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("float32[1, 5]"), std::string::npos)
+      << status;
   EXPECT_EQ(table->size(), 1);
 }
 
@@ -233,8 +244,8 @@ TEST_F(TableTest, FullTableEvictsTheRemoversChoice) {
   // Priorities: key 1 -> 10, 2 -> 1, 3 -> 9, 4 -> 2, 5 -> 5.
   const double priority[] = {0, 10, 1, 9, 2, 5};
   for (const Case& c : cases) {
-    auto table = MakeTable(MakeTableOptions(
-        "t", Uniform(), c.remover, 3, RateLimiterOptions::MinSize(1)));
+    auto table = MakeTable(MakeTableOptions("t", Uniform(), c.remover, 3,
+                                            RateLimiterOptions::MinSize(1)));
     for (Key key = 1; key <= 5; ++key) {
       ASSERT_OK(table->InsertOrAssign(NewItem(key, priority[key])));
     }
@@ -247,7 +258,8 @@ TEST_F(TableTest, FullTableEvictsTheRemoversChoice) {
     EXPECT_EQ(result->missing, 2);
     for (Key key : c.survivors) {
       auto one = table->MutatePriorities({{key, priority[key]}}, {});
-      EXPECT_EQ(one->updated, 1) << c.remover.DebugString() << " lost key " << key;
+      EXPECT_EQ(one->updated, 1)
+          << c.remover.DebugString() << " lost key " << key;
     }
     EXPECT_EQ(table->info().rate_limiter_info.deletes, 2);
   }
@@ -306,9 +318,8 @@ TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
   EXPECT_EQ(table->InsertOrAssign(NewItem(3), kShort).code(),
             absl::StatusCode::kDeadlineExceeded);
   absl::Status blocked_insert;
-  std::thread writer([&] {
-    blocked_insert = table->InsertOrAssign(NewItem(3), kLong);
-  });
+  std::thread writer(
+      [&] { blocked_insert = table->InsertOrAssign(NewItem(3), kLong); });
   AwaitPending(*table, /*sample=*/false, 1);
   auto first = table->Sample(1, kLong);
   ASSERT_OK(first);
@@ -323,7 +334,8 @@ TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
 TEST_F(TableTest, StackReturnsNewestFirst) {
   auto table = MakeTable(MakeTableOptions("s", Lifo(), Lifo(), 3,
                                           RateLimiterOptions::Stack(3), 1));
-  for (Key key = 1; key <= 3; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  for (Key key = 1; key <= 3; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   for (Key expected = 3; expected >= 1; --expected) {
     EXPECT_EQ(table->Sample(1, kLong)->front().key, expected);
   }
@@ -332,17 +344,20 @@ TEST_F(TableTest, StackReturnsNewestFirst) {
 TEST_F(TableTest, SampleBatchTakesWhatTheLimiterAllows) {
   auto table = MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 10,
                                           RateLimiterOptions::Queue(10), 1));
-  for (Key key = 1; key <= 3; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  for (Key key = 1; key <= 3; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   auto batch = table->Sample(10, kLong);
   ASSERT_OK(batch);
   ASSERT_EQ(batch->size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ((*batch)[i].key, static_cast<Key>(i + 1));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ((*batch)[i].key, static_cast<Key>(i + 1));
   EXPECT_EQ(table->info().rate_limiter_info.sample_stats.completed, 3);
 
   auto uniform = MakeTable(MakeTableOptions("u", Uniform(), Fifo(), 10,
                                             RateLimiterOptions::MinSize(1)));
   ASSERT_OK(uniform->InsertOrAssign(NewItem(1)));
-  EXPECT_EQ(uniform->Sample(64, kLong)->size(), 64u);  // sampling with replacement
+  EXPECT_EQ(uniform->Sample(64, kLong)->size(),
+            64u);  // sampling with replacement
 }
 
 TEST_F(TableTest, CancellationWakesABlockedCall) {
@@ -373,7 +388,8 @@ TEST_F(TableTest, CloseFailsBlockedAndFutureCalls) {
   table->Close();
   sampler.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(table->InsertOrAssign(NewItem(1)).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(table->InsertOrAssign(NewItem(1)).code(),
+            absl::StatusCode::kCancelled);
 }
 
 TEST_F(TableTest, OpenServesAgainWithTheItemsKept) {
@@ -381,7 +397,8 @@ TEST_F(TableTest, OpenServesAgainWithTheItemsKept) {
                                           RateLimiterOptions::MinSize(1)));
   ASSERT_OK(table->InsertOrAssign(NewItem(1)));
   table->Close();
-  EXPECT_EQ(table->InsertOrAssign(NewItem(2)).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(table->InsertOrAssign(NewItem(2)).code(),
+            absl::StatusCode::kCancelled);
   EXPECT_EQ(table->size(), 1);
   table->Open();
   EXPECT_OK(table->InsertOrAssign(NewItem(2)));
@@ -416,7 +433,8 @@ TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
 TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1)));
-  for (Key key = 1; key <= 5; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  for (Key key = 1; key <= 5; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   ASSERT_OK(table->Sample(3, kLong));
   EXPECT_EQ(store_.num_live_chunks(), 5);
   ASSERT_OK(table->Reset());
@@ -448,10 +466,12 @@ TEST_F(TableTest, ChunksSharedAcrossTablesLiveUntilTheLastItemGoes) {
 }
 
 TEST_F(TableTest, InfoReportsOptionsAndCounters) {
-  auto options = MakeTableOptions("info", Prioritized(0.6), Fifo(), 100,
-                                  RateLimiterOptions::SampleToInsertRatio(2, 1, 10), 7);
+  auto options =
+      MakeTableOptions("info", Prioritized(0.6), Fifo(), 100,
+                       RateLimiterOptions::SampleToInsertRatio(2, 1, 10), 7);
   auto table = MakeTable(options);
-  for (Key key = 1; key <= 4; ++key) ASSERT_OK(table->InsertOrAssign(NewItem(key)));
+  for (Key key = 1; key <= 4; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key)));
   ASSERT_OK(table->Sample(3, kLong));
   const TableInfo info = table->info();
   EXPECT_EQ(info.options.name, "info");

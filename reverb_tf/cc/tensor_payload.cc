@@ -94,28 +94,46 @@ int64_t DTypeSize(DType dtype) {
 
 bool IsValidDType(int32_t value) {
   const DType dtype = static_cast<DType>(value);
-  return dtype == DType::kString || (dtype != DType::kInvalid && DTypeSize(dtype) > 0);
+  return dtype == DType::kString ||
+         (dtype != DType::kInvalid && DTypeSize(dtype) > 0);
 }
 
 std::string DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return "float32";
-    case DType::kDouble: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kUint8: return "uint8";
-    case DType::kInt16: return "int16";
-    case DType::kInt8: return "int8";
-    case DType::kString: return "string";
-    case DType::kComplex64: return "complex64";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kBfloat16: return "bfloat16";
-    case DType::kUint16: return "uint16";
-    case DType::kComplex128: return "complex128";
-    case DType::kHalf: return "float16";
-    case DType::kUint32: return "uint32";
-    case DType::kUint64: return "uint64";
-    case DType::kInvalid: break;
+    case DType::kFloat:
+      return "float32";
+    case DType::kDouble:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUint8:
+      return "uint8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt8:
+      return "int8";
+    case DType::kString:
+      return "string";
+    case DType::kComplex64:
+      return "complex64";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kBfloat16:
+      return "bfloat16";
+    case DType::kUint16:
+      return "uint16";
+    case DType::kComplex128:
+      return "complex128";
+    case DType::kHalf:
+      return "float16";
+    case DType::kUint32:
+      return "uint32";
+    case DType::kUint64:
+      return "uint64";
+    case DType::kInvalid:
+      break;
   }
   return absl::StrCat("invalid(", static_cast<int32_t>(dtype), ")");
 }
@@ -144,8 +162,8 @@ absl::Status TensorPayload::Validate() const {
   int64_t elements = 1;
   for (int64_t d : shape) {
     if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("negative dimension in shape ", ShapeDebugString(shape)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "negative dimension in shape ", ShapeDebugString(shape)));
     }
   }
   for (int64_t d : shape) {
@@ -161,13 +179,16 @@ absl::Status TensorPayload::Validate() const {
     elements *= d;
   }
   if (uncompressed_size < 0 || uncompressed_size > kMaxPayloadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "uncompressed_size ", uncompressed_size, " is outside [0, ", kMaxPayloadBytes, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("uncompressed_size ", uncompressed_size,
+                     " is outside [0, ", kMaxPayloadBytes, "]"));
   }
-  if (dtype != DType::kString && uncompressed_size != elements * element_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DTypeName(dtype), ShapeDebugString(shape), " needs ", elements * element_bytes,
-        " bytes, the payload declares ", uncompressed_size));
+  if (dtype != DType::kString &&
+      uncompressed_size != elements * element_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DTypeName(dtype), ShapeDebugString(shape), " needs ",
+                     elements * element_bytes, " bytes, the payload declares ",
+                     uncompressed_size));
   }
   if (dtype == DType::kString && uncompressed_size < elements) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -175,18 +196,21 @@ absl::Status TensorPayload::Validate() const {
         " bytes, the payload declares ", uncompressed_size));
   }
   if (compression == Compression::kZstd) {
-    const unsigned long long frame_size = ZSTD_getFrameContentSize(data.data(), data.size());
-    if (frame_size == ZSTD_CONTENTSIZE_ERROR || frame_size == ZSTD_CONTENTSIZE_UNKNOWN ||
+    const unsigned long long frame_size =
+        ZSTD_getFrameContentSize(data.data(), data.size());
+    if (frame_size == ZSTD_CONTENTSIZE_ERROR ||
+        frame_size == ZSTD_CONTENTSIZE_UNKNOWN ||
         frame_size != static_cast<unsigned long long>(uncompressed_size)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "compressed payload is not a zstd frame of the declared ", uncompressed_size,
-          " bytes"));
+          "compressed payload is not a zstd frame of the declared ",
+          uncompressed_size, " bytes"));
     }
     return absl::OkStatus();
   }
   if (uncompressed_size != static_cast<int64_t>(data.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "uncompressed_size ", uncompressed_size, " != data size ", data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("uncompressed_size ", uncompressed_size, " != data size ",
+                     data.size()));
   }
   if (dtype == DType::kString) {
     ASSIGN_OR_RETURN(auto offsets, StringOffsets(data, num_elements()));
@@ -198,9 +222,9 @@ absl::Status TensorPayload::Validate() const {
   }
   const int64_t expected = num_elements() * DTypeSize(dtype);
   if (expected != static_cast<int64_t>(data.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DTypeName(dtype), ShapeDebugString(shape), " needs ", expected,
-        " bytes, payload has ", data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DTypeName(dtype), ShapeDebugString(shape), " needs ",
+                     expected, " bytes, payload has ", data.size()));
   }
   return absl::OkStatus();
 }
@@ -225,9 +249,9 @@ absl::StatusOr<TensorPayload> MakeStringPayload(
   payload.dtype = DType::kString;
   payload.shape = std::move(shape);
   if (payload.num_elements() != static_cast<int64_t>(elements.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape ", ShapeDebugString(payload.shape), " needs ",
-                     payload.num_elements(), " strings, got ", elements.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape ", ShapeDebugString(payload.shape), " needs ",
+        payload.num_elements(), " strings, got ", elements.size()));
   }
   for (const std::string& s : elements) {
     AppendVarint(s.size(), &payload.data);
@@ -263,9 +287,9 @@ absl::StatusOr<TensorPayload> Compress(TensorPayload payload, int level) {
         absl::StrCat("zstd level must be in [1, ", ZSTD_maxCLevel(), "]"));
   }
   std::string compressed(ZSTD_compressBound(payload.data.size()), '\0');
-  const size_t size = ZSTD_compress(compressed.data(), compressed.size(),
-                                    payload.data.data(), payload.data.size(),
-                                    level);
+  const size_t size =
+      ZSTD_compress(compressed.data(), compressed.size(), payload.data.data(),
+                    payload.data.size(), level);
   if (ZSTD_isError(size)) {
     return absl::InternalError(
         absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(size)));
@@ -288,8 +312,9 @@ absl::Status VerifyCompressed(const TensorPayload& payload) {
     return Decompress(payload).status();
   }
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(),
-                                                              ZSTD_freeDCtx);
-  if (context == nullptr) return absl::ResourceExhaustedError("no zstd context");
+                                                             ZSTD_freeDCtx);
+  if (context == nullptr)
+    return absl::ResourceExhaustedError("no zstd context");
   std::string buffer(64 << 10, '\0');
   ZSTD_inBuffer in{payload.data.data(), payload.data.size(), 0};
   int64_t produced = 0;
@@ -298,17 +323,21 @@ absl::Status VerifyCompressed(const TensorPayload& payload) {
     ZSTD_outBuffer out{buffer.data(), buffer.size(), 0};
     remaining_hint = ZSTD_decompressStream(context.get(), &out, &in);
     if (ZSTD_isError(remaining_hint)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "compressed payload does not decode: ", ZSTD_getErrorName(remaining_hint)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("compressed payload does not decode: ",
+                       ZSTD_getErrorName(remaining_hint)));
     }
     produced += static_cast<int64_t>(out.pos);
     if (produced > payload.uncompressed_size) break;
-    if (out.pos == 0 && in.pos == in.size) break;  // no progress: truncated frame
+    if (out.pos == 0 && in.pos == in.size)
+      break;  // no progress: truncated frame
   }
-  if (produced != payload.uncompressed_size || remaining_hint != 0 || in.pos != in.size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compressed payload decodes to ", produced, "+ bytes, not the declared ",
-        payload.uncompressed_size, " in exactly one frame"));
+  if (produced != payload.uncompressed_size || remaining_hint != 0 ||
+      in.pos != in.size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compressed payload decodes to ", produced,
+                     "+ bytes, not the declared ", payload.uncompressed_size,
+                     " in exactly one frame"));
   }
   return absl::OkStatus();
 }
@@ -318,7 +347,8 @@ absl::StatusOr<TensorPayload> Decompress(TensorPayload payload) {
   // Checks the declared size against dtype, shape and kMaxPayloadBytes (and
   // the frame header) before allocating it.
   if (absl::Status status = payload.Validate(); !status.ok()) {
-    return absl::DataLossError(absl::StrCat("corrupt zstd payload: ", status.message()));
+    return absl::DataLossError(
+        absl::StrCat("corrupt zstd payload: ", status.message()));
   }
   std::string raw(payload.uncompressed_size, '\0');
   const size_t size = ZSTD_decompress(raw.data(), raw.size(),
@@ -337,15 +367,16 @@ absl::StatusOr<TensorPayload> Decompress(TensorPayload payload) {
 absl::StatusOr<TensorPayload> SliceRows(const TensorPayload& payload,
                                         int64_t offset, int64_t length) {
   if (payload.compression != Compression::kNone) {
-    return absl::InvalidArgumentError("SliceRows needs an uncompressed payload");
+    return absl::InvalidArgumentError(
+        "SliceRows needs an uncompressed payload");
   }
   if (payload.shape.empty()) {
     return absl::InvalidArgumentError("cannot slice a scalar payload");
   }
   if (offset < 0 || length < 0 || offset + length > payload.shape[0]) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "rows [", offset, ", ", offset + length, ") outside a payload of ",
-        payload.shape[0], " rows"));
+    return absl::OutOfRangeError(
+        absl::StrCat("rows [", offset, ", ", offset + length,
+                     ") outside a payload of ", payload.shape[0], " rows"));
   }
   TensorPayload out;
   out.dtype = payload.dtype;
@@ -365,8 +396,10 @@ absl::StatusOr<TensorPayload> SliceRows(const TensorPayload& payload,
   return out;
 }
 
-absl::StatusOr<TensorPayload> ConcatRows(absl::Span<const TensorPayload> parts) {
-  if (parts.empty()) return absl::InvalidArgumentError("nothing to concatenate");
+absl::StatusOr<TensorPayload> ConcatRows(
+    absl::Span<const TensorPayload> parts) {
+  if (parts.empty())
+    return absl::InvalidArgumentError("nothing to concatenate");
   TensorPayload out;
   out.dtype = parts[0].dtype;
   out.shape = parts[0].shape;
@@ -379,15 +412,16 @@ absl::StatusOr<TensorPayload> ConcatRows(absl::Span<const TensorPayload> parts) 
   out.data.reserve(bytes);
   for (const TensorPayload& part : parts) {
     if (part.compression != Compression::kNone) {
-      return absl::InvalidArgumentError("ConcatRows needs uncompressed payloads");
+      return absl::InvalidArgumentError(
+          "ConcatRows needs uncompressed payloads");
     }
     if (part.dtype != out.dtype || part.shape.size() != out.shape.size() ||
         !std::equal(part.shape.begin() + 1, part.shape.end(),
                     out.shape.begin() + 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot concatenate ", DTypeName(part.dtype),
-          ShapeDebugString(part.shape), " to ", DTypeName(out.dtype),
-          ShapeDebugString(parts[0].shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot concatenate ", DTypeName(part.dtype),
+                       ShapeDebugString(part.shape), " to ",
+                       DTypeName(out.dtype), ShapeDebugString(parts[0].shape)));
     }
     out.shape[0] += part.shape[0];
     out.data.append(part.data);

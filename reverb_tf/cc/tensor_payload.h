@@ -63,8 +63,9 @@ struct REVERB_TF_EXPORT TensorPayload {
 };
 
 // Builds an uncompressed payload from raw row-major bytes (fixed-size dtypes).
-REVERB_TF_EXPORT absl::StatusOr<TensorPayload> MakePayload(
-    DType dtype, Shape shape, std::string data);
+REVERB_TF_EXPORT absl::StatusOr<TensorPayload> MakePayload(DType dtype,
+                                                           Shape shape,
+                                                           std::string data);
 
 // Builds an uncompressed kString payload.
 REVERB_TF_EXPORT absl::StatusOr<TensorPayload> MakeStringPayload(

@@ -11,7 +11,9 @@
 namespace reverb_tf {
 namespace {
 
-std::string Bytes(size_t n, uint8_t fill) { return std::string(n, static_cast<char>(fill)); }
+std::string Bytes(size_t n, uint8_t fill) {
+  return std::string(n, static_cast<char>(fill));
+}
 
 TEST(TensorPayloadTest, MakePayloadChecksByteCount) {
   EXPECT_OK(MakePayload(DType::kFloat, {2, 3}, Bytes(24, 0)));
@@ -84,7 +86,8 @@ TEST(TensorPayloadTest, CorruptCompressedDataIsDataLoss) {
   EXPECT_EQ(Decompress(truncated).status().code(), absl::StatusCode::kDataLoss);
   TensorPayload wrong_size = *compressed;
   wrong_size.uncompressed_size = 5;
-  EXPECT_EQ(Decompress(wrong_size).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Decompress(wrong_size).status().code(),
+            absl::StatusCode::kDataLoss);
   EXPECT_EQ(Compress(*payload, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -130,14 +133,18 @@ TEST(TensorPayloadTest, SliceStrings) {
 std::string ZstdFrame(uint64_t content_size, const std::string& block,
                       uint32_t declared_block_size) {
   std::string frame("\x28\xb5\x2f\xfd", 4);  // magic, little endian
-  frame.push_back(static_cast<char>(0xE0));    // 8-byte content size, single segment
-  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(content_size >> (8 * i)));
+  frame.push_back(
+      static_cast<char>(0xE0));  // 8-byte content size, single segment
+  for (int i = 0; i < 8; ++i)
+    frame.push_back(static_cast<char>(content_size >> (8 * i)));
   const uint32_t block_header = (declared_block_size << 3) | 1;  // raw, last
-  for (int i = 0; i < 3; ++i) frame.push_back(static_cast<char>(block_header >> (8 * i)));
+  for (int i = 0; i < 3; ++i)
+    frame.push_back(static_cast<char>(block_header >> (8 * i)));
   return frame + block;
 }
 
-TensorPayload Compressed(DType dtype, Shape shape, int64_t declared, std::string data) {
+TensorPayload Compressed(DType dtype, Shape shape, int64_t declared,
+                         std::string data) {
   TensorPayload p;
   p.dtype = dtype;
   p.shape = std::move(shape);
@@ -148,11 +155,14 @@ TensorPayload Compressed(DType dtype, Shape shape, int64_t declared, std::string
 }
 
 TEST(TensorPayloadTest, FrameClaimingATebibyteIsRejectedBeforeAllocating) {
-  // The poison chunk of issue 14: float32[3, 2] whose frame declares 2^40 bytes.
+  // The poison chunk of issue 14: float32[3, 2] whose frame declares 2^40
+  // bytes.
   const int64_t tib = int64_t{1} << 40;
-  TensorPayload poison = Compressed(DType::kFloat, {3, 2}, tib, ZstdFrame(tib, "", 0));
+  TensorPayload poison =
+      Compressed(DType::kFloat, {3, 2}, tib, ZstdFrame(tib, "", 0));
   EXPECT_EQ(poison.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(VerifyCompressed(poison).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyCompressed(poison).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Decompress(poison).status().code(), absl::StatusCode::kDataLoss);
   // Declaring the right size in the payload but 2^40 in the frame: same.
   poison.uncompressed_size = 24;
@@ -160,18 +170,22 @@ TEST(TensorPayloadTest, FrameClaimingATebibyteIsRejectedBeforeAllocating) {
   EXPECT_EQ(Decompress(poison).status().code(), absl::StatusCode::kDataLoss);
 }
 
-TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification) {
+TEST(TensorPayloadTest,
+     FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification) {
   // Header and payload agree on 24 bytes; the block holds 10.
   TensorPayload short_frame =
       Compressed(DType::kFloat, {3, 2}, 24, ZstdFrame(24, Bytes(10, 7), 10));
   EXPECT_OK(short_frame.Validate());
-  EXPECT_EQ(VerifyCompressed(short_frame).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyCompressed(short_frame).code(),
+            absl::StatusCode::kInvalidArgument);
   // A block that claims more bytes than the frame carries (truncated input).
   TensorPayload truncated =
       Compressed(DType::kFloat, {3, 2}, 24, ZstdFrame(24, Bytes(10, 7), 24));
-  EXPECT_EQ(VerifyCompressed(truncated).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyCompressed(truncated).code(),
+            absl::StatusCode::kInvalidArgument);
   // Garbage that is not a frame at all.
-  TensorPayload garbage = Compressed(DType::kFloat, {3, 2}, 24, Bytes(21, 0xAB));
+  TensorPayload garbage =
+      Compressed(DType::kFloat, {3, 2}, 24, Bytes(21, 0xAB));
   EXPECT_EQ(garbage.Validate().code(), absl::StatusCode::kInvalidArgument);
   // Trailing bytes after a complete frame.
   auto good = Compress(*MakePayload(DType::kFloat, {64}, Bytes(256, 1)), 3);
@@ -184,7 +198,8 @@ TEST(TensorPayloadTest, FrameThatDoesNotDecodeToItsDeclaredSizeFailsVerification
 }
 
 TEST(TensorPayloadTest, CompressedStringsAreVerifiedWhole) {
-  auto strings = MakeStringPayload({64}, std::vector<std::string>(64, "abcabcabc"));
+  auto strings =
+      MakeStringPayload({64}, std::vector<std::string>(64, "abcabcabc"));
   ASSERT_OK(strings);
   auto compressed = Compress(*strings, 3);
   ASSERT_OK(compressed);
@@ -214,7 +229,8 @@ TEST(TensorPayloadTest, ShapesWhoseSizeOverflowsOrIsHugeAreRejected) {
   negative_size.dtype = DType::kUint8;
   negative_size.shape = {0};
   negative_size.uncompressed_size = -1;
-  EXPECT_EQ(negative_size.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(negative_size.Validate().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

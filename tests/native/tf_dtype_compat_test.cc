@@ -7,9 +7,9 @@
 
 namespace {
 
-#define REVERB_TF_CHECK_DTYPE(ours, theirs)                                  \
-  static_assert(static_cast<int>(::reverb_tf::DType::ours) ==               \
-                    static_cast<int>(::tensorflow::theirs),                 \
+#define REVERB_TF_CHECK_DTYPE(ours, theirs)                   \
+  static_assert(static_cast<int>(::reverb_tf::DType::ours) == \
+                    static_cast<int>(::tensorflow::theirs),   \
                 #ours " must equal tensorflow::" #theirs)
 
 REVERB_TF_CHECK_DTYPE(kFloat, DT_FLOAT);

@@ -49,13 +49,15 @@ inline void PutVarint(std::string* out, uint64_t value) {
 
 inline uint32_t LoadFixed32(const char* bytes) {
   uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= uint32_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    value |= uint32_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
   return value;
 }
 
 inline uint64_t LoadFixed64(const char* bytes) {
   uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    value |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
   return value;
 }
 

@@ -44,8 +44,9 @@ absl::Status FsError(const std::string& what, const std::string& path,
                      const std::error_code& error) {
   // absl's errno mapping: a full disk is RESOURCE_EXHAUSTED, a forbidden path
   // PERMISSION_DENIED; only transient faults are UNAVAILABLE ("retry me").
-  return absl::Status(absl::ErrnoToStatusCode(error.value()),
-                      absl::StrCat("cannot ", what, " '", path, "': ", error.message()));
+  return absl::Status(
+      absl::ErrnoToStatusCode(error.value()),
+      absl::StrCat("cannot ", what, " '", path, "': ", error.message()));
 }
 
 absl::Status FsyncPath(const std::string& path) {
@@ -54,7 +55,8 @@ absl::Status FsyncPath(const std::string& path) {
   const int result = ::fsync(fd);
   const int error = errno;
   ::close(fd);
-  if (result != 0) return FsError("fsync", path, {error, std::generic_category()});
+  if (result != 0)
+    return FsError("fsync", path, {error, std::generic_category()});
   return absl::OkStatus();
 }
 
@@ -62,7 +64,8 @@ absl::StatusOr<gid_t> LookUpGroup(const std::string& group) {
   std::vector<char> buffer(16384);
   struct group entry;
   struct group* found = nullptr;
-  const int error = ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  const int error =
+      ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
   if (error != 0 || found == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint group '", group, "' does not exist"));
@@ -70,7 +73,8 @@ absl::StatusOr<gid_t> LookUpGroup(const std::string& group) {
   return found->gr_gid;
 }
 
-std::string SignatureDebugString(const std::optional<TableSignature>& signature) {
+std::string SignatureDebugString(
+    const std::optional<TableSignature>& signature) {
   if (!signature.has_value()) return "none";
   std::vector<std::string> columns;
   for (const ColumnSpec& column : signature->columns) {
@@ -89,8 +93,8 @@ bool SameSignature(const std::optional<TableSignature>& a,
 // ------------------------------------------------------------ encoding
 
 void EncodeItems(uint64_t table_index, const TableSnapshot& snapshot,
-                 const std::vector<uint64_t>& chunk_ids, size_t begin, size_t end,
-                 std::string* out) {
+                 const std::vector<uint64_t>& chunk_ids, size_t begin,
+                 size_t end, std::string* out) {
   out->clear();
   PutVarint(out, table_index);
   PutVarint(out, end - begin);
@@ -100,10 +104,13 @@ void EncodeItems(uint64_t table_index, const TableSnapshot& snapshot,
     PutDouble(out, item.priority);
     PutVarint(out, static_cast<uint32_t>(item.times_sampled));
     PutVarint(out, item.num_columns);
-    for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+    for (uint64_t c = item.first_column;
+         c < item.first_column + item.num_columns; ++c) {
       const TableSnapshot::ColumnRecord& column = snapshot.columns[c];
-      PutVarint(out, (uint64_t{column.num_slices} << 1) | (column.squeeze ? 1 : 0));
-      for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
+      PutVarint(out,
+                (uint64_t{column.num_slices} << 1) | (column.squeeze ? 1 : 0));
+      for (uint64_t s = column.first_slice;
+           s < column.first_slice + column.num_slices; ++s) {
         PutVarint(out, chunk_ids[s]);
         PutVarint(out, static_cast<uint32_t>(snapshot.slices[s].offset));
         PutVarint(out, static_cast<uint32_t>(snapshot.slices[s].length));
@@ -123,8 +130,10 @@ void EncodeEnd(uint64_t num_tables, uint64_t num_chunks, uint64_t num_items,
 // ------------------------------------------------------------ decoding
 
 absl::Status DecodeItems(ByteReader* in, uint64_t count,
-                         const std::vector<ChunkRef>& chunks, std::vector<Item>* items) {
-  if (count > in->rest().size()) return absl::InvalidArgumentError("malformed items entry");
+                         const std::vector<ChunkRef>& chunks,
+                         std::vector<Item>* items) {
+  if (count > in->rest().size())
+    return absl::InvalidArgumentError("malformed items entry");
   items->reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
     Item& item = items->emplace_back();
@@ -139,7 +148,8 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
     item.times_sampled = static_cast<int32_t>(times_sampled);
     // A checkpoint names chunks by their index in the file.
     RETURN_IF_ERROR(DecodeTrajectory(
-        in, num_columns, [](ByteReader* in, uint64_t* id) { in->GetVarint(id); },
+        in, num_columns,
+        [](ByteReader* in, uint64_t* id) { in->GetVarint(id); },
         [&](uint64_t chunk_id) -> absl::StatusOr<ChunkRef> {
           if (chunk_id >= chunks.size()) {
             return absl::InvalidArgumentError(absl::StrCat(
@@ -150,7 +160,8 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
         },
         &item.trajectory));
   }
-  if (!in->ok() || !in->empty()) return absl::InvalidArgumentError("malformed items entry");
+  if (!in->ok() || !in->empty())
+    return absl::InvalidArgumentError("malformed items entry");
   return absl::OkStatus();
 }
 
@@ -166,11 +177,13 @@ proto::CheckpointTable ToCheckpointTable(const TableInfo& info) {
   *table.mutable_config() = std::move(*wire.mutable_config());
   table.set_current_size(wire.current_size());
   table.set_num_unique_samples(wire.num_unique_samples());
-  *table.mutable_rate_limiter_info() = std::move(*wire.mutable_rate_limiter_info());
+  *table.mutable_rate_limiter_info() =
+      std::move(*wire.mutable_rate_limiter_info());
   return table;
 }
 
-absl::StatusOr<TableInfo> FromCheckpointTable(const proto::CheckpointTable& table) {
+absl::StatusOr<TableInfo> FromCheckpointTable(
+    const proto::CheckpointTable& table) {
   proto::TableInfo wire;
   *wire.mutable_config() = table.config();
   wire.set_current_size(table.current_size());
@@ -186,14 +199,17 @@ absl::Status ReadHeader(RecordReader& reader, const std::string& path,
   uint8_t type;
   absl::string_view payload;
   ASSIGN_OR_RETURN(bool more, reader.Next(&type, &payload));
-  if (!more || type != kHeader || !header->ParseFromArray(payload.data(), payload.size())) {
+  if (!more || type != kHeader ||
+      !header->ParseFromArray(payload.data(), payload.size())) {
     return reader.Corrupt("the first entry is not a checkpoint header");
   }
   if (header->format_version() > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", path, "' has format ", header->format_version(),
-        ", newer than this reverb_tf reads (", kFormatVersion, "): load it with the version "
-        "that wrote it (", header->written_by(), ")"));
+        ", newer than this reverb_tf reads (", kFormatVersion,
+        "): load it with the version "
+        "that wrote it (",
+        header->written_by(), ")"));
   }
   return absl::OkStatus();
 }
@@ -232,18 +248,18 @@ absl::Status LoadInto(
     const std::string& name = info->options.name;
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint '", path, "' holds table '", name,
-          "' but the server has no table of that name (it has ",
-          absl::StrJoin(server_names, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint '", path, "' holds table '", name,
+                       "' but the server has no table of that name (it has ",
+                       absl::StrJoin(server_names, ", "), ")"));
     }
     Table* table = it->second;
     if (!SameSignature(info->options.signature, table->options().signature)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table '", name, "': its signature ",
-          SignatureDebugString(table->options().signature),
-          " differs from the one in checkpoint '", path, "' ",
-          SignatureDebugString(info->options.signature)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", name, "': its signature ",
+                       SignatureDebugString(table->options().signature),
+                       " differs from the one in checkpoint '", path, "' ",
+                       SignatureDebugString(info->options.signature)));
     }
     targets.push_back(table);
     saved.push_back(*std::move(info));
@@ -286,11 +302,13 @@ absl::Status LoadInto(
           return reader.Corrupt("malformed items entry");
         }
         std::vector<Item> items;
-        if (absl::Status status = DecodeItems(&in, count, chunks, &items); !status.ok()) {
+        if (absl::Status status = DecodeItems(&in, count, chunks, &items);
+            !status.ok()) {
           return reader.Corrupt(status.message());
         }
         items_read[table_index] += static_cast<int64_t>(count);
-        if (absl::Status status = targets[table_index]->LoadItems(std::move(items));
+        if (absl::Status status =
+                targets[table_index]->LoadItems(std::move(items));
             !status.ok()) {
           return reader.Corrupt(status.message());
         }
@@ -304,7 +322,8 @@ absl::Status LoadInto(
         in.GetVarint(&num_items);
         int64_t total = 0;
         for (int64_t n : items_read) total += n;
-        if (!in.ok() || num_tables != targets.size() || num_chunks != chunks.size() ||
+        if (!in.ok() || num_tables != targets.size() ||
+            num_chunks != chunks.size() ||
             static_cast<int64_t>(num_chunks) != header.num_chunks() ||
             static_cast<int64_t>(num_items) != total) {
           return reader.Corrupt("the end entry does not match what was read");
@@ -322,9 +341,10 @@ absl::Status LoadInto(
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     if (items_read[i] != saved[i].current_size) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint file '", file, "': table '", saved[i].options.name, "' has ",
-          items_read[i], " items, its header says ", saved[i].current_size));
+      return absl::DataLossError(
+          absl::StrCat("checkpoint file '", file, "': table '",
+                       saved[i].options.name, "' has ", items_read[i],
+                       " items, its header says ", saved[i].current_size));
     }
   }
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -336,7 +356,8 @@ absl::Status LoadInto(
 // Writes the checkpoint file for `snapshots` into `directory`.
 absl::Status WriteCheckpointFile(const std::string& directory,
                                  const std::vector<TableSnapshot>& snapshots,
-                                 uint64_t wal_position, CheckpointStats* stats) {
+                                 uint64_t wal_position,
+                                 CheckpointStats* stats) {
   // Each chunk is written once, however many slices, items and tables use it.
   absl::flat_hash_map<const Chunk*, uint64_t> chunk_ids;
   std::vector<const Chunk*> chunks;
@@ -348,10 +369,13 @@ absl::Status WriteCheckpointFile(const std::string& directory,
     // Numbered in item order (oldest first), so the chunk indices of
     // consecutive items are close and the items entries compress well.
     for (const TableSnapshot::ItemRecord& item : snapshot.items) {
-      for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+      for (uint64_t c = item.first_column;
+           c < item.first_column + item.num_columns; ++c) {
         const TableSnapshot::ColumnRecord& column = snapshot.columns[c];
-        for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
-          auto [it, inserted] = chunk_ids.try_emplace(snapshot.chunks[s], chunks.size());
+        for (uint64_t s = column.first_slice;
+             s < column.first_slice + column.num_slices; ++s) {
+          auto [it, inserted] =
+              chunk_ids.try_emplace(snapshot.chunks[s], chunks.size());
           if (inserted) chunks.push_back(snapshot.chunks[s]);
           ids[s] = it->second;
         }
@@ -392,7 +416,8 @@ absl::Status WriteCheckpointFile(const std::string& directory,
       RETURN_IF_ERROR(writer->Add(kItems, buffer));
     }
   }
-  EncodeEnd(snapshots.size(), chunks.size(), static_cast<uint64_t>(num_items), &buffer);
+  EncodeEnd(snapshots.size(), chunks.size(), static_cast<uint64_t>(num_items),
+            &buffer);
   RETURN_IF_ERROR(writer->Add(kEnd, buffer));
   RETURN_IF_ERROR(writer->Close());
   stats->num_items = num_items;
@@ -407,7 +432,8 @@ std::string TimestampName(absl::Time time) {
 
 // What TimestampName() makes (possibly with '+' appended): "YYYY-MM-DDTHH...".
 bool IsCheckpointName(const std::string& name) {
-  if (name.size() < 19 || name[4] != '-' || name[7] != '-' || name[10] != 'T') return false;
+  if (name.size() < 19 || name[4] != '-' || name[7] != '-' || name[10] != 'T')
+    return false;
   for (int i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12}) {
     if (name[i] < '0' || name[i] > '9') return false;
   }
@@ -427,26 +453,29 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("checkpointer keep must be >= 1, got ", options.keep));
   }
-  if (!options.group.empty()) RETURN_IF_ERROR(LookUpGroup(options.group).status());
+  if (!options.group.empty())
+    RETURN_IF_ERROR(LookUpGroup(options.group).status());
   std::error_code error;
   fs::create_directories(options.root, error);
   if (error) return FsError("create checkpoint directory", options.root, error);
   return std::unique_ptr<Checkpointer>(new Checkpointer(std::move(options)));
 }
 
-Checkpointer::Checkpointer(CheckpointerOptions options) : options_(std::move(options)) {}
+Checkpointer::Checkpointer(CheckpointerOptions options)
+    : options_(std::move(options)) {}
 
 absl::StatusOr<std::vector<std::string>> Checkpointer::List() const {
   std::vector<std::string> names;
   std::error_code error;
-  for (fs::directory_iterator it(options_.root, error), end; !error && it != end;
-       it.increment(error)) {
+  for (fs::directory_iterator it(options_.root, error), end;
+       !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     // Every directory named like a checkpoint counts, with its data file or
     // not: one that lost it is a damaged checkpoint (LoadLatest says so),
     // not one to skip silently.
     std::error_code ignored;
-    if (IsCheckpointName(name) && fs::is_directory(it->path(), ignored)) names.push_back(name);
+    if (IsCheckpointName(name) && fs::is_directory(it->path(), ignored))
+      names.push_back(name);
   }
   if (error) return FsError("list checkpoint directory", options_.root, error);
   std::sort(names.begin(), names.end());
@@ -459,15 +488,16 @@ absl::StatusOr<std::vector<std::string>> Checkpointer::List() const {
 
 absl::Status Checkpointer::RemoveStaleTemporaries() const {
   std::error_code error;
-  for (fs::directory_iterator it(options_.root, error), end; !error && it != end;
-       it.increment(error)) {
+  for (fs::directory_iterator it(options_.root, error), end;
+       !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (!absl::StartsWith(name, kTempPrefix)) continue;
     // The writer's pid ends the name; only a dead writer's directory goes.
     int pid = 0;
     const size_t dash = name.rfind('-');
-    if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(dash + 1), &pid) ||
-        pid <= 0 || pid == ::getpid()) {
+    if (dash == std::string::npos ||
+        !absl::SimpleAtoi(name.substr(dash + 1), &pid) || pid <= 0 ||
+        pid == ::getpid()) {
       continue;
     }
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
@@ -489,7 +519,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   snapshots.reserve(tables.size());
   for (const auto& table : tables) {
     snapshots.push_back(table->Snapshot());
-    stats.max_table_pause = std::max(stats.max_table_pause, snapshots.back().pause);
+    stats.max_table_pause =
+        std::max(stats.max_table_pause, snapshots.back().pause);
   }
 
   RETURN_IF_ERROR(RemoveStaleTemporaries());
@@ -502,8 +533,8 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   // Names must keep sorting in creation order even if the clock steps back.
   if (name <= newest) name = absl::StrCat(newest, "+");
   const fs::path final_path = fs::path(options_.root) / name;
-  const fs::path temp_path =
-      fs::path(options_.root) / absl::StrCat(kTempPrefix, name, "-", ::getpid());
+  const fs::path temp_path = fs::path(options_.root) /
+                             absl::StrCat(kTempPrefix, name, "-", ::getpid());
 
   std::error_code error;
   fs::create_directory(temp_path, error);
@@ -516,14 +547,16 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
     auto gid = LookUpGroup(options_.group);
     status = gid.status();
     for (const fs::path& p : {temp_path, temp_path / kDataFile}) {
-      if (status.ok() && ::chown(p.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
+      if (status.ok() &&
+          ::chown(p.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
         status = FsError("chown", p.string(), {errno, std::generic_category()});
       }
     }
   }
   if (status.ok()) {
     fs::rename(temp_path, final_path, error);
-    if (error) status = FsError("rename checkpoint into", final_path.string(), error);
+    if (error)
+      status = FsError("rename checkpoint into", final_path.string(), error);
   }
   if (status.ok()) status = FsyncPath(options_.root);
   if (!status.ok()) {
@@ -555,18 +588,20 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
   LoadedCheckpoint loaded;
   if (existing.empty()) {
     if (options_.fallback_checkpoint_path.empty()) return loaded;
-    RETURN_IF_ERROR(
-        LoadCheckpoint(options_.fallback_checkpoint_path, tables, &loaded.wal_position, store));
+    RETURN_IF_ERROR(LoadCheckpoint(options_.fallback_checkpoint_path, tables,
+                                   &loaded.wal_position, store));
     loaded.path = options_.fallback_checkpoint_path;
     return loaded;
   }
   for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
-    absl::Status status = LoadCheckpoint(*it, tables, &loaded.wal_position, store);
+    absl::Status status =
+        LoadCheckpoint(*it, tables, &loaded.wal_position, store);
     if (status.ok()) {
       loaded.path = *it;
       if (!loaded.skipped.empty()) {
         std::fprintf(stderr,
-                     "reverb_tf: WARNING: loaded the older checkpoint '%s' because %zu newer "
+                     "reverb_tf: WARNING: loaded the older checkpoint '%s' "
+                     "because %zu newer "
                      "one(s) are damaged: %s\n",
                      it->c_str(), loaded.skipped.size(),
                      absl::StrJoin(loaded.skipped, "; ").c_str());
@@ -585,9 +620,9 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
     }
     loaded.skipped.push_back(absl::StrCat(*it, ": ", status.message()));
   }
-  return absl::DataLossError(absl::StrCat(
-      "every checkpoint under '", options_.root, "' is damaged: ",
-      absl::StrJoin(loaded.skipped, "; ")));
+  return absl::DataLossError(
+      absl::StrCat("every checkpoint under '", options_.root,
+                   "' is damaged: ", absl::StrJoin(loaded.skipped, "; ")));
 }
 
 absl::Status LoadCheckpoint(const std::string& path,
@@ -595,8 +630,9 @@ absl::Status LoadCheckpoint(const std::string& path,
                             uint64_t* wal_position, ChunkStore* store) {
   for (const auto& table : tables) {
     if (table->size() != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "table '", table->name(), "' is not empty; checkpoints load into empty tables"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("table '", table->name(),
+                       "' is not empty; checkpoints load into empty tables"));
     }
   }
   absl::Status status = LoadInto(path, tables, nullptr, wal_position, store);
@@ -629,7 +665,8 @@ absl::StatusOr<CheckpointSummary> InspectCheckpoint(
   std::vector<std::shared_ptr<Table>> tables;
   for (const proto::CheckpointTable& proto_table : header.tables()) {
     ASSIGN_OR_RETURN(TableInfo info, FromCheckpointTable(proto_table));
-    ASSIGN_OR_RETURN(std::shared_ptr<Table> table, Table::Create(info.options, /*seed=*/1));
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> table,
+                     Table::Create(info.options, /*seed=*/1));
     tables.push_back(std::move(table));
   }
   RETURN_IF_ERROR(LoadInto(path, tables, progress));

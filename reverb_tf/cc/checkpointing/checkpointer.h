@@ -93,7 +93,8 @@ class REVERB_TF_EXPORT Checkpointer {
   // Writes a checkpoint of `tables` and returns its path. `wal_position`:
   // the write-ahead log entries it holds (checkpointing/wal.h), recorded.
   absl::StatusOr<CheckpointStats> Save(
-      absl::Span<const std::shared_ptr<Table>> tables, uint64_t wal_position = 0);
+      absl::Span<const std::shared_ptr<Table>> tables,
+      uint64_t wal_position = 0);
 
   // Loads the newest checkpoint under the root into `tables` (which must be
   // empty), or the fallback checkpoint if the root holds none. A damaged
@@ -101,7 +102,8 @@ class REVERB_TF_EXPORT Checkpointer {
   // The chunks are made in `store` (null: a store of their own), so that a
   // server's accounting counts them.
   absl::StatusOr<LoadedCheckpoint> LoadLatest(
-      absl::Span<const std::shared_ptr<Table>> tables, ChunkStore* store = nullptr);
+      absl::Span<const std::shared_ptr<Table>> tables,
+      ChunkStore* store = nullptr);
 
   // Complete checkpoints under the root, oldest first.
   absl::StatusOr<std::vector<std::string>> List() const;
@@ -147,7 +149,8 @@ struct REVERB_TF_EXPORT CheckpointSummary {
 // `progress(bytes_read, file_bytes)`, if set, is called every few MB.
 REVERB_TF_EXPORT absl::StatusOr<CheckpointSummary> InspectCheckpoint(
     const std::string& path,
-    std::function<void(uint64_t bytes_read, uint64_t file_bytes)> progress = nullptr);
+    std::function<void(uint64_t bytes_read, uint64_t file_bytes)> progress =
+        nullptr);
 
 }  // namespace reverb_tf
 

@@ -5,16 +5,16 @@
 
 #include <atomic>
 #include <filesystem>
-#include <thread>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/checkpointing/record_file.h"
 #include "reverb_tf/cc/proto/checkpoint.pb.h"
@@ -39,7 +39,8 @@ constexpr absl::Duration kShort = absl::Milliseconds(20);
 
 SelectorOptions Heap(bool min_heap) {
   SelectorOptions options;
-  options.kind = min_heap ? SelectorOptions::Kind::kMinHeap : SelectorOptions::Kind::kMaxHeap;
+  options.kind = min_heap ? SelectorOptions::Kind::kMinHeap
+                          : SelectorOptions::Kind::kMaxHeap;
   return options;
 }
 
@@ -50,9 +51,9 @@ std::string FreshDir(const std::string& name) {
   return dir.string();
 }
 
-std::unique_ptr<Checkpointer> MakeCheckpointer(const std::string& root, int keep = 3,
-                                               const std::string& fallback = "",
-                                               bool load_previous_if_damaged = false) {
+std::unique_ptr<Checkpointer> MakeCheckpointer(
+    const std::string& root, int keep = 3, const std::string& fallback = "",
+    bool load_previous_if_damaged = false) {
   CheckpointerOptions options;
   options.root = root;
   options.keep = keep;
@@ -83,13 +84,16 @@ absl::flat_hash_map<Key, ItemState> Contents(const Table& table) {
   absl::flat_hash_map<Key, ItemState> contents;
   for (const auto& item : snapshot.items) {
     ItemState state{item.priority, item.times_sampled, {}};
-    for (uint64_t c = item.first_column; c < item.first_column + item.num_columns; ++c) {
+    for (uint64_t c = item.first_column;
+         c < item.first_column + item.num_columns; ++c) {
       std::string data;
       const auto& column = snapshot.columns[c];
-      for (uint64_t s = column.first_slice; s < column.first_slice + column.num_slices; ++s) {
-        absl::StrAppend(&data, snapshot.chunks[s]->key(), "@", snapshot.slices[s].offset,
-                        "+", snapshot.slices[s].length, ":", snapshot.chunks[s]->data(),
-                        column.squeeze ? "/squeezed" : "");
+      for (uint64_t s = column.first_slice;
+           s < column.first_slice + column.num_slices; ++s) {
+        absl::StrAppend(
+            &data, snapshot.chunks[s]->key(), "@", snapshot.slices[s].offset,
+            "+", snapshot.slices[s].length, ":", snapshot.chunks[s]->data(),
+            column.squeeze ? "/squeezed" : "");
       }
       state.column_data.push_back(std::move(data));
     }
@@ -115,8 +119,8 @@ class CheckpointerTest : public ::testing::Test {
   // chunk is used by several items in several tables.
   std::vector<std::shared_ptr<Table>> MakeTables(int max_times_sampled = 0) {
     const std::vector<std::pair<SelectorOptions, SelectorOptions>> kinds = {
-        {Uniform(), Fifo()},     {Prioritized(0.8), Fifo()}, {Fifo(), Uniform()},
-        {Lifo(), Lifo()},        {Heap(true), Heap(false)},  {Heap(false), Fifo()}};
+        {Uniform(), Fifo()}, {Prioritized(0.8), Fifo()}, {Fifo(), Uniform()},
+        {Lifo(), Lifo()},    {Heap(true), Heap(false)},  {Heap(false), Fifo()}};
     std::vector<std::shared_ptr<Table>> tables;
     for (size_t i = 0; i < kinds.size(); ++i) {
       tables.push_back(MakeTable(MakeTableOptions(
@@ -128,7 +132,8 @@ class CheckpointerTest : public ::testing::Test {
 
   void Fill(const std::vector<std::shared_ptr<Table>>& tables, int n) {
     std::vector<ChunkRef> chunks;
-    for (int k = 0; k <= n; ++k) chunks.push_back(MakeFloatChunk(store_, k, 3, 2, k * 0.5f));
+    for (int k = 0; k <= n; ++k)
+      chunks.push_back(MakeFloatChunk(store_, k, 3, 2, k * 0.5f));
     std::mt19937 rng(3);
     for (const auto& table : tables) {
       for (int k = 0; k < n; ++k) {
@@ -148,7 +153,8 @@ class CheckpointerTest : public ::testing::Test {
 };
 
 TEST_F(CheckpointerTest, WritesItsFormatAndRefusesANewerOne) {
-  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("format_", ::getpid());
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / absl::StrCat("format_", ::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   // A file of a future format (its header, as a newer writer would make it).
@@ -156,15 +162,18 @@ TEST_F(CheckpointerTest, WritesItsFormatAndRefusesANewerOne) {
   header.set_format_version(99);
   header.set_written_by("reverb_tf 9.9");
   {
-    ASSERT_OK_AND_ASSIGN(auto writer, RecordWriter::Create(DataFile(dir.string())));
+    ASSERT_OK_AND_ASSIGN(auto writer,
+                         RecordWriter::Create(DataFile(dir.string())));
     ASSERT_OK(writer->Add(/*type=*/1, header.SerializeAsString()));
     ASSERT_OK(writer->Close());
   }
   auto tables = MakeTables();
   absl::Status refused = LoadCheckpoint(dir.string(), tables);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
-  EXPECT_TRUE(absl::StrContains(refused.message(), "has format 99, newer than this reverb_tf "
-                                                   "reads (1)")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(),
+                                "has format 99, newer than this reverb_tf "
+                                "reads (1)"))
+      << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "reverb_tf 9.9")) << refused;
   fs::remove_all(dir);
 }
@@ -191,9 +200,12 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
     EXPECT_EQ(Contents(*restored[i]), Contents(*tables[i]));
     const auto before = tables[i]->info();
     const auto after = restored[i]->info();
-    EXPECT_EQ(after.rate_limiter_info.inserts, before.rate_limiter_info.inserts);
-    EXPECT_EQ(after.rate_limiter_info.samples, before.rate_limiter_info.samples);
-    EXPECT_EQ(after.rate_limiter_info.deletes, before.rate_limiter_info.deletes);
+    EXPECT_EQ(after.rate_limiter_info.inserts,
+              before.rate_limiter_info.inserts);
+    EXPECT_EQ(after.rate_limiter_info.samples,
+              before.rate_limiter_info.samples);
+    EXPECT_EQ(after.rate_limiter_info.deletes,
+              before.rate_limiter_info.deletes);
     EXPECT_EQ(after.num_unique_samples, before.num_unique_samples);
   }
   // Restored chunks are shared again, not copied per item.
@@ -204,11 +216,13 @@ TEST_F(CheckpointerTest, RoundTripsEveryTableKind) {
     first_chunk[item.key] = a.chunks[a.columns[item.first_column].first_slice];
   }
   for (const auto& item : b.items) {
-    EXPECT_EQ(b.chunks[b.columns[item.first_column].first_slice], first_chunk[item.key]);
+    EXPECT_EQ(b.chunks[b.columns[item.first_column].first_slice],
+              first_chunk[item.key]);
   }
   // Deterministic selectors continue exactly where the originals are.
   for (size_t i : {2, 3, 4, 5}) {
-    EXPECT_EQ(Drain(*restored[i], 20), Drain(*tables[i], 20)) << tables[i]->name();
+    EXPECT_EQ(Drain(*restored[i], 20), Drain(*tables[i], 20))
+        << tables[i]->name();
   }
 }
 
@@ -219,9 +233,10 @@ TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
   auto stats = MakeCheckpointer(root)->Save(tables);
   ASSERT_OK(stats);
   std::vector<std::pair<uint64_t, uint64_t>> progress;
-  auto summary = InspectCheckpoint(stats->path, [&](uint64_t done, uint64_t total) {
-    progress.emplace_back(done, total);
-  });
+  auto summary =
+      InspectCheckpoint(stats->path, [&](uint64_t done, uint64_t total) {
+        progress.emplace_back(done, total);
+      });
   ASSERT_OK(summary);
   EXPECT_EQ(summary->num_chunks, 51);
   EXPECT_EQ(summary->file_bytes, fs::file_size(DataFile(stats->path)));
@@ -233,7 +248,8 @@ TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
               tables[i]->info().rate_limiter_info.inserts);
   }
   ASSERT_FALSE(progress.empty());
-  EXPECT_EQ(progress.back().first, progress.back().second);  // the last report: all read
+  EXPECT_EQ(progress.back().first,
+            progress.back().second);  // the last report: all read
 
   // A flipped byte: DATA_LOSS naming the file.
   const std::string file = DataFile(stats->path);
@@ -248,16 +264,20 @@ TEST_F(CheckpointerTest, InspectReadsEverythingBackAndNamesDamage) {
     out << bytes;
   }
   auto damaged = InspectCheckpoint(stats->path);
-  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+  EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss)
+      << damaged.status();
   EXPECT_NE(damaged.status().message().find(file), std::string::npos);
-  EXPECT_EQ(InspectCheckpoint(root + "/none").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(InspectCheckpoint(root + "/none").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
-  auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 2,
-                                          RateLimiterOptions::MinSize(1)));
-  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1, 4, 1.f)})));
-  ASSERT_OK(table->InsertOrAssign(MakeItem(2, 1, {MakeFloatChunk(store_, 2, 1, 4, 2.f)})));
+  auto table = MakeTable(
+      MakeTableOptions("t", Fifo(), Fifo(), 2, RateLimiterOptions::MinSize(1)));
+  ASSERT_OK(table->InsertOrAssign(
+      MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1, 4, 1.f)})));
+  ASSERT_OK(table->InsertOrAssign(
+      MakeItem(2, 1, {MakeFloatChunk(store_, 2, 1, 4, 2.f)})));
   const int64_t live = store_.num_live_chunks();
   {
     TableSnapshot snapshot = table->Snapshot();
@@ -265,8 +285,10 @@ TEST_F(CheckpointerTest, SnapshotsKeepRemovedDataAliveUntilReleased) {
     const std::string first(snapshot.chunks[0]->data());
     // Evict (insert into a full table), replace and reset: nothing the
     // snapshot points at may be freed while it is alive.
-    ASSERT_OK(table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})));
-    ASSERT_OK(table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(3, 1, {MakeFloatChunk(store_, 3, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(2, 5, {MakeFloatChunk(store_, 4, 1)})));
     ASSERT_OK(table->Reset());
     EXPECT_EQ(store_.num_live_chunks(), live + 2);
     EXPECT_EQ(std::string(snapshot.chunks[0]->data()), first);
@@ -301,7 +323,9 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
     while (!stop.load()) {
       auto samples = table->Sample(8, kShort);
       if (samples.ok() && !samples->empty()) {
-        table->MutatePriorities({{(*samples)[0].key, 0.5}}, {(*samples).back().key})
+        table
+            ->MutatePriorities({{(*samples)[0].key, 0.5}},
+                               {(*samples).back().key})
             .IgnoreError();
       }
       // Slower than the writers, so the table stays mostly full.
@@ -327,7 +351,8 @@ TEST_F(CheckpointerTest, CheckpointsUnderConcurrentTrafficAreConsistent) {
     EXPECT_OK(restored->CheckInvariants());
   }
   int64_t most = 0;
-  for (const CheckpointStats& stats : saved) most = std::max(most, stats.num_items);
+  for (const CheckpointStats& stats : saved)
+    most = std::max(most, stats.num_items);
   EXPECT_GT(most, 100);
 }
 
@@ -335,7 +360,8 @@ TEST_F(CheckpointerTest, KeepsTimesSampledAgainstMaxTimesSampled) {
   const std::string root = FreshDir("max_times");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 10,
                                           RateLimiterOptions::MinSize(1), 3));
-  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
+  ASSERT_OK(
+      table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
   ASSERT_OK(table->Sample(1, kShort));
   ASSERT_OK(table->Sample(1, kShort));
   auto checkpointer = MakeCheckpointer(root);
@@ -355,7 +381,8 @@ TEST_F(CheckpointerTest, NewSizeOptionsApplyOnRestore) {
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1), 0));
   for (Key k = 1; k <= 50; ++k) {
-    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
   }
   for (int i = 0; i < 5; ++i) ASSERT_OK(table->Sample(1, kShort));  // key 1 x5
   auto checkpointer = MakeCheckpointer(root);
@@ -378,7 +405,8 @@ TEST_F(CheckpointerTest, ChangedRateLimiterNeverBlocksForGood) {
   auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000,
                                           RateLimiterOptions::MinSize(1), 0));
   for (Key k = 1; k <= 1000; ++k) {
-    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
   }
   auto checkpointer = MakeCheckpointer(root);
   ASSERT_OK(checkpointer->Save({table}));
@@ -387,15 +415,16 @@ TEST_F(CheckpointerTest, ChangedRateLimiterNeverBlocksForGood) {
   // against a window of +-50: restored as is, inserts would wait for ~4000
   // samples. The new limiter starts at the edge of its window instead.
   const auto limiter = RateLimiterOptions::SampleToInsertRatio(4, 10, 50);
-  auto restored = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000, limiter, 0));
+  auto restored =
+      MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 10000, limiter, 0));
   ASSERT_OK(checkpointer->LoadLatest({restored}));
   EXPECT_EQ(restored->size(), 1000);
   EXPECT_OK(restored->CheckInvariants());
   EXPECT_EQ(restored->info().rate_limiter_info.options, limiter);
   // A few samples open the window for an insert.
   ASSERT_OK(restored->Sample(4, kShort));
-  EXPECT_OK(restored->InsertOrAssign(MakeItem(5000, 1, {MakeFloatChunk(store_, 5000, 1)}),
-                                     kShort));
+  EXPECT_OK(restored->InsertOrAssign(
+      MakeItem(5000, 1, {MakeFloatChunk(store_, 5000, 1)}), kShort));
   // And sampling was never blocked.
   EXPECT_OK(restored->Sample(1, kShort));
 }
@@ -403,10 +432,11 @@ TEST_F(CheckpointerTest, ChangedRateLimiterNeverBlocksForGood) {
 TEST_F(CheckpointerTest, SameRateLimiterKeepsItsExactState) {
   const std::string root = FreshDir("same_limiter");
   const auto limiter = RateLimiterOptions::SampleToInsertRatio(2, 5, 10);
-  auto table = MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 1000, limiter, 0));
+  auto table =
+      MakeTable(MakeTableOptions("t", Uniform(), Fifo(), 1000, limiter, 0));
   for (Key k = 1; k <= 10; ++k) {
-    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)}),
-                                    kShort));
+    ASSERT_OK(table->InsertOrAssign(
+        MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)}), kShort));
   }
   ASSERT_OK(table->Sample(7, kShort));
   auto checkpointer = MakeCheckpointer(root);
@@ -418,7 +448,8 @@ TEST_F(CheckpointerTest, SameRateLimiterKeepsItsExactState) {
   EXPECT_EQ(after.inserts, before.inserts);
   EXPECT_EQ(after.samples, before.samples);
   // Both agree on what may happen next.
-  EXPECT_EQ(restored->Sample(100, kShort).ok(), table->Sample(100, kShort).ok());
+  EXPECT_EQ(restored->Sample(100, kShort).ok(),
+            table->Sample(100, kShort).ok());
 }
 
 TEST_F(CheckpointerTest, MismatchedTablesAreNamed) {
@@ -434,15 +465,18 @@ TEST_F(CheckpointerTest, MismatchedTablesAreNamed) {
   auto status = checkpointer->LoadLatest(renamed).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("'table3'"), std::string::npos) << status;
-  for (const auto& table : renamed) EXPECT_EQ(table->size(), 0) << table->name();
+  for (const auto& table : renamed)
+    EXPECT_EQ(table->size(), 0) << table->name();
 
   auto options = tables[2]->options();
-  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 2}}}, ""};
+  options.signature =
+      TableSignature{{ColumnSpec{"obs", DType::kFloat, {-1, 2}}}, ""};
   auto resigned = MakeTables();
   resigned[2] = MakeTable(options);
   status = checkpointer->LoadLatest(resigned).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("table 'table2'"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("table 'table2'"), std::string::npos)
+      << status;
   EXPECT_NE(status.message().find("signature"), std::string::npos) << status;
 }
 
@@ -457,22 +491,26 @@ TEST_F(CheckpointerTest, DamagedFilesFailCleanlyAndLoadNothing) {
   const std::string bytes(std::istreambuf_iterator<char>(in), {});
   ASSERT_GT(bytes.size(), 1000u);
 
-  auto expect_clean_failure = [&](const std::string& damaged, const std::string& what) {
+  auto expect_clean_failure = [&](const std::string& damaged,
+                                  const std::string& what) {
     {
       std::ofstream out(file, std::ios::binary | std::ios::trunc);
       out << damaged;
     }
     auto restored = MakeTables();
     auto status = MakeCheckpointer(root)->LoadLatest(restored).status();
-    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << what << ": " << status;
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
+        << what << ": " << status;
     EXPECT_NE(status.message().find(file), std::string::npos) << status;
     for (const auto& table : restored) EXPECT_EQ(table->size(), 0) << what;
   };
   for (size_t size : {size_t{0}, size_t{10}, size_t{100}, bytes.size() / 3,
                       bytes.size() / 2, bytes.size() - 5, bytes.size() - 1}) {
-    expect_clean_failure(bytes.substr(0, size), absl::StrCat("truncated to ", size));
+    expect_clean_failure(bytes.substr(0, size),
+                         absl::StrCat("truncated to ", size));
   }
-  for (size_t at : {size_t{3}, size_t{20}, size_t{40}, bytes.size() / 2, bytes.size() - 2}) {
+  for (size_t at : {size_t{3}, size_t{20}, size_t{40}, bytes.size() / 2,
+                    bytes.size() - 2}) {
     std::string flipped = bytes;
     flipped[at] = static_cast<char>(flipped[at] ^ 0x10);
     expect_clean_failure(flipped, absl::StrCat("bit flipped at ", at));
@@ -486,7 +524,8 @@ TEST_F(CheckpointerTest, KeepsTheNewestAndLoadsTheLatest) {
   auto checkpointer = MakeCheckpointer(root, /*keep=*/2);
   std::vector<std::string> paths;
   for (Key k = 1; k <= 5; ++k) {
-    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
     auto stats = checkpointer->Save({table});
     ASSERT_OK(stats);
     paths.push_back(stats->path);
@@ -510,7 +549,8 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   auto checkpointer = MakeCheckpointer(root, /*keep=*/3);
   std::vector<std::string> paths;
   for (Key k = 1; k <= 3; ++k) {
-    ASSERT_OK(table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
+    ASSERT_OK(
+        table->InsertOrAssign(MakeItem(k, 1, {MakeFloatChunk(store_, k, 1)})));
     auto stats = checkpointer->Save({table});
     ASSERT_OK(stats);
     paths.push_back(stats->path);
@@ -518,7 +558,8 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   // The newest loses its data file, the middle one gets a flipped bit.
   fs::remove(DataFile(paths[2]));
   {
-    std::fstream file(DataFile(paths[1]), std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream file(DataFile(paths[1]),
+                      std::ios::in | std::ios::out | std::ios::binary);
     file.seekg(30);
     char byte;
     file.read(&byte, 1);
@@ -531,7 +572,9 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   auto status = MakeCheckpointer(root)->LoadLatest({refused}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find(paths[2]), std::string::npos) << status;
-  EXPECT_NE(status.message().find("load_previous_if_damaged"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("load_previous_if_damaged"),
+            std::string::npos)
+      << status;
   EXPECT_EQ(refused->size(), 0);
 
   auto restored = MakeTable(table->options());
@@ -542,14 +585,16 @@ TEST_F(CheckpointerTest, DamagedNewestCheckpointsFailOrFallBackOnlyWhenAsked) {
   ASSERT_EQ(loaded->skipped.size(), 2u);
   EXPECT_EQ(loaded->skipped[0].rfind(paths[2], 0), 0u) << loaded->skipped[0];
   EXPECT_EQ(loaded->skipped[1].rfind(paths[1], 0), 0u) << loaded->skipped[1];
-  EXPECT_EQ(restored->size(), 1);  // what the oldest checkpoint held, nothing of the others
+  EXPECT_EQ(restored->size(),
+            1);  // what the oldest checkpoint held, nothing of the others
   EXPECT_OK(restored->CheckInvariants());
 
   fs::remove(DataFile(paths[0]));
   auto none = MakeTable(table->options());
   status = MakeCheckpointer(root, 3, "", true)->LoadLatest({none}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
-  EXPECT_NE(status.message().find("every checkpoint"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("every checkpoint"), std::string::npos)
+      << status;
   EXPECT_EQ(none->size(), 0);
 }
 
@@ -557,18 +602,21 @@ TEST_F(CheckpointerTest, IgnoresAndCleansUpUnfinishedCheckpoints) {
   const std::string root = FreshDir("unfinished");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
+  ASSERT_OK(
+      table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
   auto checkpointer = MakeCheckpointer(root);
   auto stats = checkpointer->Save({table});
   ASSERT_OK(stats);
 
   // What a writer killed mid-checkpoint leaves: a temporary directory (its
   // pid long gone) with a partial file, named to sort after the real one.
-  const fs::path dead = fs::path(root) / ".tmp-2999-01-01T00:00:00.000000-999999999";
+  const fs::path dead =
+      fs::path(root) / ".tmp-2999-01-01T00:00:00.000000-999999999";
   fs::create_directories(dead);
   std::ofstream(dead / "replay.rtfckpt") << "partial";
   // A live writer's temporary directory is left alone.
-  const fs::path live = fs::path(root) / absl::StrCat(".tmp-2999-live-", ::getppid());
+  const fs::path live =
+      fs::path(root) / absl::StrCat(".tmp-2999-live-", ::getppid());
   fs::create_directories(live);
 
   auto restored = MakeTable(table->options());
@@ -584,13 +632,14 @@ TEST_F(CheckpointerTest, FallsBackWhenTheRootIsEmpty) {
   const std::string other = FreshDir("fallback_source");
   auto table = MakeTable(MakeTableOptions("t", Fifo(), Fifo(), 100,
                                           RateLimiterOptions::MinSize(1)));
-  ASSERT_OK(table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
+  ASSERT_OK(
+      table->InsertOrAssign(MakeItem(1, 1, {MakeFloatChunk(store_, 1, 1)})));
   auto stats = MakeCheckpointer(other)->Save({table});
   ASSERT_OK(stats);
 
   auto restored = MakeTable(table->options());
-  auto loaded =
-      MakeCheckpointer(FreshDir("fallback_root"), 3, stats->path)->LoadLatest({restored});
+  auto loaded = MakeCheckpointer(FreshDir("fallback_root"), 3, stats->path)
+                    ->LoadLatest({restored});
   ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, stats->path);
   EXPECT_EQ(restored->size(), 1);
@@ -600,21 +649,26 @@ TEST_F(CheckpointerTest, FallsBackWhenTheRootIsEmpty) {
   ASSERT_OK(loaded);
   EXPECT_EQ(loaded->path, "");
 
-  auto status =
-      MakeCheckpointer(FreshDir("bad_fallback"), 3, other)->LoadLatest({nothing}).status();
+  auto status = MakeCheckpointer(FreshDir("bad_fallback"), 3, other)
+                    ->LoadLatest({nothing})
+                    .status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
-  EXPECT_NE(status.message().find("is not a reverb_tf checkpoint"), std::string::npos);
+  EXPECT_NE(status.message().find("is not a reverb_tf checkpoint"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointerTest, RejectsBadOptions) {
   CheckpointerOptions options;
-  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Checkpointer::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
   options.root = FreshDir("bad_options");
   options.keep = 0;
-  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Checkpointer::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
   options.keep = 1;
   options.group = "no-such-group-reverb-tf";
-  EXPECT_EQ(Checkpointer::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Checkpointer::Create(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

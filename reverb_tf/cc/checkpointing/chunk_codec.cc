@@ -21,7 +21,8 @@ void EncodeChunkHead(const Chunk& chunk, std::string* out) {
   PutVarint(out, static_cast<uint64_t>(chunk.uncompressed_size()));
 }
 
-absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store) {
+absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
+                                     ChunkStore* store) {
   ByteReader in(payload);
   uint64_t key, episode_id, episode_step, rank, uncompressed_size;
   uint8_t dtype, compression;
@@ -34,12 +35,15 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* stor
   TensorPayload tensor;
   for (uint64_t i = 0; i < rank && in.ok(); ++i) {
     uint64_t dim;
-    if (in.GetVarintAtMost(INT64_MAX, &dim)) tensor.shape.push_back(static_cast<int64_t>(dim));
+    if (in.GetVarintAtMost(INT64_MAX, &dim))
+      tensor.shape.push_back(static_cast<int64_t>(dim));
   }
   in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
   if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
-  if (!IsValidDType(dtype) || compression > static_cast<uint8_t>(Compression::kZstd)) {
-    return absl::InvalidArgumentError("chunk entry with an unknown dtype or compression");
+  if (!IsValidDType(dtype) ||
+      compression > static_cast<uint8_t>(Compression::kZstd)) {
+    return absl::InvalidArgumentError(
+        "chunk entry with an unknown dtype or compression");
   }
   tensor.dtype = static_cast<DType>(dtype);
   tensor.compression = static_cast<Compression>(compression);
@@ -49,16 +53,18 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* stor
                        std::move(tensor));
 }
 
-absl::Status DecodeTrajectory(ByteReader* in, uint64_t num_columns,
-                              absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
-                              absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
-                              Trajectory* trajectory) {
+absl::Status DecodeTrajectory(
+    ByteReader* in, uint64_t num_columns,
+    absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
+    absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
+    Trajectory* trajectory) {
   trajectory->resize(num_columns);
   for (SlicedColumn& column : *trajectory) {
     uint64_t slices;
     // Every slice takes at least one byte: bounds what a damaged count
     // could make us allocate.
-    if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices)) break;
+    if (!in->GetVarintAtMost(uint64_t{2} * in->rest().size() + 1, &slices))
+      break;
     column.set_squeeze((slices & 1) != 0);
     column.resize_slices(slices >> 1);
     for (ChunkSlice& slice : column.mutable_slices()) {

@@ -7,9 +7,8 @@
 #ifndef REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 #define REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 
-#include <string>
-
 #include <cstdint>
+#include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -26,7 +25,8 @@ void EncodeChunkHead(const Chunk& chunk, std::string* out);
 
 // Rebuilds a chunk from an entry's payload (head and bytes) in `store`.
 // INVALID_ARGUMENT for a malformed payload (the caller names the file).
-absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* store);
+absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
+                                     ChunkStore* store);
 
 // Reads `num_columns` columns of a trajectory as both files store them: per
 // column a varint (number of slices << 1 | squeeze), per slice a chunk
@@ -34,10 +34,11 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload, ChunkStore* stor
 // file's: `read_reference` reads one, `resolve` maps it to its chunk or
 // fails (that error is returned). Malformed input ends the reading early
 // with `in` failed, which the caller checks.
-absl::Status DecodeTrajectory(ByteReader* in, uint64_t num_columns,
-                              absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
-                              absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
-                              Trajectory* trajectory);
+absl::Status DecodeTrajectory(
+    ByteReader* in, uint64_t num_columns,
+    absl::FunctionRef<void(ByteReader*, uint64_t*)> read_reference,
+    absl::FunctionRef<absl::StatusOr<ChunkRef>(uint64_t)> resolve,
+    Trajectory* trajectory);
 
 }  // namespace reverb_tf
 

@@ -34,14 +34,16 @@ constexpr uint64_t kMaxRawRecordBytes = (uint64_t{4} << 30) + (1 << 20);
 uint32_t Crc32(uint32_t crc, absl::string_view bytes) {
   // zlib treats a null buffer as "give me the initial value".
   if (bytes.empty()) return crc;
-  return static_cast<uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()),
-                                       bytes.size()));
+  return static_cast<uint32_t>(
+      crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
 }
 
-uint32_t Crc32(absl::string_view bytes) { return Crc32(crc32_z(0, nullptr, 0), bytes); }
+uint32_t Crc32(absl::string_view bytes) {
+  return Crc32(crc32_z(0, nullptr, 0), bytes);
+}
 
-std::string RecordHeader(uint8_t codec, uint32_t stored_crc, uint64_t stored_size,
-                         uint64_t raw_size) {
+std::string RecordHeader(uint8_t codec, uint32_t stored_crc,
+                         uint64_t stored_size, uint64_t raw_size) {
   std::string header;
   header.reserve(kRecordHeaderBytes);
   header.push_back(static_cast<char>(codec));
@@ -59,12 +61,13 @@ std::string RecordHeader(uint8_t codec, uint32_t stored_crc, uint64_t stored_siz
 
 absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
     const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int error = errno;
     return absl::Status(absl::ErrnoToStatusCode(error),
-                        absl::StrCat("cannot create file '", path, "': ",
-                                     std::strerror(error)));
+                        absl::StrCat("cannot create file '", path,
+                                     "': ", std::strerror(error)));
   }
   std::unique_ptr<RecordWriter> writer(new RecordWriter(path, fd));
   std::string header(kMagic, sizeof(kMagic));
@@ -74,7 +77,8 @@ absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(
   return writer;
 }
 
-RecordWriter::RecordWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+RecordWriter::RecordWriter(std::string path, int fd)
+    : path_(std::move(path)), fd_(fd) {
   pending_.reserve(kTargetRecordBytes + 1024);
 }
 
@@ -84,8 +88,8 @@ RecordWriter::~RecordWriter() {
 
 absl::Status RecordWriter::IoError(const char* what, int error) const {
   return absl::Status(absl::ErrnoToStatusCode(error),
-                      absl::StrCat("cannot ", what, " file '", path_, "': ",
-                                   std::strerror(error)));
+                      absl::StrCat("cannot ", what, " file '", path_,
+                                   "': ", std::strerror(error)));
 }
 
 absl::Status RecordWriter::WriteAll(absl::string_view bytes) {
@@ -112,7 +116,8 @@ absl::Status RecordWriter::Add(uint8_t type, absl::string_view head,
     RETURN_IF_ERROR(FlushRecord());
     return WriteRecord(prefix, head, body, compressible);
   }
-  if (pending_.size() + size > kTargetRecordBytes) RETURN_IF_ERROR(FlushRecord());
+  if (pending_.size() + size > kTargetRecordBytes)
+    RETURN_IF_ERROR(FlushRecord());
   pending_compressible_ = pending_compressible_ && compressible;
   pending_.append(prefix);
   pending_.append(head.data(), head.size());
@@ -140,22 +145,23 @@ absl::Status RecordWriter::WriteRecord(absl::string_view prefix,
       raw = joined;
     }
     compressed_.resize(ZSTD_compressBound(raw.size()));
-    const size_t n = ZSTD_compress(compressed_.data(), compressed_.size(), raw.data(),
-                                   raw.size(), kZstdLevel);
+    const size_t n = ZSTD_compress(compressed_.data(), compressed_.size(),
+                                   raw.data(), raw.size(), kZstdLevel);
     if (ZSTD_isError(n)) {
       return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(n)));
     }
     if (n < raw.size()) {
       const absl::string_view stored(compressed_.data(), n);
-      RETURN_IF_ERROR(
-          WriteAll(RecordHeader(kCodecZstd, Crc32(stored), stored.size(), raw_size)));
+      RETURN_IF_ERROR(WriteAll(
+          RecordHeader(kCodecZstd, Crc32(stored), stored.size(), raw_size)));
       return WriteAll(stored);
     }
   }
   // Stored as is: three parts, checksummed in sequence and written without
   // joining them.
   const uint32_t crc = Crc32(Crc32(Crc32(prefix), head), body);
-  RETURN_IF_ERROR(WriteAll(RecordHeader(kCodecStored, crc, raw_size, raw_size)));
+  RETURN_IF_ERROR(
+      WriteAll(RecordHeader(kCodecStored, crc, raw_size, raw_size)));
   RETURN_IF_ERROR(WriteAll(prefix));
   RETURN_IF_ERROR(WriteAll(head));
   return WriteAll(body);
@@ -196,11 +202,13 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(
       new RecordReader(path, fd, static_cast<uint64_t>(info.st_size)));
   char header[kFileHeaderBytes];
   if (reader->file_size_ < kFileHeaderBytes) {
-    return reader->Corrupt("shorter than the file header: not a reverb_tf checkpoint");
+    return reader->Corrupt(
+        "shorter than the file header: not a reverb_tf checkpoint");
   }
   RETURN_IF_ERROR(reader->ReadExactly(header, sizeof(header)));
   if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0) {
-    return reader->Corrupt("bad magic: not a reverb_tf checkpoint or write-ahead log file");
+    return reader->Corrupt(
+        "bad magic: not a reverb_tf checkpoint or write-ahead log file");
   }
   if (LoadFixed32(header + 12) != Crc32(absl::string_view(header, 12))) {
     return reader->Corrupt("file header checksum mismatch");
@@ -223,8 +231,8 @@ absl::Status RecordReader::Corrupt(absl::string_view what) const {
     return absl::DataLossError(absl::StrCat("file '", path_, "': ", what));
   }
   return absl::DataLossError(absl::StrCat("file '", path_, "': record ",
-                                          record_index_, " (at byte ", record_offset_,
-                                          "): ", what));
+                                          record_index_, " (at byte ",
+                                          record_offset_, "): ", what));
 }
 
 absl::Status RecordReader::ReadExactly(char* out, size_t size) {
@@ -275,14 +283,17 @@ absl::Status RecordReader::ReadRecord() {
   if (Crc32(target) != stored_crc) return Corrupt("record checksum mismatch");
   if (codec == kCodecZstd) {
     raw_.resize(raw_size);
-    const size_t n = ZSTD_decompress(raw_.data(), raw_.size(), stored_.data(), stored_.size());
-    if (ZSTD_isError(n) || n != raw_size) return Corrupt("record does not decompress");
+    const size_t n = ZSTD_decompress(raw_.data(), raw_.size(), stored_.data(),
+                                     stored_.size());
+    if (ZSTD_isError(n) || n != raw_size)
+      return Corrupt("record does not decompress");
   }
   position_ = 0;
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> RecordReader::Next(uint8_t* type, absl::string_view* payload) {
+absl::StatusOr<bool> RecordReader::Next(uint8_t* type,
+                                        absl::string_view* payload) {
   while (position_ == raw_.size()) {
     if (offset_ == file_size_) return false;
     RETURN_IF_ERROR(ReadRecord());
@@ -292,7 +303,8 @@ absl::StatusOr<bool> RecordReader::Next(uint8_t* type, absl::string_view* payloa
   uint64_t size;
   if (!reader.GetByte(type) || !reader.GetVarint(&size) ||
       !reader.GetBytes(size, payload)) {
-    return Corrupt(absl::StrCat("malformed entry at offset ", position_, " of the record"));
+    return Corrupt(absl::StrCat("malformed entry at offset ", position_,
+                                " of the record"));
   }
   position_ = raw_.size() - reader.rest().size();
   return true;

@@ -84,9 +84,9 @@ class RecordWriter {
   const std::string path_;
   int fd_;
   uint64_t offset_ = 0;
-  std::string pending_;     // raw bytes of the record being filled
+  std::string pending_;               // raw bytes of the record being filled
   bool pending_compressible_ = true;  // every entry of pending_ is
-  std::string compressed_;  // reused compression buffer
+  std::string compressed_;            // reused compression buffer
 };
 
 class RecordReader {

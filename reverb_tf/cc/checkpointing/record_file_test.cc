@@ -42,9 +42,9 @@ void Write(const std::string& path, const std::vector<Entry>& entries,
   for (const Entry& entry : entries) {
     // Split every payload into head and body to exercise both parts.
     const size_t half = entry.payload.size() / 2;
-    ASSERT_OK((*writer)
-                  ->Add(entry.type, absl::string_view(entry.payload).substr(0, half),
-                        absl::string_view(entry.payload).substr(half), compressible));
+    ASSERT_OK((*writer)->Add(
+        entry.type, absl::string_view(entry.payload).substr(0, half),
+        absl::string_view(entry.payload).substr(half), compressible));
   }
   ASSERT_OK((*writer)->Close());
 }
@@ -79,8 +79,9 @@ void Spit(const std::string& path, const std::string& bytes) {
 std::vector<Entry> MixedEntries() {
   std::vector<Entry> entries;
   for (int i = 0; i < 5000; ++i) {
-    entries.push_back({static_cast<uint8_t>(1 + i % 3),
-                       absl::StrCat("entry ", i, " ", std::string(i % 300, 'x'))});
+    entries.push_back(
+        {static_cast<uint8_t>(1 + i % 3),
+         absl::StrCat("entry ", i, " ", std::string(i % 300, 'x'))});
   }
   entries.push_back({7, std::string(3 << 20, 'z')});
   entries.push_back({8, RandomBytes(2 << 20, 1)});
@@ -135,12 +136,15 @@ TEST(RecordFileTest, EveryTruncationIsReportedOrEndsAtARecordBoundary) {
       // A cut exactly between records reads as a shorter file; the
       // checkpoint's end entry catches that one level up.
       EXPECT_LT(read->size(), entries.size());
-      for (size_t i = 0; i < read->size(); ++i) EXPECT_EQ((*read)[i].payload, entries[i].payload);
+      for (size_t i = 0; i < read->size(); ++i)
+        EXPECT_EQ((*read)[i].payload, entries[i].payload);
       continue;
     }
     ++reported;
-    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
-    EXPECT_NE(read.status().message().find(cut), std::string::npos) << read.status();
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss)
+        << read.status();
+    EXPECT_NE(read.status().message().find(cut), std::string::npos)
+        << read.status();
   }
   EXPECT_GT(reported, 0);
 }
@@ -148,7 +152,8 @@ TEST(RecordFileTest, EveryTruncationIsReportedOrEndsAtARecordBoundary) {
 TEST(RecordFileTest, EveryFlippedBitIsDetected) {
   const std::string path = TempPath("flip_src.rtf");
   std::vector<Entry> entries;
-  for (int i = 0; i < 40; ++i) entries.push_back({2, absl::StrCat("payload number ", i)});
+  for (int i = 0; i < 40; ++i)
+    entries.push_back({2, absl::StrCat("payload number ", i)});
   entries.push_back({3, RandomBytes(RecordWriter::kTargetRecordBytes + 10, 3)});
   Write(path, entries);
   const std::string bytes = Slurp(path);
@@ -159,9 +164,11 @@ TEST(RecordFileTest, EveryFlippedBitIsDetected) {
     copy[i] = static_cast<char>(copy[i] ^ (1 << (rng() % 8)));
     Spit(damaged, copy);
     auto read = ReadAll(damaged);
-    EXPECT_FALSE(read.ok()) << "flipping a bit of byte " << i << " went unnoticed";
+    EXPECT_FALSE(read.ok())
+        << "flipping a bit of byte " << i << " went unnoticed";
     if (!read.ok()) {
-      EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << read.status();
+      EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss)
+          << read.status();
     }
   }
 }
@@ -172,7 +179,8 @@ TEST(RecordFileTest, RejectsFilesThatAreNotCheckpoints) {
   auto read = ReadAll(path);
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(read.status().message().find("not a reverb_tf checkpoint"), std::string::npos);
+  EXPECT_NE(read.status().message().find("not a reverb_tf checkpoint"),
+            std::string::npos);
   EXPECT_EQ(RecordReader::Open(TempPath("missing.rtf")).status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -203,7 +211,8 @@ TEST(RecordFileTest, FilesBeyondTwoGibibytes) {
     auto more = (*reader)->Next(&type, &payload);
     ASSERT_OK(more);
     ASSERT_TRUE(*more);
-    ASSERT_EQ(payload.substr(0, payload.size() - block.size()), absl::StrCat("block ", i));
+    ASSERT_EQ(payload.substr(0, payload.size() - block.size()),
+              absl::StrCat("block ", i));
   }
   auto more = (*reader)->Next(&type, &payload);
   ASSERT_OK(more);

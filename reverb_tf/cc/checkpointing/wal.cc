@@ -61,7 +61,8 @@ absl::StatusOr<std::vector<LogFile>> ListFiles(const std::string& dir) {
     absl::string_view digits = name;
     uint64_t first;
     if (!absl::ConsumePrefix(&digits, kFilePrefix) ||
-        !absl::ConsumeSuffix(&digits, kFileSuffix) || !absl::SimpleAtoi(digits, &first)) {
+        !absl::ConsumeSuffix(&digits, kFileSuffix) ||
+        !absl::SimpleAtoi(digits, &first)) {
       continue;
     }
     files.push_back({first, entry.path().string()});
@@ -71,8 +72,9 @@ absl::StatusOr<std::vector<LogFile>> ListFiles(const std::string& dir) {
                         absl::StrCat("cannot list the write-ahead log '", dir,
                                      "': ", error.message()));
   }
-  std::sort(files.begin(), files.end(),
-            [](const LogFile& a, const LogFile& b) { return a.first < b.first; });
+  std::sort(files.begin(), files.end(), [](const LogFile& a, const LogFile& b) {
+    return a.first < b.first;
+  });
   return files;
 }
 
@@ -84,7 +86,8 @@ void PutString(std::string* out, absl::string_view text) {
 bool GetString(ByteReader* in, std::string* out) {
   uint64_t size;
   absl::string_view bytes;
-  if (!in->GetVarintAtMost(in->rest().size(), &size) || !in->GetBytes(size, &bytes)) {
+  if (!in->GetVarintAtMost(in->rest().size(), &size) ||
+      !in->GetBytes(size, &bytes)) {
     return false;
   }
   out->assign(bytes.data(), bytes.size());
@@ -109,11 +112,13 @@ class Replayer {
   absl::Status Apply(uint8_t type, absl::string_view payload) {
     ByteReader in(payload);
     std::string name;
-    if (!GetString(&in, &name)) return absl::InvalidArgumentError("malformed entry");
+    if (!GetString(&in, &name))
+      return absl::InvalidArgumentError("malformed entry");
     auto table = tables_.find(name);
     if (table == tables_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the write-ahead log changes table '", name, "', which the server does not have"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the write-ahead log changes table '", name,
+                       "', which the server does not have"));
     }
     switch (type) {
       case kItem:
@@ -123,7 +128,8 @@ class Replayer {
       case kReset:
         return table->second->Reset();
       default:
-        return absl::InvalidArgumentError(absl::StrCat("unknown entry type ", type));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown entry type ", type));
     }
   }
 
@@ -141,13 +147,14 @@ class Replayer {
     item.unchecked = (flags & kUnchecked) != 0;
     // The log names chunks by key.
     RETURN_IF_ERROR(DecodeTrajectory(
-        in, num_columns, [](ByteReader* in, uint64_t* key) { in->GetFixed64(key); },
+        in, num_columns,
+        [](ByteReader* in, uint64_t* key) { in->GetFixed64(key); },
         [&](uint64_t chunk_key) -> absl::StatusOr<ChunkRef> {
           auto it = chunks_.find(chunk_key);
           if (it == chunks_.end()) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "item ", item.key, " references chunk ", chunk_key,
-                ", which the log file does not hold"));
+            return absl::InvalidArgumentError(
+                absl::StrCat("item ", item.key, " references chunk ", chunk_key,
+                             ", which the log file does not hold"));
           }
           return it->second;
         },
@@ -172,7 +179,8 @@ class Replayer {
       deletes.resize(num_deletes);
       for (Key& key : deletes) in->GetFixed64(&key);
     }
-    if (!in->ok()) return absl::InvalidArgumentError("malformed mutation entry");
+    if (!in->ok())
+      return absl::InvalidArgumentError("malformed mutation entry");
     return table->MutatePriorities(updates, deletes).status();
   }
 
@@ -185,15 +193,19 @@ class Replayer {
 }  // namespace
 
 absl::Status WalOptions::Validate() const {
-  if (dir.empty()) return absl::InvalidArgumentError("the write-ahead log needs a directory");
+  if (dir.empty())
+    return absl::InvalidArgumentError("the write-ahead log needs a directory");
   if (interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the write-ahead log's sync interval must be > 0");
+    return absl::InvalidArgumentError(
+        "the write-ahead log's sync interval must be > 0");
   }
   if (segment_bytes < 1) {
-    return absl::InvalidArgumentError("the write-ahead log's file size must be > 0");
+    return absl::InvalidArgumentError(
+        "the write-ahead log's file size must be > 0");
   }
   if (retry_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the write-ahead log's retry interval must be > 0");
+    return absl::InvalidArgumentError(
+        "the write-ahead log's retry interval must be > 0");
   }
   return absl::OkStatus();
 }
@@ -202,9 +214,9 @@ absl::StatusOr<WalSync> ParseWalSync(absl::string_view name) {
   if (name == "every_write") return WalSync::kEveryWrite;
   if (name == "every_n_ms") return WalSync::kInterval;
   if (name == "none") return WalSync::kNone;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown write-ahead log sync policy '", name.substr(0, 32),
-      "' (every_write, every_n_ms or none)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown write-ahead log sync policy '", name.substr(0, 32),
+                   "' (every_write, every_n_ms or none)"));
 }
 
 struct WriteAheadLog::Pending {
@@ -217,15 +229,17 @@ struct WriteAheadLog::Pending {
 };
 
 absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
-    const WalOptions& options, uint64_t after, absl::Span<const std::shared_ptr<Table>> tables,
-    WalReplay* replayed, ChunkStore* store) {
+    const WalOptions& options, uint64_t after,
+    absl::Span<const std::shared_ptr<Table>> tables, WalReplay* replayed,
+    ChunkStore* store) {
   RETURN_IF_ERROR(options.Validate());
   std::error_code error;
   fs::create_directories(options.dir, error);
   if (error) {
-    return absl::Status(absl::ErrnoToStatusCode(error.value()),
-                        absl::StrCat("cannot create the write-ahead log directory '",
-                                     options.dir, "': ", error.message()));
+    return absl::Status(
+        absl::ErrnoToStatusCode(error.value()),
+        absl::StrCat("cannot create the write-ahead log directory '",
+                     options.dir, "': ", error.message()));
   }
   ASSIGN_OR_RETURN(std::vector<LogFile> files, ListFiles(options.dir));
   *replayed = WalReplay();
@@ -233,18 +247,20 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
   Replayer replayer(tables, store);
   uint64_t expected = 0;  // the first position the next file must have
   for (size_t i = 0; i < files.size() && replayed->damage.empty(); ++i) {
-    const uint64_t next_first =
-        i + 1 < files.size() ? files[i + 1].first : std::numeric_limits<uint64_t>::max();
+    const uint64_t next_first = i + 1 < files.size()
+                                    ? files[i + 1].first
+                                    : std::numeric_limits<uint64_t>::max();
     if (next_first - 1 <= after) continue;  // the checkpoint holds all of it
     if (expected == 0 && files[i].first > after + 1) {
       return absl::DataLossError(absl::StrCat(
-          "the write-ahead log '", options.dir, "' begins at entry ", files[i].first,
-          " but the checkpoint holds entries up to ", after, ": entries ", after + 1, " to ",
-          files[i].first - 1, " are missing"));
+          "the write-ahead log '", options.dir, "' begins at entry ",
+          files[i].first, " but the checkpoint holds entries up to ", after,
+          ": entries ", after + 1, " to ", files[i].first - 1, " are missing"));
     }
     if (expected != 0 && files[i].first != expected) {
-      replayed->damage = absl::StrCat(files[i].path, " begins at entry ", files[i].first,
-                                      " where entry ", expected, " was expected");
+      replayed->damage =
+          absl::StrCat(files[i].path, " begins at entry ", files[i].first,
+                       " where entry ", expected, " was expected");
       break;
     }
     auto reader = RecordReader::Open(files[i].path);
@@ -259,7 +275,8 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
       absl::string_view payload;
       absl::StatusOr<bool> more = (*reader)->Next(&type, &payload);
       if (!more.ok()) {
-        replayed->damage = absl::StrCat("entry ", position, ": ", more.status().message());
+        replayed->damage =
+            absl::StrCat("entry ", position, ": ", more.status().message());
         break;
       }
       if (!*more) break;
@@ -272,11 +289,12 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
         ++replayed->entries;
       }
       if (!applied.ok()) {
-        if (absl::IsInvalidArgument(applied) && absl::StrContains(applied.message(), "table '")) {
+        if (absl::IsInvalidArgument(applied) &&
+            absl::StrContains(applied.message(), "table '")) {
           return applied;  // a configuration mismatch, not damage
         }
-        replayed->damage = absl::StrCat(files[i].path, ", entry ", position, ": ",
-                                        applied.message());
+        replayed->damage = absl::StrCat(files[i].path, ", entry ", position,
+                                        ": ", applied.message());
         break;
       }
       replayed->last_position = std::max(replayed->last_position, position);
@@ -291,8 +309,9 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
         fs::rename(files[j].path, moved, error);
         aside.push_back(error ? files[j].path : moved);
       }
-      absl::StrAppend(&replayed->damage, "; replayed up to entry ", replayed->last_position,
-                      aside.empty() ? "" : "; not replayed: ", absl::StrJoin(aside, ", "));
+      absl::StrAppend(
+          &replayed->damage, "; replayed up to entry ", replayed->last_position,
+          aside.empty() ? "" : "; not replayed: ", absl::StrJoin(aside, ", "));
     }
   }
 
@@ -300,7 +319,8 @@ absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(
       new WriteAheadLog(options, replayed->last_position + 1));
   if (options.sync == WalSync::kInterval) {
     WriteAheadLog* raw = log.get();
-    log->syncer_ = std::thread([raw] { raw->SyncEvery(raw->options_.interval); });
+    log->syncer_ =
+        std::thread([raw] { raw->SyncEvery(raw->options_.interval); });
   }
   return log;
 }
@@ -325,14 +345,17 @@ WriteAheadLog::~WriteAheadLog() {
   batch.swap(pending_);
   const bool failed = !error_.ok();
   mu_.Unlock();
-  if (!failed && !batch.empty()) WriteBatch(&batch, /*sync=*/true).IgnoreError();
+  if (!failed && !batch.empty())
+    WriteBatch(&batch, /*sync=*/true).IgnoreError();
   if (writer_ != nullptr) writer_->Close().IgnoreError();
 }
 
-void WriteAheadLog::QueueLocked(uint8_t type, std::string head, ChunkRef chunk) {
+void WriteAheadLog::QueueLocked(uint8_t type, std::string head,
+                                ChunkRef chunk) {
   file_bytes_ += static_cast<int64_t>(head.size()) +
                  (chunk ? static_cast<int64_t>(chunk->data().size()) : 0);
-  pending_.push_back(Pending{type, std::move(head), std::move(chunk), ++last_position_});
+  pending_.push_back(
+      Pending{type, std::move(head), std::move(chunk), ++last_position_});
   ++stats_.entries;
 }
 
@@ -356,7 +379,8 @@ void WriteAheadLog::Inserted(const Table& table, const Item& item) {
                                    (item.unchecked ? kUnchecked : 0)));
   PutVarint(&head, item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
-    PutVarint(&head, (uint64_t{column.slices().size()} << 1) | (column.squeeze() ? 1 : 0));
+    PutVarint(&head, (uint64_t{column.slices().size()} << 1) |
+                         (column.squeeze() ? 1 : 0));
     for (const ChunkSlice& slice : column.slices()) {
       PutFixed64(&head, slice.chunk->key());
       PutVarint(&head, static_cast<uint32_t>(slice.offset));
@@ -418,11 +442,13 @@ absl::Status WriteAheadLog::WriteBatch(std::vector<Pending>* batch, bool sync) {
         RETURN_IF_ERROR(writer_->Close());
         writer_.reset();
       }
-      writer_path_ = (fs::path(options_.dir) / FileName(entry.position)).string();
+      writer_path_ =
+          (fs::path(options_.dir) / FileName(entry.position)).string();
       ASSIGN_OR_RETURN(writer_, RecordWriter::Create(writer_path_));
       continue;
     }
-    const absl::string_view body = entry.chunk ? entry.chunk->data() : absl::string_view();
+    const absl::string_view body =
+        entry.chunk ? entry.chunk->data() : absl::string_view();
     // Large tensors (frames) seldom compress, and compressing them would
     // slow every acknowledgement; small entries (small items) shrink a lot.
     const bool compressible =
@@ -445,8 +471,8 @@ absl::Status WriteAheadLog::Write(bool everything) {
   mu_.Lock();
   const uint64_t target = last_position_;
   const bool sync = options_.sync == WalSync::kEveryWrite;
-  while (error_.ok() &&
-         ((sync ? synced_ : written_) < target || (everything && !pending_.empty()))) {
+  while (error_.ok() && ((sync ? synced_ : written_) < target ||
+                         (everything && !pending_.empty()))) {
     if (flushing_) {
       mu_.Await(absl::Condition(
           +[](WriteAheadLog* log) ABSL_EXCLUSIVE_LOCKS_REQUIRED(log->mu_) {
@@ -483,10 +509,12 @@ absl::Status WriteAheadLog::Write(bool everything) {
 void WriteAheadLog::SyncEvery(absl::Duration interval) {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    auto stop = [this]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithTimeout(absl::Condition(&stop), interval);
     if (stopping_) return;
-    if (flushing_ || synced_ >= written_ || writer_ == nullptr || !error_.ok()) continue;
+    if (flushing_ || synced_ >= written_ || writer_ == nullptr || !error_.ok())
+      continue;
     flushing_ = true;
     const uint64_t target = written_;
     mu_.Unlock();
@@ -529,8 +557,8 @@ absl::Status WriteAheadLog::DropFiles(uint64_t position, bool keep_newest) {
     fs::remove(files[i].path, error);
     if (error) {
       return absl::Status(absl::ErrnoToStatusCode(error.value()),
-                          absl::StrCat("cannot remove write-ahead log file '", files[i].path,
-                                       "': ", error.message()));
+                          absl::StrCat("cannot remove write-ahead log file '",
+                                       files[i].path, "': ", error.message()));
     }
   }
   return absl::OkStatus();
@@ -538,10 +566,14 @@ absl::Status WriteAheadLog::DropFiles(uint64_t position, bool keep_newest) {
 
 void WriteAheadLog::FailLocked(const absl::Status& cause) {
   if (!error_.ok()) return;
-  error_ = absl::Status(cause.code(), absl::StrCat("the write-ahead log cannot be written: ",
-                                                   cause.message()));
-  std::fprintf(stderr, "reverb_tf: %s; inserts, priority updates, deletes and resets are "
-               "refused until a checkpoint succeeds\n", error_.ToString().c_str());
+  error_ = absl::Status(
+      cause.code(),
+      absl::StrCat("the write-ahead log cannot be written: ", cause.message()));
+  std::fprintf(
+      stderr,
+      "reverb_tf: %s; inserts, priority updates, deletes and resets are "
+      "refused until a checkpoint succeeds\n",
+      error_.ToString().c_str());
 }
 
 void WriteAheadLog::Fail(const absl::Status& cause) {
@@ -568,7 +600,8 @@ absl::Status WriteAheadLog::Resume(uint64_t checkpointed) {
     // Nothing is queued while failed; what was queued before the failure
     // took effect in the tables, so the checkpoint holds it.
     pending_.clear();
-    last_position_ = written_ = synced_ = std::max(last_position_, checkpointed);
+    last_position_ = written_ = synced_ =
+        std::max(last_position_, checkpointed);
     file_chunks_.clear();
     file_bytes_ = 0;
     // Ends the failed file (its tail may be torn); the flusher is idle.

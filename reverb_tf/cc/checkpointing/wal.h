@@ -110,11 +110,11 @@ struct REVERB_TF_EXPORT WalReplay {
 };
 
 struct REVERB_TF_EXPORT WalStats {
-  uint64_t entries = 0;      // queued since Open()
-  uint64_t bytes = 0;        // written to log files since Open()
-  uint64_t commits = 0;      // writes to the file (each one or more Commit()s)
+  uint64_t entries = 0;  // queued since Open()
+  uint64_t bytes = 0;    // written to log files since Open()
+  uint64_t commits = 0;  // writes to the file (each one or more Commit()s)
   uint64_t syncs = 0;
-  uint64_t files = 0;        // log files now on disk
+  uint64_t files = 0;  // log files now on disk
 };
 
 class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
@@ -137,7 +137,8 @@ class REVERB_TF_EXPORT WriteAheadLog final : public TableJournal {
 
   // TableJournal: queue an entry.
   void Inserted(const Table& table, const Item& item) override;
-  void Mutated(const Table& table, absl::Span<const std::pair<Key, double>> updates,
+  void Mutated(const Table& table,
+               absl::Span<const std::pair<Key, double>> updates,
                absl::Span<const Key> deletes) override;
   void SampledOut(const Table& table, Key key) override;
   void WasReset(const Table& table) override;

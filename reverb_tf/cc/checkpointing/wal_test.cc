@@ -32,8 +32,9 @@ class WalTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
-           absl::StrCat("wal_test_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           absl::StrCat(
+               "wal_test_", ::getpid(), "_",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     options_.dir = (dir_ / "wal").string();
   }
@@ -43,16 +44,19 @@ class WalTest : public ::testing::Test {
   static std::vector<std::shared_ptr<Table>> Tables() {
     return {MakeTable(MakeTableOptions("p", Prioritized(1.0), Fifo(), 1000,
                                        RateLimiterOptions::MinSize(1))),
-            MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 1000, RateLimiterOptions::MinSize(1),
+            MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 1000,
+                                       RateLimiterOptions::MinSize(1),
                                        /*max_times_sampled=*/1)),
             MakeTable(MakeTableOptions("u", Uniform(), Fifo(), 1000,
                                        RateLimiterOptions::MinSize(1)))};
   }
 
-  std::unique_ptr<WriteAheadLog> Attach(const std::vector<std::shared_ptr<Table>>& tables,
-                                        uint64_t after = 0, WalReplay* replayed = nullptr) {
+  std::unique_ptr<WriteAheadLog> Attach(
+      const std::vector<std::shared_ptr<Table>>& tables, uint64_t after = 0,
+      WalReplay* replayed = nullptr) {
     WalReplay ignored;
-    auto log = WriteAheadLog::Open(options_, after, tables, replayed ? replayed : &ignored);
+    auto log = WriteAheadLog::Open(options_, after, tables,
+                                   replayed ? replayed : &ignored);
     EXPECT_OK(log);
     for (const auto& table : tables) table->SetJournal(log->get());
     return *std::move(log);
@@ -61,7 +65,8 @@ class WalTest : public ::testing::Test {
   // The log's files, oldest first.
   std::vector<fs::path> LogFiles() const {
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(options_.dir)) files.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(options_.dir))
+      files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     return files;
   }
@@ -84,24 +89,28 @@ class WalTest : public ::testing::Test {
 
   // Changes of every kind: inserts sharing chunks, replacements, updates,
   // deletes, an item sampled out of the queue, and a reset.
-  void MakeChanges(const std::vector<std::shared_ptr<Table>>& tables, Key first_key) {
+  void MakeChanges(const std::vector<std::shared_ptr<Table>>& tables,
+                   Key first_key) {
     ChunkStore store;
     ChunkRef shared = MakeFloatChunk(store, first_key, 3);
     for (Key k = first_key; k < first_key + 20; ++k) {
-      ChunkRef own = MakeFloatChunk(store, k + 100000, 1, 2, static_cast<float>(k));
-      ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(k, 1.0 + k % 7, {shared, own})));
+      ChunkRef own =
+          MakeFloatChunk(store, k + 100000, 1, 2, static_cast<float>(k));
+      ASSERT_OK(
+          tables[0]->InsertOrAssign(MakeItem(k, 1.0 + k % 7, {shared, own})));
       ASSERT_OK(tables[1]->InsertOrAssign(MakeItem(k, 1.0, {own})));
       ASSERT_OK(tables[2]->InsertOrAssign(MakeItem(k, 1.0, {own})));
     }
     // Replace one, update some, delete some.
     ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(first_key, 42.0, {shared})));
-    ASSERT_OK(tables[0]
-                  ->MutatePriorities({{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
-                                     {first_key + 3}));
+    ASSERT_OK(tables[0]->MutatePriorities(
+        {{first_key + 1, 9.5}, {first_key + 2, 0.25}, {777, 1.0}},
+        {first_key + 3}));
     ASSERT_OK(tables[1]->Sample(2));  // the queue's two oldest leave it
     ASSERT_OK(tables[2]->Reset());
     ChunkRef after_reset = MakeFloatChunk(store, first_key + 200000, 1);
-    ASSERT_OK(tables[2]->InsertOrAssign(MakeItem(first_key + 50, 3.0, {after_reset})));
+    ASSERT_OK(tables[2]->InsertOrAssign(
+        MakeItem(first_key + 50, 3.0, {after_reset})));
   }
 
   fs::path dir_;
@@ -141,7 +150,8 @@ TEST_F(WalTest, UncheckedItemsOffTheSignatureAreReplayed) {
   auto make = [] {
     TableOptions options = MakeTableOptions("s", Uniform(), Fifo(), 10,
                                             RateLimiterOptions::MinSize(1));
-    options.signature = TableSignature{{ColumnSpec{"x", DType::kInt32, {-1, 4}}}, ""};
+    options.signature =
+        TableSignature{{ColumnSpec{"x", DType::kInt32, {-1, 4}}}, ""};
     return std::vector<std::shared_ptr<Table>>{MakeTable(options)};
   };
   auto tables = make();
@@ -212,16 +222,19 @@ TEST_F(WalTest, AFailedLogRefusesChangesUntilACheckpointLetsItResume) {
     log->Fail(absl::ResourceExhaustedError("No space left on device"));
     const auto refused = [](const absl::Status& status) {
       EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
-      EXPECT_TRUE(absl::StrContains(status.message(),
-                                    "the write-ahead log cannot be written: No space left"))
+      EXPECT_TRUE(absl::StrContains(
+          status.message(),
+          "the write-ahead log cannot be written: No space left"))
           << status;
     };
     refused(log->Commit());
     refused(log->Writable());
     const auto before = Contents(tables);
     ChunkStore store;
-    refused(tables[0]->InsertOrAssign(MakeItem(5000, 1.0, {MakeFloatChunk(store, 5000, 1)})));
-    refused(tables[0]->InsertOrAssign(MakeItem(2, 3.0, {MakeFloatChunk(store, 5001, 1)})));
+    refused(tables[0]->InsertOrAssign(
+        MakeItem(5000, 1.0, {MakeFloatChunk(store, 5000, 1)})));
+    refused(tables[0]->InsertOrAssign(
+        MakeItem(2, 3.0, {MakeFloatChunk(store, 5001, 1)})));
     refused(tables[0]->MutatePriorities({{2, 5.0}}, {}).status());
     refused(tables[2]->MutatePriorities({}, {4}).status());
     refused(tables[2]->Reset());
@@ -241,7 +254,8 @@ TEST_F(WalTest, AFailedLogRefusesChangesUntilACheckpointLetsItResume) {
     Detach(tables);
   }
   auto restored = Tables();
-  ASSERT_OK_AND_ASSIGN(LoadedCheckpoint loaded, checkpointer->LoadLatest(restored));
+  ASSERT_OK_AND_ASSIGN(LoadedCheckpoint loaded,
+                       checkpointer->LoadLatest(restored));
   WalReplay replayed;
   auto log = Attach(restored, loaded.wal_position, &replayed);
   EXPECT_TRUE(replayed.damage.empty()) << replayed.damage;
@@ -259,7 +273,8 @@ TEST_F(WalTest, ATornTailIsReplayedUpToTheLastGoodRecord) {
     ASSERT_OK(log->Commit());
     committed = Contents(tables);
     ChunkStore store;
-    ASSERT_OK(tables[0]->InsertOrAssign(MakeItem(5555, 1.0, {MakeFloatChunk(store, 5555, 1)})));
+    ASSERT_OK(tables[0]->InsertOrAssign(
+        MakeItem(5555, 1.0, {MakeFloatChunk(store, 5555, 1)})));
     ASSERT_OK(log->Commit());  // its own record, the last one
     Detach(tables);
   }
@@ -269,7 +284,8 @@ TEST_F(WalTest, ATornTailIsReplayedUpToTheLastGoodRecord) {
   auto restored = Tables();
   WalReplay replayed;
   auto log = Attach(restored, 0, &replayed);
-  EXPECT_NE(replayed.damage.find("entry"), std::string::npos) << replayed.damage;
+  EXPECT_NE(replayed.damage.find("entry"), std::string::npos)
+      << replayed.damage;
   EXPECT_EQ(Contents(restored), committed);  // everything but the torn record
   Detach(restored);
 }
@@ -295,8 +311,10 @@ TEST_F(WalTest, DamageInTheMiddleStopsTheReplayAndSetsLaterFilesAside) {
   auto restored = Tables();
   WalReplay replayed;
   auto log = Attach(restored, 0, &replayed);
-  EXPECT_NE(replayed.damage.find(files[1].string()), std::string::npos) << replayed.damage;
-  EXPECT_NE(replayed.damage.find(".unreplayed"), std::string::npos) << replayed.damage;
+  EXPECT_NE(replayed.damage.find(files[1].string()), std::string::npos)
+      << replayed.damage;
+  EXPECT_NE(replayed.damage.find(".unreplayed"), std::string::npos)
+      << replayed.damage;
   EXPECT_TRUE(fs::exists(files.back().string() + ".unreplayed"));
   EXPECT_LT(Contents(restored)["p"].size(), Contents(tables)["p"].size());
   Detach(restored);
@@ -328,8 +346,8 @@ TEST_F(WalTest, ConcurrentCommitsShareWritesAndSyncs) {
       ChunkStore store;
       for (int i = 0; i < 100; ++i) {
         const Key key = t * 1000 + i + 1;
-        ASSERT_OK(
-            tables[2]->InsertOrAssign(MakeItem(key, 1.0, {MakeFloatChunk(store, key, 1)})));
+        ASSERT_OK(tables[2]->InsertOrAssign(
+            MakeItem(key, 1.0, {MakeFloatChunk(store, key, 1)})));
         ASSERT_OK(log->Commit());
         ++calls;
       }
@@ -355,7 +373,9 @@ TEST_F(WalTest, IntervalAndNoneWriteBeforeCommitReturns) {
       ASSERT_OK(log->Commit());
       // Written (not only queued) when Commit returns: a copy of the file
       // now, as a killed process would leave it, replays everything.
-      fs::copy(options_.dir, (dir_ / "copy").string(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+      fs::copy(
+          options_.dir, (dir_ / "copy").string(),
+          fs::copy_options::recursive | fs::copy_options::overwrite_existing);
       Detach(tables);
     }
     options_.dir = (dir_ / "copy").string();

@@ -11,11 +11,11 @@
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/support/async_unary_call.h"
 #include "reverb_tf/cc/client/client_stub.h"
-#include "reverb_tf/cc/client/mutation_stream.h"
 #include "reverb_tf/cc/client/in_process_sampler.h"
+#include "reverb_tf/cc/client/mutation_stream.h"
+#include "reverb_tf/cc/client/shard_set.h"
 #include "reverb_tf/cc/client/sharded_sampler.h"
 #include "reverb_tf/cc/client/stream_sampler.h"
-#include "reverb_tf/cc/client/shard_set.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/status_macros.h"
@@ -27,8 +27,9 @@ absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
   constexpr int kMaxAttempts = 5;
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Status status = attempt(0);
-  for (int i = 1; i < kMaxAttempts && status.code() == absl::StatusCode::kUnavailable &&
-                  may_retry();
+  for (int i = 1;
+       i < kMaxAttempts && status.code() == absl::StatusCode::kUnavailable &&
+       may_retry();
        ++i) {
     absl::SleepFor(backoff);
     backoff *= 2;
@@ -42,9 +43,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   if (server_address.empty()) {
     return absl::InvalidArgumentError("server_address is empty");
   }
-  if (options.max_message_bytes < 1024 || options.max_message_bytes > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
+  if (options.max_message_bytes < 1024 ||
+      options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes must be in [1 KiB, 2 GiB), got ",
+                     options.max_message_bytes));
   }
   RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
   DisableMutexDeadlockDetection();
@@ -58,7 +61,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(
   auto shards = ShardSet::Create(server_address, options.max_message_bytes,
                                  options.resolve_interval, std::move(security));
   if (!shards.ok()) return shards.status();
-  return std::unique_ptr<Client>(new Client(server_address, *std::move(shards)));
+  return std::unique_ptr<Client>(
+      new Client(server_address, *std::move(shards)));
 }
 
 Client::Client(std::string address, std::unique_ptr<ShardSet> shards)
@@ -73,7 +77,8 @@ std::shared_ptr<LocalServer> Client::LocalShard() {
 
 std::vector<std::string> Client::ShardAddresses() {
   std::vector<std::string> addresses;
-  for (const auto& shard : shards_->Current()) addresses.push_back(shard->address());
+  for (const auto& shard : shards_->Current())
+    addresses.push_back(shard->address());
   return addresses;
 }
 
@@ -96,17 +101,19 @@ absl::Status StatusOfAnswer(const proto::MutatePrioritiesResponse& answer) {
 // threads waiting on this client's streams, which then often need a wake-up
 // from them for every message.
 template <typename Response>
-using StartCall = std::function<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>(
-    ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq)>;
+using StartCall =
+    std::function<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>(
+        ClientStub& shard, grpc::ClientContext* context,
+        grpc::CompletionQueue* cq)>;
 
 // The same call to every shard at once, each with `timeout` and `cancel`
 // applied; returns when all have finished, with each shard's status (and
 // its response in `responses`). The calling thread polls for the answers.
 template <typename Response>
-std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<ClientStub>>& shards,
-                                         absl::Duration timeout, Cancellation* cancel,
-                                         bool wait_for_ready, std::vector<Response>* responses,
-                                         const StartCall<Response>& start) {
+std::vector<absl::Status> CallEveryShard(
+    const std::vector<std::shared_ptr<ClientStub>>& shards,
+    absl::Duration timeout, Cancellation* cancel, bool wait_for_ready,
+    std::vector<Response>* responses, const StartCall<Response>& start) {
   const size_t n = shards.size();
   responses->assign(n, Response());
   std::vector<grpc::Status> rpc_statuses(n);
@@ -119,15 +126,18 @@ std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<Clien
     shards[i]->Prepare(contexts[i].get());
     SetTimeout(contexts[i].get(), timeout);
     contexts[i]->set_wait_for_ready(wait_for_ready);
-    scoped.push_back(std::make_unique<ScopedRpcCancellation>(cancel, contexts[i].get()));
+    scoped.push_back(
+        std::make_unique<ScopedRpcCancellation>(cancel, contexts[i].get()));
     calls.push_back(start(*shards[i], contexts[i].get(), &cq));
-    calls[i]->Finish(&(*responses)[i], &rpc_statuses[i], reinterpret_cast<void*>(i));
+    calls[i]->Finish(&(*responses)[i], &rpc_statuses[i],
+                     reinterpret_cast<void*>(i));
   }
   // Each call's Finish comes back exactly once, whatever happened to it.
   for (size_t finished = 0; finished < n; ++finished) {
     void* tag;
     bool ok;
-    if (!cq.Next(&tag, &ok)) break;  // not reached: the queue is not shut down yet
+    if (!cq.Next(&tag, &ok))
+      break;  // not reached: the queue is not shut down yet
   }
   scoped.clear();
   calls.clear();
@@ -137,13 +147,15 @@ std::vector<absl::Status> CallEveryShard(const std::vector<std::shared_ptr<Clien
   while (cq.Next(&tag, &ok)) {
   }
   std::vector<absl::Status> statuses(n);
-  for (size_t i = 0; i < n; ++i) statuses[i] = shards[i]->RpcStatus(rpc_statuses[i]);
+  for (size_t i = 0; i < n; ++i)
+    statuses[i] = shards[i]->RpcStatus(rpc_statuses[i]);
   return statuses;
 }
 
 // "shard ADDRESS: message" for each failed shard.
-std::string DescribeFailures(const std::vector<std::shared_ptr<ClientStub>>& shards,
-                             const std::vector<absl::Status>& statuses) {
+std::string DescribeFailures(
+    const std::vector<std::shared_ptr<ClientStub>>& shards,
+    const std::vector<absl::Status>& statuses) {
   std::vector<std::string> failures;
   for (size_t i = 0; i < shards.size(); ++i) {
     if (!statuses[i].ok()) {
@@ -155,13 +167,15 @@ std::string DescribeFailures(const std::vector<std::shared_ptr<ClientStub>>& sha
 }
 
 // The first failure, worded for all the failed shards; OK if none failed.
-absl::Status FirstFailure(const std::vector<std::shared_ptr<ClientStub>>& shards,
-                          const std::vector<absl::Status>& statuses, absl::string_view what) {
+absl::Status FirstFailure(
+    const std::vector<std::shared_ptr<ClientStub>>& shards,
+    const std::vector<absl::Status>& statuses, absl::string_view what) {
   for (const absl::Status& status : statuses) {
     if (!status.ok()) {
       if (shards.size() == 1) return status;
       return absl::Status(status.code(),
-                          absl::StrCat(what, " failed on ", DescribeFailures(shards, statuses)));
+                          absl::StrCat(what, " failed on ",
+                                       DescribeFailures(shards, statuses)));
     }
   }
   return absl::OkStatus();
@@ -192,8 +206,8 @@ void AddTableInfo(const TableInfo& shard, TableInfo* total) {
   }
   total->current_size += shard.current_size;
   total->sampler_total_weight += shard.sampler_total_weight;
-  total->sampler_min_item_weight =
-      SmallerItemWeight(total->sampler_min_item_weight, shard.sampler_min_item_weight);
+  total->sampler_min_item_weight = SmallerItemWeight(
+      total->sampler_min_item_weight, shard.sampler_min_item_weight);
   total->num_unique_samples += shard.num_unique_samples;
   total->num_episodes += shard.num_episodes;
   total->num_deleted_episodes += shard.num_deleted_episodes;
@@ -208,18 +222,22 @@ void AddTableInfo(const TableInfo& shard, TableInfo* total) {
 }  // namespace
 
 std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
-                                                 Cancellation* cancel, bool wait_for_ready) {
+                                                 Cancellation* cancel,
+                                                 bool wait_for_ready) {
   const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   std::vector<proto::ServerInfoResponse> responses;
   const proto::ServerInfoRequest request;
   // With a deadline, a server that is not up yet (a learner started before
   // its replay server) is waited for until the deadline, as dm-reverb does;
   // without one, an unreachable server fails at once instead of hanging.
-  std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
-      shards, timeout, cancel, wait_for_ready && timeout != absl::InfiniteDuration(), &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-        return shard.stub()->AsyncServerInfo(context, request, cq);
-      });
+  std::vector<absl::Status> statuses =
+      CallEveryShard<proto::ServerInfoResponse>(
+          shards, timeout, cancel,
+          wait_for_ready && timeout != absl::InfiniteDuration(), &responses,
+          [&request](ClientStub& shard, grpc::ClientContext* context,
+                     grpc::CompletionQueue* cq) {
+            return shard.stub()->AsyncServerInfo(context, request, cq);
+          });
   std::vector<ShardInfo> infos;
   for (size_t i = 0; i < shards.size(); ++i) {
     infos.push_back(ShardInfo{shards[i]->address(), std::vector<TableInfo>()});
@@ -239,18 +257,19 @@ std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
   return infos;
 }
 
-absl::StatusOr<std::vector<TableInfo>> Client::ServerInfoOfAnyShard(absl::Duration timeout,
-                                                                    Cancellation* cancel) {
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfoOfAnyShard(
+    absl::Duration timeout, Cancellation* cancel) {
   if (shards_->Current().size() > 1) {
-    for (ShardInfo& shard : ServerInfoByShard(timeout, cancel, /*wait_for_ready=*/false)) {
+    for (ShardInfo& shard :
+         ServerInfoByShard(timeout, cancel, /*wait_for_ready=*/false)) {
       if (shard.tables.ok()) return std::move(shard.tables);
     }
   }
   return ServerInfo(timeout, cancel);
 }
 
-absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout,
-                                                          Cancellation* cancel) {
+absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(
+    absl::Duration timeout, Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
     return local->TableInfos();
   }
@@ -261,20 +280,22 @@ absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout
   for (const ShardInfo& shard : shards) {
     if (shard.tables.ok()) continue;
     if (code == absl::StatusCode::kOk) code = shard.tables.status().code();
-    failures.push_back(
-        absl::StrCat("shard ", shard.address, ": ", shard.tables.status().message()));
+    failures.push_back(absl::StrCat("shard ", shard.address, ": ",
+                                    shard.tables.status().message()));
   }
   if (!failures.empty()) {
-    return absl::Status(code, absl::StrCat("server info of ", address_, " failed on ",
-                                           absl::StrJoin(failures, "; ")));
+    return absl::Status(code,
+                        absl::StrCat("server info of ", address_, " failed on ",
+                                     absl::StrJoin(failures, "; ")));
   }
   std::vector<TableInfo> total = *std::move(shards[0].tables);
   for (size_t i = 1; i < shards.size(); ++i) {
     for (TableInfo& table : total) {
       const std::vector<TableInfo>& tables = *shards[i].tables;
-      auto it = std::find_if(tables.begin(), tables.end(), [&](const TableInfo& t) {
-        return t.options.name == table.options.name;
-      });
+      auto it =
+          std::find_if(tables.begin(), tables.end(), [&](const TableInfo& t) {
+            return t.options.name == table.options.name;
+          });
       if (it == tables.end()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "shard ", shards[i].address, " has no table '", table.options.name,
@@ -288,9 +309,9 @@ absl::StatusOr<std::vector<TableInfo>> Client::ServerInfo(absl::Duration timeout
 
 namespace {
 
-proto::MutatePrioritiesRequest MutationRequest(const std::string& table,
-                                               absl::Span<const std::pair<Key, double>> updates,
-                                               absl::Span<const Key> deletes) {
+proto::MutatePrioritiesRequest MutationRequest(
+    const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes) {
   proto::MutatePrioritiesRequest request;
   request.set_table(table);
   request.mutable_keys()->Reserve(updates.size());
@@ -324,7 +345,8 @@ struct PendingMutation::State {
   std::vector<absl::Status> statuses;
 };
 
-PendingMutation::PendingMutation(std::unique_ptr<State> state) : state_(std::move(state)) {}
+PendingMutation::PendingMutation(std::unique_ptr<State> state)
+    : state_(std::move(state)) {}
 
 PendingMutation::~PendingMutation() = default;
 
@@ -363,11 +385,13 @@ absl::StatusOr<MutationReport> PendingMutation::Finish(Cancellation* cancel) {
   if (!rest.empty()) {
     std::vector<proto::MutatePrioritiesResponse> rest_responses;
     const proto::MutatePrioritiesRequest& request = s.request;
-    std::vector<absl::Status> rest_statuses = CallEveryShard<proto::MutatePrioritiesResponse>(
-        rest, s.timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
-        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-          return shard.stub()->AsyncMutatePriorities(context, request, cq);
-        });
+    std::vector<absl::Status> rest_statuses =
+        CallEveryShard<proto::MutatePrioritiesResponse>(
+            rest, s.timeout, cancel, /*wait_for_ready=*/false, &rest_responses,
+            [&request](ClientStub& shard, grpc::ClientContext* context,
+                       grpc::CompletionQueue* cq) {
+              return shard.stub()->AsyncMutatePriorities(context, request, cq);
+            });
     for (size_t j = 0; j < rest.size(); ++j) {
       s.statuses[rest_index[j]] = std::move(rest_statuses[j]);
       s.responses[rest_index[j]] = std::move(rest_responses[j]);
@@ -393,9 +417,10 @@ absl::StatusOr<MutationReport> PendingMutation::Finish(Cancellation* cancel) {
     }
     if (!s.statuses[i].ok()) {
       // Any other failure (a NaN priority, an unknown table) is the caller's.
-      return absl::Status(s.statuses[i].code(),
-                          absl::StrCat("mutate_priorities failed on shard ",
-                                       s.shards[i]->address(), ": ", s.statuses[i].message()));
+      return absl::Status(
+          s.statuses[i].code(),
+          absl::StrCat("mutate_priorities failed on shard ",
+                       s.shards[i]->address(), ": ", s.statuses[i].message()));
     }
     ++reached;
     report.updated += s.responses[i].updated();
@@ -415,9 +440,10 @@ namespace {
 
 // A PendingMutation to every shard of `shards`, with nothing sent yet.
 std::unique_ptr<PendingMutation::State> NewMutationState(
-    Client* client, const std::string& table, absl::Span<const std::pair<Key, double>> updates,
-    absl::Span<const Key> deletes, std::vector<std::shared_ptr<ClientStub>> shards,
-    absl::Duration timeout) {
+    Client* client, const std::string& table,
+    absl::Span<const std::pair<Key, double>> updates,
+    absl::Span<const Key> deletes,
+    std::vector<std::shared_ptr<ClientStub>> shards, absl::Duration timeout) {
   auto state = std::make_unique<PendingMutation::State>();
   state->client = client;
   state->table = table;
@@ -438,20 +464,25 @@ std::unique_ptr<PendingMutation::State> NewMutationState(
 absl::StatusOr<std::unique_ptr<PendingMutation>> Client::StartMutatePriorities(
     const std::string& table, absl::Span<const std::pair<Key, double>> updates,
     absl::Span<const Key> deletes, Cancellation* cancel) {
-  std::unique_ptr<PendingMutation::State> state = NewMutationState(
-      this, table, updates, deletes, shards_->Current(), absl::InfiniteDuration());
+  std::unique_ptr<PendingMutation::State> state =
+      NewMutationState(this, table, updates, deletes, shards_->Current(),
+                       absl::InfiniteDuration());
   for (size_t i = 0; i < state->shards.size(); ++i) {
-    state->tickets[i] = state->shards[i]->mutations().Send(state->request, cancel);
+    state->tickets[i] =
+        state->shards[i]->mutations().Send(state->request, cancel);
   }
-  return std::unique_ptr<PendingMutation>(new PendingMutation(std::move(state)));
+  return std::unique_ptr<PendingMutation>(
+      new PendingMutation(std::move(state)));
 }
 
 absl::StatusOr<MutationReport> Client::MutatePriorities(
     const std::string& table, absl::Span<const std::pair<Key, double>> updates,
-    absl::Span<const Key> deletes, absl::Duration timeout, Cancellation* cancel) {
+    absl::Span<const Key> deletes, absl::Duration timeout,
+    Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
     ASSIGN_OR_RETURN(std::shared_ptr<Table> found, local->FindTable(table));
-    ASSIGN_OR_RETURN(MutationResult result, found->MutatePriorities(updates, deletes));
+    ASSIGN_OR_RETURN(MutationResult result,
+                     found->MutatePriorities(updates, deletes));
     RETURN_IF_ERROR(local->Commit());
     MutationReport report;
     report.updated = result.updated;
@@ -467,8 +498,8 @@ absl::StatusOr<MutationReport> Client::MutatePriorities(
     return pending->Finish(cancel);
   }
   // A deadline: unary calls, which carry it.
-  PendingMutation pending(
-      NewMutationState(this, table, updates, deletes, shards_->Current(), timeout));
+  PendingMutation pending(NewMutationState(this, table, updates, deletes,
+                                           shards_->Current(), timeout));
   return pending.Finish(cancel);
 }
 
@@ -482,12 +513,14 @@ void Client::NoteSkipped(const std::string& table, MutationReport* report) {
     return;
   }
   report->warning = absl::StrCat(
-      skipped_since_warning_, " of ", keys_since_warning_, " priority updates and deletes",
+      skipped_since_warning_, " of ", keys_since_warning_,
+      " priority updates and deletes",
       last_warning_ == absl::InfinitePast() ? "" : " since the last warning",
       " named keys that no server of ", address_, " holds (table '", table,
       "'; evicted, deleted or never inserted) and were skipped");
   if (!report->unreachable.empty()) {
-    absl::StrAppend(&report->warning, "; unreachable, so their keys were skipped too: ",
+    absl::StrAppend(&report->warning,
+                    "; unreachable, so their keys were skipped too: ",
                     absl::StrJoin(report->unreachable, "; "));
   }
   skipped_since_warning_ = 0;
@@ -508,14 +541,16 @@ absl::Status Client::Reset(const std::string& table, absl::Duration timeout,
   std::vector<proto::ResetResponse> responses;
   std::vector<absl::Status> statuses = CallEveryShard<proto::ResetResponse>(
       shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      [&request](ClientStub& shard, grpc::ClientContext* context,
+                 grpc::CompletionQueue* cq) {
         return shard.stub()->AsyncReset(context, request, cq);
       });
-  return FirstFailure(shards, statuses, absl::StrCat("reset of table '", table, "'"));
+  return FirstFailure(shards, statuses,
+                      absl::StrCat("reset of table '", table, "'"));
 }
 
-absl::StatusOr<std::vector<std::string>> Client::Checkpoint(absl::Duration timeout,
-                                                            Cancellation* cancel) {
+absl::StatusOr<std::vector<std::string>> Client::Checkpoint(
+    absl::Duration timeout, Cancellation* cancel) {
   if (std::shared_ptr<LocalServer> local = LocalShard()) {
     ASSIGN_OR_RETURN(std::string path, local->Checkpoint());
     return std::vector<std::string>{std::move(path)};
@@ -523,35 +558,42 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint(absl::Duration timeo
   const std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   std::vector<proto::CheckpointResponse> responses;
   const proto::CheckpointRequest request;
-  std::vector<absl::Status> statuses = CallEveryShard<proto::CheckpointResponse>(
-      shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-        return shard.stub()->AsyncCheckpoint(context, request, cq);
-      });
+  std::vector<absl::Status> statuses =
+      CallEveryShard<proto::CheckpointResponse>(
+          shards, timeout, cancel, /*wait_for_ready=*/false, &responses,
+          [&request](ClientStub& shard, grpc::ClientContext* context,
+                     grpc::CompletionQueue* cq) {
+            return shard.stub()->AsyncCheckpoint(context, request, cq);
+          });
   std::vector<std::string> paths;
   for (size_t i = 0; i < shards.size(); ++i) {
     if (statuses[i].ok()) paths.push_back(responses[i].path());
   }
-  if (absl::Status failed = FirstFailure(shards, statuses, "checkpoint"); !failed.ok()) {
+  if (absl::Status failed = FirstFailure(shards, statuses, "checkpoint");
+      !failed.ok()) {
     if (paths.empty() || shards.size() == 1) return failed;
-    return absl::Status(failed.code(), absl::StrCat(failed.message(), " (written: ",
-                                                    absl::StrJoin(paths, ", "), ")"));
+    return absl::Status(failed.code(),
+                        absl::StrCat(failed.message(), " (written: ",
+                                     absl::StrJoin(paths, ", "), ")"));
   }
   return paths;
 }
 
-absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& table,
-                                                            const SamplerOptions& options) {
+absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(
+    const std::string& table, const SamplerOptions& options) {
   if (options.max_in_flight < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_in_flight_samples_per_worker must be >= 1, got ", options.max_in_flight));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_in_flight_samples_per_worker must be >= 1, got ",
+                     options.max_in_flight));
   }
   std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
   if (shards.size() == 1 && options.num_streams <= 1) {
     if (shards[0]->Local() != nullptr) {
-      return std::unique_ptr<Sampler>(new InProcessSampler(shards[0], table, options));
+      return std::unique_ptr<Sampler>(
+          new InProcessSampler(shards[0], table, options));
     }
-    return std::unique_ptr<Sampler>(new StreamSampler(shards[0], table, options));
+    return std::unique_ptr<Sampler>(
+        new StreamSampler(shards[0], table, options));
   }
   std::vector<ShardedSampler::ShardTable> tables;
   if (shards.size() > 1) {
@@ -562,8 +604,10 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(const std::string& t
     std::vector<proto::ServerInfoResponse> responses;
     const proto::ServerInfoRequest request;
     CallEveryShard<proto::ServerInfoResponse>(
-        shards, absl::Seconds(10), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
-        [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        shards, absl::Seconds(10), /*cancel=*/nullptr, /*wait_for_ready=*/false,
+        &responses,
+        [&request](ClientStub& shard, grpc::ClientContext* context,
+                   grpc::CompletionQueue* cq) {
           return shard.stub()->AsyncServerInfo(context, request, cq);
         });
     for (const proto::ServerInfoResponse& response : responses) {
@@ -590,7 +634,8 @@ absl::StatusOr<std::vector<Sample>> Client::SampleItems(
   }
   options.max_in_flight = std::min(options.max_in_flight, num_samples);
   options.max_samples = num_samples;
-  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler, NewSampler(table, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Sampler> sampler,
+                   NewSampler(table, options));
   Cancellation::Id id = 0;
   Sampler* raw = sampler.get();
   if (cancel != nullptr && !cancel->Register([raw] { raw->Cancel(); }, &id)) {
@@ -613,8 +658,8 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter>> Client::NewTrajectoryWriter(
     const TrajectoryWriterOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   std::vector<std::shared_ptr<ClientStub>> shards = shards_->Current();
-  auto writer =
-      std::unique_ptr<TrajectoryWriter>(new TrajectoryWriter(PickWriterShard(shards), options));
+  auto writer = std::unique_ptr<TrajectoryWriter>(
+      new TrajectoryWriter(PickWriterShard(shards), options));
   // Among shards, the writer is counted by its shard from now on, so that
   // the next writer (of any client) sees it.
   if (shards.size() > 1) RETURN_IF_ERROR(writer->Connect());
@@ -630,11 +675,14 @@ std::shared_ptr<ClientStub> Client::PickWriterShard(
   // passed over.
   std::vector<proto::ServerInfoResponse> responses;
   const proto::ServerInfoRequest request;
-  const std::vector<absl::Status> statuses = CallEveryShard<proto::ServerInfoResponse>(
-      shards, absl::Seconds(2), /*cancel=*/nullptr, /*wait_for_ready=*/false, &responses,
-      [&request](ClientStub& shard, grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-        return shard.stub()->AsyncServerInfo(context, request, cq);
-      });
+  const std::vector<absl::Status> statuses =
+      CallEveryShard<proto::ServerInfoResponse>(
+          shards, absl::Seconds(2), /*cancel=*/nullptr,
+          /*wait_for_ready=*/false, &responses,
+          [&request](ClientStub& shard, grpc::ClientContext* context,
+                     grpc::CompletionQueue* cq) {
+            return shard.stub()->AsyncServerInfo(context, request, cq);
+          });
   int best = -1;
   for (size_t i = 0; i < shards.size(); ++i) {
     const size_t j = (turn + i) % shards.size();
@@ -645,7 +693,8 @@ std::shared_ptr<ClientStub> Client::PickWriterShard(
     }
   }
   if (best >= 0) return shards[best];
-  return ShardSet::InTurn(shards, turn);  // none answered: the writer will say why
+  return ShardSet::InTurn(shards,
+                          turn);  // none answered: the writer will say why
 }
 
 }  // namespace reverb_tf

@@ -110,8 +110,9 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
 // calls `attempt(i)` for i = 0, 1, ... while it returns UNAVAILABLE and
 // `may_retry()` holds, at most 5 times, sleeping 100, 200, 400, 800 ms in
 // between (1.5 s in all). Returns the last status.
-REVERB_TF_EXPORT absl::Status RetryUnavailable(absl::FunctionRef<absl::Status(int)> attempt,
-                                               absl::FunctionRef<bool()> may_retry);
+REVERB_TF_EXPORT absl::Status RetryUnavailable(
+    absl::FunctionRef<absl::Status(int)> attempt,
+    absl::FunctionRef<bool()> may_retry);
 
 // Samples of one table, from one stream or merged from several
 // (sampler.h). Items of several shards arrive in proportion to each shard's
@@ -237,8 +238,8 @@ class REVERB_TF_EXPORT Client {
   // shard may be down. Every shard is asked at once without waiting for
   // connections; only if none answers is the target waited for as
   // ServerInfo() does, and its error returned.
-  absl::StatusOr<std::vector<TableInfo>> ServerInfoOfAnyShard(absl::Duration timeout,
-                                                             Cancellation* cancel = nullptr);
+  absl::StatusOr<std::vector<TableInfo>> ServerInfoOfAnyShard(
+      absl::Duration timeout, Cancellation* cancel = nullptr);
 
   // The tables of every shard, asked in parallel; a shard that fails has
   // its status in place of its tables. With `wait_for_ready` and a finite
@@ -248,7 +249,8 @@ class REVERB_TF_EXPORT Client {
                                            bool wait_for_ready = true);
 
   absl::StatusOr<MutationReport> MutatePriorities(
-      const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+      const std::string& table,
+      absl::Span<const std::pair<Key, double>> updates,
       absl::Span<const Key> deletes, absl::Duration timeout,
       Cancellation* cancel = nullptr);
 
@@ -256,7 +258,8 @@ class REVERB_TF_EXPORT Client {
   // the server runs in this process, in two steps (PendingMutation).
   // `cancel` (may be null) must outlive the PendingMutation.
   absl::StatusOr<std::unique_ptr<PendingMutation>> StartMutatePriorities(
-      const std::string& table, absl::Span<const std::pair<Key, double>> updates,
+      const std::string& table,
+      absl::Span<const std::pair<Key, double>> updates,
       absl::Span<const Key> deletes, Cancellation* cancel = nullptr);
 
   // Resets `table` on every shard.
@@ -265,8 +268,8 @@ class REVERB_TF_EXPORT Client {
 
   // Paths of the checkpoints the shards wrote, in shard order. Every shard
   // is asked; if one fails, the error names it (and the paths written).
-  absl::StatusOr<std::vector<std::string>> Checkpoint(absl::Duration timeout,
-                                                      Cancellation* cancel = nullptr);
+  absl::StatusOr<std::vector<std::string>> Checkpoint(
+      absl::Duration timeout, Cancellation* cancel = nullptr);
 
   // Samples exactly `num_samples` items (unless an error ends the stream),
   // through a Sampler with `options` whose max_samples is num_samples and
@@ -278,8 +281,8 @@ class REVERB_TF_EXPORT Client {
   absl::StatusOr<std::unique_ptr<TrajectoryWriter>> NewTrajectoryWriter(
       const TrajectoryWriterOptions& options);
 
-  absl::StatusOr<std::unique_ptr<Sampler>> NewSampler(const std::string& table,
-                                                      const SamplerOptions& options);
+  absl::StatusOr<std::unique_ptr<Sampler>> NewSampler(
+      const std::string& table, const SamplerOptions& options);
 
   // True if ServerInfo, MutatePriorities and Reset reach a server of this
   // process directly (local_server.h) right now: they then never wait on

@@ -40,13 +40,15 @@ SamplerOptions Bounded() {
 
 TensorPayload FloatStep(float value, int width = 2) {
   std::string bytes(width * sizeof(float), '\0');
-  for (int i = 0; i < width; ++i) std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
+  for (int i = 0; i < width; ++i)
+    std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
   return *MakePayload(DType::kFloat, {width}, bytes);
 }
 
 float FirstFloat(const TensorPayload& payload, int64_t index = 0) {
   float value;
-  std::memcpy(&value, payload.data.data() + index * sizeof(float), sizeof(float));
+  std::memcpy(&value, payload.data.data() + index * sizeof(float),
+              sizeof(float));
   return value;
 }
 
@@ -56,7 +58,8 @@ class ClientServerTest : public ::testing::TestWithParam<bool> {
  protected:
   ClientServerTest() : in_process_(GetParam()) {}
 
-  void StartServer(std::vector<TableOptions> tables, int64_t max_message_bytes = 1 << 20,
+  void StartServer(std::vector<TableOptions> tables,
+                   int64_t max_message_bytes = 1 << 20,
                    int64_t max_stream_chunk_bytes = int64_t{1} << 30) {
     ServerOptions options;
     options.max_message_bytes = max_message_bytes;
@@ -66,13 +69,16 @@ class ClientServerTest : public ::testing::TestWithParam<bool> {
     server_ = *std::move(server);
     ClientOptions client_options;
     client_options.max_message_bytes = max_message_bytes;
-    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()), client_options);
+    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()),
+                              client_options);
   }
 
   std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive = 1) {
     return testing::NewWriter(*client_, keep_alive);
   }
-  int64_t TableSize(const std::string& name) { return testing::TableSize(*client_, name); }
+  int64_t TableSize(const std::string& name) {
+    return testing::TableSize(*client_, name);
+  }
 
   testing::ScopedInProcess in_process_;
   std::unique_ptr<ReplayServer> server_;
@@ -85,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, ClientServerTest, ::testing::Bool(),
                          });
 
 TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
-  StartServer({MakeTableOptions("t", Fifo(), Fifo(), 100, RateLimiterOptions::MinSize(1),
+  StartServer({MakeTableOptions("t", Fifo(), Fifo(), 100,
+                                RateLimiterOptions::MinSize(1),
                                 /*max_times_sampled=*/1)});
   auto writer = NewWriter(/*keep_alive=*/3);
   std::vector<int64_t> steps;
@@ -95,7 +102,9 @@ TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
     steps.push_back(*step);
     if (t >= 2) {
       // Overlapping 3-step trajectories reuse the chunks already sent.
-      ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[t - 2], steps[t - 1], steps[t]}, false}}));
+      ASSERT_OK(writer->CreateItem(
+          "t", 1.0,
+          {ItemColumn{0, {steps[t - 2], steps[t - 1], steps[t]}, false}}));
     }
   }
   ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {steps[4]}, true}}));
@@ -117,13 +126,15 @@ TEST_P(ClientServerTest, WriteAndSampleRoundTrip) {
   EXPECT_EQ((*samples)[0].info.table_size, 4);
 }
 
-TEST_P(ClientServerTest, LargeChunksArriveIntactAndStayReadableWhileTheyTravel) {
+TEST_P(ClientServerTest,
+       LargeChunksArriveIntactAndStayReadableWhileTheyTravel) {
   // Remote writers hand gRPC the chunk bytes in place (wire/insert_frame.h):
   // the server must get exactly them, and the writer's cells must read the
   // same while their message is being written.
   constexpr int kSteps = 48;
   constexpr int kWidth = 28224 / 4;
-  StartServer({MakeTableOptions("t", Fifo(), Fifo(), kSteps, RateLimiterOptions::MinSize(1),
+  StartServer({MakeTableOptions("t", Fifo(), Fifo(), kSteps,
+                                RateLimiterOptions::MinSize(1),
                                 /*max_times_sampled=*/1)},
               /*max_message_bytes=*/8 << 20);
   auto writer = NewWriter(/*keep_alive=*/kSteps);
@@ -142,7 +153,8 @@ TEST_P(ClientServerTest, LargeChunksArriveIntactAndStayReadableWhileTheyTravel) 
     for (int back = 0; back <= std::min(t, 3); ++back) {
       auto cells = writer->ReadCells(0, {steps[t - back]});
       ASSERT_OK(cells);
-      ASSERT_EQ(FirstFloat(*cells, kWidth - 1), static_cast<float>((t - back + 1) * kWidth - 1));
+      ASSERT_EQ(FirstFloat(*cells, kWidth - 1),
+                static_cast<float>((t - back + 1) * kWidth - 1));
     }
   }
   ASSERT_OK(writer->Flush(0, kTimeout));
@@ -154,17 +166,20 @@ TEST_P(ClientServerTest, LargeChunksArriveIntactAndStayReadableWhileTheyTravel) 
     const TensorPayload& column = (*samples)[t].columns[0];
     ASSERT_EQ(column.shape, (Shape{kWidth}));
     for (int i = 0; i < kWidth; i += 997) {
-      ASSERT_EQ(FirstFloat(column, i), static_cast<float>(t * kWidth + i)) << t << " " << i;
+      ASSERT_EQ(FirstFloat(column, i), static_cast<float>(t * kWidth + i))
+          << t << " " << i;
     }
-    ASSERT_EQ(FirstFloat(column, kWidth - 1), static_cast<float>((t + 1) * kWidth - 1));
+    ASSERT_EQ(FirstFloat(column, kWidth - 1),
+              static_cast<float>((t + 1) * kWidth - 1));
   }
 }
 
 TEST_P(ClientServerTest, CompressedChunksFromTheWriterRoundTrip) {
   // zstd chunks travel with their compression and uncompressed size, in
   // place like plain ones; the server checks and stores them as sent.
-  StartServer({MakeTableOptions("t", Fifo(), Fifo(), 10, RateLimiterOptions::MinSize(1),
-                                /*max_times_sampled=*/1)});
+  StartServer(
+      {MakeTableOptions("t", Fifo(), Fifo(), 10, RateLimiterOptions::MinSize(1),
+                        /*max_times_sampled=*/1)});
   TrajectoryWriterOptions options;
   options.num_keep_alive_refs = 4;
   options.zstd_level = 3;
@@ -172,7 +187,8 @@ TEST_P(ClientServerTest, CompressedChunksFromTheWriterRoundTrip) {
   ASSERT_OK(writer);
   std::vector<int64_t> steps;
   for (int t = 0; t < 4; ++t) {
-    auto step = (*writer)->Append({FloatStep(static_cast<float>(t), /*width=*/4096)});
+    auto step =
+        (*writer)->Append({FloatStep(static_cast<float>(t), /*width=*/4096)});
     ASSERT_OK(step);
     steps.push_back(*step);
   }
@@ -190,37 +206,48 @@ TEST_P(ClientServerTest, CompressedChunksFromTheWriterRoundTrip) {
 }
 
 TEST_P(ClientServerTest, MultiColumnItemsAndMissingColumns) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100,
+                                RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(2);
-  auto s0 = writer->Append({FloatStep(1), *MakeStringPayload({}, std::vector<std::string>{"hello"})});
+  auto s0 = writer->Append(
+      {FloatStep(1),
+       *MakeStringPayload({}, std::vector<std::string>{"hello"})});
   auto s1 = writer->Append({FloatStep(2), std::nullopt});
   ASSERT_OK(s0);
   ASSERT_OK(s1);
   EXPECT_EQ(writer->num_columns(), 2);
   auto missing = writer->CreateItem("t", 1.0, {ItemColumn{1, {*s1}, true}});
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}));
+  ASSERT_OK(writer->CreateItem(
+      "t", 1.0,
+      {ItemColumn{0, {*s0, *s1}, false}, ItemColumn{1, {*s0}, true}}));
   ASSERT_OK(writer->Flush(0, kTimeout));
   auto samples = client_->SampleItems("t", 1, Bounded());
   ASSERT_OK(samples);
   EXPECT_EQ((*samples)[0].columns[0].shape, (Shape{2, 2}));
-  EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]), std::vector<std::string>{"hello"});
+  EXPECT_EQ(*DecodeStrings((*samples)[0].columns[1]),
+            std::vector<std::string>{"hello"});
 }
 
 TEST_P(ClientServerTest, KeepAliveWindowIsEnforced) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100, RateLimiterOptions::MinSize(1))});
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 100,
+                                RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(2);
   auto s0 = writer->Append({FloatStep(0)});
   writer->Append({FloatStep(1)}).IgnoreError();
   writer->Append({FloatStep(2)}).IgnoreError();
-  absl::Status status = writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0}, true}});
+  absl::Status status =
+      writer->CreateItem("t", 1.0, {ItemColumn{0, {*s0}, true}});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("num_keep_alive_refs"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("num_keep_alive_refs"), std::string::npos)
+      << status;
 }
 
 TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
-  StartServer({MakeTableOptions("a", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1)),
-               MakeTableOptions("b", Uniform(), Fifo(), 1000, RateLimiterOptions::MinSize(1))});
+  StartServer({MakeTableOptions("a", Uniform(), Fifo(), 1000,
+                                RateLimiterOptions::MinSize(1)),
+               MakeTableOptions("b", Uniform(), Fifo(), 1000,
+                                RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter(4);
   std::vector<int64_t> steps;
   for (int t = 0; t < 40; ++t) {
@@ -228,7 +255,8 @@ TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
     if (t >= 3) {
       std::vector<int64_t> window(steps.end() - 4, steps.end());
       ASSERT_OK(writer->CreateItem("a", 1.0, {ItemColumn{0, window, false}}));
-      ASSERT_OK(writer->CreateItem("b", 1.0, {ItemColumn{0, {steps.back()}, true}}));
+      ASSERT_OK(
+          writer->CreateItem("b", 1.0, {ItemColumn{0, {steps.back()}, true}}));
     }
   }
   ASSERT_OK(writer->Flush(0, kTimeout));
@@ -247,13 +275,16 @@ TEST_P(ClientServerTest, ChunksCrossTheWireOnce) {
   ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
     const float first = FirstFloat(sample.columns[0]);
-    for (int t = 0; t < 4; ++t) EXPECT_EQ(FirstFloat(sample.columns[0], 2 * t), first + t);
+    for (int t = 0; t < 4; ++t)
+      EXPECT_EQ(FirstFloat(sample.columns[0], 2 * t), first + t);
   }
 }
 
 TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
-  auto options = MakeTableOptions("sig", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(2));
-  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested"};
+  auto options = MakeTableOptions("sig", Uniform(), Fifo(), 10,
+                                  RateLimiterOptions::MinSize(2));
+  options.signature =
+      TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested"};
   StartServer({options});
   // Unknown table on sampling: NOT_FOUND.
   EXPECT_EQ(client_->SampleItems("nope", 1, Bounded()).status().code(),
@@ -266,7 +297,8 @@ TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
   // Signature mismatch: INVALID_ARGUMENT naming the column; the writer then
   // reports the same status from every call.
   auto writer = NewWriter();
-  auto step = writer->Append({*MakePayload(DType::kInt32, {2}, std::string(8, '\0'))});
+  auto step =
+      writer->Append({*MakePayload(DType::kInt32, {2}, std::string(8, '\0'))});
   ASSERT_OK(writer->CreateItem("sig", 1.0, {ItemColumn{0, {*step}, true}}));
   absl::Status status = writer->Flush(0, kTimeout);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -277,19 +309,25 @@ TEST_P(ClientServerTest, StatusCodesSurviveTheWire) {
   auto other = NewWriter();
   auto s = other->Append({FloatStep(1)});
   ASSERT_OK(other->CreateItem("nope", 1.0, {ItemColumn{0, {*s}, true}}));
-  EXPECT_EQ(other->Flush(0, kTimeout).code(), absl::StatusCode::kInvalidArgument);
-  // Bad priority: INVALID_ARGUMENT.
-  EXPECT_EQ(client_->MutatePriorities("sig", {{1, NAN}}, {}, kTimeout).status().code(),
+  EXPECT_EQ(other->Flush(0, kTimeout).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(client_->Reset("nope", kTimeout).code(), absl::StatusCode::kNotFound);
+  // Bad priority: INVALID_ARGUMENT.
+  EXPECT_EQ(client_->MutatePriorities("sig", {{1, NAN}}, {}, kTimeout)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Reset("nope", kTimeout).code(),
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(client_->Checkpoint(kTimeout).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_P(ClientServerTest, MutateResetAndServerInfo) {
-  auto options = MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
-                                  RateLimiterOptions::SampleToInsertRatio(2.0, 1, 10));
-  options.signature = TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested-blob"};
+  auto options =
+      MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                       RateLimiterOptions::SampleToInsertRatio(2.0, 1, 10));
+  options.signature =
+      TableSignature{{ColumnSpec{"obs", DType::kFloat, {2}}}, "nested-blob"};
   StartServer({options});
   auto writer = NewWriter();
   for (int i = 0; i < 3; ++i) {
@@ -315,13 +353,15 @@ TEST_P(ClientServerTest, MutateResetAndServerInfo) {
   EXPECT_EQ(table.options.signature->columns[0].name, "obs");
 
   const Key key = (*samples)[0].info.key;
-  auto result = client_->MutatePriorities("p", {{key, 50.0}, {12345, 1.0}}, {}, kTimeout);
+  auto result =
+      client_->MutatePriorities("p", {{key, 50.0}, {12345, 1.0}}, {}, kTimeout);
   ASSERT_OK(result);
   EXPECT_EQ(result->updated, 1);
   EXPECT_EQ(result->missing, 1);
   // Priorities are now 50 for `key` and the original 1..3 for the others.
   const double total = 50.0 + 6.0 - (*samples)[0].info.priority;
-  auto after = client_->SampleItems("p", 5, Bounded());  // within the limiter's budget
+  auto after =
+      client_->SampleItems("p", 5, Bounded());  // within the limiter's budget
   ASSERT_OK(after);
   for (const Sample& s : *after) {
     EXPECT_EQ(s.info.priority == 50.0, s.info.key == key);
@@ -338,7 +378,8 @@ using ::reverb_tf::testing::ActiveStreams;
 using ::reverb_tf::testing::AwaitActiveStreams;
 
 // Three items of priority 1 in prioritized table "p"; returns their keys.
-std::vector<Key> ThreePrioritizedItems(Client& client, TrajectoryWriter& writer) {
+std::vector<Key> ThreePrioritizedItems(Client& client,
+                                       TrajectoryWriter& writer) {
   for (int i = 0; i < 3; ++i) {
     auto step = writer.Append({FloatStep(i)});
     EXPECT_OK(writer.CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}));
@@ -356,7 +397,8 @@ std::vector<Key> ThreePrioritizedItems(Client& client, TrajectoryWriter& writer)
   return keys;
 }
 
-TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadRequests) {
+TEST_P(ClientServerTest,
+       MutationsWithoutADeadlineShareOneStreamThatSurvivesBadRequests) {
   StartServer({MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
                                 RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter();
@@ -365,8 +407,9 @@ TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadR
   // The writer's and sampler's streams end on the server shortly after.
   ASSERT_EQ(AwaitActiveStreams(*server_, 0), 0);
   for (int i = 0; i < 20; ++i) {
-    auto result = client_->MutatePriorities("p", {{keys[i % 3], 1.0 + i}, {12345, 1.0}}, {},
-                                            absl::InfiniteDuration());
+    auto result =
+        client_->MutatePriorities("p", {{keys[i % 3], 1.0 + i}, {12345, 1.0}},
+                                  {}, absl::InfiniteDuration());
     ASSERT_OK(result);
     EXPECT_EQ(result->updated, 1);
     EXPECT_EQ(result->missing, 1);
@@ -374,11 +417,13 @@ TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadR
   // One stream for all of them (in-process, none: no gRPC at all).
   EXPECT_EQ(ActiveStreams(*server_), GetParam() ? 0 : 1);
   // A bad request fails alone, with the server's words, and the stream stays.
-  auto bad = client_->MutatePriorities("p", {{keys[0], NAN}}, {}, absl::InfiniteDuration());
+  auto bad = client_->MutatePriorities("p", {{keys[0], NAN}}, {},
+                                       absl::InfiniteDuration());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   auto unknown = client_->MutatePriorities("nope", {{keys[0], 1.0}}, {},
                                            absl::InfiniteDuration());
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound)
+      << unknown.status();
   EXPECT_NE(unknown.status().message().find("nope"), std::string::npos);
   auto deleted = client_->MutatePriorities("p", {{keys[1], 7.0}}, {keys[2]},
                                            absl::InfiniteDuration());
@@ -386,7 +431,8 @@ TEST_P(ClientServerTest, MutationsWithoutADeadlineShareOneStreamThatSurvivesBadR
   EXPECT_EQ(deleted->updated, 1);
   EXPECT_EQ(deleted->deleted, 1);
   EXPECT_EQ(ActiveStreams(*server_), GetParam() ? 0 : 1);
-  // What the last calls left: keys[0] at 19 (i = 18), keys[1] at 7, keys[2] gone.
+  // What the last calls left: keys[0] at 19 (i = 18), keys[1] at 7, keys[2]
+  // gone.
   auto samples = client_->SampleItems("p", 40, Bounded());
   ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
@@ -408,8 +454,8 @@ TEST_P(ClientServerTest, ConcurrentMutationsAllLandWhetherStreamedOrNot) {
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
-        auto result = client_->MutatePriorities("p", {{keys[t], 1.0 + t * 1000 + i}}, {},
-                                                absl::InfiniteDuration());
+        auto result = client_->MutatePriorities(
+            "p", {{keys[t], 1.0 + t * 1000 + i}}, {}, absl::InfiniteDuration());
         if (!result.ok() || result->updated != 1) failures.fetch_add(1);
       }
     });
@@ -420,8 +466,8 @@ TEST_P(ClientServerTest, ConcurrentMutationsAllLandWhetherStreamedOrNot) {
   auto samples = client_->SampleItems("p", 30, Bounded());
   ASSERT_OK(samples);
   for (const Sample& sample : *samples) {
-    const int t = static_cast<int>(std::find(keys.begin(), keys.end(), sample.info.key) -
-                                   keys.begin());
+    const int t = static_cast<int>(
+        std::find(keys.begin(), keys.end(), sample.info.key) - keys.begin());
     EXPECT_EQ(sample.info.priority, 1.0 + t * 1000 + 99);
   }
 }
@@ -432,7 +478,8 @@ TEST(MutationStreamTest, AServerThatRefusesTheStreamIsAskedByUnaryCalls) {
   ServerOptions options;
   options.max_active_streams = 1;
   auto server = ReplayServer::StartFromOptions(
-      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                        RateLimiterOptions::MinSize(1))},
       options);
   ASSERT_OK(server);
   testing::ScopedInProcess over_grpc(false);
@@ -442,8 +489,10 @@ TEST(MutationStreamTest, AServerThatRefusesTheStreamIsAskedByUnaryCalls) {
   ASSERT_OK(writer->CreateItem("p", 1.0, {ItemColumn{0, {*step}, true}}));
   ASSERT_OK(writer->Flush(0, kTimeout));
   ASSERT_EQ(ActiveStreams(**server), 1);
-  for (int i = 0; i < 3; ++i) {  // the first finds out; the others skip the stream
-    auto result = client->MutatePriorities("p", {{12345, 2.0}}, {}, absl::InfiniteDuration());
+  for (int i = 0; i < 3;
+       ++i) {  // the first finds out; the others skip the stream
+    auto result = client->MutatePriorities("p", {{12345, 2.0}}, {},
+                                           absl::InfiniteDuration());
     ASSERT_OK(result);
     EXPECT_EQ(result->missing, 1);
   }
@@ -452,28 +501,34 @@ TEST(MutationStreamTest, AServerThatRefusesTheStreamIsAskedByUnaryCalls) {
 
 TEST(MutationStreamTest, StopEndsAnIdleMutationStreamAtOnce) {
   auto server = ReplayServer::StartFromOptions(
-      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+      {MakeTableOptions("p", Prioritized(1.0), Fifo(), 10,
+                        RateLimiterOptions::MinSize(1))},
       ServerOptions());
   ASSERT_OK(server);
   testing::ScopedInProcess over_grpc(false);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
-  ASSERT_OK(client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()));
+  ASSERT_OK(
+      client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()));
   ASSERT_EQ(ActiveStreams(**server), 1);
   // Without EndMutateStreams() gRPC's shutdown would wait out its 2 s.
   const absl::Time start = absl::Now();
   (*server)->Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
-  auto after = client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration());
-  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
+  auto after =
+      client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable)
+      << after.status();
 }
 
 TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))},
               /*max_message_bytes=*/64 << 10);
   const std::string big_bytes(200 << 10, 'x');
   // The writer refuses what cannot fit one message, and stays usable.
   auto writer = NewWriter();
-  auto big = writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
+  auto big =
+      writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
   ASSERT_OK(big);
   EXPECT_EQ(writer->CreateItem("t", 1.0, {ItemColumn{0, {*big}, true}}).code(),
             absl::StatusCode::kResourceExhausted);
@@ -486,11 +541,15 @@ TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   // RESOURCE_EXHAUSTED; other clients are unaffected.
   ClientOptions generous;
   generous.max_message_bytes = 1 << 20;
-  auto client = *Client::Create(absl::StrCat("localhost:", server_->port()), generous);
+  auto client =
+      *Client::Create(absl::StrCat("localhost:", server_->port()), generous);
   auto big_writer = *client->NewTrajectoryWriter(TrajectoryWriterOptions());
-  auto too_big = big_writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
-  ASSERT_OK(big_writer->CreateItem("t", 1.0, {ItemColumn{0, {*too_big}, true}}));
-  EXPECT_EQ(big_writer->Flush(0, kTimeout).code(), absl::StatusCode::kResourceExhausted);
+  auto too_big =
+      big_writer->Append({*MakePayload(DType::kUint8, {200 << 10}, big_bytes)});
+  ASSERT_OK(
+      big_writer->CreateItem("t", 1.0, {ItemColumn{0, {*too_big}, true}}));
+  EXPECT_EQ(big_writer->Flush(0, kTimeout).code(),
+            absl::StatusCode::kResourceExhausted);
   auto small = NewWriter();
   auto s = small->Append({FloatStep(2)});
   ASSERT_OK(small->CreateItem("t", 1.0, {ItemColumn{0, {*s}, true}}));
@@ -499,10 +558,13 @@ TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
 }
 
 TEST_P(ClientServerTest, CancellationAbortsABlockedSample) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))});
   Cancellation cancel;
   absl::Status status;
-  std::thread sampler([&] { status = client_->SampleItems("t", 1, SamplerOptions(), &cancel).status(); });
+  std::thread sampler([&] {
+    status = client_->SampleItems("t", 1, SamplerOptions(), &cancel).status();
+  });
   absl::SleepFor(absl::Milliseconds(200));
   const absl::Time start = absl::Now();
   cancel.Cancel();
@@ -512,7 +574,8 @@ TEST_P(ClientServerTest, CancellationAbortsABlockedSample) {
 }
 
 TEST_P(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
-  StartServer({MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1))});
+  StartServer(
+      {MakeTableOptions("q", Fifo(), Fifo(), 1, RateLimiterOptions::Queue(1))});
   // A writer blocked on a full queue and a sampler on an empty table... the
   // queue holds one item, so sample it empty first.
   auto writer = NewWriter();
@@ -542,13 +605,18 @@ TEST_P(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
 // Issue 14, defect 1: a chunk whose zstd frame declares far more bytes than
 // its dtype and shape (or that does not decode) must be refused by the
 // server, so that no client ever decompresses it.
-TEST_P(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
-  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
-      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+TEST_P(ClientServerTest,
+       PoisonCompressedChunksAreRefusedAndTheServerKeepsServing) {
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))});
+  auto stub = proto::ReplayService::NewStub(
+      grpc::CreateChannel(absl::StrCat("localhost:", server_->port()),
+                          grpc::InsecureChannelCredentials()));
   const int64_t tib = int64_t{1} << 40;
-  std::string frame("\x28\xb5\x2f\xfd\xe0", 5);  // zstd magic, 8-byte size, one segment
-  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(tib >> (8 * i)));
+  std::string frame("\x28\xb5\x2f\xfd\xe0",
+                    5);  // zstd magic, 8-byte size, one segment
+  for (int i = 0; i < 8; ++i)
+    frame.push_back(static_cast<char>(tib >> (8 * i)));
   frame.append("\x01\x00\x00", 3);  // an empty last raw block
   for (int64_t declared : {tib, int64_t{24}}) {
     grpc::ClientContext context;
@@ -575,8 +643,10 @@ TEST_P(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServin
     proto::InsertResponse response;
     EXPECT_FALSE(stream->Read(&response));
     grpc::Status status = stream->Finish();
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-    EXPECT_NE(status.error_message().find("chunk 7"), std::string::npos) << status.error_message();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << status.error_message();
+    EXPECT_NE(status.error_message().find("chunk 7"), std::string::npos)
+        << status.error_message();
   }
   EXPECT_EQ(TableSize("t"), 0);
   // A normal round trip still works.
@@ -592,13 +662,15 @@ TEST_P(ClientServerTest, PoisonCompressedChunksAreRefusedAndTheServerKeepsServin
 // Issue 14, defect 3: one request must not take unbounded server work or
 // memory.
 TEST_P(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))});
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))});
   auto writer = NewWriter();
   auto step = writer->Append({FloatStep(1)});
   ASSERT_OK(writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}}));
   ASSERT_OK(writer->Flush(0, kTimeout));
-  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
-      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  auto stub = proto::ReplayService::NewStub(
+      grpc::CreateChannel(absl::StrCat("localhost:", server_->port()),
+                          grpc::InsecureChannelCredentials()));
   {
     grpc::ClientContext context;
     auto stream = stub->SampleStream(&context);
@@ -626,22 +698,27 @@ TEST_P(ClientServerTest, HugeSampleRequestsAreServedInBoundedBatches) {
   ASSERT_TRUE(stream->Write(request));
   proto::SampleResponse response;
   EXPECT_FALSE(stream->Read(&response));
-  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(stream->Finish().error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
-  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
-              /*max_message_bytes=*/1 << 20, /*max_stream_chunk_bytes=*/1 << 20);
-  auto stub = proto::ReplayService::NewStub(grpc::CreateChannel(
-      absl::StrCat("localhost:", server_->port()), grpc::InsecureChannelCredentials()));
+  StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                RateLimiterOptions::MinSize(1))},
+              /*max_message_bytes=*/1 << 20,
+              /*max_stream_chunk_bytes=*/1 << 20);
+  auto stub = proto::ReplayService::NewStub(
+      grpc::CreateChannel(absl::StrCat("localhost:", server_->port()),
+                          grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   auto stream = stub->InsertStream(&context);
   for (int i = 0; i < 20; ++i) {  // 20 x 100 KiB, never referenced or released
     proto::InsertRequest request;
     proto::Chunk* chunk = request.add_chunks();
     chunk->set_key(100 + i);
-    PayloadToProto(*MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
-                   chunk->mutable_tensor());
+    PayloadToProto(
+        *MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
+        chunk->mutable_tensor());
     if (!stream->Write(request)) break;
   }
   stream->WritesDone();
@@ -649,7 +726,8 @@ TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
   while (stream->Read(&response)) {
   }
   grpc::Status status = stream->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
   // The same bytes, released as they go, are fine.
   grpc::ClientContext ok_context;
   auto ok_stream = stub->InsertStream(&ok_context);
@@ -657,8 +735,9 @@ TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
     proto::InsertRequest request;
     proto::Chunk* chunk = request.add_chunks();
     chunk->set_key(200 + i);
-    PayloadToProto(*MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
-                   chunk->mutable_tensor());
+    PayloadToProto(
+        *MakePayload(DType::kUint8, {100 << 10}, std::string(100 << 10, 'x')),
+        chunk->mutable_tensor());
     request.add_release_chunk_keys(200 + i);
     ASSERT_TRUE(ok_stream->Write(request));
     ASSERT_TRUE(ok_stream->Read(&response));
@@ -669,8 +748,10 @@ TEST_P(ClientServerTest, ChunksAStreamNeverReleasesAreBounded) {
 
 TEST(ServerTest, BadOptionsAreRejected) {
   EXPECT_EQ(ReplayServer::StartFromOptions(
-                {MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1)),
-                 MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(1))},
+                {MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                  RateLimiterOptions::MinSize(1)),
+                 MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                  RateLimiterOptions::MinSize(1))},
                 ServerOptions())
                 .status()
                 .code(),
@@ -679,7 +760,8 @@ TEST(ServerTest, BadOptionsAreRejected) {
   bad_port.port = 70000;
   EXPECT_EQ(ReplayServer::StartFromOptions({}, bad_port).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Client::Create("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Client::Create("").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/client/mutation_stream.h"
+#include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
@@ -36,11 +36,14 @@ class ClientStub {
 
   // The server of this process behind this address, reached without gRPC
   // (local_server.h); null if there is none (or it is another process's).
-  std::shared_ptr<LocalServer> Local() const { return FindLocalServer(loopback_port_); }
+  std::shared_ptr<LocalServer> Local() const {
+    return FindLocalServer(loopback_port_);
+  }
 
   // Every call's context goes through here: it carries the bearer token.
   void Prepare(grpc::ClientContext* context) const {
-    if (!authorization_.empty()) context->AddMetadata("authorization", authorization_);
+    if (!authorization_.empty())
+      context->AddMetadata("authorization", authorization_);
   }
 
   proto::ReplayService::Stub* stub() { return stub_.get(); }
@@ -56,8 +59,8 @@ class ClientStub {
   absl::Status RpcStatus(const grpc::Status& status) const {
     absl::Status converted = FromGrpcStatus(status);
     if (converted.code() != absl::StatusCode::kUnavailable) return converted;
-    return absl::UnavailableError(
-        absl::StrCat("replay server ", address_, " unavailable: ", converted.message()));
+    return absl::UnavailableError(absl::StrCat(
+        "replay server ", address_, " unavailable: ", converted.message()));
   }
 
  private:

@@ -30,7 +30,8 @@ std::unique_ptr<MutationStream::Ticket> MutationStream::Send(
     // the metadata corked, StartCall() performs nothing and its tag never
     // comes back.
     open_->context.set_initial_metadata_corked(true);
-    open_->stream = stub_->stub()->PrepareAsyncMutateStream(&open_->context, &open_->cq);
+    open_->stream =
+        stub_->stub()->PrepareAsyncMutateStream(&open_->context, &open_->cq);
     open_->stream->StartCall(nullptr);
   }
   std::unique_ptr<Ticket> ticket(new Ticket(this, cancel));
@@ -44,8 +45,8 @@ std::unique_ptr<MutationStream::Ticket> MutationStream::Send(
 MutationStream::Ticket::Ticket(MutationStream* stream, Cancellation* cancel)
     : stream_(stream),
       cancel_(cancel),
-      scoped_cancel_(
-          std::make_unique<ScopedRpcCancellation>(cancel, &stream->open_->context)) {}
+      scoped_cancel_(std::make_unique<ScopedRpcCancellation>(
+          cancel, &stream->open_->context)) {}
 
 MutationStream::Ticket::~Ticket() {
   if (spent_) return;
@@ -54,8 +55,8 @@ MutationStream::Ticket::~Ticket() {
   stream_->Release();
 }
 
-absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> MutationStream::Ticket::Await(
-    absl::Time deadline) {
+absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>>
+MutationStream::Ticket::Await(absl::Time deadline) {
   Open& open = *stream_->open_;
   bool broken = false;
   while (!broken && !(open.written && open.read)) {
@@ -69,9 +70,11 @@ absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> MutationStream::T
       next = open.cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
     }
     if (next == grpc::CompletionQueue::TIMEOUT) {
-      return absl::DeadlineExceededError("the mutation stream has not answered yet");
+      return absl::DeadlineExceededError(
+          "the mutation stream has not answered yet");
     }
-    if (next == grpc::CompletionQueue::SHUTDOWN) break;  // not reached: only Close() shuts it
+    if (next == grpc::CompletionQueue::SHUTDOWN)
+      break;  // not reached: only Close() shuts it
     --open.ops_in_flight;
     if (!ok) broken = true;
     if (tag == TagOf(kWrite)) open.written = true;
@@ -96,7 +99,8 @@ void MutationStream::Close() {
   open.context.TryCancel();
   void* tag;
   bool ok;
-  while (open.ops_in_flight > 0 && open.cq.Next(&tag, &ok)) --open.ops_in_flight;
+  while (open.ops_in_flight > 0 && open.cq.Next(&tag, &ok))
+    --open.ops_in_flight;
   // The server's status if it ended the stream (UNIMPLEMENTED from a server
   // that has no MutateStream), else CANCELLED from the line above.
   grpc::Status status;
@@ -107,9 +111,10 @@ void MutationStream::Close() {
   }
   open_.reset();
   absl::MutexLock lock(&mu_);
-  reopen_at_ = status.error_code() == grpc::StatusCode::UNIMPLEMENTED
-                   ? absl::InfiniteFuture()  // a server that has no MutateStream
-                   : absl::Now() + kReopenAfter;
+  reopen_at_ =
+      status.error_code() == grpc::StatusCode::UNIMPLEMENTED
+          ? absl::InfiniteFuture()  // a server that has no MutateStream
+          : absl::Now() + kReopenAfter;
 }
 
 void MutationStream::Release() {

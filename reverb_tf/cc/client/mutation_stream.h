@@ -65,7 +65,8 @@ class MutationStream {
     // std::nullopt: make the unary call (see above); CANCELLED if the
     // request's cancellation fired; DEADLINE_EXCEEDED: no answer yet (call
     // again). After any other result the Ticket is spent.
-    absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> Await(absl::Time deadline);
+    absl::StatusOr<std::optional<proto::MutatePrioritiesResponse>> Await(
+        absl::Time deadline);
 
    private:
     friend class MutationStream;

@@ -39,8 +39,9 @@ class HeldMutations final : public proto::ReplayService::Service {
 
   grpc::Status MutateStream(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<proto::MutatePrioritiesResponse, proto::MutatePrioritiesRequest>*
-          stream) override {
+      grpc::ServerReaderWriter<proto::MutatePrioritiesResponse,
+                               proto::MutatePrioritiesRequest>* stream)
+      override {
     {
       absl::MutexLock lock(&mu_);
       ++streams_opened_;
@@ -50,7 +51,8 @@ class HeldMutations final : public proto::ReplayService::Service {
       absl::MutexLock lock(&mu_);
       // Polls: the sync API says a client left only when asked.
       while (!released_ && !context->IsCancelled()) {
-        mu_.AwaitWithTimeout(absl::Condition(&released_), absl::Milliseconds(10));
+        mu_.AwaitWithTimeout(absl::Condition(&released_),
+                             absl::Milliseconds(10));
       }
       if (!released_) break;
       proto::MutatePrioritiesResponse response;
@@ -65,8 +67,9 @@ class HeldMutations final : public proto::ReplayService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status MutatePriorities(grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
-                                proto::MutatePrioritiesResponse* response) override {
+  grpc::Status MutatePriorities(
+      grpc::ServerContext*, const proto::MutatePrioritiesRequest* request,
+      proto::MutatePrioritiesResponse* response) override {
     response->set_updated(1000 + request->keys_size());
     return grpc::Status::OK;
   }
@@ -83,7 +86,8 @@ class PendingMutationTest : public ::testing::Test {
   void SetUp() override {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -91,11 +95,13 @@ class PendingMutationTest : public ::testing::Test {
   }
   void TearDown() override {
     client_.reset();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
     server_->Wait();
   }
 
-  const std::vector<std::pair<Key, double>> updates_ = {{1, 1.0}, {2, 2.0}, {3, 3.0}};
+  const std::vector<std::pair<Key, double>> updates_ = {
+      {1, 1.0}, {2, 2.0}, {3, 3.0}};
   HeldMutations service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Client> client_;
@@ -107,7 +113,8 @@ TEST_F(PendingMutationTest, WaitsInSlicesUntilTheStreamAnswers) {
   ASSERT_OK(pending);
   for (int slice = 0; slice < 3; ++slice) {
     const absl::Time start = absl::Now();
-    const absl::Status waited = (*pending)->AwaitStreams(start + absl::Milliseconds(50));
+    const absl::Status waited =
+        (*pending)->AwaitStreams(start + absl::Milliseconds(50));
     EXPECT_TRUE(absl::IsDeadlineExceeded(waited)) << waited;
     EXPECT_GE(absl::Now() - start, absl::Milliseconds(45));
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
@@ -131,7 +138,8 @@ TEST_F(PendingMutationTest, CancellationEndsTheWaitWithCancelled) {
             absl::StatusCode::kCancelled);
 }
 
-TEST_F(PendingMutationTest, AnAbandonedRequestEndsItsStreamAndTheNextCallIsUnary) {
+TEST_F(PendingMutationTest,
+       AnAbandonedRequestEndsItsStreamAndTheNextCallIsUnary) {
   {
     auto pending = client_->StartMutatePriorities("t", updates_, {}, nullptr);
     ASSERT_OK(pending);
@@ -145,14 +153,16 @@ TEST_F(PendingMutationTest, AnAbandonedRequestEndsItsStreamAndTheNextCallIsUnary
   }
   EXPECT_EQ(service_.streams_ended(), 1);
   // Within MutationStream::kReopenAfter the unary call carries requests.
-  auto unary = client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
+  auto unary =
+      client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
   ASSERT_OK(unary);
   EXPECT_EQ(unary->updated, 1003);
   EXPECT_EQ(service_.streams_opened(), 1);
   // After it, a new stream.
   service_.Release();
   absl::SleepFor(absl::Seconds(1.2));
-  auto streamed = client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
+  auto streamed =
+      client_->MutatePriorities("t", updates_, {}, absl::InfiniteDuration());
   ASSERT_OK(streamed);
   EXPECT_EQ(streamed->updated, 3);
   EXPECT_EQ(service_.streams_opened(), 2);

@@ -31,8 +31,8 @@ struct ColumnView {
 };
 
 // Lays out the batch's columns from its first sample.
-absl::Status StartColumns(absl::Span<const ColumnView> first, int64_t batch_size,
-                          StackedBatch* batch) {
+absl::Status StartColumns(absl::Span<const ColumnView> first,
+                          int64_t batch_size, StackedBatch* batch) {
   batch->columns.resize(first.size());
   for (size_t i = 0; i < first.size(); ++i) {
     const ColumnView& view = first[i];
@@ -41,16 +41,18 @@ absl::Status StartColumns(absl::Span<const ColumnView> first, int64_t batch_size
     column.squeezed = view.squeezed;
     column.shape.clear();
     column.shape.push_back(batch_size);
-    column.shape.insert(column.shape.end(), view.shape.begin(), view.shape.end());
+    column.shape.insert(column.shape.end(), view.shape.begin(),
+                        view.shape.end());
     if (view.dtype == DType::kString) {
       continue;
     }
     const int64_t row_bytes = static_cast<int64_t>(view.bytes.size());
     if (row_bytes > 0 && batch_size > kMaxPayloadBytes / row_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "a batch of ", batch_size, " items of column ", i, " (",
-          TypeString(view.dtype, view.shape), ", ", row_bytes,
-          " bytes each) would exceed ", kMaxPayloadBytes, " bytes; use a smaller batch"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a batch of ", batch_size, " items of column ", i, " (",
+                       TypeString(view.dtype, view.shape), ", ", row_bytes,
+                       " bytes each) would exceed ", kMaxPayloadBytes,
+                       " bytes; use a smaller batch"));
     }
     // Grown to its final size once; rows are copied in as samples arrive.
     column.data.reserve(batch_size * row_bytes);
@@ -58,9 +60,11 @@ absl::Status StartColumns(absl::Span<const ColumnView> first, int64_t batch_size
   return absl::OkStatus();
 }
 
-absl::Status AppendColumns(absl::Span<const ColumnView> views, const SampleInfo& info,
-                           int64_t batch_size, StackedBatch* batch) {
-  if (batch->infos.empty()) RETURN_IF_ERROR(StartColumns(views, batch_size, batch));
+absl::Status AppendColumns(absl::Span<const ColumnView> views,
+                           const SampleInfo& info, int64_t batch_size,
+                           StackedBatch* batch) {
+  if (batch->infos.empty())
+    RETURN_IF_ERROR(StartColumns(views, batch_size, batch));
   const int64_t index = batch->size();
   if (views.size() != batch->columns.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -70,19 +74,22 @@ absl::Status AppendColumns(absl::Span<const ColumnView> views, const SampleInfo&
   for (size_t i = 0; i < views.size(); ++i) {
     const ColumnView& view = views[i];
     StackedColumn& column = batch->columns[i];
-    const bool same_shape =
-        view.shape.size() + 1 == column.shape.size() &&
-        std::equal(view.shape.begin(), view.shape.end(), column.shape.begin() + 1);
+    const bool same_shape = view.shape.size() + 1 == column.shape.size() &&
+                            std::equal(view.shape.begin(), view.shape.end(),
+                                       column.shape.begin() + 1);
     if (view.dtype != column.dtype || !same_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot batch column ", i, ": sample 0 is ",
-          TypeString(column.dtype, absl::MakeConstSpan(column.shape).subspan(1)), " but sample ",
-          index, " is ", TypeString(view.dtype, view.shape),
+          TypeString(column.dtype,
+                     absl::MakeConstSpan(column.shape).subspan(1)),
+          " but sample ", index, " is ", TypeString(view.dtype, view.shape),
           "; every item of a batch needs the same dtype and shape"));
     }
     if (view.dtype == DType::kString) {
-      ASSIGN_OR_RETURN(std::vector<std::string> elements, DecodeStrings(*view.strings));
-      for (std::string& element : elements) column.strings.push_back(std::move(element));
+      ASSIGN_OR_RETURN(std::vector<std::string> elements,
+                       DecodeStrings(*view.strings));
+      for (std::string& element : elements)
+        column.strings.push_back(std::move(element));
     } else {
       column.data.append(view.bytes.data(), view.bytes.size());
     }
@@ -91,7 +98,8 @@ absl::Status AppendColumns(absl::Span<const ColumnView> views, const SampleInfo&
   return absl::OkStatus();
 }
 
-absl::Status AppendSample(const Sample& sample, int64_t batch_size, StackedBatch* batch) {
+absl::Status AppendSample(const Sample& sample, int64_t batch_size,
+                          StackedBatch* batch) {
   absl::InlinedVector<ColumnView, 8> views(sample.columns.size());
   for (size_t i = 0; i < sample.columns.size(); ++i) {
     const TensorPayload& payload = sample.columns[i];
@@ -119,9 +127,10 @@ bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
   const ChunkSlice& slice = column.slices()[0];
   const Chunk& chunk = *slice.chunk;
   const absl::Span<const int64_t> shape = chunk.shape();
-  if (chunk.compression() != Compression::kNone || chunk.dtype() == DType::kString ||
-      shape.empty() || slice.offset < 0 || slice.length < 0 ||
-      slice.offset + slice.length > shape[0] || (column.squeeze() && slice.length != 1)) {
+  if (chunk.compression() != Compression::kNone ||
+      chunk.dtype() == DType::kString || shape.empty() || slice.offset < 0 ||
+      slice.length < 0 || slice.offset + slice.length > shape[0] ||
+      (column.squeeze() && slice.length != 1)) {
     return false;  // the general path reports what is wrong, if anything
   }
   int64_t row_bytes = DTypeSize(chunk.dtype());
@@ -130,11 +139,13 @@ bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
   view->squeezed = column.squeeze();
   view->shape.assign(shape.begin() + (column.squeeze() ? 1 : 0), shape.end());
   if (!column.squeeze()) view->shape[0] = slice.length;
-  view->bytes = chunk.data().substr(slice.offset * row_bytes, slice.length * row_bytes);
+  view->bytes =
+      chunk.data().substr(slice.offset * row_bytes, slice.length * row_bytes);
   return true;
 }
 
-absl::Status AppendItem(const SampledItem& item, int64_t batch_size, StackedBatch* batch) {
+absl::Status AppendItem(const SampledItem& item, int64_t batch_size,
+                        StackedBatch* batch) {
   absl::InlinedVector<ColumnView, 8> views(item.trajectory.size());
   bool in_place = true;
   for (size_t i = 0; i < item.trajectory.size() && in_place; ++i) {
@@ -166,14 +177,16 @@ absl::Status NextStackedInProcess(InProcessSampler* sampler, int64_t batch_size,
   while (batch->size() < batch_size) {
     status = sampler->NextItems(batch_size - batch->size(), &items);
     if (!status.ok()) break;
-    for (const SampledItem& item : items) RETURN_IF_ERROR(AppendItem(item, batch_size, batch));
+    for (const SampledItem& item : items)
+      RETURN_IF_ERROR(AppendItem(item, batch_size, batch));
   }
   return status;
 }
 
 }  // namespace
 
-absl::Status NextStackedBatch(Sampler* sampler, int64_t batch_size, StackedBatch* batch) {
+absl::Status NextStackedBatch(Sampler* sampler, int64_t batch_size,
+                              StackedBatch* batch) {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size must be at least 1, got ", batch_size));

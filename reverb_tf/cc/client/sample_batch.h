@@ -52,7 +52,8 @@ struct REVERB_TF_EXPORT StackedBatch {
 // unspecified.
 //
 // Thread safety: as Sampler::Next(): one caller per sampler at a time.
-REVERB_TF_EXPORT absl::Status NextStackedBatch(Sampler* sampler, int64_t batch_size,
+REVERB_TF_EXPORT absl::Status NextStackedBatch(Sampler* sampler,
+                                               int64_t batch_size,
                                                StackedBatch* batch);
 
 }  // namespace reverb_tf

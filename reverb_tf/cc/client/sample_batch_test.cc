@@ -75,7 +75,8 @@ TEST(NextStackedBatchTest, StacksColumnsRowByRow) {
   EXPECT_FALSE(batch.columns[0].squeezed);
   std::vector<float> values(6);
   ASSERT_EQ(batch.columns[0].data.size(), values.size() * sizeof(float));
-  std::memcpy(values.data(), batch.columns[0].data.data(), batch.columns[0].data.size());
+  std::memcpy(values.data(), batch.columns[0].data.data(),
+              batch.columns[0].data.size());
   EXPECT_THAT(values, ElementsAre(1, 2, 3, 4, 5, 6));
   EXPECT_EQ(batch.columns[1].dtype, DType::kString);
   EXPECT_THAT(batch.columns[1].shape, ElementsAre(3));
@@ -98,7 +99,8 @@ TEST(NextStackedBatchTest, ShortLastBatchThenEmpty) {
 }
 
 TEST(NextStackedBatchTest, SamplerErrorsPassThrough) {
-  FakeSampler sampler({FloatSample(1, {1}, {1})}, absl::DeadlineExceededError("limiter"));
+  FakeSampler sampler({FloatSample(1, {1}, {1})},
+                      absl::DeadlineExceededError("limiter"));
   StackedBatch batch;
   const absl::Status status = NextStackedBatch(&sampler, 2, &batch);
   EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
@@ -106,8 +108,9 @@ TEST(NextStackedBatchTest, SamplerErrorsPassThrough) {
 }
 
 TEST(NextStackedBatchTest, DifferentShapesNameTheColumnAndBothShapes) {
-  FakeSampler sampler({FloatSample(1, {1, 2}, {2}), FloatSample(2, {1, 2, 3}, {3})},
-                      absl::OutOfRangeError("done"));
+  FakeSampler sampler(
+      {FloatSample(1, {1, 2}, {2}), FloatSample(2, {1, 2, 3}, {3})},
+      absl::OutOfRangeError("done"));
   StackedBatch batch;
   const absl::Status status = NextStackedBatch(&sampler, 2, &batch);
   ASSERT_TRUE(absl::IsInvalidArgument(status)) << status;
@@ -125,7 +128,8 @@ TEST(NextStackedBatchTest, RejectsNonPositiveBatchSize) {
 
 TEST(NextStackedBatchTest, RefusesABatchLargerThanThePayloadBound) {
   Sample big;
-  big.columns.push_back(*MakePayload(DType::kUint8, {1 << 20}, std::string(1 << 20, 'x')));
+  big.columns.push_back(
+      *MakePayload(DType::kUint8, {1 << 20}, std::string(1 << 20, 'x')));
   big.squeezed = {false};
   FakeSampler sampler({big}, absl::OutOfRangeError("done"));
   StackedBatch batch;

@@ -9,7 +9,8 @@
 namespace reverb_tf {
 
 absl::StatusOr<TensorPayload> JoinSlices(
-    size_t num_slices, bool squeeze, absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice) {
+    size_t num_slices, bool squeeze,
+    absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice) {
   std::vector<TensorPayload> parts;
   parts.reserve(num_slices);
   for (size_t i = 0; i < num_slices; ++i) {
@@ -18,7 +19,8 @@ absl::StatusOr<TensorPayload> JoinSlices(
     if (rows.offset == 0 && rows.length == chunk.shape[0] && num_slices == 1) {
       parts.push_back(chunk);
     } else {
-      ASSIGN_OR_RETURN(TensorPayload part, SliceRows(chunk, rows.offset, rows.length));
+      ASSIGN_OR_RETURN(TensorPayload part,
+                       SliceRows(chunk, rows.offset, rows.length));
       parts.push_back(std::move(part));
     }
   }

@@ -28,7 +28,8 @@ struct ChunkRows {
 // covers its whole chunk is copied as is, others are cut out and
 // concatenated. `squeeze` drops the time dimension.
 absl::StatusOr<TensorPayload> JoinSlices(
-    size_t num_slices, bool squeeze, absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice);
+    size_t num_slices, bool squeeze,
+    absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice);
 
 }  // namespace reverb_tf
 

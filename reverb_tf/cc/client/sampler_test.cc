@@ -67,7 +67,8 @@ struct TestServer {
     }
     EXPECT_OK(writer->Flush(0, kTimeout));
     s.stub = std::make_shared<ClientStub>(
-        address, grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
+        address,
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()),
         kMessageBytes);
     return s;
   }

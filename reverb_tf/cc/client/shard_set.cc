@@ -11,7 +11,8 @@
 
 namespace reverb_tf {
 
-std::shared_ptr<ClientStub> NewClientStub(const std::string& address, int64_t max_message_bytes,
+std::shared_ptr<ClientStub> NewClientStub(const std::string& address,
+                                          int64_t max_message_bytes,
                                           const ClientSecurity& security) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
@@ -30,39 +31,43 @@ std::shared_ptr<ClientStub> NewClientStub(const std::string& address, int64_t ma
   if (!security.server_name.empty()) {
     arguments.SetSslTargetNameOverride(security.server_name);
   }
-  auto channel = grpc::CreateCustomChannel(address, MakeChannelCredentials(security), arguments);
-  return std::make_shared<ClientStub>(address, std::move(channel), max_message_bytes,
-                                      security.token);
+  auto channel = grpc::CreateCustomChannel(
+      address, MakeChannelCredentials(security), arguments);
+  return std::make_shared<ClientStub>(address, std::move(channel),
+                                      max_message_bytes, security.token);
 }
 
-absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Create(const std::string& target,
-                                                          int64_t max_message_bytes,
-                                                          absl::Duration resolve_interval,
-                                                          ClientSecurity security) {
+absl::StatusOr<std::unique_ptr<ShardSet>> ShardSet::Create(
+    const std::string& target, int64_t max_message_bytes,
+    absl::Duration resolve_interval, ClientSecurity security) {
   auto parts = ParseTarget(target);
   if (!parts.ok()) return parts.status();
-  return std::unique_ptr<ShardSet>(new ShardSet(*std::move(parts), max_message_bytes,
-                                                resolve_interval, std::move(security)));
+  return std::unique_ptr<ShardSet>(
+      new ShardSet(*std::move(parts), max_message_bytes, resolve_interval,
+                   std::move(security)));
 }
 
 ShardSet::ShardSet(std::vector<TargetPart> parts, int64_t max_message_bytes,
                    absl::Duration resolve_interval, ClientSecurity security)
     : parts_(std::move(parts)),
-      resolves_(std::any_of(parts_.begin(), parts_.end(),
-                            [](const TargetPart& part) { return !part.resolve.empty(); })),
+      resolves_(std::any_of(
+          parts_.begin(), parts_.end(),
+          [](const TargetPart& part) { return !part.resolve.empty(); })),
       max_message_bytes_(max_message_bytes),
       resolve_interval_(resolve_interval),
       security_(std::move(security)),
       next_writer_shard_(std::random_device()()) {
   if (!resolves_) {
     absl::MutexLock lock(&mu_);
-    for (const TargetPart& part : parts_) current_.push_back(StubFor(part.target));
+    for (const TargetPart& part : parts_)
+      current_.push_back(StubFor(part.target));
   }
 }
 
 std::shared_ptr<ClientStub> ShardSet::StubFor(const std::string& address) {
   std::shared_ptr<ClientStub>& stub = stubs_[address];
-  if (stub == nullptr) stub = NewClientStub(address, max_message_bytes_, security_);
+  if (stub == nullptr)
+    stub = NewClientStub(address, max_message_bytes_, security_);
   return stub;
 }
 
@@ -87,8 +92,10 @@ std::vector<std::shared_ptr<ClientStub>> ShardSet::Current() {
 std::shared_ptr<ClientStub> ShardSet::InTurn(
     const std::vector<std::shared_ptr<ClientStub>>& shards, uint64_t start) {
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::shared_ptr<ClientStub>& shard = shards[(start + i) % shards.size()];
-    const grpc_connectivity_state state = shard->channel()->GetState(/*try_to_connect=*/false);
+    const std::shared_ptr<ClientStub>& shard =
+        shards[(start + i) % shards.size()];
+    const grpc_connectivity_state state =
+        shard->channel()->GetState(/*try_to_connect=*/false);
     if (state == GRPC_CHANNEL_READY || state == GRPC_CHANNEL_IDLE) return shard;
   }
   return shards[start % shards.size()];

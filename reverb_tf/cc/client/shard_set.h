@@ -25,10 +25,9 @@ namespace reverb_tf {
 class ShardSet {
  public:
   // INVALID_ARGUMENT for a malformed `target`.
-  static absl::StatusOr<std::unique_ptr<ShardSet>> Create(const std::string& target,
-                                                          int64_t max_message_bytes,
-                                                          absl::Duration resolve_interval,
-                                                          ClientSecurity security);
+  static absl::StatusOr<std::unique_ptr<ShardSet>> Create(
+      const std::string& target, int64_t max_message_bytes,
+      absl::Duration resolve_interval, ClientSecurity security);
 
   // The shards now, in target order; never empty. A target with dns:
   // elements is resolved again once resolve_interval has passed.
@@ -64,13 +63,15 @@ class ShardSet {
   absl::Mutex mu_;
   std::vector<std::shared_ptr<ClientStub>> current_ ABSL_GUARDED_BY(mu_);
   // Channels by address, kept while their shard is listed.
-  absl::flat_hash_map<std::string, std::shared_ptr<ClientStub>> stubs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<ClientStub>> stubs_
+      ABSL_GUARDED_BY(mu_);
   absl::Time resolved_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time invalidated_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 // A gRPC channel to `address` with the client's settings.
-std::shared_ptr<ClientStub> NewClientStub(const std::string& address, int64_t max_message_bytes,
+std::shared_ptr<ClientStub> NewClientStub(const std::string& address,
+                                          int64_t max_message_bytes,
                                           const ClientSecurity& security);
 
 }  // namespace reverb_tf

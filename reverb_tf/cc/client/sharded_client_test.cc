@@ -44,8 +44,9 @@ TEST(TargetTest, ParsesListsAddressListsAndDnsTargets) {
   ASSERT_OK(parts);
   EXPECT_EQ((*parts)[1].target, "ipv6:[::1]:6");
 
-  for (const char* dns : {"dns:///replay.svc:8000", "dns://8.8.8.8/replay.svc:8000",
-                          "dns:replay.svc:8000"}) {
+  for (const char* dns :
+       {"dns:///replay.svc:8000", "dns://8.8.8.8/replay.svc:8000",
+        "dns:replay.svc:8000"}) {
     parts = ParseTarget(dns);
     ASSERT_OK(parts);
     ASSERT_EQ(parts->size(), 1);
@@ -54,7 +55,8 @@ TEST(TargetTest, ParsesListsAddressListsAndDnsTargets) {
   }
   EXPECT_FALSE(ParseTarget("").ok());
   EXPECT_FALSE(ParseTarget("a:1,,b:2").ok());
-  EXPECT_EQ(ParseTarget("a:1, ").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseTarget("a:1, ").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TargetTest, ResolvesNamesIntoAddressesButKeepsLoopbackAliasesOneShard) {
@@ -66,7 +68,8 @@ TEST(TargetTest, ResolvesNamesIntoAddressesButKeepsLoopbackAliasesOneShard) {
   EXPECT_EQ(*addresses, std::vector<std::string>{"ipv6:[::1]:80"});
   EXPECT_EQ(ResolveAddresses("no-such-host.invalid:80").status().code(),
             absl::StatusCode::kUnavailable);
-  EXPECT_EQ(ResolveAddresses("nohost").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveAddresses("nohost").status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   // "localhost" may resolve to 127.0.0.1 and ::1: one server, not two shards.
   EXPECT_EQ(ExpandTarget(*ParseTarget("dns:///localhost:80")),
@@ -74,8 +77,9 @@ TEST(TargetTest, ResolvesNamesIntoAddressesButKeepsLoopbackAliasesOneShard) {
   // A name that does not resolve (yet) stays one shard for gRPC to resolve.
   EXPECT_EQ(ExpandTarget(*ParseTarget("dns:///no-such-host.invalid:80")),
             std::vector<std::string>{"dns:///no-such-host.invalid:80"});
-  EXPECT_EQ(ExpandTarget(*ParseTarget("a:1,ipv4:10.0.0.1:2,10.0.0.2:2")),
-            (std::vector<std::string>{"a:1", "ipv4:10.0.0.1:2", "ipv4:10.0.0.2:2"}));
+  EXPECT_EQ(
+      ExpandTarget(*ParseTarget("a:1,ipv4:10.0.0.1:2,10.0.0.2:2")),
+      (std::vector<std::string>{"a:1", "ipv4:10.0.0.1:2", "ipv4:10.0.0.2:2"}));
 }
 
 TensorPayload IntStep(int32_t value) {
@@ -127,10 +131,11 @@ class ShardedClientTest : public ::testing::Test {
       const int64_t size = testing::TableSize(*shard_clients_[s], table);
       SamplerOptions options;
       options.rate_limiter_timeout = kTimeout;
-      auto samples = shard_clients_[s]->SampleItems(table, std::max<int64_t>(size * 20, 1),
-                                                     options);
+      auto samples = shard_clients_[s]->SampleItems(
+          table, std::max<int64_t>(size * 20, 1), options);
       EXPECT_OK(samples);
-      for (const Sample& sample : *samples) shard_of[IntOf(sample.columns[0])] = s;
+      for (const Sample& sample : *samples)
+        shard_of[IntOf(sample.columns[0])] = s;
     }
     return shard_of;
   }
@@ -149,7 +154,8 @@ class ShardedClientTest : public ::testing::Test {
     std::map<Key, int32_t> value_of;
     EXPECT_OK(samples);
     if (!samples.ok()) return value_of;
-    for (const Sample& sample : *samples) value_of[sample.info.key] = IntOf(sample.columns[0]);
+    for (const Sample& sample : *samples)
+      value_of[sample.info.key] = IntOf(sample.columns[0]);
     EXPECT_EQ(value_of.size(), 2 * per_shard);
     return value_of;
   }
@@ -160,8 +166,10 @@ class ShardedClientTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
-TableOptions UniformTable(const std::string& name = "t", int64_t max_size = 10000) {
-  return MakeTableOptions(name, Uniform(), Fifo(), max_size, RateLimiterOptions::MinSize(1));
+TableOptions UniformTable(const std::string& name = "t",
+                          int64_t max_size = 10000) {
+  return MakeTableOptions(name, Uniform(), Fifo(), max_size,
+                          RateLimiterOptions::MinSize(1));
 }
 
 TEST_F(ShardedClientTest, WritersSpreadAcrossShardsAndEachStaysOnOne) {
@@ -175,7 +183,8 @@ TEST_F(ShardedClientTest, WritersSpreadAcrossShardsAndEachStaysOnOne) {
   std::map<int, int> writers_per_shard;
   for (int w = 0; w < 6; ++w) {
     const int shard = shard_of[w * 10];
-    for (int i = w * 10; i < w * 10 + 10; ++i) EXPECT_EQ(shard_of[i], shard) << i;
+    for (int i = w * 10; i < w * 10 + 10; ++i)
+      EXPECT_EQ(shard_of[i], shard) << i;
     ++writers_per_shard[shard];
   }
   EXPECT_EQ(writers_per_shard, (std::map<int, int>{{0, 2}, {1, 2}, {2, 2}}));
@@ -202,8 +211,8 @@ TEST_F(ShardedClientTest, NewWritersGoToTheShardWithTheFewestWriters) {
 
 TEST_F(ShardedClientTest, SamplesArriveInProportionToShardSizes) {
   StartShards(2, {UniformTable()});
-  Write(*shard_clients_[0], "t", 0, 100);      // values 0..99 on shard 0
-  Write(*shard_clients_[1], "t", 1000, 300);   // values 1000..1299 on shard 1
+  Write(*shard_clients_[0], "t", 0, 100);     // values 0..99 on shard 0
+  Write(*shard_clients_[1], "t", 1000, 300);  // values 1000..1299 on shard 1
   SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
   options.max_in_flight = 64;
@@ -211,7 +220,8 @@ TEST_F(ShardedClientTest, SamplesArriveInProportionToShardSizes) {
   ASSERT_OK(samples);
   ASSERT_EQ(samples->size(), 8000);
   int from_first = 0;
-  for (const Sample& sample : *samples) from_first += IntOf(sample.columns[0]) < 1000;
+  for (const Sample& sample : *samples)
+    from_first += IntOf(sample.columns[0]) < 1000;
   // Expected 2000 (a quarter); the binomial standard deviation is ~39.
   EXPECT_NEAR(from_first, 2000, 200);
 }
@@ -219,15 +229,16 @@ TEST_F(ShardedClientTest, SamplesArriveInProportionToShardSizes) {
 TEST_F(ShardedClientTest, PrioritizedShardsAreWeighedByTheirPrioritySums) {
   StartShards(2, {MakeTableOptions("p", Prioritized(1.0), Fifo(), 1000,
                                    RateLimiterOptions::MinSize(1))});
-  Write(*shard_clients_[0], "p", 0, 100, /*priority=*/1.0);      // sum 100
-  Write(*shard_clients_[1], "p", 1000, 100, /*priority=*/3.0);   // sum 300
+  Write(*shard_clients_[0], "p", 0, 100, /*priority=*/1.0);     // sum 100
+  Write(*shard_clients_[1], "p", 1000, 100, /*priority=*/3.0);  // sum 300
   SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
   options.max_in_flight = 64;
   auto samples = client_->SampleItems("p", 8000, options);
   ASSERT_OK(samples);
   int from_first = 0;
-  for (const Sample& sample : *samples) from_first += IntOf(sample.columns[0]) < 1000;
+  for (const Sample& sample : *samples)
+    from_first += IntOf(sample.columns[0]) < 1000;
   EXPECT_NEAR(from_first, 2000, 200);
 }
 
@@ -247,7 +258,8 @@ TEST_F(ShardedClientTest, MaxSamplesIsExactOverAllShards) {
   // The shards together handed out exactly 25: nothing was over-requested.
   int64_t sampled = 0;
   for (int s = 0; s < 3; ++s) {
-    sampled += (*shard_clients_[s]->ServerInfo(kTimeout))[0].rate_limiter_info.samples;
+    sampled +=
+        (*shard_clients_[s]->ServerInfo(kTimeout))[0].rate_limiter_info.samples;
   }
   EXPECT_EQ(sampled, 25);
 }
@@ -258,7 +270,8 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
   SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
   std::vector<std::pair<Key, double>> updates;
-  for (const auto& [key, value] : value_of) updates.push_back({key, 100.0 + value});
+  for (const auto& [key, value] : value_of)
+    updates.push_back({key, 100.0 + value});
   updates.push_back({12345, 1.0});  // a key no shard holds
   auto report = client_->MutatePriorities("p", updates, {}, kTimeout);
   ASSERT_OK(report);
@@ -266,7 +279,8 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
   EXPECT_EQ(report->missing, 1);
   EXPECT_TRUE(report->unreachable.empty());
   EXPECT_FALSE(report->warning.empty());  // the first skip is reported at once
-  EXPECT_NE(report->warning.find("1 of 11"), std::string::npos) << report->warning;
+  EXPECT_NE(report->warning.find("1 of 11"), std::string::npos)
+      << report->warning;
   // Each shard changed only its own items.
   for (int s = 0; s < 2; ++s) {
     auto shard_samples = shard_clients_[s]->SampleItems("p", 100, options);
@@ -290,7 +304,9 @@ TEST_F(ShardedClientTest, PriorityUpdatesReachTheShardThatHoldsTheKey) {
   EXPECT_EQ(testing::TableSize(*shard_clients_[0], "p"), 4);
   EXPECT_EQ(testing::TableSize(*shard_clients_[1], "p"), 4);
   // A bad priority is the caller's error, on every shard alike.
-  EXPECT_EQ(client_->MutatePriorities("p", {{value_of.begin()->first, -1.0}}, {}, kTimeout)
+  EXPECT_EQ(client_
+                ->MutatePriorities("p", {{value_of.begin()->first, -1.0}}, {},
+                                   kTimeout)
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -302,12 +318,15 @@ TEST_F(ShardedClientTest, UpdatesWithoutADeadlineGoOverEachShardsStream) {
   SamplerOptions options;
   options.rate_limiter_timeout = kTimeout;
   // The sampler's streams end on the servers shortly after it is gone.
-  for (const auto& server : servers_) ASSERT_EQ(testing::AwaitActiveStreams(*server, 0), 0);
+  for (const auto& server : servers_)
+    ASSERT_EQ(testing::AwaitActiveStreams(*server, 0), 0);
   for (int round = 0; round < 3; ++round) {
     std::vector<std::pair<Key, double>> updates;
-    for (const auto& [key, value] : value_of) updates.push_back({key, 10.0 * round + value});
+    for (const auto& [key, value] : value_of)
+      updates.push_back({key, 10.0 * round + value});
     updates.push_back({12345, 1.0});
-    auto report = client_->MutatePriorities("p", updates, {}, absl::InfiniteDuration());
+    auto report =
+        client_->MutatePriorities("p", updates, {}, absl::InfiniteDuration());
     ASSERT_OK(report);
     EXPECT_EQ(report->updated, 6);
     EXPECT_EQ(report->missing, 1);
@@ -324,9 +343,10 @@ TEST_F(ShardedClientTest, UpdatesWithoutADeadlineGoOverEachShardsStream) {
     }
   }
   // A request that fails fails the call, and the streams stay.
-  auto bad = client_->MutatePriorities("p", {{value_of.begin()->first, NAN}}, {},
-                                       absl::InfiniteDuration());
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  auto bad = client_->MutatePriorities("p", {{value_of.begin()->first, NAN}},
+                                       {}, absl::InfiniteDuration());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+      << bad.status();
   for (size_t s = 0; s < servers_.size(); ++s) {
     EXPECT_EQ(testing::ActiveStreams(*servers_[s]), 1) << s;
   }
@@ -344,7 +364,8 @@ TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {
   // Uniform: every item weighs 1, so the total is the size.
   EXPECT_EQ((*info)[0].sampler_total_weight, 7.0);
   EXPECT_DOUBLE_EQ((*info)[0].sampler_min_item_weight, 1.0);
-  EXPECT_EQ((*info)[1].sampler_min_item_weight, 0.0);  // empty: nothing to choose
+  EXPECT_EQ((*info)[1].sampler_min_item_weight,
+            0.0);  // empty: nothing to choose
   EXPECT_EQ((*info)[0].rate_limiter_info.inserts, 7);
   EXPECT_EQ((*info)[0].options.max_size, 100);  // the capacity of both
   EXPECT_EQ((*info)[1].options.max_size, 140);
@@ -356,8 +377,10 @@ TEST_F(ShardedClientTest, InfoAddsUpResetAndCheckpointReachEveryShard) {
   // Neither server has a checkpointer: both are asked, both refuse.
   auto paths = client_->Checkpoint(kTimeout);
   EXPECT_EQ(paths.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(paths.status().message().find(by_shard[0].address), std::string::npos);
-  EXPECT_NE(paths.status().message().find(by_shard[1].address), std::string::npos);
+  EXPECT_NE(paths.status().message().find(by_shard[0].address),
+            std::string::npos);
+  EXPECT_NE(paths.status().message().find(by_shard[1].address),
+            std::string::npos);
 
   ASSERT_OK(client_->Reset("t", kTimeout));
   EXPECT_EQ(testing::TableSize(*shard_clients_[0], "t"), 0);
@@ -398,7 +421,8 @@ TEST_F(ShardedClientTest, AShardThatGoesAwayIsSkippedByUpdatesAndSamplersGoOn) {
   // Info names the shard that is down (without a deadline: no waiting).
   auto info = client_->ServerInfo(absl::InfiniteDuration());
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(info.status().message().find(client_->ShardAddresses()[1]), std::string::npos)
+  EXPECT_NE(info.status().message().find(client_->ShardAddresses()[1]),
+            std::string::npos)
       << info.status();
   // New writers avoid the failing shard once its connection is known bad.
   for (int w = 0; w < 4; ++w) Write(*client_, "t", 5000 + w, 1);
@@ -412,8 +436,9 @@ TEST_F(ShardedClientTest, AShardThatGoesAwayIsSkippedByUpdatesAndSamplersGoOn) {
   while (status.ok()) status = (*sampler)->Next(&sample);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  EXPECT_EQ(client_->MutatePriorities("t", {{1, 1.0}}, {}, kTimeout).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(
+      client_->MutatePriorities("t", {{1, 1.0}}, {}, kTimeout).status().code(),
+      absl::StatusCode::kUnavailable);
 }
 
 // The server's reverb_tf_active_streams gauge once it equals `want`, or
@@ -426,16 +451,18 @@ int64_t ActiveStreamsOnceEqual(ReplayServer& server, int64_t want,
     const std::string text = server.MetricsText();
     const std::string name = "\nreverb_tf_active_streams ";
     const size_t at = text.find(name);
-    seen = at == std::string::npos ? -1 : std::stoll(text.substr(at + name.size()));
+    seen = at == std::string::npos ? -1
+                                   : std::stoll(text.substr(at + name.size()));
     if (seen == want || absl::Now() > end) return seen;
     absl::SleepFor(absl::Milliseconds(10));
   }
 }
 
 TEST_F(ShardedClientTest, SeveralStreamsOnOneServerButOneForAnOrderedTable) {
-  StartShards(1, {UniformTable(), MakeTableOptions("q", Fifo(), Fifo(), 1000,
-                                                   RateLimiterOptions::MinSize(1),
-                                                   /*max_times_sampled=*/1)});
+  StartShards(1,
+              {UniformTable(), MakeTableOptions("q", Fifo(), Fifo(), 1000,
+                                                RateLimiterOptions::MinSize(1),
+                                                /*max_times_sampled=*/1)});
   Write(*client_, "t", 0, 50);
   Write(*client_, "q", 0, 50);
   SamplerOptions options;

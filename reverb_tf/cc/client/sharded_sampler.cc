@@ -23,7 +23,8 @@ ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
       rng_(std::random_device()()) {
   stream_options_.max_samples = -1;  // budgets count instead
   const int n = static_cast<int>(shards.size());
-  const int total = options.num_streams < 1 ? n : std::max(options.num_streams, n);
+  const int total =
+      options.num_streams < 1 ? n : std::max(options.num_streams, n);
   absl::MutexLock lock(&mu_);
   shards_.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -47,9 +48,11 @@ ShardedSampler::ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
       const double w = alike ? 1.0 : std::max(shards_[i].weight, 0.0);
       const double p = left_weight > 0 ? std::min(1.0, w / left_weight) : 0.0;
       const int64_t quota =
-          i == n - 1 ? left : std::binomial_distribution<int64_t>(left, p)(rng_);
+          i == n - 1 ? left
+                     : std::binomial_distribution<int64_t>(left, p)(rng_);
       shards_[i].quota = quota;
-      shards_[i].budget = std::make_shared<SampleBudget>(quota, shards_[i].streams_wanted);
+      shards_[i].budget =
+          std::make_shared<SampleBudget>(quota, shards_[i].streams_wanted);
       left -= quota;
       left_weight -= w;
     }
@@ -94,7 +97,8 @@ void ShardedSampler::WorkerLoop(Worker* worker) {
   }
   while (true) {
     // Opening a stream may wait for a connection: not under the lock.
-    auto sampler = std::make_unique<StreamSampler>(stub, table_, stream_options_, budget);
+    auto sampler =
+        std::make_unique<StreamSampler>(stub, table_, stream_options_, budget);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -114,7 +118,8 @@ void ShardedSampler::WorkerLoop(Worker* worker) {
       backoff = absl::Milliseconds(100);
       shard.weight = sample.info.table_weight;
       shard.size = sample.info.table_size;
-      shard.min_item_weight = sample.info.min_probability * sample.info.table_weight;
+      shard.min_item_weight =
+          sample.info.min_probability * sample.info.table_weight;
       shard.up = true;
       shard.ever_up = true;
       first_delivery_ = std::min(first_delivery_, absl::Now());
@@ -123,12 +128,14 @@ void ShardedSampler::WorkerLoop(Worker* worker) {
       if (worker->sampler->ordered()) {
         ordered_ = true;
       } else {
-        while (shard.streams_running < shard.streams_wanted) StartWorkerLocked(worker->shard);
+        while (shard.streams_running < shard.streams_wanted)
+          StartWorkerLocked(worker->shard);
       }
       shard.queue.push_back(std::move(sample));
       cv_.SignalAll();
       const size_t capacity =
-          static_cast<size_t>(stream_options_.max_in_flight) * shard.streams_running;
+          static_cast<size_t>(stream_options_.max_in_flight) *
+          shard.streams_running;
       auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || shards_[worker->shard].queue.size() < capacity;
       };
@@ -156,7 +163,8 @@ void ShardedSampler::WorkerLoop(Worker* worker) {
     }
     shard.last_error = status;
     cv_.SignalAll();
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    auto stop = [this]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
     if (stopping_) return;
     backoff = std::min(backoff * 2, absl::Seconds(2));
@@ -177,7 +185,8 @@ int ShardedSampler::ChooseShardLocked(bool queued_only) {
   if (candidates == 0) return -1;
   if (!(total > 0)) {
     // No weights (e.g. every priority 0): the candidates alike.
-    int pick = static_cast<int>(std::uniform_int_distribution<int>(0, candidates - 1)(rng_));
+    int pick = static_cast<int>(
+        std::uniform_int_distribution<int>(0, candidates - 1)(rng_));
     for (size_t i = 0; i < shards_.size(); ++i) {
       if (eligible(shards_[i]) && pick-- == 0) return static_cast<int>(i);
     }
@@ -232,10 +241,12 @@ absl::Status ShardedSampler::AllFailedLocked() {
   }
   if (absl::Now() - last_failure < reconnect_timeout_) return absl::OkStatus();
   std::vector<std::string> reasons;
-  for (const Shard& shard : shards_) reasons.push_back(std::string(shard.last_error.message()));
-  return absl::UnavailableError(absl::StrCat(
-      "no shard of table '", table_, "' could be reached for ",
-      absl::FormatDuration(reconnect_timeout_), ": ", absl::StrJoin(reasons, "; ")));
+  for (const Shard& shard : shards_)
+    reasons.push_back(std::string(shard.last_error.message()));
+  return absl::UnavailableError(
+      absl::StrCat("no shard of table '", table_, "' could be reached for ",
+                   absl::FormatDuration(reconnect_timeout_), ": ",
+                   absl::StrJoin(reasons, "; ")));
 }
 
 bool ShardedSampler::AwaitingFirstDeliveriesLocked() {
@@ -266,9 +277,10 @@ absl::Status ShardedSampler::Next(Sample* sample) {
     if (by_quota_) return NextByQuotaLocked(sample);
     if (AwaitingFirstDeliveriesLocked()) {
       // Until every shard delivered (or the grace since the first passed).
-      cv_.WaitWithTimeout(&mu_, first_delivery_ == absl::InfiniteFuture()
-                                    ? absl::Milliseconds(100)
-                                    : first_delivery_ + kStallGrace - absl::Now());
+      cv_.WaitWithTimeout(&mu_,
+                          first_delivery_ == absl::InfiniteFuture()
+                              ? absl::Milliseconds(100)
+                              : first_delivery_ + kStallGrace - absl::Now());
       continue;
     }
     int chosen = ChooseShardLocked(/*queued_only=*/false);
@@ -280,7 +292,8 @@ absl::Status ShardedSampler::Next(Sample* sample) {
       if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), kStallGrace)) {
         shards_[chosen].stalled = true;
       }
-      if (shards_[chosen].queue.empty()) chosen = ChooseShardLocked(/*queued_only=*/true);
+      if (shards_[chosen].queue.empty())
+        chosen = ChooseShardLocked(/*queued_only=*/true);
     } else if (chosen < 0) {
       // No shard is up: what failed shards delivered before is still good.
       chosen = ChooseShardLocked(/*queued_only=*/true);
@@ -291,7 +304,8 @@ absl::Status ShardedSampler::Next(Sample* sample) {
     }
     if (chosen >= 0) continue;  // the chosen shard changed state: choose again
     if (workers_finished_ == static_cast<int>(workers_.size())) {
-      return absl::OutOfRangeError("the sampler requested all the samples it may");
+      return absl::OutOfRangeError(
+          "the sampler requested all the samples it may");
     }
     RETURN_IF_ERROR(AllFailedLocked());
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
@@ -313,17 +327,21 @@ int ShardedSampler::QuotaShardLocked() {
 
 absl::Status ShardedSampler::NextByQuotaLocked(Sample* sample) {
   const int chosen = QuotaShardLocked();
-  if (chosen < 0) return absl::OutOfRangeError("the sampler returned all its samples");
+  if (chosen < 0)
+    return absl::OutOfRangeError("the sampler returned all its samples");
   Shard& shard = shards_[chosen];
   while (shard.queue.empty()) {
     if (cancelled_) return absl::CancelledError("the sampler was cancelled");
     RETURN_IF_ERROR(fatal_);
     // The quota can only come from this shard: wait for it to come back,
     // up to reconnect_timeout.
-    if (shard.failed && absl::Now() - shard.failed_since >= reconnect_timeout_) {
-      return absl::UnavailableError(absl::StrCat(
-          "shard ", shard.stub->address(), " of table '", table_, "' could not be reached for ",
-          absl::FormatDuration(reconnect_timeout_), ": ", shard.last_error.message()));
+    if (shard.failed &&
+        absl::Now() - shard.failed_since >= reconnect_timeout_) {
+      return absl::UnavailableError(
+          absl::StrCat("shard ", shard.stub->address(), " of table '", table_,
+                       "' could not be reached for ",
+                       absl::FormatDuration(reconnect_timeout_), ": ",
+                       shard.last_error.message()));
     }
     cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));
   }
@@ -333,12 +351,14 @@ absl::Status ShardedSampler::NextByQuotaLocked(Sample* sample) {
 
 bool ShardedSampler::TryNext(Sample* sample) {
   absl::MutexLock lock(&mu_);
-  if (cancelled_ || !fatal_.ok() || (max_samples_ >= 0 && returned_ >= max_samples_)) {
+  if (cancelled_ || !fatal_.ok() ||
+      (max_samples_ >= 0 && returned_ >= max_samples_)) {
     return false;
   }
   // Only the shard the weights (or quotas) choose, so that a batch keeps
   // the proportions.
-  const int chosen = by_quota_ ? QuotaShardLocked() : ChooseShardLocked(/*queued_only=*/false);
+  const int chosen =
+      by_quota_ ? QuotaShardLocked() : ChooseShardLocked(/*queued_only=*/false);
   if (chosen < 0 || shards_[chosen].queue.empty()) return false;
   TakeLocked(chosen, sample);
   return true;

@@ -70,8 +70,9 @@ class ShardedSampler : public Sampler {
   // `tables`: each shard's table now, to split options.max_samples by and
   // to count in merged infos until the shard delivers; may be empty (then
   // max_samples is split evenly).
-  ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards, std::string table,
-                 const SamplerOptions& options, const std::vector<ShardTable>& tables);
+  ShardedSampler(std::vector<std::shared_ptr<ClientStub>> shards,
+                 std::string table, const SamplerOptions& options,
+                 const std::vector<ShardTable>& tables);
   ~ShardedSampler() override;
 
   absl::Status Next(Sample* sample) override;
@@ -125,7 +126,8 @@ class ShardedSampler : public Sampler {
   void TakeLocked(int shard, Sample* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rewrites `info`, a sample of shard `shard`, as the merged table's (see
   // the top of this file).
-  void MergeInfoLocked(int shard, SampleInfo* info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MergeInfoLocked(int shard, SampleInfo* info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // UNAVAILABLE once every shard has failed for reconnect_timeout; OK while
   // some shard may still deliver.
   absl::Status AllFailedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,7 +135,8 @@ class ShardedSampler : public Sampler {
   // With max_samples: the shard the next sample must come from, drawn in
   // proportion to what the shards still owe; -1 when all is taken.
   int QuotaShardLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status NextByQuotaLocked(Sample* sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NextByQuotaLocked(Sample* sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Marks shards that have delivered nothing yet as stalled once
   // kStallGrace has passed since the first delivery; until then, whether

@@ -22,20 +22,23 @@ absl::StatusOr<TensorPayload> AssembleColumn(
     const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
     absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
   return JoinSlices(
-      column.slices_size(), column.squeeze(), [&](size_t i) -> absl::StatusOr<ChunkRows> {
+      column.slices_size(), column.squeeze(),
+      [&](size_t i) -> absl::StatusOr<ChunkRows> {
         const proto::Slice& slice = column.slices(static_cast<int>(i));
         auto cached = decompressed->find(slice.chunk_key());
         if (cached == decompressed->end()) {
           auto it = chunks.find(slice.chunk_key());
           if (it == chunks.end()) {
-            return absl::InternalError(absl::StrCat(
-                "the server sent a slice of chunk ", slice.chunk_key(), " without the chunk"));
+            return absl::InternalError(
+                absl::StrCat("the server sent a slice of chunk ",
+                             slice.chunk_key(), " without the chunk"));
           }
           // Chunks in a response are used once per response: take the bytes.
           ASSIGN_OR_RETURN(TensorPayload payload,
                            PayloadFromProto(it->second->mutable_tensor()));
           ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
-          cached = decompressed->emplace(slice.chunk_key(), std::move(payload)).first;
+          cached = decompressed->emplace(slice.chunk_key(), std::move(payload))
+                       .first;
         }
         return ChunkRows{&cached->second, slice.offset(), slice.length()};
       });
@@ -46,7 +49,8 @@ absl::StatusOr<TensorPayload> AssembleColumn(
 absl::Status DecodeSampleResponse(proto::SampleResponse* response,
                                   std::vector<Sample>* samples) {
   absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
-  for (proto::Chunk& chunk : *response->mutable_chunks()) chunks[chunk.key()] = &chunk;
+  for (proto::Chunk& chunk : *response->mutable_chunks())
+    chunks[chunk.key()] = &chunk;
   absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
   for (const proto::SampledItem& item : response->items()) {
     Sample& sample = samples->emplace_back();
@@ -60,7 +64,8 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
     sample.info.min_probability = item.info().min_probability();
     sample.columns.reserve(item.columns_size());
     for (const proto::Column& column : item.columns()) {
-      ASSIGN_OR_RETURN(TensorPayload payload, AssembleColumn(column, chunks, &decompressed));
+      ASSIGN_OR_RETURN(TensorPayload payload,
+                       AssembleColumn(column, chunks, &decompressed));
       sample.columns.push_back(std::move(payload));
       sample.squeezed.push_back(column.squeeze());
     }
@@ -71,20 +76,25 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
 int64_t SampleBudget::Take(int64_t wanted) {
   int64_t remaining = remaining_.load();
   while (true) {
-    const int64_t share = std::max<int64_t>(1, (remaining + streams_ - 1) / streams_);
-    const int64_t taken = std::min({wanted, share, std::max<int64_t>(remaining, 0)});
+    const int64_t share =
+        std::max<int64_t>(1, (remaining + streams_ - 1) / streams_);
+    const int64_t taken =
+        std::min({wanted, share, std::max<int64_t>(remaining, 0)});
     if (taken == 0) return 0;
-    if (remaining_.compare_exchange_weak(remaining, remaining - taken)) return taken;
+    if (remaining_.compare_exchange_weak(remaining, remaining - taken))
+      return taken;
   }
 }
 
 struct SamplerStream {
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::SampleRequest, proto::SampleResponse>> rw;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<proto::SampleRequest, proto::SampleResponse>>
+      rw;
 };
 
-StreamSampler::StreamSampler(std::shared_ptr<ClientStub> stub, std::string table,
-                             const SamplerOptions& options,
+StreamSampler::StreamSampler(std::shared_ptr<ClientStub> stub,
+                             std::string table, const SamplerOptions& options,
                              std::shared_ptr<SampleBudget> budget)
     : stub_(std::move(stub)),
       table_(std::move(table)),
@@ -148,11 +158,14 @@ absl::Status StreamSampler::Refill() {
       request.set_flexible_batch_size(
           options_.flexible_batch_size > 0
               ? options_.flexible_batch_size
-              : static_cast<int32_t>(std::min<int64_t>(options_.max_in_flight, 1024)));
-      request.set_rate_limiter_timeout_ms(TimeoutToMs(options_.rate_limiter_timeout));
+              : static_cast<int32_t>(
+                    std::min<int64_t>(options_.max_in_flight, 1024)));
+      request.set_rate_limiter_timeout_ms(
+          TimeoutToMs(options_.rate_limiter_timeout));
       if (!stream_->rw->Write(request)) {
         absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
-        return status.ok() ? absl::UnavailableError("the sample stream closed") : status;
+        return status.ok() ? absl::UnavailableError("the sample stream closed")
+                           : status;
       }
       granted_ = target;
     }
@@ -160,33 +173,40 @@ absl::Status StreamSampler::Refill() {
     if (per_stream > 0 && returned_ - stream_start_ >= per_stream) {
       // This stream delivered its share: end it and go on with a new call.
       stream_->rw->WritesDone();
-      if (absl::Status status = stub_->RpcStatus(stream_->rw->Finish()); !status.ok()) {
+      if (absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
+          !status.ok()) {
         return status;
       }
       OpenStream();
       continue;
     }
-    return absl::OutOfRangeError("the sampler requested all the samples it may");
+    return absl::OutOfRangeError(
+        "the sampler requested all the samples it may");
   }
   proto::SampleResponse response;
   if (!stream_->rw->Read(&response)) {
     absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
-    return status.ok() ? absl::UnavailableError("the server ended the sample stream") : status;
+    return status.ok()
+               ? absl::UnavailableError("the server ended the sample stream")
+               : status;
   }
   ordered_.store(response.ordered());
-  if (absl::Status status = DecodeSampleResponse(&response, &buffer_); !status.ok()) {
+  if (absl::Status status = DecodeSampleResponse(&response, &buffer_);
+      !status.ok()) {
     return Fail(status);
   }
-  if (buffer_.empty()) return Fail(absl::InternalError("empty sample response"));
+  if (buffer_.empty())
+    return Fail(absl::InternalError("empty sample response"));
   received_ += static_cast<int64_t>(buffer_.size());
   return absl::OkStatus();
 }
 
 absl::Status StreamSampler::Next(Sample* sample) {
   RETURN_IF_ERROR(error_);
-  if (budget_ == nullptr && options_.max_samples >= 0 && returned_ >= options_.max_samples) {
-    return absl::OutOfRangeError(
-        absl::StrCat("the sampler returned its max_samples=", options_.max_samples));
+  if (budget_ == nullptr && options_.max_samples >= 0 &&
+      returned_ >= options_.max_samples) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the sampler returned its max_samples=", options_.max_samples));
   }
   if (next_in_buffer_ == buffer_.size()) {
     buffer_.clear();
@@ -198,7 +218,9 @@ absl::Status StreamSampler::Next(Sample* sample) {
           if (attempt > 0) OpenStream();
           return Refill();
         },
-        [this] { return returned_ == 0 && buffer_.empty() && !cancelled_.load(); });
+        [this] {
+          return returned_ == 0 && buffer_.empty() && !cancelled_.load();
+        });
     if (!status.ok()) {
       if (error_.ok()) error_ = status;
       return status;

@@ -33,7 +33,8 @@ namespace reverb_tf {
 // the streams the merge draws from. Thread-safe.
 class SampleBudget {
  public:
-  SampleBudget(int64_t total, int streams) : remaining_(total), streams_(streams) {}
+  SampleBudget(int64_t total, int streams)
+      : remaining_(total), streams_(streams) {}
   // Takes up to `wanted`, and at most ceil(remaining / streams); returns how
   // many were taken.
   int64_t Take(int64_t wanted);
@@ -55,7 +56,8 @@ class StreamSampler : public Sampler {
   // not consulted): Next() reports OUT_OF_RANGE once it is spent and every
   // sample taken from it was returned.
   StreamSampler(std::shared_ptr<ClientStub> stub, std::string table,
-                const SamplerOptions& options, std::shared_ptr<SampleBudget> budget = nullptr);
+                const SamplerOptions& options,
+                std::shared_ptr<SampleBudget> budget = nullptr);
   ~StreamSampler() override;
 
   absl::Status Next(Sample* sample) override;

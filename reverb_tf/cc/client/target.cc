@@ -42,10 +42,12 @@ absl::StatusOr<std::vector<TargetPart>> ParseTarget(absl::string_view target) {
           "server address '", target, "' is empty or has an empty element"));
     }
     std::string full(element);
-    if (absl::StartsWith(element, "ipv4:") || absl::StartsWith(element, "ipv6:")) {
+    if (absl::StartsWith(element, "ipv4:") ||
+        absl::StartsWith(element, "ipv6:")) {
       scheme = std::string(element.substr(0, 5));
     } else if (!scheme.empty() && !absl::StrContains(element, ":/") &&
-               !absl::StartsWith(element, "dns:") && !absl::StartsWith(element, "unix:")) {
+               !absl::StartsWith(element, "dns:") &&
+               !absl::StartsWith(element, "unix:")) {
       full = absl::StrCat(scheme, element);
     } else {
       scheme.clear();
@@ -58,7 +60,8 @@ absl::StatusOr<std::vector<TargetPart>> ParseTarget(absl::string_view target) {
   return parts;
 }
 
-absl::StatusOr<std::vector<std::string>> ResolveAddresses(absl::string_view host_port) {
+absl::StatusOr<std::vector<std::string>> ResolveAddresses(
+    absl::string_view host_port) {
   const size_t colon = host_port.rfind(':');
   if (colon == absl::string_view::npos || colon + 1 == host_port.size()) {
     return absl::InvalidArgumentError(
@@ -75,10 +78,11 @@ absl::StatusOr<std::vector<std::string>> ResolveAddresses(absl::string_view host
   addrinfo* result = nullptr;
   const int error = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
   if (error != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve '", host_port, "': ", gai_strerror(error)));
+    return absl::UnavailableError(absl::StrCat("cannot resolve '", host_port,
+                                               "': ", gai_strerror(error)));
   }
-  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(result, &freeaddrinfo);
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(result,
+                                                           &freeaddrinfo);
   std::vector<std::string> addresses;
   for (const addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};
@@ -93,9 +97,11 @@ absl::StatusOr<std::vector<std::string>> ResolveAddresses(absl::string_view host
     }
   }
   std::sort(addresses.begin(), addresses.end());
-  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()),
+                  addresses.end());
   if (addresses.empty()) {
-    return absl::UnavailableError(absl::StrCat("'", host_port, "' resolves to no address"));
+    return absl::UnavailableError(
+        absl::StrCat("'", host_port, "' resolves to no address"));
   }
   return addresses;
 }
@@ -116,9 +122,11 @@ std::vector<std::string> ExpandTarget(const std::vector<TargetPart>& parts) {
     // ::1) are one server listening on both, not shards.
     const bool all_loopback =
         addresses.ok() &&
-        std::all_of(addresses->begin(), addresses->end(), [](const std::string& a) {
-          return absl::StartsWith(a, "ipv4:127.") || absl::StartsWith(a, "ipv6:[::1]");
-        });
+        std::all_of(addresses->begin(), addresses->end(),
+                    [](const std::string& a) {
+                      return absl::StartsWith(a, "ipv4:127.") ||
+                             absl::StartsWith(a, "ipv6:[::1]");
+                    });
     if (!addresses.ok() || addresses->size() == 1 || all_loopback) {
       add(part.target);  // gRPC resolves it, again after every failure
       continue;

@@ -43,7 +43,8 @@ absl::StatusOr<std::vector<TargetPart>> ParseTarget(absl::string_view target);
 // Resolves "name:port" (the host may be a bracketed IPv6 literal) into gRPC
 // targets of its addresses, "ipv4:a.b.c.d:port" / "ipv6:[addr]:port",
 // sorted and without duplicates. UNAVAILABLE if the name does not resolve.
-absl::StatusOr<std::vector<std::string>> ResolveAddresses(absl::string_view host_port);
+absl::StatusOr<std::vector<std::string>> ResolveAddresses(
+    absl::string_view host_port);
 
 // The shards `parts` name now: fixed elements as they are, dns: elements
 // that resolve to several addresses as one shard per address, and those

@@ -21,7 +21,8 @@ Status FromAbsl(const absl::Status& status) {
 // defaults when the kernel runs) for the life of the process.
 absl::StatusOr<std::shared_ptr<Client>> ClientFor(const std::string& address) {
   static absl::Mutex mu(absl::kConstInit);
-  static auto* clients = new absl::flat_hash_map<std::string, std::shared_ptr<Client>>();
+  static auto* clients =
+      new absl::flat_hash_map<std::string, std::shared_ptr<Client>>();
   auto security = DefaultClientSecurity();
   if (!security.ok()) return security.status();
   const std::string key = absl::StrCat(address, "\n", security->Fingerprint());
@@ -39,12 +40,14 @@ absl::StatusOr<std::shared_ptr<Client>> ClientFor(const std::string& address) {
 
 class SamplerAdapter : public FacadeSampler {
  public:
-  SamplerAdapter(std::shared_ptr<Client> client, std::unique_ptr<Sampler> sampler)
+  SamplerAdapter(std::shared_ptr<Client> client,
+                 std::unique_ptr<Sampler> sampler)
       : client_(std::move(client)), sampler_(std::move(sampler)) {}
 
   Status Next(Sample* out) override {
     reverb_tf::Sample sample;
-    if (absl::Status status = sampler_->Next(&sample); !status.ok()) return FromAbsl(status);
+    if (absl::Status status = sampler_->Next(&sample); !status.ok())
+      return FromAbsl(status);
     out->key = sample.info.key;
     out->probability = sample.info.probability;
     out->table_size = sample.info.table_size;
@@ -73,13 +76,15 @@ class SamplerAdapter : public FacadeSampler {
 }  // namespace
 
 Status NewSampler(const std::string& server_address, const std::string& table,
-                  const SamplerOptions& options, std::unique_ptr<FacadeSampler>* out) {
+                  const SamplerOptions& options,
+                  std::unique_ptr<FacadeSampler>* out) {
   auto client = ClientFor(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   reverb_tf::SamplerOptions sampler_options;
   sampler_options.max_in_flight = options.max_in_flight;
   sampler_options.max_samples = options.max_samples;
-  sampler_options.rate_limiter_timeout = TimeoutFromMs(options.rate_limiter_timeout_ms);
+  sampler_options.rate_limiter_timeout =
+      TimeoutFromMs(options.rate_limiter_timeout_ms);
   sampler_options.num_streams = options.num_streams;
   sampler_options.max_samples_per_stream = options.max_samples_per_stream;
   auto sampler = (*client)->NewSampler(table, sampler_options);
@@ -100,10 +105,11 @@ Status DecodeStrings(const Tensor& tensor, std::vector<std::string>* out) {
   return Status{};
 }
 
-Status UpdatePriorities(const std::string& server_address, const std::string& table,
+Status UpdatePriorities(const std::string& server_address,
+                        const std::string& table,
                         const std::vector<uint64_t>& keys,
-                        const std::vector<double>& priorities, int64_t timeout_ms,
-                        std::string* warning) {
+                        const std::vector<double>& priorities,
+                        int64_t timeout_ms, std::string* warning) {
   if (keys.size() != priorities.size()) {
     return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
                   "keys and priorities must have the same length"};
@@ -111,26 +117,30 @@ Status UpdatePriorities(const std::string& server_address, const std::string& ta
   auto client = ClientFor(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   std::vector<std::pair<Key, double>> updates(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) updates[i] = {keys[i], priorities[i]};
+  for (size_t i = 0; i < keys.size(); ++i)
+    updates[i] = {keys[i], priorities[i]};
   const absl::Duration timeout = TimeoutFromMs(timeout_ms);
   // Priority updates are idempotent, so a server that is briefly unreachable
   // is retried, a bounded number of times.
   absl::Status status = RetryUnavailable(
       [&](int) {
         auto report = (*client)->MutatePriorities(table, updates, {}, timeout);
-        if (report.ok() && warning != nullptr) *warning = std::move(report->warning);
+        if (report.ok() && warning != nullptr)
+          *warning = std::move(report->warning);
         return report.status();
       },
       [] { return true; });
   return FromAbsl(status);
 }
 
-Status InsertItem(const std::string& server_address, const std::vector<std::string>& tables,
-                  const std::vector<double>& priorities, std::vector<Tensor> columns,
-                  int64_t timeout_ms) {
+Status InsertItem(const std::string& server_address,
+                  const std::vector<std::string>& tables,
+                  const std::vector<double>& priorities,
+                  std::vector<Tensor> columns, int64_t timeout_ms) {
   if (tables.size() != priorities.size() || tables.empty()) {
-    return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
-                  "tables and priorities must be non-empty and of the same length"};
+    return Status{
+        static_cast<int>(absl::StatusCode::kInvalidArgument),
+        "tables and priorities must be non-empty and of the same length"};
   }
   auto client = ClientFor(server_address);
   if (!client.ok()) return FromAbsl(client.status());
@@ -156,7 +166,8 @@ Status InsertItem(const std::string& server_address, const std::vector<std::stri
     refs[i] = ItemColumn{static_cast<int32_t>(i), {*index}, /*squeeze=*/false};
   }
   for (size_t t = 0; t < tables.size(); ++t) {
-    if (absl::Status status = (*writer)->CreateItem(tables[t], priorities[t], refs);
+    if (absl::Status status =
+            (*writer)->CreateItem(tables[t], priorities[t], refs);
         !status.ok()) {
       return FromAbsl(status);
     }

@@ -85,7 +85,8 @@ REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
                                          const std::string& table,
                                          const std::vector<uint64_t>& keys,
                                          const std::vector<double>& priorities,
-                                         int64_t timeout_ms, std::string* warning);
+                                         int64_t timeout_ms,
+                                         std::string* warning);
 
 // Inserts one single-step item holding `columns` into each of `tables` with
 // the matching priority, and waits until the server has stored them. As
@@ -94,7 +95,8 @@ REVERB_TF_EXPORT Status UpdatePriorities(const std::string& server_address,
 REVERB_TF_EXPORT Status InsertItem(const std::string& server_address,
                                    const std::vector<std::string>& tables,
                                    const std::vector<double>& priorities,
-                                   std::vector<Tensor> columns, int64_t timeout_ms);
+                                   std::vector<Tensor> columns,
+                                   int64_t timeout_ms);
 
 }  // namespace reverb_tf::tf_facade
 

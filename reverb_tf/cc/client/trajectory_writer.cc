@@ -32,17 +32,18 @@ absl::Status TrajectoryWriterOptions::Validate() const {
         "num_keep_alive_refs must be >= 1, got ", num_keep_alive_refs));
   }
   if (max_chunk_length < 0 || max_chunk_length > num_keep_alive_refs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_chunk_length must be in [1, num_keep_alive_refs=", num_keep_alive_refs,
-        "] (0: num_keep_alive_refs), got ", max_chunk_length));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_chunk_length must be in [1, num_keep_alive_refs=",
+                     num_keep_alive_refs, "] (0: num_keep_alive_refs), got ",
+                     max_chunk_length));
   }
   if (max_in_flight_items < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_in_flight_items must be >= 1, got ", max_in_flight_items));
   }
   if (num_lanes < 0 || num_lanes > kMaxLanes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_lanes must be in [0, ", kMaxLanes, "], got ", num_lanes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_lanes must be in [0, ", kMaxLanes, "], got ", num_lanes));
   }
   if (zstd_level < 0 || zstd_level > 19) {
     return absl::InvalidArgumentError(
@@ -88,8 +89,9 @@ absl::Status TrajectoryWriter::ErrorLocked() {
     // the server's status names the cause (RESOURCE_EXHAUSTED, a rejected
     // item), the placeholder only says that the stream broke.
     mu_.AwaitWithTimeout(
-        absl::Condition(+[](WriterStream* stream) { return !stream->provisional_error; },
-                        stream_.get()),
+        absl::Condition(
+            +[](WriterStream* stream) { return !stream->provisional_error; },
+            stream_.get()),
         kStatusWait);
   }
   return error_;
@@ -101,13 +103,12 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
                                            const char* what) {
   const absl::Time deadline = DeadlineAfter(timeout);
   Cancellation::Id id = 0;
-  const bool registered =
-      cancel != nullptr && cancel->Register(
-                               [this] {
-                                 absl::MutexLock lock(&mu_);
-                                 cv_.SignalAll();
-                               },
-                               &id);
+  const bool registered = cancel != nullptr && cancel->Register(
+                                                   [this] {
+                                                     absl::MutexLock lock(&mu_);
+                                                     cv_.SignalAll();
+                                                   },
+                                                   &id);
   absl::Status status;
   while (!done()) {
     if (!error_.ok()) {
@@ -115,12 +116,14 @@ absl::Status TrajectoryWriter::AwaitLocked(absl::FunctionRef<bool()> done,
       break;
     }
     if (cancel != nullptr && cancel->IsCancelled()) {
-      status = absl::CancelledError(absl::StrCat("cancelled while waiting to ", what));
+      status = absl::CancelledError(
+          absl::StrCat("cancelled while waiting to ", what));
       break;
     }
     if (cv_.WaitWithDeadline(&mu_, deadline) && !done()) {
-      status = absl::DeadlineExceededError(absl::StrCat(
-          "timed out waiting to ", what, " (", in_flight_, " items unacknowledged)"));
+      status = absl::DeadlineExceededError(
+          absl::StrCat("timed out waiting to ", what, " (", in_flight_,
+                       " items unacknowledged)"));
       break;
     }
   }
@@ -144,29 +147,34 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
   for (size_t c = 0; c < step.size(); ++c) {
     if (!step[c].has_value()) continue;
     if (absl::Status status = CheckStepValue(*step[c]); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("append: ", ColumnLabelLocked(c), ": ", status.message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "append: ", ColumnLabelLocked(c), ": ", status.message()));
     }
     if (step_open_ && c < filled_.size() && filled_[c]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "append: ", ColumnLabelLocked(c),
-          " was already given in the open (partial) step; omit it or set it to None"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("append: ", ColumnLabelLocked(c),
+                       " was already given in the open (partial) step; omit it "
+                       "or set it to None"));
     }
     // The messages open with dm-reverb's phrases, which programs may match.
     if (c < columns_.size() && columns_[c]->initialized &&
         step[c]->dtype != columns_[c]->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Tensor of wrong dtype provided for ", ColumnLabelLocked(c), ". Got ",
-          DTypeName(step[c]->dtype), " but expected ", DTypeName(columns_[c]->dtype),
-          " (append: every value of a column has the dtype and shape of its first)"));
+          DTypeName(step[c]->dtype), " but expected ",
+          DTypeName(columns_[c]->dtype),
+          " (append: every value of a column has the dtype and shape of its "
+          "first)"));
     }
     if (c < columns_.size() && columns_[c]->initialized &&
         step[c]->shape != columns_[c]->step_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Tensor of incompatible shape provided for ", ColumnLabelLocked(c), ". Got ",
-          ShapeDebugString(step[c]->shape), " which is incompatible with ",
+          "Tensor of incompatible shape provided for ", ColumnLabelLocked(c),
+          ". Got ", ShapeDebugString(step[c]->shape),
+          " which is incompatible with ",
           ShapeDebugString(columns_[c]->step_shape),
-          " (append: every value of a column has the dtype and shape of its first)"));
+          " (append: every value of a column has the dtype and shape of its "
+          "first)"));
     }
   }
   while (columns_.size() < step.size()) {
@@ -192,7 +200,8 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
       column.step_shape = step[c]->shape;
     }
     if (column.open.empty()) {
-      column.open_episode_step = lanes_[LaneOf(static_cast<int32_t>(c))].episode_step;
+      column.open_episode_step =
+          lanes_[LaneOf(static_cast<int32_t>(c))].episode_step;
     }
     column.open.push_back(*std::move(step[c]));
     column.cells.push_back(Cell{global_step, nullptr, 0});
@@ -206,11 +215,10 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
   return global_step;
 }
 
-absl::Status TrajectoryWriter::CreateItem(const std::string& table,
-                                          double priority,
-                                          const std::vector<ItemColumn>& columns,
-                                          absl::Duration timeout,
-                                          Cancellation* cancel) {
+absl::Status TrajectoryWriter::CreateItem(
+    const std::string& table, double priority,
+    const std::vector<ItemColumn>& columns, absl::Duration timeout,
+    Cancellation* cancel) {
   RETURN_IF_ERROR(RequireLanes(false, "CreateItem()"));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
@@ -245,30 +253,37 @@ absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
     RETURN_IF_ERROR(ErrorLocked());
     if (step_open_) RETURN_IF_ERROR(FinishStepLocked());
     const int32_t lane = 0;
-    RETURN_IF_ERROR(EndLaneEpisodesLocked(absl::MakeConstSpan(&lane, 1), clear_buffers));
+    RETURN_IF_ERROR(
+        EndLaneEpisodesLocked(absl::MakeConstSpan(&lane, 1), clear_buffers));
     if (clear_buffers) history_start_ = step_counter_;
   }
   return Flush(0, timeout, cancel);
 }
 
-absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_refs,
+absl::Status TrajectoryWriter::Configure(int32_t column,
+                                         int32_t num_keep_alive_refs,
                                          int32_t max_chunk_length) {
   absl::MutexLock lock(&mu_);
   if (column < 0 || column >= static_cast<int32_t>(columns_.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot configure column ", column, ": the writer has ", columns_.size()));
+    return absl::InvalidArgumentError(absl::StrCat("cannot configure column ",
+                                                   column, ": the writer has ",
+                                                   columns_.size()));
   }
   ColumnState& state = *columns_[column];
   if (num_keep_alive_refs < 0 || max_chunk_length < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "configure: num_keep_alive_refs (", num_keep_alive_refs, ") and max_chunk_length (",
-        max_chunk_length, ") must not be negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("configure: num_keep_alive_refs (", num_keep_alive_refs,
+                     ") and max_chunk_length (", max_chunk_length,
+                     ") must not be negative"));
   }
-  const int32_t keep_alive = num_keep_alive_refs > 0 ? num_keep_alive_refs : state.keep_alive;
+  const int32_t keep_alive =
+      num_keep_alive_refs > 0 ? num_keep_alive_refs : state.keep_alive;
   // Unset: the current length, shortened to fit a smaller window.
   const int32_t chunk_length =
-      max_chunk_length > 0 ? max_chunk_length : std::min(state.max_chunk_length, keep_alive);
-  if (absl::Status status = ValidateColumnOptions(keep_alive, chunk_length); !status.ok()) {
+      max_chunk_length > 0 ? max_chunk_length
+                           : std::min(state.max_chunk_length, keep_alive);
+  if (absl::Status status = ValidateColumnOptions(keep_alive, chunk_length);
+      !status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(ColumnLabelLocked(column), ": ", status.message()));
   }
@@ -281,17 +296,19 @@ absl::Status TrajectoryWriter::Configure(int32_t column, int32_t num_keep_alive_
   return absl::OkStatus();
 }
 
-absl::Status TrajectoryWriter::ValidateColumnOptions(int32_t num_keep_alive_refs,
-                                                     int32_t max_chunk_length) {
+absl::Status TrajectoryWriter::ValidateColumnOptions(
+    int32_t num_keep_alive_refs, int32_t max_chunk_length) {
   if (num_keep_alive_refs < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_keep_alive_refs (", num_keep_alive_refs, ") must be a positive integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_keep_alive_refs (", num_keep_alive_refs,
+                     ") must be a positive integer"));
   }
-  if (max_chunk_length != 0 && (max_chunk_length < 1 || max_chunk_length > num_keep_alive_refs)) {
+  if (max_chunk_length != 0 &&
+      (max_chunk_length < 1 || max_chunk_length > num_keep_alive_refs)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_chunk_length (", max_chunk_length,
-        ") must be None or a positive integer <= num_keep_alive_refs (", num_keep_alive_refs,
-        ")"));
+        ") must be None or a positive integer <= num_keep_alive_refs (",
+        num_keep_alive_refs, ")"));
   }
   return absl::OkStatus();
 }
@@ -307,12 +324,13 @@ std::string TrajectoryWriter::ColumnLabelLocked(int32_t column) const {
 void TrajectoryWriter::SetColumnName(int32_t column, std::string name) {
   absl::MutexLock lock(&mu_);
   if (column < 0) return;
-  if (column >= static_cast<int32_t>(column_names_.size())) column_names_.resize(column + 1);
+  if (column >= static_cast<int32_t>(column_names_.size()))
+    column_names_.resize(column + 1);
   column_names_[column] = std::move(name);
 }
 
-void TrajectoryWriter::SetTableSignature(const std::string& table,
-                                         std::optional<TableSignature> signature) {
+void TrajectoryWriter::SetTableSignature(
+    const std::string& table, std::optional<TableSignature> signature) {
   absl::MutexLock lock(&mu_);
   if (signature.has_value()) {
     signatures_[table] = *std::move(signature);
@@ -328,12 +346,14 @@ absl::Status TrajectoryWriter::CheckSignatureLocked(
   const TableSignature& signature = it->second;
   const auto in_table = [&table](const absl::Status& status) {
     // dm-reverb's phrase first, for programs that match it; then which column.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Unable to create item in table '", table,
-        "' since the provided trajectory is inconsistent with the table signature: ",
-        status.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Unable to create item in table '", table,
+                     "' since the provided trajectory is inconsistent with the "
+                     "table signature: ",
+                     status.message()));
   };
-  if (absl::Status status = CheckColumnCount(columns.size(), signature); !status.ok()) {
+  if (absl::Status status = CheckColumnCount(columns.size(), signature);
+      !status.ok()) {
     return in_table(status);
   }
   Shape shape;
@@ -347,13 +367,15 @@ absl::Status TrajectoryWriter::CheckSignatureLocked(
     const ColumnState& column = *columns_[ref.column];
     shape.clear();
     if (!ref.squeeze) shape.push_back(static_cast<int64_t>(ref.steps.size()));
-    shape.insert(shape.end(), column.step_shape.begin(), column.step_shape.end());
-    const absl::string_view name = ref.column < static_cast<int32_t>(column_names_.size())
-                                       ? absl::string_view(column_names_[ref.column])
-                                       : absl::string_view();
+    shape.insert(shape.end(), column.step_shape.begin(),
+                 column.step_shape.end());
+    const absl::string_view name =
+        ref.column < static_cast<int32_t>(column_names_.size())
+            ? absl::string_view(column_names_[ref.column])
+            : absl::string_view();
     if (absl::Status status =
-            CheckColumnAgainstSpec(signature.columns[i], i, column.dtype, shape, ref.squeeze,
-                                   options_.legacy_items, name);
+            CheckColumnAgainstSpec(signature.columns[i], i, column.dtype, shape,
+                                   ref.squeeze, options_.legacy_items, name);
         !status.ok()) {
       return in_table(status);
     }
@@ -375,32 +397,36 @@ int64_t TrajectoryWriter::CellIndexLocked(int32_t column, int64_t step) const {
     if (cells[i].step == step) return i;
     if (cells[i].step < step) return -1;
   }
-  auto it = std::lower_bound(cells.begin(), cells.end(), step,
-                             [](const Cell& cell, int64_t s) { return cell.step < s; });
+  auto it = std::lower_bound(
+      cells.begin(), cells.end(), step,
+      [](const Cell& cell, int64_t s) { return cell.step < s; });
   return it != cells.end() && it->step == step ? it - cells.begin() : -1;
 }
 
-absl::StatusOr<int64_t> TrajectoryWriter::HistoryStep(int32_t column, int64_t index) const {
+absl::StatusOr<int64_t> TrajectoryWriter::HistoryStep(int32_t column,
+                                                      int64_t index) const {
   absl::MutexLock lock(&mu_);
   const int64_t length = step_counter_ - history_start_;
   const int64_t position = index < 0 ? length + index : index;
   if (position < 0 || position >= length) {
-    return absl::OutOfRangeError(
-        absl::StrCat("history index ", index, " out of range for ", length, " steps"));
+    return absl::OutOfRangeError(absl::StrCat(
+        "history index ", index, " out of range for ", length, " steps"));
   }
   const int64_t step = history_start_ + position;
   if (CellIndexLocked(column, step) >= 0) return step;
-  const int32_t keep_alive = column >= 0 && column < static_cast<int32_t>(columns_.size())
-                                 ? columns_[column]->keep_alive
-                                 : options_.num_keep_alive_refs;
+  const int32_t keep_alive =
+      column >= 0 && column < static_cast<int32_t>(columns_.size())
+          ? columns_[column]->keep_alive
+          : options_.num_keep_alive_refs;
   const std::string why =
       step < step_counter_ - keep_alive
-          ? absl::StrCat("is older than the keep-alive window (num_keep_alive_refs=",
-                         keep_alive, ")")
+          ? absl::StrCat(
+                "is older than the keep-alive window (num_keep_alive_refs=",
+                keep_alive, ")")
           : "has no value in that step";
-  return absl::FailedPreconditionError(absl::StrCat(
-      ColumnLabelLocked(column), ": history index ", index,
-      " cannot be referenced: the cell ", why));
+  return absl::FailedPreconditionError(
+      absl::StrCat(ColumnLabelLocked(column), ": history index ", index,
+                   " cannot be referenced: the cell ", why));
 }
 
 bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {
@@ -408,8 +434,8 @@ bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {
   return CellIndexLocked(column, step) >= 0;
 }
 
-absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
-                                                          absl::Span<const int64_t> steps) {
+absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(
+    int32_t column, absl::Span<const int64_t> steps) {
   absl::MutexLock lock(&mu_);
   // Where each step's cell is; valid while mu_ is held.
   std::vector<int64_t> indices(steps.size());
@@ -432,7 +458,8 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
     if (cell.chunk == nullptr) {
       // Still in the open chunk (the newest cells): no time dimension yet.
       TensorPayload row =
-          state.open[index - static_cast<int64_t>(state.cells.size() - state.open.size())];
+          state.open[index - static_cast<int64_t>(state.cells.size() -
+                                                  state.open.size())];
       row.shape.insert(row.shape.begin(), 1);
       rows.push_back(std::move(row));
       continue;
@@ -446,21 +473,24 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(int32_t column,
       }
       source = &it->second;
     }
-    ASSIGN_OR_RETURN(TensorPayload row, SliceRows(*source, cell.offset_in_chunk, 1));
+    ASSIGN_OR_RETURN(TensorPayload row,
+                     SliceRows(*source, cell.offset_in_chunk, 1));
     rows.push_back(std::move(row));
   }
   if (rows.empty()) {
     TensorPayload empty;
     empty.dtype = state.dtype;
     empty.shape.push_back(0);
-    empty.shape.insert(empty.shape.end(), state.step_shape.begin(), state.step_shape.end());
+    empty.shape.insert(empty.shape.end(), state.step_shape.begin(),
+                       state.step_shape.end());
     return empty;
   }
   if (rows.size() == 1) return std::move(rows[0]);
   return ConcatRows(rows);
 }
 
-std::optional<std::pair<DType, Shape>> TrajectoryWriter::ColumnType(int32_t column) const {
+std::optional<std::pair<DType, Shape>> TrajectoryWriter::ColumnType(
+    int32_t column) const {
   absl::MutexLock lock(&mu_);
   if (column < 0 || column >= static_cast<int32_t>(columns_.size()) ||
       !columns_[column]->initialized) {

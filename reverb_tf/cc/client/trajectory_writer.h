@@ -150,7 +150,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // this step, in every lane) has a leading dimension of num_lanes; row b is
   // lane b's value. Columns are checked and added as by Append(). Returns the
   // step's index, the same in every lane.
-  absl::StatusOr<int64_t> AppendBatch(std::vector<std::optional<TensorPayload>> step);
+  absl::StatusOr<int64_t> AppendBatch(
+      std::vector<std::optional<TensorPayload>> step);
 
   // Queues one item per lane in `lanes` (distinct, in [0, num_lanes)), with
   // `priorities[i]` for lanes[i]. `columns` name batched columns (c, not
@@ -159,7 +160,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // queued: an error names the lane and queues nothing. Blocks while the
   // in-flight window lacks room for all of them (or, for more items than the
   // window holds, until nothing is in flight).
-  absl::Status CreateItems(const std::string& table, absl::Span<const double> priorities,
+  absl::Status CreateItems(const std::string& table,
+                           absl::Span<const double> priorities,
                            const std::vector<ItemColumn>& columns,
                            absl::Span<const int32_t> lanes,
                            absl::Duration timeout = absl::InfiniteDuration(),
@@ -169,7 +171,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // and starts a new episode (new id, step 0). With clear_buffers their
   // earlier cells can no longer be referenced. Does not wait for items
   // (episodes of B environments end every few steps); Flush() does.
-  absl::Status EndLaneEpisodes(absl::Span<const int32_t> lanes, bool clear_buffers);
+  absl::Status EndLaneEpisodes(absl::Span<const int32_t> lanes,
+                               bool clear_buffers);
 
   // Steps of each lane's current episode.
   std::vector<int32_t> LaneEpisodeSteps() const;
@@ -221,7 +224,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // The values of `steps` of `column`, stacked along a new dimension 0
   // (uncompressed). FAILED_PRECONDITION if a cell cannot be referenced any
   // more: the writer keeps only the keep-alive window.
-  absl::StatusOr<TensorPayload> ReadCells(int32_t column, absl::Span<const int64_t> steps);
+  absl::StatusOr<TensorPayload> ReadCells(int32_t column,
+                                          absl::Span<const int64_t> steps);
 
   // The dtype and step shape of `column`, once its first value arrived.
   std::optional<std::pair<DType, Shape>> ColumnType(int32_t column) const;
@@ -260,40 +264,45 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // error_, once it is final: a broken stream's placeholder is replaced by
   // the server's status (waiting up to kStatusWait for it).
   absl::Status ErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CloseOpenChunkLocked(int32_t column) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CloseOpenChunkLocked(int32_t column)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current step: columns without a value close their open chunk.
   absl::Status FinishStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseOldChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "column 'name'" (or "column N" for an unnamed one), for messages.
-  std::string ColumnLabelLocked(int32_t column) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ColumnLabelLocked(int32_t column) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Index in columns_[column]->cells of the cell at `step`, or -1.
   int64_t CellIndexLocked(int32_t column, int64_t step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckSignatureLocked(const std::string& table,
-                                    const std::vector<ItemColumn>& columns) const
+  absl::Status CheckSignatureLocked(
+      const std::string& table, const std::vector<ItemColumn>& columns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lane of (internal) column `column`.
   int32_t LaneCount() const { return std::max(1, options_.num_lanes); }
   int32_t LaneOf(int32_t column) const { return column % LaneCount(); }
-  absl::StatusOr<int64_t> AppendLocked(std::vector<std::optional<TensorPayload>> step,
-                                       bool partial_step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> AppendLocked(
+      std::vector<std::optional<TensorPayload>> step, bool partial_step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks `columns` (signature included) and builds the item, closing open
   // chunks it references; changes nothing else.
   absl::StatusOr<std::unique_ptr<QueuedItem>> BuildItemLocked(
-      const std::string& table, double priority, const std::vector<ItemColumn>& columns)
+      const std::string& table, double priority,
+      const std::vector<ItemColumn>& columns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for room in the in-flight window, then queues `items` and marks
   // their chunks as sent. On error nothing is queued or marked.
   absl::Status EnqueueLocked(std::vector<std::unique_ptr<QueuedItem>> items,
                              absl::Duration timeout, Cancellation* cancel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status EndLaneEpisodesLocked(absl::Span<const int32_t> lanes, bool clear_buffers)
+  absl::Status EndLaneEpisodesLocked(absl::Span<const int32_t> lanes,
+                                     bool clear_buffers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireLanes(bool batched, const char* what) const;
   absl::Status EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AwaitLocked(absl::FunctionRef<bool()> done, absl::Duration timeout,
-                           Cancellation* cancel, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AwaitLocked(absl::FunctionRef<bool()> done,
+                           absl::Duration timeout, Cancellation* cancel,
+                           const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The threads of `stream` (stream_, made once before they start and kept
   // until they are joined): its flags are read and written under mu_, its
   // calls (rw, local) made outside mu_ by the loop that owns them.
@@ -312,7 +321,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // step_counter_ when the history last began (see history_length()).
   int64_t history_start_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> column_names_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, TableSignature> signatures_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TableSignature> signatures_
+      ABSL_GUARDED_BY(mu_);
   // A partial step is open; `filled_[c]`: column c has a value in it.
   bool step_open_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<bool> filled_ ABSL_GUARDED_BY(mu_);

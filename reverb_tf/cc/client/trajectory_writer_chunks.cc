@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Chunking: closing columns' open chunks, the items' references to them,
 // and releasing chunks that left the keep-alive window.
-#include "reverb_tf/cc/client/trajectory_writer.h"
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/client/trajectory_writer_internal.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
@@ -44,11 +43,13 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
     for (const TensorPayload& value : column.open) bytes += value.data.size();
     payload.data.reserve(bytes);
     // Row-major concatenation; string encodings concatenate just as well.
-    for (const TensorPayload& value : column.open) payload.data.append(value.data);
+    for (const TensorPayload& value : column.open)
+      payload.data.append(value.data);
   }
   payload.uncompressed_size = static_cast<int64_t>(payload.data.size());
   if (options_.zstd_level > 0) {
-    ASSIGN_OR_RETURN(payload, Compress(std::move(payload), options_.zstd_level));
+    ASSIGN_OR_RETURN(payload,
+                     Compress(std::move(payload), options_.zstd_level));
   }
   auto chunk = std::make_shared<WriterChunk>();
   chunk->key = rng_();
@@ -68,20 +69,24 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
 void TrajectoryWriter::ReleaseOldChunksLocked() {
   for (auto& column : columns_) {
     const int64_t oldest_allowed = step_counter_ - column->keep_alive;
-    while (!column->cells.empty() && column->cells.front().step < oldest_allowed) {
-      std::shared_ptr<WriterChunk> chunk = std::move(column->cells.front().chunk);
+    while (!column->cells.empty() &&
+           column->cells.front().step < oldest_allowed) {
+      std::shared_ptr<WriterChunk> chunk =
+          std::move(column->cells.front().chunk);
       column->cells.pop_front();
       const bool last_cell_of_chunk =
           chunk != nullptr &&
           (column->cells.empty() || column->cells.front().chunk != chunk);
-      if (last_cell_of_chunk && chunk->scheduled) release_queue_.push_back(chunk->key);
+      if (last_cell_of_chunk && chunk->scheduled)
+        release_queue_.push_back(chunk->key);
     }
   }
   if (release_queue_.size() >= kReleaseBatch) cv_.SignalAll();
 }
 
-absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::BuildItemLocked(
-    const std::string& table, double priority, const std::vector<ItemColumn>& columns) {
+absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>>
+TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
+                                  const std::vector<ItemColumn>& columns) {
   if (columns.empty()) {
     return absl::InvalidArgumentError("an item needs at least one column");
   }
@@ -95,8 +100,8 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
   for (const ItemColumn& ref : columns) {
     if (ref.column < 0 || ref.column >= static_cast<int32_t>(columns_.size())) {
       return absl::InvalidArgumentError(
-          absl::StrCat("item references column ", ref.column, " but the writer has ",
-                       columns_.size()));
+          absl::StrCat("item references column ", ref.column,
+                       " but the writer has ", columns_.size()));
     }
     if (ref.steps.empty()) {
       return absl::InvalidArgumentError(
@@ -104,8 +109,8 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
     }
     if (ref.squeeze && ref.steps.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "a squeezed column must reference exactly one step, column ", ref.column,
-          " references ", ref.steps.size()));
+          "a squeezed column must reference exactly one step, column ",
+          ref.column, " references ", ref.steps.size()));
     }
     ColumnState& column = *columns_[ref.column];
     proto::Column* out = queued->item.add_columns();
@@ -115,9 +120,10 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
       if (index < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             ColumnLabelLocked(ref.column), " has no value at step ", step,
-            ": it is missing there, not appended yet, cleared by end_episode, or older ",
-            "than the last ",
-            column.keep_alive, " steps (num_keep_alive_refs)"));
+            ": it is missing there, not appended yet, cleared by end_episode, "
+            "or older ",
+            "than the last ", column.keep_alive,
+            " steps (num_keep_alive_refs)"));
       }
       // Closing the open chunk changes no cell's position.
       if (column.cells[index].chunk == nullptr) {
@@ -126,7 +132,8 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
       const Cell* it = &column.cells[index];
       const std::shared_ptr<WriterChunk>& chunk = it->chunk;
       const int slices = out->slices_size();
-      proto::Slice* last = slices > 0 ? out->mutable_slices(slices - 1) : nullptr;
+      proto::Slice* last =
+          slices > 0 ? out->mutable_slices(slices - 1) : nullptr;
       if (last != nullptr && last->chunk_key() == chunk->key &&
           last->offset() + last->length() == it->offset_in_chunk) {
         last->set_length(last->length() + 1);  // extends the previous slice
@@ -148,9 +155,10 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>> TrajectoryWriter::
   int64_t bytes = 0;
   for (const auto& chunk : queued->chunks) bytes += chunk->payload->data.size();
   if (bytes > stub_->max_message_bytes() * 3 / 4) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the item needs ", bytes, " bytes of new chunk data, more than fits one message (",
-        "max_message_bytes=", stub_->max_message_bytes(), ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the item needs ", bytes,
+                     " bytes of new chunk data, more than fits one message (",
+                     "max_message_bytes=", stub_->max_message_bytes(), ")"));
   }
   return queued;
 }

@@ -69,7 +69,9 @@ struct WriterStream {
   std::unique_ptr<LocalInsertStream> local;
   grpc::ClientContext context;
   // Writes serialized InsertRequests (InsertFrame), reads InsertResponses.
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, proto::InsertResponse>> rw;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<grpc::ByteBuffer, proto::InsertResponse>>
+      rw;
   bool sender_done = false;
   // Read() has returned false: nothing more will be acknowledged.
   bool reads_done = false;

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Batched writing: lanes of environments that step together.
-#include "reverb_tf/cc/client/trajectory_writer.h"
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/client/trajectory_writer_internal.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
@@ -20,11 +19,13 @@ std::vector<int32_t> TrajectoryWriter::LaneEpisodeSteps() const {
   return steps;
 }
 
-absl::Status TrajectoryWriter::RequireLanes(bool batched, const char* what) const {
+absl::Status TrajectoryWriter::RequireLanes(bool batched,
+                                            const char* what) const {
   if ((options_.num_lanes > 0) == batched) return absl::OkStatus();
   return absl::FailedPreconditionError(
       batched ? absl::StrCat(what, " is for batched writers (num_lanes >= 1)")
-              : absl::StrCat(what, " is not for batched writers: use the batched call"));
+              : absl::StrCat(
+                    what, " is not for batched writers: use the batched call"));
 }
 
 absl::StatusOr<int64_t> TrajectoryWriter::AppendBatch(
@@ -41,7 +42,8 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendBatch(
       return absl::InvalidArgumentError(absl::StrCat(
           "append: ", ColumnLabelLocked(static_cast<int32_t>(c * lanes)),
           " must be uncompressed with a leading dimension of ", lanes,
-          " (one row per environment), got shape ", ShapeDebugString(batch.shape)));
+          " (one row per environment), got shape ",
+          ShapeDebugString(batch.shape)));
     }
     RETURN_IF_ERROR(batch.Validate());
     for (int32_t b = 0; b < lanes; ++b) {
@@ -53,16 +55,16 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendBatch(
   return AppendLocked(std::move(rows), /*partial_step=*/false);
 }
 
-absl::Status TrajectoryWriter::CreateItems(const std::string& table,
-                                           absl::Span<const double> priorities,
-                                           const std::vector<ItemColumn>& columns,
-                                           absl::Span<const int32_t> lanes,
-                                           absl::Duration timeout, Cancellation* cancel) {
+absl::Status TrajectoryWriter::CreateItems(
+    const std::string& table, absl::Span<const double> priorities,
+    const std::vector<ItemColumn>& columns, absl::Span<const int32_t> lanes,
+    absl::Duration timeout, Cancellation* cancel) {
   RETURN_IF_ERROR(RequireLanes(true, "CreateItems()"));
   const int32_t num_lanes = options_.num_lanes;
   if (priorities.size() != lanes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "create_items: ", priorities.size(), " priorities for ", lanes.size(), " environments"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("create_items: ", priorities.size(), " priorities for ",
+                     lanes.size(), " environments"));
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
@@ -72,9 +74,9 @@ absl::Status TrajectoryWriter::CreateItems(const std::string& table,
   for (const ItemColumn& ref : columns) {
     if (ref.column < 0 || static_cast<int64_t>(ref.column) * num_lanes >=
                               static_cast<int64_t>(columns_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "item references column ", ref.column, " but the writer has ",
-          columns_.size() / num_lanes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("item references column ", ref.column,
+                       " but the writer has ", columns_.size() / num_lanes));
     }
   }
   std::vector<bool> seen(num_lanes, false);
@@ -84,10 +86,11 @@ absl::Status TrajectoryWriter::CreateItems(const std::string& table,
   for (size_t i = 0; i < lanes.size(); ++i) {
     const int32_t lane = lanes[i];
     if (lane < 0 || lane >= num_lanes || seen[lane]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "create_items: environment ", lane,
-          lane < 0 || lane >= num_lanes ? absl::StrCat(" is not in [0, ", num_lanes, ")")
-                                        : std::string(" is listed twice")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("create_items: environment ", lane,
+                       lane < 0 || lane >= num_lanes
+                           ? absl::StrCat(" is not in [0, ", num_lanes, ")")
+                           : std::string(" is listed twice")));
     }
     seen[lane] = true;
     for (size_t k = 0; k < columns.size(); ++k) {
@@ -96,8 +99,9 @@ absl::Status TrajectoryWriter::CreateItems(const std::string& table,
     absl::StatusOr<std::unique_ptr<QueuedItem>> item =
         BuildItemLocked(table, priorities[i], lane_columns);
     if (!item.ok()) {
-      return absl::Status(item.status().code(),
-                          absl::StrCat("environment ", lane, ": ", item.status().message()));
+      return absl::Status(
+          item.status().code(),
+          absl::StrCat("environment ", lane, ": ", item.status().message()));
     }
     items.push_back(*std::move(item));
   }
@@ -112,15 +116,16 @@ absl::Status TrajectoryWriter::EndLaneEpisodes(absl::Span<const int32_t> lanes,
   RETURN_IF_ERROR(ErrorLocked());
   for (const int32_t lane : lanes) {
     if (lane < 0 || lane >= options_.num_lanes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "end_episode: environment ", lane, " is not in [0, ", options_.num_lanes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("end_episode: environment ", lane, " is not in [0, ",
+                       options_.num_lanes, ")"));
     }
   }
   return EndLaneEpisodesLocked(lanes, clear_buffers);
 }
 
-absl::Status TrajectoryWriter::EndLaneEpisodesLocked(absl::Span<const int32_t> lanes,
-                                                     bool clear_buffers) {
+absl::Status TrajectoryWriter::EndLaneEpisodesLocked(
+    absl::Span<const int32_t> lanes, bool clear_buffers) {
   const size_t stride = static_cast<size_t>(LaneCount());
   for (const int32_t lane : lanes) {
     for (size_t c = lane; c < columns_.size(); c += stride) {

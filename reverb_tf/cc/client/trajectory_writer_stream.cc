@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // The queue of items, the stream to the server and its send and receive
 // loops.
-#include "reverb_tf/cc/client/trajectory_writer.h"
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "reverb_tf/cc/client/client_stub.h"
+#include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/client/trajectory_writer_internal.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "grpcpp/client_context.h"
-#include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/wire/insert_frame.h"
@@ -22,8 +21,9 @@ using writer_internal::kLinger;
 using writer_internal::kReleaseBatch;
 using writer_internal::kSendBatch;
 
-absl::Status TrajectoryWriter::EnqueueLocked(std::vector<std::unique_ptr<QueuedItem>> items,
-                                             absl::Duration timeout, Cancellation* cancel) {
+absl::Status TrajectoryWriter::EnqueueLocked(
+    std::vector<std::unique_ptr<QueuedItem>> items, absl::Duration timeout,
+    Cancellation* cancel) {
   const int64_t count = static_cast<int64_t>(items.size());
   // A batch larger than the window goes in once the window is empty.
   const int64_t room = std::max<int64_t>(options_.max_in_flight_items, count);
@@ -67,10 +67,13 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
     static const grpc::internal::RpcMethod kInsertStream(
         "/reverb_tf.proto.ReplayService/InsertStream",
         grpc::internal::RpcMethod::BIDI_STREAMING);
-    stream_->rw.reset(
-        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, proto::InsertResponse>::Create(
-            stub_->channel(), kInsertStream, &stream_->context));
-    receiver_ = std::thread([this, stream = stream_.get()] { ReceiveLoop(stream); });
+    stream_->rw.reset(grpc::internal::ClientReaderWriterFactory<
+                      grpc::ByteBuffer,
+                      proto::InsertResponse>::Create(stub_->channel(),
+                                                     kInsertStream,
+                                                     &stream_->context));
+    receiver_ =
+        std::thread([this, stream = stream_.get()] { ReceiveLoop(stream); });
   }
   sender_ = std::thread([this, stream = stream_.get()] { SendLoop(stream); });
   return absl::OkStatus();
@@ -80,16 +83,18 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
   const int64_t byte_budget = stub_->max_message_bytes() / 2;
   const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
-  auto must_send = +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-    return w->queue_.size() >= kSendBatch || w->flush_requested_ ||
-           w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
-           !w->error_.ok() || w->stream_->reads_done;
-  };
+  auto must_send =
+      +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+        return w->queue_.size() >= kSendBatch || w->flush_requested_ ||
+               w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
+               !w->error_.ok() || w->stream_->reads_done;
+      };
   while (true) {
     mu_.Await(absl::Condition(
         +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-          return !w->queue_.empty() || w->release_queue_.size() >= kReleaseBatch ||
-                 w->closing_ || !w->error_.ok() || w->stream_->reads_done;
+          return !w->queue_.empty() ||
+                 w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
+                 !w->error_.ok() || w->stream_->reads_done;
         },
         this));
     if (!queue_.empty()) {
@@ -108,7 +113,8 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
     InsertFrame frame;
     proto::Chunk chunk_fields;
     proto::Tensor tensor_fields;
-    while (!queue_.empty() && (request.items_size() == 0 || bytes < byte_budget)) {
+    while (!queue_.empty() &&
+           (request.items_size() == 0 || bytes < byte_budget)) {
       QueuedItem& queued = *queue_.front();
       for (const auto& chunk : queued.chunks) {
         bytes += static_cast<int64_t>(chunk->payload->data.size());
@@ -122,7 +128,8 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
         }
         tensor_fields.Clear();
         PayloadMetadataToProto(*chunk->payload, &tensor_fields);
-        frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data, chunk);
+        frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data,
+                       chunk);
       }
       *request.add_items() = std::move(queued.item);
       queue_.pop_front();
@@ -136,8 +143,8 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
     }
     if (local) {
       mu_.Unlock();
-      const absl::Status status =
-          stream->local->Write(request, [this](const proto::InsertResponse& response) {
+      const absl::Status status = stream->local->Write(
+          request, [this](const proto::InsertResponse& response) {
             absl::MutexLock lock(&mu_);
             in_flight_ -= response.keys_size();
             cv_.SignalAll();
@@ -156,7 +163,8 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
     if (!written) {
       // Finish() (in the receiver) will tell why; until then, a placeholder.
       if (error_.ok()) stream->provisional_error = true;
-      FailLocked(absl::UnavailableError("the insert stream to the server broke"));
+      FailLocked(
+          absl::UnavailableError("the insert stream to the server broke"));
       break;
     }
   }

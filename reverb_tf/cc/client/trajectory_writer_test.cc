@@ -36,12 +36,14 @@ TensorPayload FloatStep(float value) {
 TensorPayload FloatBatch(const std::vector<float>& values) {
   std::string bytes(values.size() * sizeof(float), '\0');
   std::memcpy(bytes.data(), values.data(), bytes.size());
-  return *MakePayload(DType::kFloat, {static_cast<int64_t>(values.size()), 1}, bytes);
+  return *MakePayload(DType::kFloat, {static_cast<int64_t>(values.size()), 1},
+                      bytes);
 }
 
 float FloatAt(const TensorPayload& payload, int64_t index) {
   float value;
-  std::memcpy(&value, payload.data.data() + index * sizeof(float), sizeof(float));
+  std::memcpy(&value, payload.data.data() + index * sizeof(float),
+              sizeof(float));
   return value;
 }
 
@@ -55,8 +57,10 @@ class TrajectoryWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = ReplayServer::StartFromOptions(
-        {MakeTableOptions("small", Uniform(), Fifo(), 8, RateLimiterOptions::MinSize(1)),
-         MakeTableOptions("big", Uniform(), Fifo(), 10000, RateLimiterOptions::MinSize(1))},
+        {MakeTableOptions("small", Uniform(), Fifo(), 8,
+                          RateLimiterOptions::MinSize(1)),
+         MakeTableOptions("big", Uniform(), Fifo(), 10000,
+                          RateLimiterOptions::MinSize(1))},
         ServerOptions());
     ASSERT_OK(server);
     server_ = *std::move(server);
@@ -66,8 +70,11 @@ class TrajectoryWriterTest : public ::testing::Test {
   std::unique_ptr<TrajectoryWriter> NewWriter(int keep_alive = 1) {
     return testing::NewWriter(*client_, keep_alive);
   }
-  int64_t TableSize(const std::string& name) { return testing::TableSize(*client_, name); }
-  std::unique_ptr<TrajectoryWriter> NewBatchedWriter(int lanes, int keep_alive) {
+  int64_t TableSize(const std::string& name) {
+    return testing::TableSize(*client_, name);
+  }
+  std::unique_ptr<TrajectoryWriter> NewBatchedWriter(int lanes,
+                                                     int keep_alive) {
     TrajectoryWriterOptions options;
     options.num_lanes = lanes;
     options.num_keep_alive_refs = keep_alive;
@@ -96,7 +103,8 @@ TEST_F(TrajectoryWriterTest, ChunksThatLeaveTheWindowAreReleasedOnTheServer) {
   auto writer = NewWriter(3);
   for (int t = 0; t < 2000; ++t) {
     const int64_t step = *writer->Append({FloatStep(t)});
-    ASSERT_OK(writer->CreateItem("small", 1.0, {ItemColumn{0, {step}, true}}, kTimeout));
+    ASSERT_OK(writer->CreateItem("small", 1.0, {ItemColumn{0, {step}, true}},
+                                 kTimeout));
   }
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("small"), 8);
@@ -106,19 +114,25 @@ TEST_F(TrajectoryWriterTest, ChunksThatLeaveTheWindowAreReleasedOnTheServer) {
   EXPECT_LE(server_->num_live_chunks(), 8);
 }
 
-TEST_F(TrajectoryWriterTest, PartialStepsShareOneIndexAndRejectAColumnGivenTwice) {
+TEST_F(TrajectoryWriterTest,
+       PartialStepsShareOneIndexAndRejectAColumnGivenTwice) {
   auto writer = NewWriter(2);
-  auto first = writer->Append({FloatStep(1), std::nullopt}, /*partial_step=*/true);
+  auto first =
+      writer->Append({FloatStep(1), std::nullopt}, /*partial_step=*/true);
   ASSERT_OK(first);
-  auto second = writer->Append({std::nullopt, FloatStep(2)}, /*partial_step=*/true);
+  auto second =
+      writer->Append({std::nullopt, FloatStep(2)}, /*partial_step=*/true);
   ASSERT_OK(second);
   EXPECT_EQ(*first, *second);
-  auto twice = writer->Append({FloatStep(3), std::nullopt}, /*partial_step=*/false);
-  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument) << twice.status();
+  auto twice =
+      writer->Append({FloatStep(3), std::nullopt}, /*partial_step=*/false);
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument)
+      << twice.status();
   // The open step's cells can be referenced before it is closed.
-  EXPECT_OK(writer->CreateItem("big", 1.0,
-                               {ItemColumn{0, {*first}, true}, ItemColumn{1, {*first}, true}},
-                               kTimeout));
+  EXPECT_OK(writer->CreateItem(
+      "big", 1.0,
+      {ItemColumn{0, {*first}, true}, ItemColumn{1, {*first}, true}},
+      kTimeout));
   auto closed = writer->Append({}, /*partial_step=*/false);
   ASSERT_OK(closed);
   EXPECT_EQ(*closed, *first);
@@ -132,19 +146,31 @@ TEST_F(TrajectoryWriterTest, PartialStepsShareOneIndexAndRejectAColumnGivenTwice
 TEST_F(TrajectoryWriterTest, ConfigureWidensOneColumnsWindow) {
   auto writer = NewWriter(1);
   std::vector<int64_t> steps;
-  for (int t = 0; t < 3; ++t) steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
+  for (int t = 0; t < 3; ++t)
+    steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
   // Column 0 keeps one step: its older steps are gone.
-  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[0]}, true}}, kTimeout).code(),
+  EXPECT_EQ(
+      writer
+          ->CreateItem("big", 1.0, {ItemColumn{0, {steps[0]}, true}}, kTimeout)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(
+      writer->Configure(1, /*num_keep_alive_refs=*/4, /*max_chunk_length=*/0));
+  for (int t = 3; t < 6; ++t)
+    steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
+  EXPECT_OK(writer->CreateItem(
+      "big", 1.0,
+      {ItemColumn{1, {steps[2], steps[3], steps[4], steps[5]}, false}},
+      kTimeout));
+  EXPECT_EQ(
+      writer
+          ->CreateItem("big", 1.0, {ItemColumn{0, {steps[4]}, true}}, kTimeout)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->Configure(7, 2, 0).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_OK(writer->Configure(1, /*num_keep_alive_refs=*/4, /*max_chunk_length=*/0));
-  for (int t = 3; t < 6; ++t) steps.push_back(*writer->Append({FloatStep(t), FloatStep(t)}));
-  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{1, {steps[2], steps[3], steps[4],
-                                                           steps[5]}, false}},
-                               kTimeout));
-  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {steps[4]}, true}}, kTimeout).code(),
+  EXPECT_EQ(writer->Configure(0, -1, 0).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(writer->Configure(7, 2, 0).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(writer->Configure(0, -1, 0).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 1);
 }
@@ -152,7 +178,8 @@ TEST_F(TrajectoryWriterTest, ConfigureWidensOneColumnsWindow) {
 TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
   auto writer = NewWriter(4);
   const int64_t old_step = *writer->Append({FloatStep(1)});
-  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout));
+  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}},
+                               kTimeout));
   EXPECT_EQ(writer->episode_steps(), 1);
   ASSERT_OK(writer->EndEpisode(/*clear_buffers=*/true, kTimeout));
   EXPECT_EQ(writer->num_in_flight_items(), 0);  // flushed
@@ -160,14 +187,19 @@ TEST_F(TrajectoryWriterTest, EndEpisodeFlushesAndClearsTheOldEpisodesCells) {
   EXPECT_EQ(writer->episode_steps(), 0);
   const int64_t new_step = *writer->Append({FloatStep(2)});
   EXPECT_GT(new_step, old_step);  // ids run on across episodes
-  EXPECT_EQ(writer->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}}, kTimeout));
+  EXPECT_EQ(
+      writer
+          ->CreateItem("big", 1.0, {ItemColumn{0, {old_step}, true}}, kTimeout)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {new_step}, true}},
+                               kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 2);
 }
 
-TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus) {
+TEST(TrajectoryWriterStatusTest,
+     AStreamTheServerRefusesReportsTheServersStatus) {
   // One stream allowed, held by a blocked sampler: every writer stream is
   // refused with RESOURCE_EXHAUSTED. Its write may fail before the status
   // arrives; the writer must still report the server's status, not a
@@ -177,7 +209,9 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   ServerOptions options;
   options.max_active_streams = 1;
   auto server = ReplayServer::StartFromOptions(
-      {MakeTableOptions("t", Uniform(), Fifo(), 10, RateLimiterOptions::MinSize(5))}, options);
+      {MakeTableOptions("t", Uniform(), Fifo(), 10,
+                        RateLimiterOptions::MinSize(5))},
+      options);
   ASSERT_OK(server);
   auto client = *Client::Create(absl::StrCat("localhost:", (*server)->port()));
   SamplerOptions sampler_options;
@@ -190,7 +224,8 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   for (int attempt = 0; attempt < 20; ++attempt) {
     auto writer = testing::NewWriter(*client, 1);
     const int64_t step = *writer->Append({FloatStep(attempt)});
-    absl::Status status = writer->CreateItem("t", 1.0, {ItemColumn{0, {step}, true}}, kTimeout);
+    absl::Status status =
+        writer->CreateItem("t", 1.0, {ItemColumn{0, {step}, true}}, kTimeout);
     if (status.ok()) status = writer->Flush(0, kTimeout);
     EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   }
@@ -198,13 +233,13 @@ TEST(TrajectoryWriterStatusTest, AStreamTheServerRefusesReportsTheServersStatus)
   blocked.join();
 }
 
-
 TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
   // Chunks of 2 steps: cells are read from the open chunk, from a closed one
   // that is still queued, and from one whose bytes went out in a message.
   auto writer = NewWriter(4);
   for (int t = 0; t < 3; ++t) ASSERT_OK(writer->Append({FloatStep(t)}));
-  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
+  ASSERT_OK(
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));  // steps 0-1 were sent
   absl::StatusOr<TensorPayload> cells = writer->ReadCells(0, {0, 1, 2});
   ASSERT_OK(cells);
@@ -214,19 +249,22 @@ TEST_F(TrajectoryWriterTest, ReadCellsServesTheWindowFromOpenAndSentChunks) {
   EXPECT_EQ(FloatAt(*cells, 2), 2.0f);
   // Sending gave the message the chunk's bytes in place: a second item on
   // the same chunk still reads them, and the server stored both items.
-  ASSERT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout));
+  ASSERT_OK(
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {1}, true}}, kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(FloatAt(*writer->ReadCells(0, {1}), 0), 1.0f);
   EXPECT_EQ(TableSize("big"), 2);
   // Out of the window: the writer no longer has the data.
   for (int t = 3; t < 8; ++t) ASSERT_OK(writer->Append({FloatStep(t)}));
-  EXPECT_EQ(writer->ReadCells(0, {1}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(writer->ReadCells(0, {1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(writer->IsReferenceable(0, 3));
   EXPECT_TRUE(writer->IsReferenceable(0, 4));
   EXPECT_EQ(FloatAt(*writer->ReadCells(0, {7}), 0), 7.0f);
 }
 
-TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses) {
+TEST_F(TrajectoryWriterTest,
+       HistoryStepCountsFromTheLastClearAndExplainsMisses) {
   auto writer = NewWriter(2);
   writer->SetColumnName(1, "obs");
   ASSERT_OK(writer->Append({FloatStep(0), std::nullopt}));
@@ -237,9 +275,12 @@ TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses)
   EXPECT_EQ(*writer->HistoryStep(1, 1), 1);
   absl::StatusOr<int64_t> old = writer->HistoryStep(0, 0);
   EXPECT_EQ(old.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(old.status().message().find("keep-alive window"), std::string::npos);
-  EXPECT_EQ(writer->HistoryStep(0, 3).status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(writer->HistoryStep(0, -4).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(old.status().message().find("keep-alive window"),
+            std::string::npos);
+  EXPECT_EQ(writer->HistoryStep(0, 3).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(writer->HistoryStep(0, -4).status().code(),
+            absl::StatusCode::kOutOfRange);
   // Step ids run on across episodes; the history restarts only when cleared.
   ASSERT_OK(writer->EndEpisode(/*clear_buffers=*/false, kTimeout));
   ASSERT_OK(writer->Append({std::nullopt, FloatStep(3)}));
@@ -251,11 +292,12 @@ TEST_F(TrajectoryWriterTest, HistoryStepCountsFromTheLastClearAndExplainsMisses)
   ASSERT_OK(writer->Append({FloatStep(4), FloatStep(4)}));
   EXPECT_EQ(*writer->HistoryStep(1, 0), 4);
   // Column names reach the value checks.
-  absl::StatusOr<int64_t> bad =
-      writer->Append({FloatStep(5), *MakePayload(DType::kInt32, {1}, std::string(4, '\0'))});
-  EXPECT_NE(bad.status().message().find(
-                "Tensor of wrong dtype provided for column 'obs'. Got int32 but expected float32"),
-            std::string::npos)
+  absl::StatusOr<int64_t> bad = writer->Append(
+      {FloatStep(5), *MakePayload(DType::kInt32, {1}, std::string(4, '\0'))});
+  EXPECT_NE(
+      bad.status().message().find("Tensor of wrong dtype provided for column "
+                                  "'obs'. Got int32 but expected float32"),
+      std::string::npos)
       << bad.status();
 }
 
@@ -266,19 +308,25 @@ TEST_F(TrajectoryWriterTest, CreateItemChecksTheTableSignatureItWasGiven) {
   TableSignature signature;
   signature.columns.push_back(ColumnSpec{"obs", DType::kFloat, {-1, 1}});
   writer->SetTableSignature("big", signature);
-  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
-  absl::Status squeezed = writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout);
+  EXPECT_OK(
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {0, 1}, false}}, kTimeout));
+  absl::Status squeezed =
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout);
   EXPECT_EQ(squeezed.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(squeezed.message().find("column 'obs' (data path 'x') must be float32[-1, 1]"),
+  EXPECT_NE(squeezed.message().find(
+                "column 'obs' (data path 'x') must be float32[-1, 1]"),
             std::string::npos)
       << squeezed;
   absl::Status count = writer->CreateItem(
-      "big", 1.0, {ItemColumn{0, {1}, false}, ItemColumn{0, {2}, false}}, kTimeout);
-  EXPECT_NE(count.message().find("has 1 columns (obs) but the item has 2"), std::string::npos)
+      "big", 1.0, {ItemColumn{0, {1}, false}, ItemColumn{0, {2}, false}},
+      kTimeout);
+  EXPECT_NE(count.message().find("has 1 columns (obs) but the item has 2"),
+            std::string::npos)
       << count;
   // The rejected items changed nothing: the writer goes on.
   writer->SetTableSignature("big", std::nullopt);
-  EXPECT_OK(writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout));
+  EXPECT_OK(
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {2}, true}}, kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 2);
 }
@@ -307,7 +355,8 @@ TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
   auto writer = *client->NewTrajectoryWriter(options);
   for (int t = 0; t < 2; ++t) {
     const int64_t step = *writer->Append({FloatStep(t)});
-    ASSERT_OK(writer->CreateItem("q", 1.0, {ItemColumn{0, {step}, true}}, kTimeout));
+    ASSERT_OK(
+        writer->CreateItem("q", 1.0, {ItemColumn{0, {step}, true}}, kTimeout));
   }
   // Item 1 waits on the server for room in the queue: the window is full.
   const int64_t step = *writer->Append({FloatStep(2)});
@@ -330,23 +379,25 @@ TEST_F(TrajectoryWriterTest, AnItemThatWaitedForTheWindowStillCarriesItsChunk) {
   EXPECT_EQ(sampled, (std::vector<float>{0, 1, 2}));
 }
 
-TEST_F(TrajectoryWriterTest, BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpisodes) {
+TEST_F(TrajectoryWriterTest,
+       BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpisodes) {
   constexpr int kLanes = 3;
   auto writer = NewBatchedWriter(kLanes, /*keep_alive=*/2);
   ASSERT_NE(writer, nullptr);
   std::vector<int64_t> steps;
   for (int t = 0; t < 3; ++t) {
     // Environment b's value at step t: 10 * b + t.
-    auto step = writer->AppendBatch({FloatBatch({0.f + t, 10.f + t, 20.f + t})});
+    auto step =
+        writer->AppendBatch({FloatBatch({0.f + t, 10.f + t, 20.f + t})});
     ASSERT_OK(step);
     steps.push_back(*step);
   }
   EXPECT_EQ(writer->num_columns(), kLanes);  // one column per environment
   const std::vector<int32_t> all = {0, 1, 2};
   // The last two steps of every environment; priorities follow the lanes.
-  ASSERT_OK(writer
-                ->CreateItems("big", std::vector<double>{1, 2, 3},
-                              {ItemColumn{0, {steps[1], steps[2]}, false}}, all, kTimeout));
+  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1, 2, 3},
+                                {ItemColumn{0, {steps[1], steps[2]}, false}},
+                                all, kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(NumEpisodes("big"), kLanes);
   auto samples = client_->SampleItems("big", 3, BoundedSampling());
@@ -365,15 +416,17 @@ TEST_F(TrajectoryWriterTest, BatchedWriterGivesEachEnvironmentItsOwnCellsAndEpis
   EXPECT_EQ(writer->LaneEpisodeSteps(), (std::vector<int32_t>{3, 0, 3}));
   auto step = writer->AppendBatch({FloatBatch({3, 13, 23})});
   ASSERT_OK(step);
-  const absl::Status cleared = writer->CreateItems(
-      "big", std::vector<double>{1, 1, 1}, {ItemColumn{0, {steps[2], *step}, false}}, all);
+  const absl::Status cleared =
+      writer->CreateItems("big", std::vector<double>{1, 1, 1},
+                          {ItemColumn{0, {steps[2], *step}, false}}, all);
   EXPECT_EQ(cleared.code(), absl::StatusCode::kInvalidArgument) << cleared;
   EXPECT_TRUE(absl::StrContains(cleared.message(), "environment 1")) << cleared;
   const std::vector<int32_t> others = {0, 2};
-  ASSERT_OK(writer
-                ->CreateItems("big", std::vector<double>{1, 1},
-                              {ItemColumn{0, {steps[2], *step}, false}}, others, kTimeout));
-  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{0, {*step}, true}},
+  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1, 1},
+                                {ItemColumn{0, {steps[2], *step}, false}},
+                                others, kTimeout));
+  ASSERT_OK(writer->CreateItems("big", std::vector<double>{1},
+                                {ItemColumn{0, {*step}, true}},
                                 absl::MakeConstSpan(&one, 1), kTimeout));
   ASSERT_OK(writer->Flush(0, kTimeout));
   // Nothing of the refused batch was queued: 3 + 2 + 1 items.
@@ -395,18 +448,27 @@ TEST_F(TrajectoryWriterTest, BatchedWriterRejectsBadBatchesAndPlainCalls) {
   EXPECT_EQ(writer->CreateItem("big", 1, {ItemColumn{0, {step}, true}}).code(),
             absl::StatusCode::kFailedPrecondition);
   const std::vector<ItemColumn> columns = {ItemColumn{0, {step}, true}};
-  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1, 1}, columns,
-                                std::vector<int32_t>{1, 1}).code(),
+  EXPECT_EQ(writer
+                ->CreateItems("big", std::vector<double>{1, 1}, columns,
+                              std::vector<int32_t>{1, 1})
+                .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, columns,
-                                std::vector<int32_t>{2}).code(),
+  EXPECT_EQ(writer
+                ->CreateItems("big", std::vector<double>{1}, columns,
+                              std::vector<int32_t>{2})
+                .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, columns,
-                                std::vector<int32_t>{0, 1}).code(),
+  EXPECT_EQ(writer
+                ->CreateItems("big", std::vector<double>{1}, columns,
+                              std::vector<int32_t>{0, 1})
+                .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(writer->CreateItems("big", std::vector<double>{1}, {ItemColumn{1, {step}, true}},
-                                std::vector<int32_t>{0}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      writer
+          ->CreateItems("big", std::vector<double>{1},
+                        {ItemColumn{1, {step}, true}}, std::vector<int32_t>{0})
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   TrajectoryWriterOptions negative;
   negative.num_lanes = -1;
   EXPECT_FALSE(client_->NewTrajectoryWriter(negative).ok());

@@ -14,7 +14,8 @@
 //     items with keys 1..8.
 //
 // Any crash, sanitizer report, a table whose invariants break, or a stored
-// item the client cannot decode is a finding. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer).
+// item the client cannot decode is a finding. Built and run by scripts/fuzz.sh
+// (clang, -fsanitize=fuzzer).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,8 +31,8 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/proto/service.pb.h"
-#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 namespace reverb_tf {
 namespace {
@@ -39,18 +40,45 @@ namespace {
 // The tables requests name: "t" (no signature), "p" (prioritized) and "s"
 // (a float32 [-1, 2] column and an int32 scalar column).
 constexpr const char* kTables[] = {
-    R"pb(table_name: "t" sampler { uniform: true } remover { fifo: true } max_size: 64
-         rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300
-                        max_diff: 1e300 })pb",
-    R"pb(table_name: "p" sampler { prioritized { priority_exponent: 0.8 } }
-         remover { lifo: true } max_size: 16 max_times_sampled: 2
-         rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300
-                        max_diff: 1e300 })pb",
-    R"pb(table_name: "s" sampler { fifo: true } remover { fifo: true } max_size: 16
-         rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300
-                        max_diff: 1e300 }
-         signature { columns { name: "a" dtype: 1 shape: [ -1, 2 ] }
-                     columns { name: "b" dtype: 3 } })pb",
+    R"pb(table_name: "t"
+         sampler { uniform: true }
+         remover { fifo: true }
+         max_size: 64
+         rate_limiter {
+           samples_per_insert: 1
+           min_size_to_sample: 1
+           min_diff: -1e300
+           max_diff: 1e300
+         })pb",
+    R"pb(table_name: "p"
+         sampler { prioritized { priority_exponent: 0.8 } }
+         remover { lifo: true }
+         max_size: 16
+         max_times_sampled: 2
+         rate_limiter {
+           samples_per_insert: 1
+           min_size_to_sample: 1
+           min_diff: -1e300
+           max_diff: 1e300
+         })pb",
+    R"pb(table_name: "s"
+         sampler { fifo: true }
+         remover { fifo: true }
+         max_size: 16
+         rate_limiter {
+           samples_per_insert: 1
+           min_size_to_sample: 1
+           min_diff: -1e300
+           max_diff: 1e300
+         }
+         signature {
+           columns {
+             name: "a"
+             dtype: 1
+             shape: [ -1, 2 ]
+           }
+           columns { name: "b" dtype: 3 }
+         })pb",
 };
 
 std::vector<std::shared_ptr<Table>>& Tables() {
@@ -62,7 +90,8 @@ std::vector<std::shared_ptr<Table>>& Tables() {
     auto* built = new std::vector<std::shared_ptr<Table>>();
     for (const char* text : kTables) {
       proto::TableConfig config;
-      if (!google::protobuf::TextFormat::ParseFromString(text, &config)) std::abort();
+      if (!google::protobuf::TextFormat::ParseFromString(text, &config))
+        std::abort();
       auto options = TableOptionsFromConfig(config);
       if (!options.ok()) std::abort();
       auto table = Table::Create(*options, /*seed=*/1);
@@ -87,11 +116,13 @@ void DecodeAsAClientWould(Table& table) {
   if (!samples.ok()) return;
   proto::SampleResponse response;
   absl::flat_hash_set<ChunkKey> sent;
-  for (const SampledItem& sample : *samples) SampleToProto(sample, &response, &sent);
+  for (const SampledItem& sample : *samples)
+    SampleToProto(sample, &response, &sent);
   std::vector<Sample> decoded;
   absl::Status status = DecodeSampleResponse(&response, &decoded);
   if (!status.ok()) {
-    std::fprintf(stderr, "stored item does not decode: %s\n", status.ToString().c_str());
+    std::fprintf(stderr, "stored item does not decode: %s\n",
+                 status.ToString().c_str());
     std::abort();
   }
 }
@@ -101,7 +132,8 @@ void DecodeAsAClientWould(Table& table) {
 void CheckAndReset() {
   for (const auto& table : Tables()) {
     if (absl::Status status = table->CheckInvariants(); !status.ok()) {
-      std::fprintf(stderr, "table %s: %s\n", table->name().c_str(), status.ToString().c_str());
+      std::fprintf(stderr, "table %s: %s\n", table->name().c_str(),
+                   status.ToString().c_str());
       std::abort();
     }
     DecodeAsAClientWould(*table);
@@ -143,7 +175,8 @@ void Mutate(const uint8_t* data, size_t size) {
   proto::MutatePrioritiesRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return;
   std::shared_ptr<Table> table = FindTable(request.table());
-  if (table == nullptr || request.keys_size() != request.priorities_size()) return;
+  if (table == nullptr || request.keys_size() != request.priorities_size())
+    return;
   // Items 1..8, one float32 [1, 2] step each (what "s" expects in column 0
   // is checked by its signature, so "s" gets none).
   ChunkStore store;
@@ -158,16 +191,19 @@ void Mutate(const uint8_t* data, size_t size) {
       Item item;
       item.key = key;
       item.priority = static_cast<double>(key);
-      item.trajectory.push_back(SlicedColumn{{ChunkSlice{*chunk, 0, 1}}, false});
-      if (!each->InsertOrAssign(std::move(item), absl::ZeroDuration()).ok()) std::abort();
+      item.trajectory.push_back(
+          SlicedColumn{{ChunkSlice{*chunk, 0, 1}}, false});
+      if (!each->InsertOrAssign(std::move(item), absl::ZeroDuration()).ok())
+        std::abort();
     }
   }
   std::vector<std::pair<Key, double>> updates;
   for (int i = 0; i < request.keys_size(); ++i) {
     updates.emplace_back(request.keys(i), request.priorities(i));
   }
-  table->MutatePriorities(updates, absl::MakeConstSpan(request.deletes().data(),
-                                                       request.deletes_size()))
+  table
+      ->MutatePriorities(updates, absl::MakeConstSpan(request.deletes().data(),
+                                                      request.deletes_size()))
       .IgnoreError();
   CheckAndReset();
 }

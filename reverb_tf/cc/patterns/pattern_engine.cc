@@ -3,9 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
-
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/dtype.h"
@@ -15,13 +14,16 @@
 namespace reverb_tf::patterns {
 namespace {
 
-absl::Status ConfigError(int index, const std::string& table, const std::string& what) {
+absl::Status ConfigError(int index, const std::string& table,
+                         const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(
       "Invalid configuration at position ", index,
-      table.empty() ? std::string() : absl::StrCat(" (table '", table, "')"), ": ", what));
+      table.empty() ? std::string() : absl::StrCat(" (table '", table, "')"),
+      ": ", what));
 }
 
-absl::Status NodeFromProto(const PatternNode& proto, PatternConfig::Node* node) {
+absl::Status NodeFromProto(const PatternNode& proto,
+                           PatternConfig::Node* node) {
   node->column = proto.flat_source_index();
   node->has_start = proto.start_or_none_case() == PatternNode::kStart;
   node->start = proto.start();
@@ -30,11 +32,12 @@ absl::Status NodeFromProto(const PatternNode& proto, PatternConfig::Node* node) 
   node->has_step = proto.step_or_none_case() == PatternNode::kStep;
   node->step = node->has_step ? proto.step() : 1;
   if (node->column < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("`flat_source_index` must be >= 0 but got ", node->column, "."));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "`flat_source_index` must be >= 0 but got ", node->column, "."));
   }
   if (!node->has_start && !node->has_stop) {
-    return absl::InvalidArgumentError("At least one of `start` and `stop` must be specified.");
+    return absl::InvalidArgumentError(
+        "At least one of `start` and `stop` must be specified.");
   }
   if (node->has_start && node->start >= 0) {
     return absl::InvalidArgumentError(
@@ -49,12 +52,13 @@ absl::Status NodeFromProto(const PatternNode& proto, PatternConfig::Node* node) 
         "`stop` must be < 0 when `start` isn't set but got ", node->stop, "."));
   }
   if (node->has_start && node->has_stop && node->stop <= node->start) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "`stop` (", node->stop, ") must be > `start` (", node->start,
-        ") when both are specified."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("`stop` (", node->stop, ") must be > `start` (",
+                     node->start, ") when both are specified."));
   }
   if (node->has_step && !node->has_start) {
-    return absl::InvalidArgumentError("`step` must only be set when `start` is set.");
+    return absl::InvalidArgumentError(
+        "`step` must only be set when `start` is set.");
   }
   if (node->has_step && node->step <= 0) {
     return absl::InvalidArgumentError(
@@ -63,24 +67,35 @@ absl::Status NodeFromProto(const PatternNode& proto, PatternConfig::Node* node) 
   return absl::OkStatus();
 }
 
-absl::Status ConditionFromProto(const Condition& proto, PatternConfig::Condition* condition) {
+absl::Status ConditionFromProto(const Condition& proto,
+                                PatternConfig::Condition* condition) {
   using Left = PatternConfig::Condition::Left;
   using Cmp = PatternConfig::Condition::Cmp;
   switch (proto.left_case()) {
-    case Condition::kStepIndex: condition->left = Left::kStepIndex; break;
-    case Condition::kStepsSinceApplied: condition->left = Left::kStepsSinceApplied; break;
-    case Condition::kBufferLength: condition->left = Left::kBufferLength; break;
-    case Condition::kIsEndEpisode: condition->left = Left::kIsEndEpisode; break;
+    case Condition::kStepIndex:
+      condition->left = Left::kStepIndex;
+      break;
+    case Condition::kStepsSinceApplied:
+      condition->left = Left::kStepsSinceApplied;
+      break;
+    case Condition::kBufferLength:
+      condition->left = Left::kBufferLength;
+      break;
+    case Condition::kIsEndEpisode:
+      condition->left = Left::kIsEndEpisode;
+      break;
     case Condition::kFlatSourceIndex:
       condition->left = Left::kData;
       condition->data_column = proto.flat_source_index();
       if (condition->data_column < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Condition `flat_source_index` must be >= 0 but got ", condition->data_column, "."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Condition `flat_source_index` must be >= 0 but got ",
+                         condition->data_column, "."));
       }
       break;
     case Condition::LEFT_NOT_SET:
-      return absl::InvalidArgumentError("Conditions must specify a value for `left`.");
+      return absl::InvalidArgumentError(
+          "Conditions must specify a value for `left`.");
   }
   switch (proto.cmp_case()) {
     case Condition::kEq:
@@ -96,22 +111,25 @@ absl::Status ConditionFromProto(const Condition& proto, PatternConfig::Condition
       condition->mod = proto.mod_eq().mod();
       condition->value = proto.mod_eq().eq();
       if (condition->mod <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("`mod_eq.mod` must be > 0 but got ", condition->mod, "."));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "`mod_eq.mod` must be > 0 but got ", condition->mod, "."));
       }
       if (condition->value < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("`mod_eq.eq` must be >= 0 but got ", condition->value, "."));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "`mod_eq.eq` must be >= 0 but got ", condition->value, "."));
       }
       break;
     case Condition::CMP_NOT_SET:
-      return absl::InvalidArgumentError("Conditions must specify a value for `cmp`.");
+      return absl::InvalidArgumentError(
+          "Conditions must specify a value for `cmp`.");
   }
   condition->inverse = proto.inverse();
   if (condition->left == Left::kIsEndEpisode &&
-      (condition->cmp != Cmp::kEq || condition->value != 1 || condition->inverse)) {
+      (condition->cmp != Cmp::kEq || condition->value != 1 ||
+       condition->inverse)) {
     return absl::InvalidArgumentError(
-        "Condition must use `eq=1` (and not `inverse`) when using `is_end_episode`.");
+        "Condition must use `eq=1` (and not `inverse`) when using "
+        "`is_end_episode`.");
   }
   return absl::OkStatus();
 }
@@ -125,23 +143,36 @@ T Load(const char* data) {
 
 }  // namespace
 
-Scalar Scalar::FromBytes(int32_t dtype, int64_t num_elements, const char* data, size_t size) {
+Scalar Scalar::FromBytes(int32_t dtype, int64_t num_elements, const char* data,
+                         size_t size) {
   if (num_elements != 1) return NonScalar();
   auto fits = [&](size_t bytes) { return size == bytes; };
   switch (static_cast<DType>(dtype)) {
-    case DType::kBool: return fits(1) ? Integer(data[0] != 0) : NonScalar();
-    case DType::kInt8: return fits(1) ? Integer(Load<int8_t>(data)) : NonScalar();
-    case DType::kUint8: return fits(1) ? Integer(Load<uint8_t>(data)) : NonScalar();
-    case DType::kInt16: return fits(2) ? Integer(Load<int16_t>(data)) : NonScalar();
-    case DType::kUint16: return fits(2) ? Integer(Load<uint16_t>(data)) : NonScalar();
-    case DType::kInt32: return fits(4) ? Integer(Load<int32_t>(data)) : NonScalar();
-    case DType::kUint32: return fits(4) ? Integer(Load<uint32_t>(data)) : NonScalar();
-    case DType::kInt64: return fits(8) ? Integer(Load<int64_t>(data)) : NonScalar();
+    case DType::kBool:
+      return fits(1) ? Integer(data[0] != 0) : NonScalar();
+    case DType::kInt8:
+      return fits(1) ? Integer(Load<int8_t>(data)) : NonScalar();
+    case DType::kUint8:
+      return fits(1) ? Integer(Load<uint8_t>(data)) : NonScalar();
+    case DType::kInt16:
+      return fits(2) ? Integer(Load<int16_t>(data)) : NonScalar();
+    case DType::kUint16:
+      return fits(2) ? Integer(Load<uint16_t>(data)) : NonScalar();
+    case DType::kInt32:
+      return fits(4) ? Integer(Load<int32_t>(data)) : NonScalar();
+    case DType::kUint32:
+      return fits(4) ? Integer(Load<uint32_t>(data)) : NonScalar();
+    case DType::kInt64:
+      return fits(8) ? Integer(Load<int64_t>(data)) : NonScalar();
     case DType::kUint64:
-      return fits(8) ? Integer(static_cast<int64_t>(Load<uint64_t>(data))) : NonScalar();
-    case DType::kFloat: return fits(4) ? Float(Load<float>(data)) : NonScalar();
-    case DType::kDouble: return fits(8) ? Float(Load<double>(data)) : NonScalar();
-    default: return NonScalar();
+      return fits(8) ? Integer(static_cast<int64_t>(Load<uint64_t>(data)))
+                     : NonScalar();
+    case DType::kFloat:
+      return fits(4) ? Float(Load<float>(data)) : NonScalar();
+    case DType::kDouble:
+      return fits(8) ? Float(Load<double>(data)) : NonScalar();
+    default:
+      return NonScalar();
   }
 }
 
@@ -156,27 +187,34 @@ int32_t PatternConfig::History() const {
   return history;
 }
 
-absl::StatusOr<PatternConfig> ConfigFromProto(const StructuredWriterConfig& proto, int index) {
+absl::StatusOr<PatternConfig> ConfigFromProto(
+    const StructuredWriterConfig& proto, int index) {
   PatternConfig config;
   config.table = proto.table();
-  if (proto.flat().empty()) return ConfigError(index, config.table, "`flat` must not be empty.");
-  if (config.table.empty()) return ConfigError(index, config.table, "`table` must not be empty.");
+  if (proto.flat().empty())
+    return ConfigError(index, config.table, "`flat` must not be empty.");
+  if (config.table.empty())
+    return ConfigError(index, config.table, "`table` must not be empty.");
   config.nodes.resize(proto.flat_size());
   for (int i = 0; i < proto.flat_size(); ++i) {
     absl::Status status = NodeFromProto(proto.flat(i), &config.nodes[i]);
     if (!status.ok()) {
-      return ConfigError(index, config.table, absl::StrCat("flat[", i, "]: ", status.message()));
+      return ConfigError(index, config.table,
+                         absl::StrCat("flat[", i, "]: ", status.message()));
     }
   }
   config.conditions.resize(proto.conditions_size());
   for (int i = 0; i < proto.conditions_size(); ++i) {
-    absl::Status status = ConditionFromProto(proto.conditions(i), &config.conditions[i]);
+    absl::Status status =
+        ConditionFromProto(proto.conditions(i), &config.conditions[i]);
     if (!status.ok()) {
-      return ConfigError(index, config.table,
-                         absl::StrCat("conditions[", i, "]: ", status.message()));
+      return ConfigError(
+          index, config.table,
+          absl::StrCat("conditions[", i, "]: ", status.message()));
     }
   }
-  for (const PatternConfig::Node& node : config.nodes) config.columns_read.push_back(node.column);
+  for (const PatternConfig::Node& node : config.nodes)
+    config.columns_read.push_back(node.column);
   for (const PatternConfig::Condition& condition : config.conditions) {
     if (condition.left == PatternConfig::Condition::Left::kData) {
       config.columns_read.push_back(condition.data_column);
@@ -193,7 +231,8 @@ absl::StatusOr<PatternConfig> ConfigFromProto(const StructuredWriterConfig& prot
       break;
     case Priority::kTdError:
       config.priority_kind = PatternConfig::PriorityKind::kTdError;
-      config.max_priority_weight = proto.priority().td_error().max_priority_weight();
+      config.max_priority_weight =
+          proto.priority().td_error().max_priority_weight();
       config.td_column = proto.priority().td_error().flat_source_index();
       break;
     case Priority::PRIORITY_FN_NOT_SET:
@@ -211,11 +250,12 @@ absl::StatusOr<std::vector<PatternConfig>> ParseConfigs(
   for (size_t i = 0; i < serialized.size(); ++i) {
     StructuredWriterConfig proto;
     if (!proto.ParseFromString(serialized[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Invalid configuration at position ", i,
-          ": not a serialized StructuredWriterConfig"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Invalid configuration at position ", i,
+                       ": not a serialized StructuredWriterConfig"));
     }
-    ASSIGN_OR_RETURN(PatternConfig config, ConfigFromProto(proto, static_cast<int>(i)));
+    ASSIGN_OR_RETURN(PatternConfig config,
+                     ConfigFromProto(proto, static_cast<int>(i)));
     configs.push_back(std::move(config));
   }
   return configs;
@@ -227,31 +267,38 @@ PatternEngine::PatternEngine(std::vector<PatternConfig> configs)
     max_history_ = std::max(max_history_, config.History());
     auto watch = [&](int32_t column) {
       if (column < 0) return;
-      if (watched_.size() <= static_cast<size_t>(column)) watched_.resize(column + 1, false);
+      if (watched_.size() <= static_cast<size_t>(column))
+        watched_.resize(column + 1, false);
       watched_[column] = true;
     };
     for (const PatternConfig::Condition& condition : config.conditions) {
-      if (condition.left == PatternConfig::Condition::Left::kData) watch(condition.data_column);
+      if (condition.left == PatternConfig::Condition::Left::kData)
+        watch(condition.data_column);
     }
-    if (config.priority_kind == PatternConfig::PriorityKind::kTdError) watch(config.td_column);
+    if (config.priority_kind == PatternConfig::PriorityKind::kTdError)
+      watch(config.td_column);
   }
 }
 
-absl::Status PatternEngine::CheckAppend(absl::Span<const int32_t> columns) const {
+absl::Status PatternEngine::CheckAppend(
+    absl::Span<const int32_t> columns) const {
   if (!step_open_) return absl::OkStatus();
   const std::vector<bool>& present = buffer_.back().present;
   for (int32_t column : columns) {
     if (static_cast<size_t>(column) < present.size() && present[column]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "A value for column ", column,
-          " was provided by more than one append in the same step (partial_step)."));
+      return absl::FailedPreconditionError(
+          absl::StrCat("A value for column ", column,
+                       " was provided by more than one append in the same step "
+                       "(partial_step)."));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status PatternEngine::Append(int64_t step_id, absl::Span<const int32_t> columns,
-                                   absl::Span<const Scalar> scalars, bool partial,
+absl::Status PatternEngine::Append(int64_t step_id,
+                                   absl::Span<const int32_t> columns,
+                                   absl::Span<const Scalar> scalars,
+                                   bool partial,
                                    std::vector<Application>* out) {
   RETURN_IF_ERROR(CheckAppend(columns));
   if (!step_open_) {
@@ -277,7 +324,8 @@ absl::Status PatternEngine::Append(int64_t step_id, absl::Span<const int32_t> co
   StepRecord& record = buffer_.back();
   for (size_t i = 0; i < columns.size(); ++i) {
     const size_t column = static_cast<size_t>(columns[i]);
-    if (record.present.size() <= column) record.present.resize(column + 1, false);
+    if (record.present.size() <= column)
+      record.present.resize(column + 1, false);
     record.present[column] = true;
     if (column < watched_.size() && watched_[column] && i < scalars.size()) {
       record.scalars[column] = scalars[i];
@@ -288,7 +336,8 @@ absl::Status PatternEngine::Append(int64_t step_id, absl::Span<const int32_t> co
   return status;
 }
 
-absl::Status PatternEngine::EndEpisode(bool clear_buffers, std::vector<Application>* out) {
+absl::Status PatternEngine::EndEpisode(bool clear_buffers,
+                                       std::vector<Application>* out) {
   absl::Status status;
   if (episode_steps_ > 0 && !buffer_.empty()) {
     // Configs applied in the last step stay applied; the others are tried
@@ -306,7 +355,8 @@ absl::Status PatternEngine::EndEpisode(bool clear_buffers, std::vector<Applicati
   return status;
 }
 
-absl::Status PatternEngine::TryConfigs(bool end_of_episode, std::vector<Application>* out) {
+absl::Status PatternEngine::TryConfigs(bool end_of_episode,
+                                       std::vector<Application>* out) {
   for (size_t i = 0; i < configs_.size(); ++i) {
     ConfigState& state = states_[i];
     if (state.applied_in_step) continue;
@@ -316,7 +366,8 @@ absl::Status PatternEngine::TryConfigs(bool end_of_episode, std::vector<Applicat
     Application application;
     application.config = static_cast<int32_t>(i);
     if (!Resolve(config, &application)) continue;
-    RETURN_IF_ERROR(ComputePriority(config, static_cast<int32_t>(i), &application));
+    RETURN_IF_ERROR(
+        ComputePriority(config, static_cast<int32_t>(i), &application));
     state.applied_in_step = true;
     state.steps_since_applied = 0;
     out->push_back(std::move(application));
@@ -327,22 +378,32 @@ absl::Status PatternEngine::TryConfigs(bool end_of_episode, std::vector<Applicat
 bool PatternEngine::ReadsCurrentStep(const PatternConfig& config) const {
   const std::vector<bool>& present = buffer_.back().present;
   for (int32_t column : config.columns_read) {
-    if (static_cast<size_t>(column) < present.size() && present[column]) return true;
+    if (static_cast<size_t>(column) < present.size() && present[column])
+      return true;
   }
   return false;
 }
 
-bool PatternEngine::ConditionsHold(const PatternConfig& config, const ConfigState& state,
+bool PatternEngine::ConditionsHold(const PatternConfig& config,
+                                   const ConfigState& state,
                                    bool end_of_episode) const {
   using Left = PatternConfig::Condition::Left;
   using Cmp = PatternConfig::Condition::Cmp;
   for (const PatternConfig::Condition& condition : config.conditions) {
     int64_t left = 0;
     switch (condition.left) {
-      case Left::kStepIndex: left = episode_steps_ - 1; break;
-      case Left::kStepsSinceApplied: left = state.steps_since_applied; break;
-      case Left::kBufferLength: left = static_cast<int64_t>(buffer_.size()); break;
-      case Left::kIsEndEpisode: left = end_of_episode ? 1 : 0; break;
+      case Left::kStepIndex:
+        left = episode_steps_ - 1;
+        break;
+      case Left::kStepsSinceApplied:
+        left = state.steps_since_applied;
+        break;
+      case Left::kBufferLength:
+        left = static_cast<int64_t>(buffer_.size());
+        break;
+      case Left::kIsEndEpisode:
+        left = end_of_episode ? 1 : 0;
+        break;
       case Left::kData: {
         const StepRecord& record = buffer_.back();
         const size_t column = static_cast<size_t>(condition.data_column);
@@ -357,16 +418,23 @@ bool PatternEngine::ConditionsHold(const PatternConfig& config, const ConfigStat
     }
     bool holds = false;
     switch (condition.cmp) {
-      case Cmp::kEq: holds = left == condition.value; break;
-      case Cmp::kGe: holds = left >= condition.value; break;
-      case Cmp::kModEq: holds = left % condition.mod == condition.value; break;
+      case Cmp::kEq:
+        holds = left == condition.value;
+        break;
+      case Cmp::kGe:
+        holds = left >= condition.value;
+        break;
+      case Cmp::kModEq:
+        holds = left % condition.mod == condition.value;
+        break;
     }
     if (holds == condition.inverse) return false;
   }
   return true;
 }
 
-bool PatternEngine::Resolve(const PatternConfig& config, Application* application) const {
+bool PatternEngine::Resolve(const PatternConfig& config,
+                            Application* application) const {
   const int64_t length = static_cast<int64_t>(buffer_.size());
   application->nodes.resize(config.nodes.size());
   for (size_t n = 0; n < config.nodes.size(); ++n) {
@@ -378,7 +446,8 @@ bool PatternEngine::Resolve(const PatternConfig& config, Application* applicatio
     const size_t column = static_cast<size_t>(node.column);
     auto take = [&](int64_t position) {
       const StepRecord& record = buffer_[position];
-      if (column >= record.present.size() || !record.present[column]) return false;
+      if (column >= record.present.size() || !record.present[column])
+        return false;
       steps.steps.push_back(record.id);
       return true;
     };
@@ -398,7 +467,8 @@ bool PatternEngine::Resolve(const PatternConfig& config, Application* applicatio
   return true;
 }
 
-absl::Status PatternEngine::ComputePriority(const PatternConfig& config, int32_t index,
+absl::Status PatternEngine::ComputePriority(const PatternConfig& config,
+                                            int32_t index,
                                             Application* application) const {
   switch (config.priority_kind) {
     case PatternConfig::PriorityKind::kConstant:
@@ -431,11 +501,12 @@ absl::Status PatternEngine::ComputePriority(const PatternConfig& config, int32_t
   int64_t count = 0;
   for (int64_t position = begin; position < end; position += source->step) {
     const Scalar& scalar = buffer_[position].scalars[config.td_column];
-    if (scalar.kind != Scalar::Kind::kInteger && scalar.kind != Scalar::Kind::kFloat) {
+    if (scalar.kind != Scalar::Kind::kInteger &&
+        scalar.kind != Scalar::Kind::kFloat) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "TD Error expects a scalar tensor: the config at position ", index, " (table '",
-          config.table, "') computes its priority from column ", config.td_column,
-          ", whose values are not single numbers."));
+          "TD Error expects a scalar tensor: the config at position ", index,
+          " (table '", config.table, "') computes its priority from column ",
+          config.td_column, ", whose values are not single numbers."));
     }
     const double value = std::abs(scalar.real);
     max_abs = std::max(max_abs, value);

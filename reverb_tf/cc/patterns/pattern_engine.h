@@ -72,7 +72,13 @@ struct PatternConfig {
     int32_t step = 1;
   };
   struct Condition {
-    enum class Left { kStepIndex, kStepsSinceApplied, kBufferLength, kIsEndEpisode, kData };
+    enum class Left {
+      kStepIndex,
+      kStepsSinceApplied,
+      kBufferLength,
+      kIsEndEpisode,
+      kData
+    };
     enum class Cmp { kEq, kGe, kModEq };
     Left left = Left::kStepIndex;
     int32_t data_column = 0;
@@ -100,7 +106,8 @@ struct PatternConfig {
 
 // Converts and validates one config. INVALID_ARGUMENT names the config's
 // position, its table and, for node errors, the node's flat index.
-absl::StatusOr<PatternConfig> ConfigFromProto(const StructuredWriterConfig& proto, int index);
+absl::StatusOr<PatternConfig> ConfigFromProto(
+    const StructuredWriterConfig& proto, int index);
 
 // Parses serialized StructuredWriterConfig protos and validates them.
 absl::StatusOr<std::vector<PatternConfig>> ParseConfigs(
@@ -119,14 +126,17 @@ struct Scalar {
   int64_t integer = 0;
   double real = 0;  // set for kInteger and kFloat
 
-  static Scalar Integer(int64_t v) { return {Kind::kInteger, v, static_cast<double>(v)}; }
+  static Scalar Integer(int64_t v) {
+    return {Kind::kInteger, v, static_cast<double>(v)};
+  }
   static Scalar Float(double v) { return {Kind::kFloat, 0, v}; }
   static Scalar NonScalar() { return {Kind::kNonScalar, 0, 0}; }
 
   // Reads a value given as raw row-major bytes of `dtype` (TF's numbering,
   // reverb_tf::DType): integers and bools give kInteger, float32/float64
   // kFloat, anything that is not exactly one such element kNonScalar.
-  static Scalar FromBytes(int32_t dtype, int64_t num_elements, const char* data, size_t size);
+  static Scalar FromBytes(int32_t dtype, int64_t num_elements, const char* data,
+                          size_t size);
 };
 
 // The steps one node of an applied config takes.

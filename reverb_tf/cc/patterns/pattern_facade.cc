@@ -19,7 +19,8 @@ void Convert(std::vector<patterns::Application>& applications,
     converted.config = application.config;
     converted.nodes.reserve(application.nodes.size());
     for (patterns::NodeSteps& node : application.nodes) {
-      converted.nodes.push_back(PatternNodeSteps{node.column, std::move(node.steps), node.squeeze});
+      converted.nodes.push_back(
+          PatternNodeSteps{node.column, std::move(node.steps), node.squeeze});
     }
     out->push_back(std::move(converted));
   }
@@ -39,7 +40,8 @@ class EngineImpl : public FacadePatternEngine {
 
   bool watched(int32_t column) const override {
     const std::vector<bool>& watched = engine_.watched();
-    return column >= 0 && static_cast<size_t>(column) < watched.size() && watched[column];
+    return column >= 0 && static_cast<size_t>(column) < watched.size() &&
+           watched[column];
   }
 
   Status AppendStep(int64_t step_id, const std::vector<ColumnBytes>& values,
@@ -47,17 +49,20 @@ class EngineImpl : public FacadePatternEngine {
     for (size_t c = 0; c < scalars_.size(); ++c) {
       if (c < values.size() && watched(static_cast<int32_t>(c))) {
         const ColumnBytes& v = values[c];
-        scalars_[c] = patterns::Scalar::FromBytes(v.dtype, v.num_elements, v.data, v.size);
+        scalars_[c] = patterns::Scalar::FromBytes(v.dtype, v.num_elements,
+                                                  v.data, v.size);
       } else {
         scalars_[c] = patterns::Scalar();
       }
     }
-    absl::Status status = engine_.Append(step_id, columns_, scalars_, false, &applications_);
+    absl::Status status =
+        engine_.Append(step_id, columns_, scalars_, false, &applications_);
     Convert(applications_, out);
     return FromAbsl(status);
   }
 
-  Status EndEpisode(bool clear_buffers, std::vector<PatternApplication>* out) override {
+  Status EndEpisode(bool clear_buffers,
+                    std::vector<PatternApplication>* out) override {
     absl::Status status = engine_.EndEpisode(clear_buffers, &applications_);
     Convert(applications_, out);
     return FromAbsl(status);
@@ -72,7 +77,8 @@ class EngineImpl : public FacadePatternEngine {
 
 }  // namespace
 
-Status NewPatternEngine(const std::vector<std::string>& serialized_configs, int32_t num_columns,
+Status NewPatternEngine(const std::vector<std::string>& serialized_configs,
+                        int32_t num_columns,
                         std::unique_ptr<FacadePatternEngine>* engine) {
   if (serialized_configs.empty()) {
     return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),

@@ -46,15 +46,17 @@ class REVERB_TF_EXPORT FacadePatternEngine {
   virtual bool watched(int32_t column) const = 0;
   // A complete step in which every one of `num_columns` columns has a value;
   // `values[c]` is read only for watched columns (may be default otherwise).
-  virtual Status AppendStep(int64_t step_id, const std::vector<ColumnBytes>& values,
+  virtual Status AppendStep(int64_t step_id,
+                            const std::vector<ColumnBytes>& values,
                             std::vector<PatternApplication>* out) = 0;
-  virtual Status EndEpisode(bool clear_buffers, std::vector<PatternApplication>* out) = 0;
+  virtual Status EndEpisode(bool clear_buffers,
+                            std::vector<PatternApplication>* out) = 0;
 };
 
 // Parses and validates serialized StructuredWriterConfig protos.
-REVERB_TF_EXPORT Status NewPatternEngine(const std::vector<std::string>& serialized_configs,
-                                         int32_t num_columns,
-                                         std::unique_ptr<FacadePatternEngine>* engine);
+REVERB_TF_EXPORT Status NewPatternEngine(
+    const std::vector<std::string>& serialized_configs, int32_t num_columns,
+    std::unique_ptr<FacadePatternEngine>* engine);
 
 }  // namespace reverb_tf::tf_facade
 

@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<StructuredWriter>> StructuredWriter::Create(
                    patterns::ParseConfigs(serialized_configs));
   ASSIGN_OR_RETURN(std::unique_ptr<TrajectoryWriter> writer,
                    client.NewTrajectoryWriter(WriterOptions(configs)));
-  return std::make_unique<StructuredWriter>(std::move(writer), std::move(configs));
+  return std::make_unique<StructuredWriter>(std::move(writer),
+                                            std::move(configs));
 }
 
 StructuredWriter::StructuredWriter(std::unique_ptr<TrajectoryWriter> writer,
@@ -41,9 +42,9 @@ StructuredWriter::StructuredWriter(std::unique_ptr<TrajectoryWriter> writer,
 
 StructuredWriter::~StructuredWriter() = default;
 
-absl::Status StructuredWriter::Append(std::vector<std::optional<TensorPayload>> step,
-                                      bool partial_step, absl::Duration timeout,
-                                      Cancellation* cancel) {
+absl::Status StructuredWriter::Append(
+    std::vector<std::optional<TensorPayload>> step, bool partial_step,
+    absl::Duration timeout, Cancellation* cancel) {
   // Items of an earlier append come first (their cells may leave the window).
   RETURN_IF_ERROR(CreatePendingItems(absl::InfiniteDuration(), cancel));
   columns_.clear();
@@ -55,54 +56,63 @@ absl::Status StructuredWriter::Append(std::vector<std::optional<TensorPayload>> 
     const TensorPayload& value = *step[c];
     if (c < watched.size() && watched[c]) {
       scalars_.push_back(value.compression == Compression::kNone
-                             ? patterns::Scalar::FromBytes(static_cast<int32_t>(value.dtype),
-                                                           value.num_elements(),
-                                                           value.data.data(), value.data.size())
+                             ? patterns::Scalar::FromBytes(
+                                   static_cast<int32_t>(value.dtype),
+                                   value.num_elements(), value.data.data(),
+                                   value.data.size())
                              : patterns::Scalar::NonScalar());
     } else {
       scalars_.emplace_back();
     }
   }
   RETURN_IF_ERROR(engine_.CheckAppend(columns_));
-  ASSIGN_OR_RETURN(const int64_t step_id, writer_->Append(std::move(step), partial_step));
+  ASSIGN_OR_RETURN(const int64_t step_id,
+                   writer_->Append(std::move(step), partial_step));
   applications_.clear();
-  absl::Status status = engine_.Append(step_id, columns_, scalars_, partial_step, &applications_);
+  absl::Status status =
+      engine_.Append(step_id, columns_, scalars_, partial_step, &applications_);
   Enqueue(applications_);
   RETURN_IF_ERROR(status);
   return CreatePendingItems(timeout, cancel);
 }
 
-void StructuredWriter::Enqueue(std::vector<patterns::Application>& applications) {
+void StructuredWriter::Enqueue(
+    std::vector<patterns::Application>& applications) {
   for (patterns::Application& application : applications) {
     PendingItem item;
     item.config = application.config;
     item.priority = application.priority;
     item.columns.reserve(application.nodes.size());
     for (patterns::NodeSteps& node : application.nodes) {
-      item.columns.push_back(ItemColumn{node.column, std::move(node.steps), node.squeeze});
+      item.columns.push_back(
+          ItemColumn{node.column, std::move(node.steps), node.squeeze});
     }
     pending_.push_back(std::move(item));
   }
   applications.clear();
 }
 
-absl::Status StructuredWriter::CreatePendingItems(absl::Duration timeout, Cancellation* cancel) {
+absl::Status StructuredWriter::CreatePendingItems(absl::Duration timeout,
+                                                  Cancellation* cancel) {
   while (!pending_.empty()) {
     const PendingItem& item = pending_.front();
     const std::string& table = engine_.configs()[item.config].table;
-    RETURN_IF_ERROR(writer_->CreateItem(table, item.priority, item.columns, timeout, cancel));
+    RETURN_IF_ERROR(writer_->CreateItem(table, item.priority, item.columns,
+                                        timeout, cancel));
     pending_.pop_front();
   }
   return absl::OkStatus();
 }
 
-absl::Status StructuredWriter::Flush(int32_t block_until_num_items, absl::Duration timeout,
+absl::Status StructuredWriter::Flush(int32_t block_until_num_items,
+                                     absl::Duration timeout,
                                      Cancellation* cancel) {
   RETURN_IF_ERROR(CreatePendingItems(absl::InfiniteDuration(), cancel));
   return writer_->Flush(block_until_num_items, timeout, cancel);
 }
 
-absl::Status StructuredWriter::EndEpisode(bool clear_buffers, absl::Duration timeout,
+absl::Status StructuredWriter::EndEpisode(bool clear_buffers,
+                                          absl::Duration timeout,
                                           Cancellation* cancel) {
   RETURN_IF_ERROR(CreatePendingItems(absl::InfiniteDuration(), cancel));
   applications_.clear();

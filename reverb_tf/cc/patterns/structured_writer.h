@@ -43,7 +43,8 @@ class REVERB_TF_EXPORT StructuredWriter {
  public:
   // The TrajectoryWriter options the writer needs for `configs` (keep-alive
   // window = the longest history of any config).
-  static TrajectoryWriterOptions WriterOptions(const std::vector<patterns::PatternConfig>& configs);
+  static TrajectoryWriterOptions WriterOptions(
+      const std::vector<patterns::PatternConfig>& configs);
 
   // Opens a writer on `client` for serialized StructuredWriterConfig protos.
   // INVALID_ARGUMENT if there are none or one is invalid.
@@ -64,12 +65,14 @@ class REVERB_TF_EXPORT StructuredWriter {
   // TrajectoryWriter has max_in_flight_items unacknowledged, for at most
   // `timeout`: on DEADLINE_EXCEEDED the step is recorded and the remaining
   // items stay pending until CreatePendingItems() (or any later call).
-  absl::Status Append(std::vector<std::optional<TensorPayload>> step, bool partial_step,
+  absl::Status Append(std::vector<std::optional<TensorPayload>> step,
+                      bool partial_step,
                       absl::Duration timeout = absl::InfiniteDuration(),
                       Cancellation* cancel = nullptr);
 
   // Creates the items left pending by an Append() that timed out.
-  absl::Status CreatePendingItems(absl::Duration timeout, Cancellation* cancel = nullptr);
+  absl::Status CreatePendingItems(absl::Duration timeout,
+                                  Cancellation* cancel = nullptr);
 
   // Creates pending items (no deadline, but cancellable), then waits up to
   // `timeout` until at most `block_until_num_items` are unacknowledged.
@@ -87,7 +90,9 @@ class REVERB_TF_EXPORT StructuredWriter {
   absl::Status Close();
 
   bool step_is_open() const { return engine_.step_is_open(); }
-  int64_t num_pending_items() const { return static_cast<int64_t>(pending_.size()); }
+  int64_t num_pending_items() const {
+    return static_cast<int64_t>(pending_.size());
+  }
   TrajectoryWriter& trajectory_writer() { return *writer_; }
 
  private:

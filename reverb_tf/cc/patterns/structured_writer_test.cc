@@ -37,12 +37,14 @@ class StructuredWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = ReplayServer::StartFromOptions(
-        {MakeTableOptions("t", Fifo(), Fifo(), 100, RateLimiterOptions::MinSize(1),
+        {MakeTableOptions("t", Fifo(), Fifo(), 100,
+                          RateLimiterOptions::MinSize(1),
                           /*max_times_sampled=*/1)},
         ServerOptions());
     ASSERT_OK(server);
     server_ = *std::move(server);
-    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()), ClientOptions());
+    client_ = *Client::Create(absl::StrCat("localhost:", server_->port()),
+                              ClientOptions());
   }
 
   std::vector<Sample> SampleAll(int n) {
@@ -66,7 +68,8 @@ TEST_F(StructuredWriterTest, CreatesItemsOfAppliedConfigs) {
   last_b->set_stop(-1);
   config.set_table("t");
   config.mutable_priority()->mutable_constant_fn()->set_value(2.0);
-  auto writer = StructuredWriter::Create(*client_, {config.SerializeAsString()});
+  auto writer =
+      StructuredWriter::Create(*client_, {config.SerializeAsString()});
   ASSERT_OK(writer);
   for (int i = 0; i < 4; ++i) {
     std::vector<std::optional<TensorPayload>> step = {Int32(i), Int32(10 * i)};
@@ -92,7 +95,8 @@ TEST_F(StructuredWriterTest, EndEpisodeConfigsAndErrors) {
   auto* end = config.add_conditions();
   end->set_is_end_episode(true);
   end->set_eq(1);
-  auto writer = StructuredWriter::Create(*client_, {config.SerializeAsString()});
+  auto writer =
+      StructuredWriter::Create(*client_, {config.SerializeAsString()});
   ASSERT_OK(writer);
   std::vector<std::optional<TensorPayload>> first = {Int32(5)};
   ASSERT_OK((*writer)->Append(std::move(first), true));
@@ -110,7 +114,9 @@ TEST_F(StructuredWriterTest, EndEpisodeConfigsAndErrors) {
   EXPECT_EQ(StructuredWriter::Create(*client_, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   config.mutable_flat(0)->set_start(1);
-  EXPECT_EQ(StructuredWriter::Create(*client_, {config.SerializeAsString()}).status().code(),
+  EXPECT_EQ(StructuredWriter::Create(*client_, {config.SerializeAsString()})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 

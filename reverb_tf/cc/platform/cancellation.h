@@ -37,10 +37,14 @@ class REVERB_TF_EXPORT Cancellation {
   // Marks cancelled and runs every registered wakeup once. Idempotent.
   void Cancel();
 
-  bool IsCancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  bool IsCancelled() const {
+    return cancelled_.load(std::memory_order_acquire);
+  }
 
   // Whether a blocked call has registered a wakeup (is waiting) right now.
-  bool HasWakeups() const { return num_wakeups_.load(std::memory_order_relaxed) > 0; }
+  bool HasWakeups() const {
+    return num_wakeups_.load(std::memory_order_relaxed) > 0;
+  }
 
   // Registers `wakeup` to run on Cancel(). Returns false (and registers
   // nothing) if already cancelled: callers usually hold a lock the wakeup

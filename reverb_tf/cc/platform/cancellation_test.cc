@@ -6,7 +6,6 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-
 #include "gtest/gtest.h"
 
 namespace reverb_tf {

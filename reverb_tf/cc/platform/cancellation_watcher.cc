@@ -20,8 +20,8 @@ CancellationWatcher::~CancellationWatcher() {
   thread_.join();
 }
 
-CancellationWatcher::Watch CancellationWatcher::Add(std::function<bool()> is_cancelled,
-                                                    Cancellation* cancel) {
+CancellationWatcher::Watch CancellationWatcher::Add(
+    std::function<bool()> is_cancelled, Cancellation* cancel) {
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   watched_.emplace(id, Watched{std::move(is_cancelled), cancel});
@@ -52,7 +52,8 @@ void CancellationWatcher::Run() {
     for (auto& [id, watched] : watched_) {
       if (watched.cancel->IsCancelled()) continue;
       if (!watched.cancel->HasWakeups()) {
-        watched.next_check = absl::InfinitePast();  // not blocked: nothing to wake
+        watched.next_check =
+            absl::InfinitePast();  // not blocked: nothing to wake
         continue;
       }
       if (watched.next_check == absl::InfinitePast()) {  // just started waiting

@@ -54,7 +54,8 @@ class CancellationWatcher {
 
    private:
     friend class CancellationWatcher;
-    Watch(CancellationWatcher* watcher, uint64_t id) : watcher_(watcher), id_(id) {}
+    Watch(CancellationWatcher* watcher, uint64_t id)
+        : watcher_(watcher), id_(id) {}
     CancellationWatcher* watcher_;
     uint64_t id_;
   };

@@ -47,7 +47,12 @@ TEST(CancellationWatcherTest, OnlyBlockedCallsAreAskedWithABackoff) {
   CancellationWatcher watcher(kFirst, kMax);
   auto asked = std::make_shared<std::atomic<int>>(0);
   Cancellation cancel;
-  auto watch = watcher.Add([asked] { ++*asked; return false; }, &cancel);
+  auto watch = watcher.Add(
+      [asked] {
+        ++*asked;
+        return false;
+      },
+      &cancel);
   absl::SleepFor(20 * kFirst);
   EXPECT_EQ(asked->load(), 0);  // not blocked: never asked
 
@@ -73,7 +78,12 @@ TEST(CancellationWatcherTest, NothingIsAskedAfterItsWatchIsGone) {
   absl::Notification woken;
   Block(&cancel, &woken);
   {
-    auto watch = watcher.Add([asked] { ++*asked; return false; }, &cancel);
+    auto watch = watcher.Add(
+        [asked] {
+          ++*asked;
+          return false;
+        },
+        &cancel);
     absl::SleepFor(20 * kFirst);
   }
   const int before = asked->load();

@@ -28,7 +28,9 @@ inline absl::Time DeadlineAfter(absl::Duration timeout) {
 }
 
 inline int64_t TimeoutToMs(absl::Duration timeout) {
-  return timeout == absl::InfiniteDuration() ? -1 : absl::ToInt64Milliseconds(timeout);
+  return timeout == absl::InfiniteDuration()
+             ? -1
+             : absl::ToInt64Milliseconds(timeout);
 }
 
 inline absl::Duration TimeoutFromMs(int64_t ms) {
@@ -36,7 +38,9 @@ inline absl::Duration TimeoutFromMs(int64_t ms) {
 }
 
 // absl::Status has no .status(); gives both result shapes one accessor.
-inline const absl::Status& StatusOf(const absl::Status& status) { return status; }
+inline const absl::Status& StatusOf(const absl::Status& status) {
+  return status;
+}
 template <typename T>
 const absl::Status& StatusOf(const absl::StatusOr<T>& value) {
   return value.status();
@@ -52,10 +56,11 @@ auto CallInSlices(absl::Duration timeout, absl::Duration max_slice, Call call,
                   Interrupted interrupted) -> decltype(call(timeout)) {
   const absl::Time deadline = DeadlineAfter(timeout);
   while (true) {
-    const absl::Duration slice =
-        std::min(max_slice, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    const absl::Duration slice = std::min(
+        max_slice, std::max(absl::ZeroDuration(), deadline - absl::Now()));
     auto result = call(slice);
-    if (result.ok() || StatusOf(result).code() != absl::StatusCode::kDeadlineExceeded ||
+    if (result.ok() ||
+        StatusOf(result).code() != absl::StatusCode::kDeadlineExceeded ||
         absl::Now() >= deadline) {
       return result;
     }

@@ -28,9 +28,12 @@ absl::Status CheckGrpcUsableAndNoteUse() {
   (void)registered;
   if (forked_after_use.load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError(
-        "this process was fork()ed from one that had already started a reverb_tf server or "
-        "client, and gRPC cannot run in such a child (its calls would hang); start child "
-        "processes with multiprocessing's 'spawn' or 'forkserver' method, or fork before the "
+        "this process was fork()ed from one that had already started a "
+        "reverb_tf server or "
+        "client, and gRPC cannot run in such a child (its calls would hang); "
+        "start child "
+        "processes with multiprocessing's 'spawn' or 'forkserver' method, or "
+        "fork before the "
         "parent creates any server or client");
   }
   grpc_in_use.store(true, std::memory_order_relaxed);

@@ -10,8 +10,8 @@
 
 namespace reverb_tf {
 
-HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes, absl::Duration period,
-                           int64_t min_drop)
+HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes,
+                           absl::Duration period, int64_t min_drop)
     : held_bytes_(std::move(held_bytes)) {
   thread_ = std::thread([this, period, min_drop] { Run(period, min_drop); });
 }

@@ -35,8 +35,8 @@ class HeapReleaser {
   // period later) and starts a new peak. Also trims, at most every
   // kIdleTrimEvery, while the arenas hold at least kIdleTrimFreeBytes free
   // and a quarter of `held_bytes()` (a busy server reuses what it frees;
-  // an idle one gives it back). `held_bytes` must be callable from another thread until the
-  // destructor returns.
+  // an idle one gives it back). `held_bytes` must be callable from another
+  // thread until the destructor returns.
   HeapReleaser(std::function<int64_t()> held_bytes, absl::Duration period,
                int64_t min_drop = int64_t{32} << 20);
   ~HeapReleaser();

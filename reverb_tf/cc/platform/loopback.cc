@@ -13,7 +13,8 @@ bool Ipv6LoopbackUsable() {
   sockaddr_in6 address{};
   address.sin6_family = AF_INET6;
   address.sin6_addr = in6addr_loopback;
-  const bool usable = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  const bool usable =
+      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
   return usable;
 }

@@ -34,7 +34,8 @@ namespace reverb_tf {
 
 // RESOURCE_EXHAUSTED: "the server ran out of memory while <what>".
 inline absl::Status OutOfMemoryError(absl::string_view what) {
-  return absl::ResourceExhaustedError(absl::StrCat("the server ran out of memory while ", what));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the server ran out of memory while ", what));
 }
 
 // fn() (returning absl::Status or absl::StatusOr<T>), or OutOfMemoryError(

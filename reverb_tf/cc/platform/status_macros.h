@@ -21,19 +21,19 @@
 #define REVERB_TF_CONCAT_INNER_(a, b) a##b
 #define REVERB_TF_CONCAT_(a, b) REVERB_TF_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status reverb_tf_status_ = (expr);       \
+#define RETURN_IF_ERROR(expr)                              \
+  do {                                                     \
+    ::absl::Status reverb_tf_status_ = (expr);             \
     if (!reverb_tf_status_.ok()) return reverb_tf_status_; \
   } while (false)
 
 #define REVERB_TF_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                      \
-  if (!statusor.ok()) return std::move(statusor).status();     \
+  auto statusor = (expr);                                     \
+  if (!statusor.ok()) return std::move(statusor).status();    \
   lhs = std::move(statusor).value()
 
-#define ASSIGN_OR_RETURN(lhs, expr)                                        \
-  REVERB_TF_ASSIGN_OR_RETURN_IMPL_(                                        \
+#define ASSIGN_OR_RETURN(lhs, expr) \
+  REVERB_TF_ASSIGN_OR_RETURN_IMPL_( \
       REVERB_TF_CONCAT_(reverb_tf_statusor_, __LINE__), lhs, expr)
 
 #endif  // REVERB_TF_CC_PLATFORM_STATUS_MACROS_H_

@@ -30,10 +30,12 @@ void* AllocateTableMemory(size_t bytes) {
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + kHugeBlockBytes - 1) & ~(uintptr_t{kHugeBlockBytes} - 1);
+  const uintptr_t aligned =
+      (start + kHugeBlockBytes - 1) & ~(uintptr_t{kHugeBlockBytes} - 1);
   if (aligned > start) munmap(raw, aligned - start);
   const uintptr_t end = start + size + kHugeBlockBytes;
-  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
+  if (end > aligned + size)
+    munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
   void* block = reinterpret_cast<void*>(aligned);
   // Advice, not a requirement: without transparent huge pages the block
   // keeps ordinary pages.
@@ -53,6 +55,8 @@ void FreeTableMemory(void* block, size_t bytes) {
   mapped_bytes.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
 }
 
-int64_t MappedTableBytes() { return mapped_bytes.load(std::memory_order_relaxed); }
+int64_t MappedTableBytes() {
+  return mapped_bytes.load(std::memory_order_relaxed);
+}
 
 }  // namespace reverb_tf

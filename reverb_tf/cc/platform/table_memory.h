@@ -9,10 +9,11 @@
 // 256 keys with 4 KiB pages and 115 µs with huge pages (65 µs at 10k items).
 //
 // So blocks of kHugeBlockBytes or more are mapped on their own, 2 MiB
-// aligned (to whole 4 KiB pages, not whole huge pages), and offered to the kernel's transparent huge pages
-// (MADV_HUGEPAGE, honoured when /sys/kernel/mm/transparent_hugepage/enabled
-// is "madvise" or "always"; elsewhere they are ordinary pages). Freeing such
-// a block unmaps it at once. Smaller blocks come from operator new.
+// aligned (to whole 4 KiB pages, not whole huge pages), and offered to the
+// kernel's transparent huge pages (MADV_HUGEPAGE, honoured when
+// /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or "always";
+// elsewhere they are ordinary pages). Freeing such a block unmaps it at once.
+// Smaller blocks come from operator new.
 //
 // Thread safety: everything here is thread-safe.
 #ifndef REVERB_TF_CC_PLATFORM_TABLE_MEMORY_H_
@@ -59,9 +60,13 @@ class TableAllocator {
   void deallocate(T* block, size_t n) { FreeTableMemory(block, n * sizeof(T)); }
 
   template <typename U>
-  bool operator==(const TableAllocator<U>&) const { return true; }
+  bool operator==(const TableAllocator<U>&) const {
+    return true;
+  }
   template <typename U>
-  bool operator!=(const TableAllocator<U>&) const { return false; }
+  bool operator!=(const TableAllocator<U>&) const {
+    return false;
+  }
 };
 
 template <typename T>

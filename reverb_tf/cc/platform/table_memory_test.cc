@@ -35,7 +35,8 @@ int64_t AnonHugePagesKb(const void* block) {
 
 bool TransparentHugePagesOn() {
   std::ifstream setting("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string text((std::istreambuf_iterator<char>(setting)), std::istreambuf_iterator<char>());
+  std::string text((std::istreambuf_iterator<char>(setting)),
+                   std::istreambuf_iterator<char>());
   return !text.empty() && text.find("[never]") == std::string::npos;
 }
 
@@ -49,7 +50,8 @@ TEST(TableMemoryTest, SmallBlocksComeFromTheHeapAndBigOnesAreMappedAligned) {
   const size_t bytes = 3 * kHugeBlockBytes + 17;
   auto* big = static_cast<unsigned char*>(AllocateTableMemory(bytes));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % kHugeBlockBytes, 0u);
-  EXPECT_EQ(MappedTableBytes(), before + static_cast<int64_t>(3 * kHugeBlockBytes + 4096));
+  EXPECT_EQ(MappedTableBytes(),
+            before + static_cast<int64_t>(3 * kHugeBlockBytes + 4096));
   std::memset(big, 7, bytes);  // all of it is writable
   EXPECT_EQ(big[bytes - 1], 7);
   FreeTableMemory(big, bytes);
@@ -65,7 +67,8 @@ TEST(TableMemoryTest, BigBlocksGetHugePagesWhereTheKernelOffersThem) {
   FreeTableMemory(block, bytes);
   ASSERT_GE(huge_kb, 0) << "the block is not a mapping of its own";
   if (TransparentHugePagesOn()) {
-    EXPECT_GT(huge_kb, 0) << "no huge page although transparent huge pages are on";
+    EXPECT_GT(huge_kb, 0)
+        << "no huge page although transparent huge pages are on";
   }
 }
 

@@ -16,10 +16,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/python/bindings.h"
 #include "reverb_tf/cc/python/calls.h"
 #include "reverb_tf/cc/python/conversions.h"
-#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/service/server.h"
@@ -31,15 +31,18 @@ void BindServer(py::module_& m) {
       .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
                        int64_t max_message_bytes,
                        const std::string& checkpoint_root,
-                       const std::string& fallback_checkpoint_path, int checkpoint_keep,
-                       const std::string& checkpoint_group, double checkpoint_interval_s,
-                       bool checkpoint_load_previous_if_damaged, int64_t max_active_streams,
-                       const std::string& host, int metrics_port,
-                       const std::string& tls_cert_file, const std::string& tls_key_file,
+                       const std::string& fallback_checkpoint_path,
+                       int checkpoint_keep, const std::string& checkpoint_group,
+                       double checkpoint_interval_s,
+                       bool checkpoint_load_previous_if_damaged,
+                       int64_t max_active_streams, const std::string& host,
+                       int metrics_port, const std::string& tls_cert_file,
+                       const std::string& tls_key_file,
                        const std::string& tls_client_ca_file,
-                       const std::string& auth_tokens_file, const std::string& wal_dir,
-                       const std::string& wal_sync, double wal_sync_interval_s,
-                       double wal_retry_interval_s, int64_t memory_limit) {
+                       const std::string& auth_tokens_file,
+                       const std::string& wal_dir, const std::string& wal_sync,
+                       double wal_sync_interval_s, double wal_retry_interval_s,
+                       int64_t memory_limit) {
              ServerOptions options;
              if (!wal_dir.empty()) {
                WalOptions wal;
@@ -49,8 +52,8 @@ void BindServer(py::module_& m) {
                wal.retry_interval = absl::Seconds(wal_retry_interval_s);
                options.wal = wal;
              }
-             options.tls = ValueOrRaise(
-                 ServerTlsFromFiles(tls_cert_file, tls_key_file, tls_client_ca_file));
+             options.tls = ValueOrRaise(ServerTlsFromFiles(
+                 tls_cert_file, tls_key_file, tls_client_ca_file));
              if (!auth_tokens_file.empty()) {
                const std::string tokens =
                    ValueOrRaise(ReadPemFile(auth_tokens_file, "auth tokens"));
@@ -69,17 +72,20 @@ void BindServer(py::module_& m) {
                checkpointer.fallback_checkpoint_path = fallback_checkpoint_path;
                checkpointer.keep = checkpoint_keep;
                checkpointer.group = checkpoint_group;
-               checkpointer.load_previous_if_damaged = checkpoint_load_previous_if_damaged;
-               options.checkpointer = ValueOrRaise(WithoutGil(
-                   [&] { return Checkpointer::Create(std::move(checkpointer)); }));
+               checkpointer.load_previous_if_damaged =
+                   checkpoint_load_previous_if_damaged;
+               options.checkpointer = ValueOrRaise(WithoutGil([&] {
+                 return Checkpointer::Create(std::move(checkpointer));
+               }));
              }
              // Loading a checkpoint can take a while: other Python threads run.
-             return ValueOrRaise(
-                 WithoutGil([&] { return ReplayServer::Start(tables, options); }));
+             return ValueOrRaise(WithoutGil(
+                 [&] { return ReplayServer::Start(tables, options); }));
            }),
            py::arg("tables"), py::arg("port") = 0,
            py::arg("max_message_bytes") = int64_t{256} << 20,
-           py::arg("checkpoint_root") = "", py::arg("fallback_checkpoint_path") = "",
+           py::arg("checkpoint_root") = "",
+           py::arg("fallback_checkpoint_path") = "",
            py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0,
            py::arg("checkpoint_load_previous_if_damaged") = false,
@@ -104,27 +110,34 @@ void BindServer(py::module_& m) {
       .def_property_readonly("port", &ReplayServer::port)
       .def_property_readonly("metrics_port", &ReplayServer::metrics_port)
       .def("metrics_text", &ReplayServer::MetricsText)
-      .def_property_readonly("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
-      .def_property_readonly("skipped_checkpoints", &ReplayServer::skipped_checkpoints)
-      .def("checkpoint",
-           [](ReplayServer& server) {
-             auto stats = WithoutGil([&] { return server.Checkpoint(); });
-             CheckOk(stats.status());
-             py::dict out;
-             out["path"] = stats->path;
-             out["max_table_pause_s"] = absl::ToDoubleSeconds(stats->max_table_pause);
-             out["total_s"] = absl::ToDoubleSeconds(stats->total);
-             out["num_items"] = stats->num_items;
-             out["num_chunks"] = stats->num_chunks;
-             out["bytes"] = stats->bytes;
-             return out;
-           },
-           "Saves a checkpoint; returns its path and timings (for benchmarks).")
-      .def("stop", [](ReplayServer& server) { WithoutGil([&] { server.Stop(); }); })
+      .def_property_readonly("loaded_checkpoint",
+                             &ReplayServer::loaded_checkpoint)
+      .def_property_readonly("skipped_checkpoints",
+                             &ReplayServer::skipped_checkpoints)
+      .def(
+          "checkpoint",
+          [](ReplayServer& server) {
+            auto stats = WithoutGil([&] { return server.Checkpoint(); });
+            CheckOk(stats.status());
+            py::dict out;
+            out["path"] = stats->path;
+            out["max_table_pause_s"] =
+                absl::ToDoubleSeconds(stats->max_table_pause);
+            out["total_s"] = absl::ToDoubleSeconds(stats->total);
+            out["num_items"] = stats->num_items;
+            out["num_chunks"] = stats->num_chunks;
+            out["bytes"] = stats->bytes;
+            return out;
+          },
+          "Saves a checkpoint; returns its path and timings (for benchmarks).")
+      .def("stop",
+           [](ReplayServer& server) { WithoutGil([&] { server.Stop(); }); })
       .def("wait", [](ReplayServer& server) {
-        // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends it.
+        // Sliced so that Ctrl-C reaches Python; Stop() from another thread ends
+        // it.
         WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-          return server.WaitFor(slice) ? absl::OkStatus() : absl::DeadlineExceededError("waiting");
+          return server.WaitFor(slice) ? absl::OkStatus()
+                                       : absl::DeadlineExceededError("waiting");
         });
       });
 }

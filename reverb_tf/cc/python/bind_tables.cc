@@ -17,10 +17,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/python/bindings.h"
 #include "reverb_tf/cc/python/calls.h"
 #include "reverb_tf/cc/python/conversions.h"
-#include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf::binding {
@@ -28,8 +28,8 @@ namespace {
 
 TableOptions MakeTableOptions(const std::string& name,
                               const SelectorOptions& sampler,
-                              const SelectorOptions& remover,
-                              int64_t max_size, int32_t max_times_sampled,
+                              const SelectorOptions& remover, int64_t max_size,
+                              int32_t max_times_sampled,
                               const RateLimiterOptions& limiter,
                               std::optional<SignatureList> signature,
                               const py::bytes& nested_structure) {
@@ -70,49 +70,61 @@ void BindTables(py::module_& m) {
       .def_readonly("kind", &SelectorOptions::kind)
       .def_readonly("priority_exponent", &SelectorOptions::priority_exponent)
       .def("__repr__", [](const SelectorOptions& o) {
-        return absl::StrCat("SelectorOptions(", py::str(py::cast(o.kind).attr("name")).cast<std::string>(),
-                            ", priority_exponent=", o.priority_exponent, ")");
+        return absl::StrCat(
+            "SelectorOptions(",
+            py::str(py::cast(o.kind).attr("name")).cast<std::string>(),
+            ", priority_exponent=", o.priority_exponent, ")");
       });
 
   // The rate limiter's parameters and presets, each checked by the core
   // (ValueError with its message): the one definition and the one set of
   // checks Python's reverb_tf.rate_limiters builds on.
   py::class_<RateLimiterOptions>(m, "RateLimiterOptions")
-      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample, double min_diff,
-                       double max_diff) {
+      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample,
+                       double min_diff, double max_diff) {
              return ArgumentOrRaise(RateLimiterOptions::Checked(
                  samples_per_insert, min_size_to_sample, min_diff, max_diff));
            }),
-           py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
-           py::arg("max_diff"))
+           py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
+           py::arg("min_diff"), py::arg("max_diff"))
       .def_static(
           "min_size",
           [](int64_t min_size_to_sample) {
-            return ArgumentOrRaise(RateLimiterOptions::CheckedMinSize(min_size_to_sample));
+            return ArgumentOrRaise(
+                RateLimiterOptions::CheckedMinSize(min_size_to_sample));
           },
           py::arg("min_size_to_sample"))
       .def_static(
           "sample_to_insert_ratio",
-          [](double samples_per_insert, int64_t min_size_to_sample, double error_buffer) {
-            return ArgumentOrRaise(RateLimiterOptions::CheckedSampleToInsertRatio(
-                samples_per_insert, min_size_to_sample, error_buffer));
+          [](double samples_per_insert, int64_t min_size_to_sample,
+             double error_buffer) {
+            return ArgumentOrRaise(
+                RateLimiterOptions::CheckedSampleToInsertRatio(
+                    samples_per_insert, min_size_to_sample, error_buffer));
           },
-          py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("error_buffer"))
+          py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
+          py::arg("error_buffer"))
       .def_static(
           "sample_to_insert_ratio_window",
-          [](double samples_per_insert, int64_t min_size_to_sample, double min_diff,
-             double max_diff) {
-            return ArgumentOrRaise(RateLimiterOptions::CheckedSampleToInsertRatio(
-                samples_per_insert, min_size_to_sample, min_diff, max_diff));
+          [](double samples_per_insert, int64_t min_size_to_sample,
+             double min_diff, double max_diff) {
+            return ArgumentOrRaise(
+                RateLimiterOptions::CheckedSampleToInsertRatio(
+                    samples_per_insert, min_size_to_sample, min_diff,
+                    max_diff));
           },
-          py::arg("samples_per_insert"), py::arg("min_size_to_sample"), py::arg("min_diff"),
-          py::arg("max_diff"))
+          py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
+          py::arg("min_diff"), py::arg("max_diff"))
       .def_static(
           "queue",
-          [](int64_t size) { return ArgumentOrRaise(RateLimiterOptions::CheckedQueue(size)); },
+          [](int64_t size) {
+            return ArgumentOrRaise(RateLimiterOptions::CheckedQueue(size));
+          },
           py::arg("size"))
-      .def_readonly("samples_per_insert", &RateLimiterOptions::samples_per_insert)
-      .def_readonly("min_size_to_sample", &RateLimiterOptions::min_size_to_sample)
+      .def_readonly("samples_per_insert",
+                    &RateLimiterOptions::samples_per_insert)
+      .def_readonly("min_size_to_sample",
+                    &RateLimiterOptions::min_size_to_sample)
       .def_readonly("min_diff", &RateLimiterOptions::min_diff)
       .def_readonly("max_diff", &RateLimiterOptions::max_diff)
       // Empty, or why valid options may still surprise a program.
@@ -121,24 +133,34 @@ void BindTables(py::module_& m) {
 
   py::class_<TableOptions>(m, "TableOptions")
       .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
-           py::arg("remover"), py::arg("max_size"), py::arg("max_times_sampled"),
-           py::arg("rate_limiter"), py::arg("signature"),
-           py::arg("nested_structure") = py::bytes(""))
-      .def_property_readonly("name", [](const TableOptions& o) { return o.name; });
+           py::arg("remover"), py::arg("max_size"),
+           py::arg("max_times_sampled"), py::arg("rate_limiter"),
+           py::arg("signature"), py::arg("nested_structure") = py::bytes(""))
+      .def_property_readonly("name",
+                             [](const TableOptions& o) { return o.name; });
 
   py::class_<RateLimiterCallStats>(m, "CallStats")
       .def_readonly("completed", &RateLimiterCallStats::completed)
       .def_readonly("limited", &RateLimiterCallStats::limited)
       .def_readonly("pending", &RateLimiterCallStats::pending)
-      .def_property_readonly("completed_wait_time_s", [](const RateLimiterCallStats& s) {
-        return absl::ToDoubleSeconds(s.completed_wait_time);
-      });
+      .def_property_readonly(
+          "completed_wait_time_s", [](const RateLimiterCallStats& s) {
+            return absl::ToDoubleSeconds(s.completed_wait_time);
+          });
 
   py::class_<RateLimiterInfo>(m, "RateLimiterInfo")
-      .def_property_readonly("samples_per_insert", [](const RateLimiterInfo& i) { return i.options.samples_per_insert; })
-      .def_property_readonly("min_size_to_sample", [](const RateLimiterInfo& i) { return i.options.min_size_to_sample; })
-      .def_property_readonly("min_diff", [](const RateLimiterInfo& i) { return i.options.min_diff; })
-      .def_property_readonly("max_diff", [](const RateLimiterInfo& i) { return i.options.max_diff; })
+      .def_property_readonly(
+          "samples_per_insert",
+          [](const RateLimiterInfo& i) { return i.options.samples_per_insert; })
+      .def_property_readonly(
+          "min_size_to_sample",
+          [](const RateLimiterInfo& i) { return i.options.min_size_to_sample; })
+      .def_property_readonly(
+          "min_diff",
+          [](const RateLimiterInfo& i) { return i.options.min_diff; })
+      .def_property_readonly(
+          "max_diff",
+          [](const RateLimiterInfo& i) { return i.options.max_diff; })
       .def_readonly("inserts", &RateLimiterInfo::inserts)
       .def_readonly("samples", &RateLimiterInfo::samples)
       .def_readonly("deletes", &RateLimiterInfo::deletes)
@@ -146,26 +168,39 @@ void BindTables(py::module_& m) {
       .def_readonly("sample_stats", &RateLimiterInfo::sample_stats);
 
   py::class_<TableInfo>(m, "TableInfo")
-      .def_property_readonly("name", [](const TableInfo& i) { return i.options.name; })
-      .def_property_readonly("sampler_options", [](const TableInfo& i) { return i.options.sampler; })
-      .def_property_readonly("remover_options", [](const TableInfo& i) { return i.options.remover; })
-      .def_property_readonly("max_size", [](const TableInfo& i) { return i.options.max_size; })
-      .def_property_readonly("max_times_sampled", [](const TableInfo& i) { return i.options.max_times_sampled; })
+      .def_property_readonly("name",
+                             [](const TableInfo& i) { return i.options.name; })
+      .def_property_readonly(
+          "sampler_options",
+          [](const TableInfo& i) { return i.options.sampler; })
+      .def_property_readonly(
+          "remover_options",
+          [](const TableInfo& i) { return i.options.remover; })
+      .def_property_readonly(
+          "max_size", [](const TableInfo& i) { return i.options.max_size; })
+      .def_property_readonly(
+          "max_times_sampled",
+          [](const TableInfo& i) { return i.options.max_times_sampled; })
       .def_readonly("current_size", &TableInfo::current_size)
       .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
       .def_readonly("num_episodes", &TableInfo::num_episodes)
       .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
       .def_readonly("rate_limiter_info", &TableInfo::rate_limiter_info)
-      .def_property_readonly("signature", [](const TableInfo& i) -> py::object {
-        if (!i.options.signature.has_value()) return py::none();
-        py::list columns;
-        for (const ColumnSpec& c : i.options.signature->columns) {
-          columns.append(py::make_tuple(c.name, NumpyDType(c.dtype), c.shape));
-        }
-        return columns;
-      })
+      .def_property_readonly(
+          "signature",
+          [](const TableInfo& i) -> py::object {
+            if (!i.options.signature.has_value()) return py::none();
+            py::list columns;
+            for (const ColumnSpec& c : i.options.signature->columns) {
+              columns.append(
+                  py::make_tuple(c.name, NumpyDType(c.dtype), c.shape));
+            }
+            return columns;
+          })
       .def_property_readonly("nested_structure", [](const TableInfo& i) {
-        return py::bytes(i.options.signature.has_value() ? i.options.signature->nested_structure : "");
+        return py::bytes(i.options.signature.has_value()
+                             ? i.options.signature->nested_structure
+                             : "");
       });
 
   m.def(
@@ -206,16 +241,21 @@ void BindTables(py::module_& m) {
   py::class_<Table, std::shared_ptr<Table>>(m, "Table")
       .def(py::init([](const TableOptions& options) {
              std::random_device seed_source;
-             const uint64_t seed = (uint64_t{seed_source()} << 32) | seed_source();
+             const uint64_t seed =
+                 (uint64_t{seed_source()} << 32) | seed_source();
              return ValueOrRaise(Table::Create(options, seed));
            }),
            py::arg("options"))
       .def_property_readonly("name", &Table::name)
-      .def("info", &Table::info, "The table's info, read in this process (no RPC).")
+      .def("info", &Table::info,
+           "The table's info, read in this process (no RPC).")
       .def("can_insert",
-           [](const Table& table, int64_t n) { return ValueOrRaise(table.CanInsert(n)); })
-      .def("can_sample",
-           [](const Table& table, int64_t n) { return ValueOrRaise(table.CanSample(n)); });
+           [](const Table& table, int64_t n) {
+             return ValueOrRaise(table.CanInsert(n));
+           })
+      .def("can_sample", [](const Table& table, int64_t n) {
+        return ValueOrRaise(table.CanSample(n));
+      });
 }
 
 }  // namespace reverb_tf::binding

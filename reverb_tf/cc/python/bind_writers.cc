@@ -17,64 +17,82 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "reverb_tf/cc/patterns/structured_writer.h"
 #include "reverb_tf/cc/python/bindings.h"
 #include "reverb_tf/cc/python/calls.h"
 #include "reverb_tf/cc/python/conversions.h"
-#include "reverb_tf/cc/patterns/structured_writer.h"
 
 namespace reverb_tf::binding {
 
 void BindWriters(py::module_& m) {
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
-      .def("append",
-           [](TrajectoryWriter& writer, const py::list& columns, bool partial_step) {
-             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
-             return ValueOrRaise(writer.Append(std::move(step), partial_step));
-           },
-           py::arg("columns"), py::arg("partial_step") = false)
+      .def(
+          "append",
+          [](TrajectoryWriter& writer, const py::list& columns,
+             bool partial_step) {
+            std::vector<std::optional<TensorPayload>> step =
+                StepFromColumns(columns);
+            return ValueOrRaise(writer.Append(std::move(step), partial_step));
+          },
+          py::arg("columns"), py::arg("partial_step") = false)
       .def("create_item",
-           [](TrajectoryWriter& writer, const std::string& table, double priority,
-              const std::vector<ColumnRef>& refs) {
+           [](TrajectoryWriter& writer, const std::string& table,
+              double priority, const std::vector<ColumnRef>& refs) {
              const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
              // Fast path: room in the in-flight window, nothing to wait for.
-             absl::Status status = writer.CreateItem(table, priority, columns, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             absl::Status status = writer.CreateItem(table, priority, columns,
+                                                     absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded)
+               return CheckOk(status);
              WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
                return writer.CreateItem(table, priority, columns, slice);
              });
            })
-      .def("flush",
-           [](TrajectoryWriter& writer, int32_t block_until_num_items,
-              std::optional<double> timeout_s) {
-             absl::Status status = writer.Flush(block_until_num_items, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
-             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
-               return writer.Flush(block_until_num_items, slice);
-             });
-           },
-           py::arg("block_until_num_items") = 0, py::arg("timeout_s") = py::none())
-      .def("end_episode",
-           [](TrajectoryWriter& writer, bool clear_buffers, std::optional<double> timeout_s) {
-             absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
-             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
-               return writer.Flush(0, slice);
-             });
-           },
-           py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
-      .def("configure",
-           [](TrajectoryWriter& writer, int32_t column, std::optional<int32_t> keep_alive,
-              std::optional<int32_t> max_chunk_length) {
-             CheckOk(writer.Configure(column, keep_alive.value_or(0),
-                                      max_chunk_length.value_or(0)));
-           },
-           py::arg("column"), py::arg("num_keep_alive_refs") = py::none(),
-           py::arg("max_chunk_length") = py::none())
-      .def("close", [](TrajectoryWriter& writer) {
-        CheckOk(WithoutGil([&] { return writer.Close(); }));
-      })
+      .def(
+          "flush",
+          [](TrajectoryWriter& writer, int32_t block_until_num_items,
+             std::optional<double> timeout_s) {
+            absl::Status status =
+                writer.Flush(block_until_num_items, absl::ZeroDuration());
+            if (status.code() != absl::StatusCode::kDeadlineExceeded)
+              return CheckOk(status);
+            WaitInSlices(TimeoutFromSeconds(timeout_s),
+                         [&](absl::Duration slice) {
+                           return writer.Flush(block_until_num_items, slice);
+                         });
+          },
+          py::arg("block_until_num_items") = 0,
+          py::arg("timeout_s") = py::none())
+      .def(
+          "end_episode",
+          [](TrajectoryWriter& writer, bool clear_buffers,
+             std::optional<double> timeout_s) {
+            absl::Status status =
+                writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+            if (status.code() != absl::StatusCode::kDeadlineExceeded)
+              return CheckOk(status);
+            WaitInSlices(
+                TimeoutFromSeconds(timeout_s),
+                [&](absl::Duration slice) { return writer.Flush(0, slice); });
+          },
+          py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+      .def(
+          "configure",
+          [](TrajectoryWriter& writer, int32_t column,
+             std::optional<int32_t> keep_alive,
+             std::optional<int32_t> max_chunk_length) {
+            CheckOk(writer.Configure(column, keep_alive.value_or(0),
+                                     max_chunk_length.value_or(0)));
+          },
+          py::arg("column"), py::arg("num_keep_alive_refs") = py::none(),
+          py::arg("max_chunk_length") = py::none())
+      .def("close",
+           [](TrajectoryWriter& writer) {
+             CheckOk(WithoutGil([&] { return writer.Close(); }));
+           })
       .def_static("validate_column_options",
-                  [](int32_t num_keep_alive_refs, std::optional<int32_t> max_chunk_length) {
+                  [](int32_t num_keep_alive_refs,
+                     std::optional<int32_t> max_chunk_length) {
                     CheckOk(TrajectoryWriter::ValidateColumnOptions(
                         num_keep_alive_refs, max_chunk_length.value_or(0)));
                   })
@@ -83,7 +101,8 @@ void BindWriters(py::module_& m) {
            [](TrajectoryWriter& writer, const std::string& table,
               std::optional<SignatureList> signature) {
              std::optional<TableSignature> table_signature;
-             if (signature.has_value()) table_signature = MakeTableSignature(*signature);
+             if (signature.has_value())
+               table_signature = MakeTableSignature(*signature);
              writer.SetTableSignature(table, std::move(table_signature));
            })
       .def("history_step",
@@ -98,113 +117,145 @@ void BindWriters(py::module_& m) {
              throw py::value_error(message);
            })
       .def("is_referenceable", &TrajectoryWriter::IsReferenceable)
-      .def("read_cells",
-           [](TrajectoryWriter& writer, int32_t column, const std::vector<int64_t>& steps) {
-             absl::StatusOr<TensorPayload> payload =
-                 WithoutGil([&] { return writer.ReadCells(column, steps); });
-             // A plain RuntimeError for expired cells, as dm-reverb raises.
-             if (payload.status().code() == absl::StatusCode::kFailedPrecondition) {
-               throw std::runtime_error(std::string(payload.status().message()));
-             }
-             return ArrayFromPayload(ValueOrRaise(std::move(payload)));
-           })
+      .def(
+          "read_cells",
+          [](TrajectoryWriter& writer, int32_t column,
+             const std::vector<int64_t>& steps) {
+            absl::StatusOr<TensorPayload> payload =
+                WithoutGil([&] { return writer.ReadCells(column, steps); });
+            // A plain RuntimeError for expired cells, as dm-reverb raises.
+            if (payload.status().code() ==
+                absl::StatusCode::kFailedPrecondition) {
+              throw std::runtime_error(std::string(payload.status().message()));
+            }
+            return ArrayFromPayload(ValueOrRaise(std::move(payload)));
+          })
       .def("column_type",
            [](const TrajectoryWriter& writer, int32_t column) -> py::object {
-             std::optional<std::pair<DType, Shape>> type = writer.ColumnType(column);
+             std::optional<std::pair<DType, Shape>> type =
+                 writer.ColumnType(column);
              if (!type.has_value()) return py::none();
              py::tuple shape(type->second.size());
-             for (size_t i = 0; i < type->second.size(); ++i) shape[i] = type->second[i];
+             for (size_t i = 0; i < type->second.size(); ++i)
+               shape[i] = type->second[i];
              return py::make_tuple(NumpyDType(type->first), shape);
            })
-      .def_property_readonly("history_length", &TrajectoryWriter::history_length)
+      .def_property_readonly("history_length",
+                             &TrajectoryWriter::history_length)
       .def_property_readonly("step_open", &TrajectoryWriter::step_open)
       .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
-      .def_property_readonly("num_in_flight_items", &TrajectoryWriter::num_in_flight_items)
+      .def_property_readonly("num_in_flight_items",
+                             &TrajectoryWriter::num_in_flight_items)
       // Batched (vectorised-environment) writers: num_lanes >= 1.
       .def("append_batch",
            [](TrajectoryWriter& writer, const py::list& columns) {
-             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
+             std::vector<std::optional<TensorPayload>> step =
+                 StepFromColumns(columns);
              return ValueOrRaise(writer.AppendBatch(std::move(step)));
            })
       .def("create_items",
            [](TrajectoryWriter& writer, const std::string& table,
-              const py::array_t<double, py::array::c_style | py::array::forcecast>& priorities,
+              const py::array_t<double, py::array::c_style |
+                                            py::array::forcecast>& priorities,
               const std::vector<ColumnRef>& refs,
-              const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& lanes) {
+              const py::array_t<int32_t, py::array::c_style |
+                                             py::array::forcecast>& lanes) {
              const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
-             const absl::Span<const double> p(priorities.data(), priorities.size());
+             const absl::Span<const double> p(priorities.data(),
+                                              priorities.size());
              const absl::Span<const int32_t> l(lanes.data(), lanes.size());
-             absl::Status status = writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
+             absl::Status status =
+                 writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
+             if (status.code() != absl::StatusCode::kDeadlineExceeded)
+               return CheckOk(status);
              WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
                return writer.CreateItems(table, p, columns, l, slice);
              });
            })
       .def("end_lane_episodes",
            [](TrajectoryWriter& writer,
-              const py::array_t<int32_t, py::array::c_style | py::array::forcecast>& lanes,
+              const py::array_t<int32_t, py::array::c_style |
+                                             py::array::forcecast>& lanes,
               bool clear_buffers) {
-             CheckOk(writer.EndLaneEpisodes(absl::MakeConstSpan(lanes.data(), lanes.size()),
-                                            clear_buffers));
+             CheckOk(writer.EndLaneEpisodes(
+                 absl::MakeConstSpan(lanes.data(), lanes.size()),
+                 clear_buffers));
            })
-      .def_property_readonly("lane_episode_steps",
-                             [](const TrajectoryWriter& writer) {
-                               std::vector<int32_t> steps = writer.LaneEpisodeSteps();
-                               py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
-                               std::copy(steps.begin(), steps.end(), out.mutable_data());
-                               return out;
-                             })
+      .def_property_readonly(
+          "lane_episode_steps",
+          [](const TrajectoryWriter& writer) {
+            std::vector<int32_t> steps = writer.LaneEpisodeSteps();
+            py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
+            std::copy(steps.begin(), steps.end(), out.mutable_data());
+            return out;
+          })
       .def_property_readonly("num_lanes", &TrajectoryWriter::num_lanes);
 
   // The C++ side of reverb_tf.structured_writer.StructuredWriter.
   py::class_<StructuredWriter>(m, "StructuredWriter")
-      .def("append",
-           [](StructuredWriter& writer, const py::list& columns, bool partial_step) {
-             std::vector<std::optional<TensorPayload>> step = StepFromColumns(columns);
-             // Fast path: the items fit in the in-flight window.
-             absl::Status status = writer.Append(std::move(step), partial_step, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
-             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-               return writer.CreatePendingItems(slice);
-             });
-           },
-           py::arg("columns"), py::arg("partial_step") = false)
+      .def(
+          "append",
+          [](StructuredWriter& writer, const py::list& columns,
+             bool partial_step) {
+            std::vector<std::optional<TensorPayload>> step =
+                StepFromColumns(columns);
+            // Fast path: the items fit in the in-flight window.
+            absl::Status status = writer.Append(std::move(step), partial_step,
+                                                absl::ZeroDuration());
+            if (status.code() != absl::StatusCode::kDeadlineExceeded)
+              return CheckOk(status);
+            WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+              return writer.CreatePendingItems(slice);
+            });
+          },
+          py::arg("columns"), py::arg("partial_step") = false)
       // Pending items are created first (they wait only on the in-flight
       // window, which is effectively unlimited); then the wait for
       // acknowledgements is sliced like the Writer's.
-      .def("flush",
-           [](StructuredWriter& writer, int32_t block_until_num_items,
-              std::optional<double> timeout_s) {
-             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-               return writer.CreatePendingItems(slice);
-             });
-             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
-             absl::Status status = trajectory_writer.Flush(block_until_num_items,
-                                                           absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
-             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
-               return trajectory_writer.Flush(block_until_num_items, slice);
-             });
-           },
-           py::arg("block_until_num_items") = 0, py::arg("timeout_s") = py::none())
-      .def("end_episode",
-           [](StructuredWriter& writer, bool clear_buffers, std::optional<double> timeout_s) {
-             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-               return writer.CreatePendingItems(slice);
-             });
-             // Ends the episode at once; DEADLINE_EXCEEDED only says that the
-             // flush it starts is still running.
-             absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded) return CheckOk(status);
-             TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
-             WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
-               return trajectory_writer.Flush(0, slice);
-             });
-           },
-           py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+      .def(
+          "flush",
+          [](StructuredWriter& writer, int32_t block_until_num_items,
+             std::optional<double> timeout_s) {
+            WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+              return writer.CreatePendingItems(slice);
+            });
+            TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+            absl::Status status = trajectory_writer.Flush(block_until_num_items,
+                                                          absl::ZeroDuration());
+            if (status.code() != absl::StatusCode::kDeadlineExceeded)
+              return CheckOk(status);
+            WaitInSlices(
+                TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+                  return trajectory_writer.Flush(block_until_num_items, slice);
+                });
+          },
+          py::arg("block_until_num_items") = 0,
+          py::arg("timeout_s") = py::none())
+      .def(
+          "end_episode",
+          [](StructuredWriter& writer, bool clear_buffers,
+             std::optional<double> timeout_s) {
+            WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+              return writer.CreatePendingItems(slice);
+            });
+            // Ends the episode at once; DEADLINE_EXCEEDED only says that the
+            // flush it starts is still running.
+            absl::Status status =
+                writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+            if (status.code() != absl::StatusCode::kDeadlineExceeded)
+              return CheckOk(status);
+            TrajectoryWriter& trajectory_writer = writer.trajectory_writer();
+            WaitInSlices(TimeoutFromSeconds(timeout_s),
+                         [&](absl::Duration slice) {
+                           return trajectory_writer.Flush(0, slice);
+                         });
+          },
+          py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
       .def("close",
-           [](StructuredWriter& writer) { CheckOk(WithoutGil([&] { return writer.Close(); })); })
+           [](StructuredWriter& writer) {
+             CheckOk(WithoutGil([&] { return writer.Close(); }));
+           })
       .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
 }
 

@@ -11,10 +11,9 @@
 #ifndef REVERB_TF_CC_PYTHON_CALLS_H_
 #define REVERB_TF_CC_PYTHON_CALLS_H_
 
-#include <pybind11/pybind11.h>
-
 #include <cxxabi.h>
 #include <pthread.h>
+#include <pybind11/pybind11.h>
 
 #include <deque>
 #include <functional>
@@ -45,7 +44,8 @@ inline constexpr absl::Duration kSignalPoll = absl::Milliseconds(100);
   py::object error = py::module_::import("reverb_tf.errors")
                          .attr("from_status")(static_cast<int>(status.code()),
                                               std::string(status.message()));
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
+                  error.ptr());
   throw py::error_already_set();
 }
 
@@ -110,15 +110,18 @@ template <typename Call>
 void WaitInSlices(absl::Duration timeout, Call call) {
   const absl::Status status = CallInSlices(
       timeout, kSignalPoll,
-      [&](absl::Duration slice) { return WithoutGil([&] { return call(slice); }); },
+      [&](absl::Duration slice) {
+        return WithoutGil([&] { return call(slice); });
+      },
       [] {
         if (PyErr_CheckSignals() != 0) throw py::error_already_set();
         return absl::OkStatus();
       });
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     // The status speaks of the last slice; report the caller's timeout.
-    RaiseStatus(absl::DeadlineExceededError(absl::StrCat(
-        "timed out after ", absl::FormatDuration(timeout), ": ", status.message())));
+    RaiseStatus(absl::DeadlineExceededError(
+        absl::StrCat("timed out after ", absl::FormatDuration(timeout), ": ",
+                     status.message())));
   }
   CheckOk(status);
 }
@@ -186,7 +189,8 @@ inline CallThreads* CallThreads::instance_ = new CallThreads();
 
 // The interpreter's main thread: the only one Ctrl-C reaches
 // (PyErr_CheckSignals is a no-op elsewhere). Set at module init.
-inline unsigned long main_thread_ident = 0;  // NOLINT(runtime/int): PyThread's type
+inline unsigned long main_thread_ident =
+    0;  // NOLINT(runtime/int): PyThread's type
 
 // Runs `call(cancel)` without the GIL. On the main thread it runs on a
 // reused worker (CallThreads) while this thread waits for Ctrl-C, which

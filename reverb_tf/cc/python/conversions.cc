@@ -43,31 +43,49 @@ DType DTypeFromNumpy(const py::dtype& dtype) {
     default:
       break;
   }
-  if (py::str(dtype.attr("name")).cast<std::string>() == "bfloat16") return DType::kBfloat16;
+  if (py::str(dtype.attr("name")).cast<std::string>() == "bfloat16")
+    return DType::kBfloat16;
   RaiseStatus(absl::InvalidArgumentError(absl::StrCat(
       "unsupported numpy dtype ", py::str(dtype).cast<std::string>())));
 }
 
 py::dtype NumpyDType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return py::dtype("float32");
-    case DType::kDouble: return py::dtype("float64");
-    case DType::kHalf: return py::dtype("float16");
-    case DType::kInt8: return py::dtype("int8");
-    case DType::kInt16: return py::dtype("int16");
-    case DType::kInt32: return py::dtype("int32");
-    case DType::kInt64: return py::dtype("int64");
-    case DType::kUint8: return py::dtype("uint8");
-    case DType::kUint16: return py::dtype("uint16");
-    case DType::kUint32: return py::dtype("uint32");
-    case DType::kUint64: return py::dtype("uint64");
-    case DType::kBool: return py::dtype("bool");
-    case DType::kComplex64: return py::dtype("complex64");
-    case DType::kComplex128: return py::dtype("complex128");
-    case DType::kString: return py::dtype("O");
+    case DType::kFloat:
+      return py::dtype("float32");
+    case DType::kDouble:
+      return py::dtype("float64");
+    case DType::kHalf:
+      return py::dtype("float16");
+    case DType::kInt8:
+      return py::dtype("int8");
+    case DType::kInt16:
+      return py::dtype("int16");
+    case DType::kInt32:
+      return py::dtype("int32");
+    case DType::kInt64:
+      return py::dtype("int64");
+    case DType::kUint8:
+      return py::dtype("uint8");
+    case DType::kUint16:
+      return py::dtype("uint16");
+    case DType::kUint32:
+      return py::dtype("uint32");
+    case DType::kUint64:
+      return py::dtype("uint64");
+    case DType::kBool:
+      return py::dtype("bool");
+    case DType::kComplex64:
+      return py::dtype("complex64");
+    case DType::kComplex128:
+      return py::dtype("complex128");
+    case DType::kString:
+      return py::dtype("O");
     case DType::kBfloat16:
-      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
-    case DType::kInvalid: break;
+      return py::dtype::from_args(
+          py::module_::import("ml_dtypes").attr("bfloat16"));
+    case DType::kInvalid:
+      break;
   }
   RaiseStatus(absl::InternalError("invalid dtype"));
 }
@@ -91,7 +109,8 @@ TensorPayload PayloadFromArray(py::handle value) {
         // (a TypeError, as dm-reverb's conversion raises).
         throw py::type_error(absl::StrCat(
             "a value must be array-like (numbers, bools, bytes or str); got an "
-            "element of type ", Py_TYPE(element.ptr())->tp_name));
+            "element of type ",
+            Py_TYPE(element.ptr())->tp_name));
       }
     }
     return ValueOrRaise(MakeStringPayload(std::move(shape), elements));
@@ -100,7 +119,8 @@ TensorPayload PayloadFromArray(py::handle value) {
   return ValueOrRaise(MakePayload(dtype, std::move(shape), std::move(bytes)));
 }
 
-std::vector<std::optional<TensorPayload>> StepFromColumns(const py::list& columns) {
+std::vector<std::optional<TensorPayload>> StepFromColumns(
+    const py::list& columns) {
   std::vector<std::optional<TensorPayload>> step(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
     if (!columns[i].is_none()) step[i] = PayloadFromArray(columns[i]);
@@ -117,19 +137,25 @@ std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs) {
   return columns;
 }
 
-py::array BytesArray(absl::Span<const int64_t> shape, const std::vector<std::string>& elements) {
-  py::array out(py::dtype("O"), std::vector<py::ssize_t>(shape.begin(), shape.end()));
+py::array BytesArray(absl::Span<const int64_t> shape,
+                     const std::vector<std::string>& elements) {
+  py::array out(py::dtype("O"),
+                std::vector<py::ssize_t>(shape.begin(), shape.end()));
   PyObject** cells = static_cast<PyObject**>(out.mutable_data());
   for (size_t i = 0; i < elements.size(); ++i) {
-    cells[i] = PyBytes_FromStringAndSize(elements[i].data(), elements[i].size());
+    cells[i] =
+        PyBytes_FromStringAndSize(elements[i].data(), elements[i].size());
   }
   return out;
 }
 
-py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape, std::string bytes) {
+py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
+                      std::string bytes) {
   auto* owner = new std::string(std::move(bytes));
-  py::capsule capsule(owner, [](void* p) { delete static_cast<std::string*>(p); });
-  return py::array(NumpyDType(dtype), std::vector<py::ssize_t>(shape.begin(), shape.end()),
+  py::capsule capsule(owner,
+                      [](void* p) { delete static_cast<std::string*>(p); });
+  return py::array(NumpyDType(dtype),
+                   std::vector<py::ssize_t>(shape.begin(), shape.end()),
                    owner->data(), capsule);
 }
 
@@ -150,8 +176,9 @@ py::dict TablesDict(std::vector<TableInfo> tables) {
 }
 
 py::tuple SampleInfoTuple(const SampleInfo& info) {
-  return py::make_tuple(info.key, info.probability, info.table_size, info.priority,
-                        info.times_sampled, info.table_weight, info.min_probability);
+  return py::make_tuple(info.key, info.probability, info.table_size,
+                        info.priority, info.times_sampled, info.table_weight,
+                        info.min_probability);
 }
 
 py::tuple StackedBatchTuple(StackedBatch batch) {
@@ -177,13 +204,14 @@ py::tuple StackedBatchTuple(StackedBatch batch) {
   py::list squeezed;
   for (StackedColumn& column : batch.columns) {
     squeezed.append(py::bool_(column.squeezed));
-    columns.append(column.dtype == DType::kString
-                       ? BytesArray(column.shape, column.strings)
-                       : ArrayOwning(column.dtype, column.shape, std::move(column.data)));
+    columns.append(
+        column.dtype == DType::kString
+            ? BytesArray(column.shape, column.strings)
+            : ArrayOwning(column.dtype, column.shape, std::move(column.data)));
   }
   return py::make_tuple(
-      py::make_tuple(key, probability, table_size, priority, times_sampled, table_weight,
-                     min_probability),
+      py::make_tuple(key, probability, table_size, priority, times_sampled,
+                     table_weight, min_probability),
       columns, squeezed);
 }
 

@@ -41,7 +41,8 @@ TensorPayload PayloadFromArray(py::handle value);
 
 // A step as Python's writers pass it: one array-like per flat column, None
 // where the column is missing.
-std::vector<std::optional<TensorPayload>> StepFromColumns(const py::list& columns);
+std::vector<std::optional<TensorPayload>> StepFromColumns(
+    const py::list& columns);
 
 // An item's reference to one column as Python passes it: (column, steps,
 // squeeze), a TrajectoryColumn's _entry.
@@ -50,17 +51,20 @@ using ColumnRef = std::tuple<int32_t, std::vector<int64_t>, bool>;
 std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs);
 
 // An object array of `shape` holding `elements` (row-major) as bytes.
-py::array BytesArray(absl::Span<const int64_t> shape, const std::vector<std::string>& elements);
+py::array BytesArray(absl::Span<const int64_t> shape,
+                     const std::vector<std::string>& elements);
 
 // Zero-copy: the array views `bytes`, which a capsule owns from now on.
-py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape, std::string bytes);
+py::array ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
+                      std::string bytes);
 
 // The payload as an array that owns its bytes (strings: an object array).
 py::array ArrayFromPayload(TensorPayload payload);
 
 // A table signature as Python passes it: (column name, numpy dtype, shape)
 // per flat column.
-using SignatureList = std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
+using SignatureList =
+    std::vector<std::tuple<std::string, py::object, std::vector<int64_t>>>;
 
 TableSignature MakeTableSignature(const SignatureList& columns);
 

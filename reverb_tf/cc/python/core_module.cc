@@ -14,8 +14,12 @@ PYBIND11_MODULE(_core, m) {
   namespace binding = ::reverb_tf::binding;
   namespace py = ::pybind11;
   m.doc() = "Native core of reverb_tf (see docs/core_module_api.md).";
-  binding::main_thread_ident = static_cast<unsigned long>(  // NOLINT(runtime/int)
-      py::module_::import("threading").attr("main_thread")().attr("ident").cast<uint64_t>());
+  binding::main_thread_ident =
+      static_cast<unsigned long>(  // NOLINT(runtime/int)
+          py::module_::import("threading")
+              .attr("main_thread")()
+              .attr("ident")
+              .cast<uint64_t>());
   binding::BindTables(m);
   binding::BindServer(m);
   binding::BindWriters(m);

@@ -37,9 +37,9 @@ absl::Status CheckSamplesPerInsert(double samples_per_insert) {
   if (samples_per_insert > 0 && std::isfinite(samples_per_insert)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "samples_per_insert (", Number(samples_per_insert),
-      ") must be finite and > 0"));
+  return absl::InvalidArgumentError(absl::StrCat("samples_per_insert (",
+                                                 Number(samples_per_insert),
+                                                 ") must be finite and > 0"));
 }
 
 // The exponent K of the smallest power of two with value * 2^K an integer,
@@ -69,7 +69,8 @@ RateLimiterOptions RateLimiterOptions::SampleToInsertRatio(
   options.min_size_to_sample = min_size_to_sample;
   // Center the window on the diff the table has when it first allows
   // sampling, so neither side starts out blocked.
-  const double offset = static_cast<double>(min_size_to_sample) * samples_per_insert;
+  const double offset =
+      static_cast<double>(min_size_to_sample) * samples_per_insert;
   options.min_diff = offset - error_buffer;
   options.max_diff = offset + error_buffer;
   return options;
@@ -132,9 +133,10 @@ absl::StatusOr<RateLimiterOptions> RateLimiterOptions::CheckedMinSize(
   return MinSize(min_size_to_sample);
 }
 
-absl::StatusOr<RateLimiterOptions> RateLimiterOptions::CheckedSampleToInsertRatio(
-    double samples_per_insert, int64_t min_size_to_sample,
-    double error_buffer) {
+absl::StatusOr<RateLimiterOptions>
+RateLimiterOptions::CheckedSampleToInsertRatio(double samples_per_insert,
+                                               int64_t min_size_to_sample,
+                                               double error_buffer) {
   // The arguments first, so that the window's message never reports a NaN
   // or infinite offset computed from a bad samples_per_insert.
   if (absl::Status status = CheckSamplesPerInsert(samples_per_insert);
@@ -152,9 +154,11 @@ absl::StatusOr<RateLimiterOptions> RateLimiterOptions::CheckedSampleToInsertRati
                                     options.min_diff, options.max_diff);
 }
 
-absl::StatusOr<RateLimiterOptions> RateLimiterOptions::CheckedSampleToInsertRatio(
-    double samples_per_insert, int64_t min_size_to_sample, double min_diff,
-    double max_diff) {
+absl::StatusOr<RateLimiterOptions>
+RateLimiterOptions::CheckedSampleToInsertRatio(double samples_per_insert,
+                                               int64_t min_size_to_sample,
+                                               double min_diff,
+                                               double max_diff) {
   if (absl::Status status = CheckSamplesPerInsert(samples_per_insert);
       !status.ok()) {
     return status;
@@ -170,10 +174,12 @@ absl::StatusOr<RateLimiterOptions> RateLimiterOptions::CheckedSampleToInsertRati
   const double needed = 2 * std::max(1.0, samples_per_insert);
   if (!(window >= needed)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kErrorBufferPhrase, " (error_buffer leaves a window of ", Number(window),
-        " between min_diff (", Number(min_diff), ") and max_diff (",
-        Number(max_diff), "); it must be at least 2 * max(1.0, "
-        "samples_per_insert) = ", Number(needed),
+        kErrorBufferPhrase, " (error_buffer leaves a window of ",
+        Number(window), " between min_diff (", Number(min_diff),
+        ") and max_diff (", Number(max_diff),
+        "); it must be at least 2 * max(1.0, "
+        "samples_per_insert) = ",
+        Number(needed),
         " so that neither inserts nor samples can block for good)"));
   }
   return Checked(samples_per_insert, min_size_to_sample, min_diff, max_diff);
@@ -217,18 +223,23 @@ absl::Status RateLimiterOptions::CheckLive() const {
   return absl::InvalidArgumentError(absl::StrCat(
       "rate limiter can block inserts and samples for good: ", DebugString(),
       " reaches a diff (inserts * samples_per_insert - samples) above "
-      "max_diff - samples_per_insert (", Number(max_diff - s),
-      ") and below min_diff + 1 (", Number(min_diff + 1),
+      "max_diff - samples_per_insert (",
+      Number(max_diff - s), ") and below min_diff + 1 (", Number(min_diff + 1),
       "), where neither may proceed; widen the window max_diff - min_diff to "
-      "at least samples_per_insert + 1 (", Number(s + 1), ")"));
+      "at least samples_per_insert + 1 (",
+      Number(s + 1), ")"));
 }
 
 std::string RateLimiterOptions::Caveat() const {
-  const double start = static_cast<double>(min_size_to_sample) * samples_per_insert;
+  const double start =
+      static_cast<double>(min_size_to_sample) * samples_per_insert;
   if (!(max_diff < start)) return "";
   return absl::StrCat(
-      "max_diff (", Number(max_diff), ") is below min_size_to_sample * "
-      "samples_per_insert (", Number(start), "); inserts will block once the "
+      "max_diff (", Number(max_diff),
+      ") is below min_size_to_sample * "
+      "samples_per_insert (",
+      Number(start),
+      "); inserts will block once the "
       "table is full enough to sample until samples catch up, which "
       "deadlocks a single thread that inserts and then samples.");
 }
@@ -257,9 +268,11 @@ bool RateLimiter::CanSample(int64_t table_size) const {
 bool RateLimiter::CanInsertN(int64_t table_size, int64_t n) const {
   // Inserts below min_size_to_sample always pass; the rest must keep diff
   // within max_diff.
-  const int64_t limited = n - std::max<int64_t>(0, options_.min_size_to_sample - table_size);
+  const int64_t limited =
+      n - std::max<int64_t>(0, options_.min_size_to_sample - table_size);
   return limited <= 0 ||
-         diff() + static_cast<double>(n) * options_.samples_per_insert <= options_.max_diff;
+         diff() + static_cast<double>(n) * options_.samples_per_insert <=
+             options_.max_diff;
 }
 
 bool RateLimiter::CanSampleN(int64_t table_size, int64_t n) const {

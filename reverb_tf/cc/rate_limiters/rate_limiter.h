@@ -8,8 +8,8 @@
 //   diff = inserts * samples_per_insert - samples
 //
 //   An insert is allowed while the table is still filling up
-//   (size < min_size_to_sample) or while  diff + samples_per_insert <= max_diff.
-//   A sample is allowed once  size >= min_size_to_sample  and while
+//   (size < min_size_to_sample) or while  diff + samples_per_insert <=
+//   max_diff. A sample is allowed once  size >= min_size_to_sample  and while
 //   diff - 1 >= min_diff.
 //
 // A limiter never fails a call; the Table blocks callers (with a deadline and
@@ -107,9 +107,9 @@ struct REVERB_TF_EXPORT RateLimiterOptions {
 
 // Counters for one kind of call (insert or sample), as server_info reports.
 struct RateLimiterCallStats {
-  int64_t completed = 0;       // calls the limiter let through
-  int64_t limited = 0;         // of those, how many had to wait first
-  int64_t pending = 0;         // calls waiting right now
+  int64_t completed = 0;  // calls the limiter let through
+  int64_t limited = 0;    // of those, how many had to wait first
+  int64_t pending = 0;    // calls waiting right now
   absl::Duration completed_wait_time = absl::ZeroDuration();
 };
 

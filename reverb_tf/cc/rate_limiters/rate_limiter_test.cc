@@ -24,8 +24,9 @@ TEST(RateLimiterOptionsTest, InvalidArgumentsAreRejected) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RateLimiterOptions::SampleToInsertRatio(-1, 1, 1).Validate().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RateLimiterOptions::SampleToInsertRatio(NAN, 1, 1).Validate().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RateLimiterOptions::SampleToInsertRatio(NAN, 1, 1).Validate().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RateLimiterOptions::SampleToInsertRatio(1, 1, -5).Validate().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_OK(RateLimiterOptions::SampleToInsertRatio(4, 1000, 2048).Validate());
@@ -35,39 +36,51 @@ TEST(RateLimiterOptionsTest, InvalidArgumentsAreRejected) {
 }
 
 TEST(RateLimiterOptionsTest, CheckedPresetsNameTheArgument) {
-  EXPECT_THAT(RateLimiterOptions::CheckedMinSize(0).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("min_size_to_sample (0) must be a positive integer")));
+  EXPECT_THAT(
+      RateLimiterOptions::CheckedMinSize(0).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("min_size_to_sample (0) must be a positive integer")));
   EXPECT_THAT(RateLimiterOptions::CheckedQueue(-1).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("size (-1) must be a positive integer")));
-  EXPECT_THAT(RateLimiterOptions::CheckedSampleToInsertRatio(0.0, 1, 5.0).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("samples_per_insert (0.0) must be finite and > 0")));
+  EXPECT_THAT(
+      RateLimiterOptions::CheckedSampleToInsertRatio(0.0, 1, 5.0).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("samples_per_insert (0.0) must be finite and > 0")));
   EXPECT_THAT(RateLimiterOptions::Checked(1.0, 1, 5.0, 1.0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("min_diff (5) must be <= max_diff (1)")));
-  ASSERT_OK_AND_ASSIGN(RateLimiterOptions queue, RateLimiterOptions::CheckedQueue(3));
+  ASSERT_OK_AND_ASSIGN(RateLimiterOptions queue,
+                       RateLimiterOptions::CheckedQueue(3));
   EXPECT_EQ(queue, RateLimiterOptions::Queue(3));
 }
 
 TEST(RateLimiterOptionsTest, SampleToInsertRatioNeedsDmReverbsWindow) {
   // 2 * max(1, spi): 2 for spi 1 and 0.5, 6 for spi 3.
-  EXPECT_OK(RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 10, 1.0).status());
-  EXPECT_OK(RateLimiterOptions::CheckedSampleToInsertRatio(0.5, 10, 1.0).status());
-  EXPECT_OK(RateLimiterOptions::CheckedSampleToInsertRatio(3.0, 10, 3.0).status());
+  EXPECT_OK(
+      RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 10, 1.0).status());
+  EXPECT_OK(
+      RateLimiterOptions::CheckedSampleToInsertRatio(0.5, 10, 1.0).status());
+  EXPECT_OK(
+      RateLimiterOptions::CheckedSampleToInsertRatio(3.0, 10, 3.0).status());
   for (double buffer : {0.5, -1.0, 2.9}) {
-    const auto options = RateLimiterOptions::CheckedSampleToInsertRatio(3.0, 10, buffer);
+    const auto options =
+        RateLimiterOptions::CheckedSampleToInsertRatio(3.0, 10, buffer);
     EXPECT_THAT(options.status(),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("The size of error_buffer must be >= max(1.0, samples_per_insert)")))
+                         HasSubstr("The size of error_buffer must be >= "
+                                   "max(1.0, samples_per_insert)")))
         << buffer;
   }
-  EXPECT_THAT(RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 1, 5.0, 1.0).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("window of -4.0 between min_diff (5.0) and max_diff (1.0)")));
-  ASSERT_OK_AND_ASSIGN(RateLimiterOptions pair,
-                       RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 1, 20.0, 40.0));
+  EXPECT_THAT(
+      RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 1, 5.0, 1.0).status(),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "window of -4.0 between min_diff (5.0) and max_diff (1.0)")));
+  ASSERT_OK_AND_ASSIGN(
+      RateLimiterOptions pair,
+      RateLimiterOptions::CheckedSampleToInsertRatio(1.0, 1, 20.0, 40.0));
   EXPECT_EQ(pair.min_diff, 20.0);
 }
 
@@ -82,7 +95,8 @@ TEST(RateLimiterOptionsTest, CaveatWhenInsertsBlockBeforeSamplingCanStart) {
 // Whether a table that keeps its items can reach a diff where neither an
 // insert nor a sample may proceed, by visiting every reachable diff. All
 // quantities are in quarters, so the walk is exact.
-bool DeadlockReachable(int64_t spi_q, int64_t min_size, int64_t min_q, int64_t max_q) {
+bool DeadlockReachable(int64_t spi_q, int64_t min_size, int64_t min_q,
+                       int64_t max_q) {
   const int64_t one = 4;
   std::set<int64_t> seen;
   std::vector<int64_t> todo = {min_size * spi_q};
@@ -108,8 +122,10 @@ TEST(RateLimiterOptionsTest, CheckLiveAgreesWithAnExhaustiveWalk) {
           const RateLimiterOptions options{spi_q / 4.0, min_size, min_q / 4.0,
                                            (min_q + width_q) / 4.0};
           ASSERT_OK(options.Validate());
-          const bool deadlock = DeadlockReachable(spi_q, min_size, min_q, min_q + width_q);
-          EXPECT_EQ(options.CheckLive().ok(), !deadlock) << options.DebugString();
+          const bool deadlock =
+              DeadlockReachable(spi_q, min_size, min_q, min_q + width_q);
+          EXPECT_EQ(options.CheckLive().ok(), !deadlock)
+              << options.DebugString();
           (deadlock ? dead : live)++;
         }
       }
@@ -134,7 +150,8 @@ TEST(RateLimiterOptionsTest, CheckLiveOnThePresets) {
                        HasSubstr("can block inserts and samples for good")));
 }
 
-TEST(RateLimiterOptionsTest, SampleToInsertRatioCentresTheWindowWithoutClamping) {
+TEST(RateLimiterOptionsTest,
+     SampleToInsertRatioCentresTheWindowWithoutClamping) {
   // offset = min_size_to_sample * samples_per_insert, also below 1 (what
   // dm-reverb computes; the Python layer uses this preset).
   const auto small = RateLimiterOptions::SampleToInsertRatio(0.1, 1, 5.0);

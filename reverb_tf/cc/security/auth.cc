@@ -17,7 +17,8 @@ namespace {
 
 std::array<uint8_t, 32> Sha256(absl::string_view text) {
   std::array<uint8_t, 32> digest;
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         digest.data());
   return digest;
 }
 
@@ -68,8 +69,8 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() != 2) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tokens file line ", line_number, ": expected 'ROLE TOKEN', got ", fields.size(),
-          " fields"));
+          "tokens file line ", line_number, ": expected 'ROLE TOKEN', got ",
+          fields.size(), " fields"));
     }
     Entry entry;
     if (fields[0] == "reader") {
@@ -79,23 +80,25 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(
     } else if (fields[0] == "admin") {
       entry.role = Role::kAdmin;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tokens file line ", line_number, ": unknown role '", fields[0].substr(0, 32),
-          "' (reader, writer or admin)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokens file line ", line_number, ": unknown role '",
+                       fields[0].substr(0, 32), "' (reader, writer or admin)"));
     }
     absl::string_view token = fields[1];
     if (absl::ConsumePrefix(&token, "sha256:")) {
       if (!ParseHexDigest(token, &entry.digest)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tokens file line ", line_number, ": a sha256: digest needs 64 hex digits"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tokens file line ", line_number,
+                         ": a sha256: digest needs 64 hex digits"));
       }
     } else {
       entry.digest = Sha256(token);
     }
     for (const Entry& other : entries) {
       if (other.digest == entry.digest) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tokens file line ", line_number, ": the token of an earlier line again"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tokens file line ", line_number,
+                         ": the token of an earlier line again"));
       }
     }
     entries.push_back(entry);
@@ -103,33 +106,37 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::Create(
   if (entries.empty()) {
     return absl::InvalidArgumentError("the tokens file names no token");
   }
-  return std::unique_ptr<TokenAuthenticator>(new TokenAuthenticator(std::move(entries)));
+  return std::unique_ptr<TokenAuthenticator>(
+      new TokenAuthenticator(std::move(entries)));
 }
 
-absl::Status TokenAuthenticator::Authorize(absl::string_view authorization, Role needed,
+absl::Status TokenAuthenticator::Authorize(absl::string_view authorization,
+                                           Role needed,
                                            absl::string_view method) const {
   absl::string_view token = authorization;
   if (!absl::ConsumePrefix(&token, "Bearer ") || token.empty()) {
     return absl::UnauthenticatedError(absl::StrCat(
-        method, " needs a bearer token (authorization: Bearer ...); the call had ",
+        method,
+        " needs a bearer token (authorization: Bearer ...); the call had ",
         authorization.empty() ? "none" : "another kind of authorization"));
   }
   const std::array<uint8_t, 32> digest = Sha256(token);
   // Every entry is compared, in constant time, whatever matches.
   int found = -1;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    const bool equal = CRYPTO_memcmp(digest.data(), entries_[i].digest.data(), 32) == 0;
+    const bool equal =
+        CRYPTO_memcmp(digest.data(), entries_[i].digest.data(), 32) == 0;
     found = equal ? static_cast<int>(i) : found;
   }
   if (found < 0) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(method, ": the bearer token is not one this server knows"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        method, ": the bearer token is not one this server knows"));
   }
   const Role role = entries_[found].role;
   if (static_cast<int>(role) < static_cast<int>(needed)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        method, " needs the role '", RoleName(needed), "'; this token's role is '",
-        RoleName(role), "'"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, " needs the role '", RoleName(needed),
+                     "'; this token's role is '", RoleName(role), "'"));
   }
   return absl::OkStatus();
 }

@@ -41,7 +41,8 @@ class REVERB_TF_EXPORT TokenAuthenticator {
   // Parses a tokens file's contents (see above). INVALID_ARGUMENT names the
   // line (never the token) for an unknown role, a malformed digest or a
   // duplicate token, and an empty file.
-  static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> Create(absl::string_view contents);
+  static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> Create(
+      absl::string_view contents);
 
   // OK if `authorization` (the call's "authorization" metadata, empty if
   // none) is "Bearer <token>" of a role at least `needed`; `method` names
@@ -56,7 +57,8 @@ class REVERB_TF_EXPORT TokenAuthenticator {
     std::array<uint8_t, 32> digest;
     Role role;
   };
-  explicit TokenAuthenticator(std::vector<Entry> entries) : entries_(std::move(entries)) {}
+  explicit TokenAuthenticator(std::vector<Entry> entries)
+      : entries_(std::move(entries)) {}
 
   const std::vector<Entry> entries_;
 };

@@ -14,7 +14,8 @@
 //   REVERB_TF_TLS_CERT_FILE,
 //   REVERB_TF_TLS_KEY_FILE     the client's certificate and key (mutual TLS)
 //   REVERB_TF_TLS_SERVER_NAME  the name to verify instead of the target's host
-//   REVERB_TF_TOKEN            the bearer token (REVERB_TF_TOKEN_FILE: from a file)
+//   REVERB_TF_TOKEN            the bearer token (REVERB_TF_TOKEN_FILE: from a
+//   file)
 //
 // OpenSSL is linked statically with hidden symbols (docs/native_linking.md):
 // TensorFlow's BoringSSL in the same process never meets it.
@@ -68,8 +69,8 @@ struct REVERB_TF_EXPORT ClientSecurity {
 
 // The file's contents; NOT_FOUND / PERMISSION_DENIED naming the path (and
 // `what` it was meant to be).
-REVERB_TF_EXPORT absl::StatusOr<std::string> ReadPemFile(const std::string& path,
-                                                         const std::string& what);
+REVERB_TF_EXPORT absl::StatusOr<std::string> ReadPemFile(
+    const std::string& path, const std::string& what);
 
 // The options from PEM files (empty paths: not given), validated.
 REVERB_TF_EXPORT absl::StatusOr<ServerTlsOptions> ServerTlsFromFiles(
@@ -86,11 +87,14 @@ REVERB_TF_EXPORT absl::StatusOr<ClientSecurity> SecurityFromEnvironment();
 // The process's default client security (see the top of this file), and
 // replacing it. Thread-safe; clients created afterwards use the new one.
 REVERB_TF_EXPORT absl::StatusOr<ClientSecurity> DefaultClientSecurity();
-REVERB_TF_EXPORT absl::Status SetDefaultClientSecurity(const ClientSecurity& security);
+REVERB_TF_EXPORT absl::Status SetDefaultClientSecurity(
+    const ClientSecurity& security);
 
 // gRPC credentials for the options (insecure ones when TLS is off).
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const ServerTlsOptions& tls);
-std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(const ClientSecurity& security);
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
+    const ServerTlsOptions& tls);
+std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(
+    const ClientSecurity& security);
 
 }  // namespace reverb_tf
 

@@ -116,7 +116,8 @@ TEST(FifoLifoSelectorTest, RandomOperationsMatchAListModel) {
   LifoSelector lifo;
   std::vector<Key> model;  // oldest first
   std::mt19937_64 rng(11);
-  const std::vector<Key> pool = {0, 1, 2, 3, 5, 8, 13, ~Key{0}, ~Key{0} - 1, 1u << 31};
+  const std::vector<Key> pool = {0, 1,  2,       3,           5,
+                                 8, 13, ~Key{0}, ~Key{0} - 1, 1u << 31};
   for (int step = 0; step < 20000; ++step) {
     const Key key = pool[rng() % pool.size()];
     const auto it = std::find(model.begin(), model.end(), key);
@@ -249,11 +250,10 @@ TEST(HeapSelectorTest, DrainMatchesStableSortAfterRandomChurn) {
       ASSERT_OK(selector.Delete(items[index].key));
       items.erase(items.begin() + static_cast<std::ptrdiff_t>(index));
     }
-    std::stable_sort(items.begin(), items.end(),
-                     [min_heap](const Item& a, const Item& b) {
-                       return min_heap ? a.priority < b.priority
-                                       : a.priority > b.priority;
-                     });
+    std::stable_sort(
+        items.begin(), items.end(), [min_heap](const Item& a, const Item& b) {
+          return min_heap ? a.priority < b.priority : a.priority > b.priority;
+        });
     std::vector<Key> expected;
     for (const Item& item : items) expected.push_back(item.key);
     EXPECT_THAT(Drain(selector), ElementsAreArray(expected));

@@ -137,7 +137,8 @@ std::string HeapSelector::DebugString() const {
 
 bool HeapSelector::AppendInsertionRanks(
     std::vector<std::pair<uint64_t, Key>>* ranks) const {
-  for (const Entry& entry : heap_) ranks->emplace_back(entry.insertion_rank, entry.key);
+  for (const Entry& entry : heap_)
+    ranks->emplace_back(entry.insertion_rank, entry.key);
   return true;
 }
 

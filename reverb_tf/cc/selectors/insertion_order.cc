@@ -22,7 +22,8 @@ absl::Status InsertionOrder::Add(Key key) {
     oldest_ = key;
   } else {
     it->second.older = newest_;
-    links_.find(newest_)->second.newer = key;  // `it` stays valid: no insert since
+    links_.find(newest_)->second.newer =
+        key;  // `it` stays valid: no insert since
   }
   newest_ = key;
   return absl::OkStatus();

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 
 namespace reverb_tf {

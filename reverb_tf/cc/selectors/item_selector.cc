@@ -42,15 +42,17 @@ const char* KindName(SelectorOptions::Kind kind) {
 
 absl::Status ValidatePriority(double priority) {
   if (!std::isnan(priority)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("Priority must not be NaN, got ", priority, "."));
+  return absl::InvalidArgumentError(
+      absl::StrCat("Priority must not be NaN, got ", priority, "."));
 }
 
 absl::Status ValidatePriorityWeight(double priority) {
   // Written so that NaN fails too: every comparison with NaN is false.
   if (priority >= 0.0 && std::isfinite(priority)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Priority must be finite and non-negative for a prioritized selector, got ", priority,
-      "."));
+  return absl::InvalidArgumentError(
+      absl::StrCat("Priority must be finite and non-negative for a prioritized "
+                   "selector, got ",
+                   priority, "."));
 }
 
 absl::Status SelectorOptions::Validate() const {

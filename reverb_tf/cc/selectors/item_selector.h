@@ -52,11 +52,12 @@ struct REVERB_TF_EXPORT SelectorOptions {
   std::string DebugString() const;
   // Hands keys out in a defined order (fifo, lifo, heaps) rather than at
   // random.
-  bool ordered() const { return kind != Kind::kUniform && kind != Kind::kPrioritized; }
+  bool ordered() const {
+    return kind != Kind::kUniform && kind != Kind::kPrioritized;
+  }
   bool operator==(const SelectorOptions& other) const {
-    return kind == other.kind &&
-           (kind != Kind::kPrioritized ||
-            priority_exponent == other.priority_exponent);
+    return kind == other.kind && (kind != Kind::kPrioritized ||
+                                  priority_exponent == other.priority_exponent);
   }
 };
 
@@ -92,7 +93,8 @@ class ItemSelector {
   // found the item may skip (one hash lookup less per priority update).
   bool priority_matters() const {
     const SelectorOptions::Kind kind = options().kind;
-    return kind != SelectorOptions::Kind::kUniform && kind != SelectorOptions::Kind::kFifo &&
+    return kind != SelectorOptions::Kind::kUniform &&
+           kind != SelectorOptions::Kind::kFifo &&
            kind != SelectorOptions::Kind::kLifo;
   }
 

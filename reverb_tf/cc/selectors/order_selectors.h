@@ -54,12 +54,14 @@ class OrderSelector : public ItemSelector {
 
 class FifoSelector final : public OrderSelector {
  public:
-  FifoSelector() : OrderSelector(SelectorOptions::Kind::kFifo, "FifoSelector") {}
+  FifoSelector()
+      : OrderSelector(SelectorOptions::Kind::kFifo, "FifoSelector") {}
 };
 
 class LifoSelector final : public OrderSelector {
  public:
-  LifoSelector() : OrderSelector(SelectorOptions::Kind::kLifo, "LifoSelector") {}
+  LifoSelector()
+      : OrderSelector(SelectorOptions::Kind::kLifo, "LifoSelector") {}
 };
 
 }  // namespace reverb_tf

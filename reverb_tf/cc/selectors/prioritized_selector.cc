@@ -33,9 +33,8 @@ absl::Status ValidatePriorityExponent(double priority_exponent) {
   if (priority_exponent >= 0.0 && std::isfinite(priority_exponent)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("priority_exponent must be finite and >= 0, got ",
-                   priority_exponent));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "priority_exponent must be finite and >= 0, got ", priority_exponent));
 }
 
 PrioritizedSelector::PrioritizedSelector(double priority_exponent,
@@ -74,9 +73,9 @@ absl::StatusOr<double> PrioritizedSelector::WeightOf(double priority) const {
   if (priority_exponent_ == 1.0) return priority;
   const double weight = std::pow(priority, priority_exponent_);
   if (!std::isfinite(weight)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Priority ", priority, " raised to the priority exponent ",
-        priority_exponent_, " overflows."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Priority ", priority, " raised to the priority exponent ",
+                     priority_exponent_, " overflows."));
   }
   return weight;
 }
@@ -227,8 +226,7 @@ absl::Status PrioritizedSelector::Delete(Key key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ItemSelector::KeyWithProbability>
-PrioritizedSelector::Sample() {
+absl::StatusOr<ItemSelector::KeyWithProbability> PrioritizedSelector::Sample() {
   if (keys_.empty()) {
     return absl::FailedPreconditionError(
         "Sample called on an empty PrioritizedSelector.");
@@ -249,8 +247,8 @@ ItemSelector::KeyWithProbability PrioritizedSelector::SampleAt(
     double target) const {
   size_t node = 0;  // the root, on level num_levels_
   for (size_t level = num_levels_; level >= 1; --level) {
-    const double* children =
-        level == 1 ? &leaves_[node * kFanOut] : &nodes_[GroupOffset(level - 1, node)];
+    const double* children = level == 1 ? &leaves_[node * kFanOut]
+                                        : &nodes_[GroupOffset(level - 1, node)];
     // The walk is a chain of dependent loads, one per level: fetch the
     // next level's candidates (one line of sums per child) while this one
     // is read and decided.
@@ -259,7 +257,8 @@ ItemSelector::KeyWithProbability PrioritizedSelector::SampleAt(
       const double* next = level == 2 ? &leaves_[first * kFanOut]
                                       : &nodes_[GroupOffset(level - 2, first)];
       const size_t stride = level == 2 ? kFanOut : 2 * kFanOut;
-      for (size_t i = 0; i < kFanOut; ++i) __builtin_prefetch(next + i * stride);
+      for (size_t i = 0; i < kFanOut; ++i)
+        __builtin_prefetch(next + i * stride);
     }
     // Rounding can leave `target` at or past the end of the subtree it is
     // walking (and some standard libraries can even return `total` itself
@@ -316,9 +315,9 @@ SelectorOptions PrioritizedSelector::options() const {
 }
 
 std::string PrioritizedSelector::DebugString() const {
-  return absl::StrCat("PrioritizedSelector(priority_exponent=",
-                      priority_exponent_, ", size=", keys_.size(),
-                      ", total_weight=", total_weight(), ")");
+  return absl::StrCat(
+      "PrioritizedSelector(priority_exponent=", priority_exponent_,
+      ", size=", keys_.size(), ", total_weight=", total_weight(), ")");
 }
 
 double PrioritizedSelector::SumOfLeavesForTesting() const {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "reverb_tf/cc/platform/table_memory.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "reverb_tf/cc/platform/table_memory.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 
 namespace reverb_tf {
@@ -39,10 +39,10 @@ absl::Status ValidatePriorityExponent(double priority_exponent);
 //
 // Numerical stability: whenever a leaf changes, each ancestor is recomputed
 // as the sum of its children, in their order, rather than adjusted by the
-// change. Every node is therefore a fixed function of the current leaves, whatever
-// history led there, so no rounding error can accumulate over long runs.
-// Weights and the total are kept finite: a priority whose weight, or whose
-// addition to the total, would overflow is rejected with InvalidArgument
+// change. Every node is therefore a fixed function of the current leaves,
+// whatever history led there, so no rounding error can accumulate over long
+// runs. Weights and the total are kept finite: a priority whose weight, or
+// whose addition to the total, would overflow is rejected with InvalidArgument
 // and leaves the selector unchanged.
 //
 // Thread safety: not thread-safe. It is owned by a Table and only called
@@ -104,7 +104,9 @@ class PrioritizedSelector : public ItemSelector {
   // Children per node.
   static constexpr size_t kFanOut = 8;
   // Nodes on the level above `nodes` nodes.
-  static constexpr size_t ParentsOf(size_t nodes) { return (nodes + kFanOut - 1) / kFanOut; }
+  static constexpr size_t ParentsOf(size_t nodes) {
+    return (nodes + kFanOut - 1) / kFanOut;
+  }
   // Where group `group` of internal level `level` (1 = the leaves'
   // parents) starts in nodes_: kFanOut sums, then their kFanOut minimums.
   size_t GroupOffset(size_t level, size_t group) const {
@@ -128,7 +130,7 @@ class PrioritizedSelector : public ItemSelector {
   TableVector<double> nodes_;
   // level_offsets_[k]: where level k starts in nodes_ (index 0 unused).
   std::vector<size_t> level_offsets_;
-  size_t num_levels_;  // internal levels; the root's is num_levels_
+  size_t num_levels_;   // internal levels; the root's is num_levels_
   size_t root_offset_;  // GroupOffset(num_levels_, 0): the root's sum
   // keys_[s] is the key in slot s; slots [0, keys_.size()) are in use.
   TableVector<Key> keys_;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <utility>
@@ -43,8 +43,7 @@ absl::flat_hash_map<Key, int> CountSamples(
     const absl::flat_hash_map<Key, double>& expected_probability) {
   absl::flat_hash_map<Key, int> counts;
   for (int i = 0; i < num_samples; ++i) {
-    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
-        selector.Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
     EXPECT_OK(sample);
     if (!sample.ok()) break;
     auto it = expected_probability.find(sample->key);
@@ -96,7 +95,8 @@ TEST(PrioritizedSelectorTest, MinProbabilityFollowsEveryChange) {
   Key next = 1;
   for (int step = 0; step < 20000; ++step) {
     const int op = static_cast<int>(rng() % 10);
-    const double priority = rng() % 7 == 0 ? 0.0 : 0.01 + (rng() % 10000) / 100.0;
+    const double priority =
+        rng() % 7 == 0 ? 0.0 : 0.01 + (rng() % 10000) / 100.0;
     if (op < 5 || weights.size() < 3) {
       ASSERT_OK(selector.Insert(next, priority));
       weights[next++] = std::sqrt(priority);
@@ -118,7 +118,8 @@ TEST(PrioritizedSelectorTest, MinProbabilityFollowsEveryChange) {
     const double expected = total > 0 && std::isfinite(smallest)
                                 ? smallest / total
                                 : 1.0 / static_cast<double>(weights.size());
-    ASSERT_NEAR(selector.MinProbability(), expected, 1e-9 * expected) << "step " << step;
+    ASSERT_NEAR(selector.MinProbability(), expected, 1e-9 * expected)
+        << "step " << step;
   }
   // What Sample() reports never goes below it.
   for (int i = 0; i < 1000; ++i) {
@@ -197,8 +198,7 @@ TEST(PrioritizedSelectorTest, ReportsExactProbability) {
   EXPECT_EQ(selector.total_weight(), 4.0);
   bool seen[3] = {false, false, false};
   for (int i = 0; i < 100; ++i) {
-    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
-        selector.Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
     ASSERT_OK(sample);
     EXPECT_EQ(sample->probability, sample->key == 1 ? 0.25 : 0.75);
     seen[sample->key] = true;
@@ -289,8 +289,7 @@ TEST(PrioritizedSelectorTest, ZeroPriorityKeysAreNeverSampledBesidePositive) {
     ASSERT_OK(selector.Insert(key, key == 37 ? 1e-300 : 0.0));
   }
   for (int i = 0; i < 2000; ++i) {
-    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
-        selector.Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
     ASSERT_OK(sample);
     ASSERT_EQ(sample->key, 37u);
     ASSERT_EQ(sample->probability, 1.0);
@@ -316,10 +315,9 @@ TEST(PrioritizedSelectorTest, WalkNeverEndsOnZeroWeightLeafAtEdgeTargets) {
       ASSERT_OK(selector.Insert(i, layout[i]));
     }
     const double total = selector.total_weight();
-    for (double target :
-         {0.0, total / 2, std::nextafter(total, 0.0), total}) {
-      SCOPED_TRACE(::testing::Message() << "layout size " << layout.size()
-                                      << " target " << target);
+    for (double target : {0.0, total / 2, std::nextafter(total, 0.0), total}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "layout size " << layout.size() << " target " << target);
       absl::StatusOr<ItemSelector::KeyWithProbability> sample =
           selector.SampleAtForTesting(target);
       ASSERT_OK(sample);
@@ -379,7 +377,8 @@ TEST(PrioritizedSelectorTest, WalkFindsTheCoveringLeafOnEveryLevelOfDeepTrees) {
         covered[sample->key] += 1.0;
       }
       for (const auto& [key, w] : weight) {
-        ASSERT_EQ(covered.contains(key) ? covered[key] : 0.0, w) << "key " << key;
+        ASSERT_EQ(covered.contains(key) ? covered[key] : 0.0, w)
+            << "key " << key;
       }
       // Integer targets on the boundaries go to the later key, and the end
       // of the range to a positive one.
@@ -414,8 +413,8 @@ TEST(PrioritizedSelectorTest, RandomLayoutsNeverYieldZeroWeightKeys) {
     }
     if (!(selector.total_weight() > 0.0)) continue;
     const double total = selector.total_weight();
-    for (double target : {total, std::nextafter(total, 0.0),
-                          unit(rng) * total}) {
+    for (double target :
+         {total, std::nextafter(total, 0.0), unit(rng) * total}) {
       absl::StatusOr<ItemSelector::KeyWithProbability> sample =
           selector.SampleAtForTesting(target);
       ASSERT_OK(sample);

@@ -124,7 +124,9 @@ TEST_P(SelectorConformanceTest, DeleteOfUnknownKeyIsNotFound) {
 // sampling weights.
 std::vector<double> BadPriorities(SelectorOptions::Kind kind) {
   if (kind != SelectorOptions::Kind::kPrioritized) return {kNaN, -kNaN};
-  return {kNaN, -kNaN, -1.0, -1e-300, -std::numeric_limits<double>::denorm_min(), -kInf, kInf};
+  return {
+      kNaN,  -kNaN, -1.0, -1e-300, -std::numeric_limits<double>::denorm_min(),
+      -kInf, kInf};
 }
 
 TEST_P(SelectorConformanceTest, InvalidPrioritiesAreRejectedOnInsert) {
@@ -169,8 +171,7 @@ TEST_P(SelectorConformanceTest, FailedUpdateLeavesPriorityUnchanged) {
   ASSERT_EQ(selector->Update(2, kNaN).code(),
             absl::StatusCode::kInvalidArgument);
   if (IsDeterministic(kind())) {
-    absl::StatusOr<ItemSelector::KeyWithProbability> after =
-        selector->Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> after = selector->Sample();
     ASSERT_OK(after);
     EXPECT_EQ(after->key, before->key);
   } else {
@@ -192,8 +193,8 @@ TEST_P(SelectorConformanceTest, BoundaryPrioritiesAreAccepted) {
   std::unique_ptr<ItemSelector> selector = Make();
   ASSERT_NE(selector, nullptr);
   Key key = 0;
-  std::vector<double> goods = {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                               1e-300, 1.0, 1e300};
+  std::vector<double> goods = {
+      0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1e-300, 1.0, 1e300};
   if (kind() != SelectorOptions::Kind::kPrioritized) {
     goods.insert(goods.end(), {-1.0, -1e300, kInf, -kInf});
   }
@@ -330,8 +331,7 @@ class ReferenceModel {
     uint64_t rank;
   };
 
-  explicit ReferenceModel(const SelectorOptions& options)
-      : options_(options) {}
+  explicit ReferenceModel(const SelectorOptions& options) : options_(options) {}
 
   bool Contains(Key key) const { return entries_.count(key) > 0; }
   void Insert(Key key, double priority) {
@@ -490,8 +490,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Contract of the free functions in item_selector.h.
 
 TEST(ValidatePriorityTest, AcceptsEverythingButNaN) {
-  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1.0, -2.5,
-                      std::numeric_limits<double>::max(), kInf, -kInf}) {
+  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1.0,
+                      -2.5, std::numeric_limits<double>::max(), kInf, -kInf}) {
     EXPECT_OK(ValidatePriority(good)) << good;
   }
   absl::Status nan = ValidatePriority(kNaN);
@@ -500,13 +500,14 @@ TEST(ValidatePriorityTest, AcceptsEverythingButNaN) {
 }
 
 TEST(ValidatePriorityWeightTest, AcceptsFiniteNonNegative) {
-  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(),
-                      1.0, std::numeric_limits<double>::max()}) {
+  for (double good : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 1.0,
+                      std::numeric_limits<double>::max()}) {
     EXPECT_OK(ValidatePriorityWeight(good)) << good;
   }
 }
 
-TEST(ValidatePriorityWeightTest, RejectsNaNNegativeAndInfiniteWithValueInMessage) {
+TEST(ValidatePriorityWeightTest,
+     RejectsNaNNegativeAndInfiniteWithValueInMessage) {
   absl::Status nan = ValidatePriorityWeight(kNaN);
   EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(nan.message(), HasSubstr("nan"));
@@ -519,7 +520,8 @@ TEST(ValidatePriorityWeightTest, RejectsNaNNegativeAndInfiniteWithValueInMessage
   EXPECT_EQ(inf.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(inf.message(), HasSubstr("inf"));
 
-  EXPECT_EQ(ValidatePriorityWeight(-kInf).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePriorityWeight(-kInf).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MakeSelectorTest, RejectsBadPriorityExponent) {

@@ -42,8 +42,7 @@ TEST(UniformSelectorTest, FrequenciesAreUniformAfterChurn) {
   constexpr int kSamples = 100000;
   absl::flat_hash_map<Key, int> counts;
   for (int i = 0; i < kSamples; ++i) {
-    absl::StatusOr<ItemSelector::KeyWithProbability> sample =
-        selector.Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> sample = selector.Sample();
     ASSERT_OK(sample);
     ASSERT_EQ(sample->probability, 0.1);
     ++counts[sample->key];

@@ -25,7 +25,8 @@ grpc::Status GuardedCall(const char* method, Fn&& fn) {
   try {
     return std::forward<Fn>(fn)();
   } catch (const std::bad_alloc&) {
-    return ToGrpcStatus(OutOfMemoryError(absl::StrCat("serving a ", method, " call")));
+    return ToGrpcStatus(
+        OutOfMemoryError(absl::StrCat("serving a ", method, " call")));
   }
 }
 

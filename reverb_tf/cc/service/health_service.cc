@@ -41,22 +41,26 @@ void HealthService::Shutdown() {
   changed_.SignalAll();
 }
 
-HealthService::ServingStatus HealthService::StatusLocked(const std::string& service) const {
+HealthService::ServingStatus HealthService::StatusLocked(
+    const std::string& service) const {
   auto it = serving_.find(service);
   if (it == serving_.end()) return HealthCheckResponse::SERVICE_UNKNOWN;
-  return it->second ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  return it->second ? HealthCheckResponse::SERVING
+                    : HealthCheckResponse::NOT_SERVING;
 }
 
 grpc::Status HealthService::Check(grpc::ServerContext* context,
                                   const HealthCheckRequest* request,
                                   HealthCheckResponse* response) {
-  return GuardedCall("health Check", [&] { return CheckStatus(context, request, response); });
+  return GuardedCall("health Check",
+                     [&] { return CheckStatus(context, request, response); });
 }
 
-grpc::Status HealthService::Watch(grpc::ServerContext* context,
-                                  const HealthCheckRequest* request,
-                                  grpc::ServerWriter<HealthCheckResponse>* writer) {
-  return GuardedCall("health Watch", [&] { return WatchStatus(context, request, writer); });
+grpc::Status HealthService::Watch(
+    grpc::ServerContext* context, const HealthCheckRequest* request,
+    grpc::ServerWriter<HealthCheckResponse>* writer) {
+  return GuardedCall("health Watch",
+                     [&] { return WatchStatus(context, request, writer); });
 }
 
 grpc::Status HealthService::CheckStatus(grpc::ServerContext* /*context*/,
@@ -65,28 +69,30 @@ grpc::Status HealthService::CheckStatus(grpc::ServerContext* /*context*/,
   absl::ReaderMutexLock lock(&mu_);
   const ServingStatus status = StatusLocked(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "this server has no service named " +
-                                                         QuotedFromRequest(request->service()));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "this server has no service named " +
+                            QuotedFromRequest(request->service()));
   }
   response->set_status(status);
   return grpc::Status::OK;
 }
 
-grpc::Status HealthService::WatchStatus(grpc::ServerContext* context,
-                                        const HealthCheckRequest* request,
-                                        grpc::ServerWriter<HealthCheckResponse>* writer) {
+grpc::Status HealthService::WatchStatus(
+    grpc::ServerContext* context, const HealthCheckRequest* request,
+    grpc::ServerWriter<HealthCheckResponse>* writer) {
   {
     absl::MutexLock lock(&mu_);
     if (watches_ >= max_watches_) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "this server already serves its limit of health Watch calls");
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "this server already serves its limit of health Watch calls");
     }
     ++watches_;
   }
   // A client that leaves cancels `cancel`, whose wakeup wakes the wait below.
   Cancellation cancel;
-  const CancellationWatcher::Watch watch =
-      cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
+  const CancellationWatcher::Watch watch = cancellation_watcher_.Add(
+      [context] { return context->IsCancelled(); }, &cancel);
   Cancellation::Id wakeup;
   cancel.Register(
       [this] {
@@ -120,7 +126,9 @@ grpc::Status HealthService::WatchStatus(grpc::ServerContext* context,
           throw;
         }
         mu_.Lock();
-        if (!written) return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+        if (!written)
+          return grpc::Status(grpc::StatusCode::CANCELLED,
+                              "the client went away");
         sent = status;
       }
       if (ending) return grpc::Status::OK;  // NOT_SERVING was the last word

@@ -47,7 +47,8 @@ class HealthService final : public grpc::health::v1::Health::Service {
 
   // Sets the status of `service` ("" for the whole server), which becomes
   // known if it was not. No-op after Shutdown().
-  void SetServingStatus(const std::string& service, bool serving) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetServingStatus(const std::string& service, bool serving)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Sets the status of every known service.
   void SetAllServingStatus(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   // NOT_SERVING everywhere, for good; Watch calls end. Idempotent.
@@ -59,13 +60,14 @@ class HealthService final : public grpc::health::v1::Health::Service {
       ABSL_LOCKS_EXCLUDED(mu_);
   grpc::Status Watch(grpc::ServerContext* context,
                      const grpc::health::v1::HealthCheckRequest* request,
-                     grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+                     grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*
+                         writer) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
-  ServingStatus StatusLocked(const std::string& service) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  ServingStatus StatusLocked(const std::string& service) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The calls' work; Check and Watch run it under GuardedCall()
   // (guarded_call.h), which answers an allocation failure with
   // RESOURCE_EXHAUSTED.
@@ -73,9 +75,10 @@ class HealthService final : public grpc::health::v1::Health::Service {
                            const grpc::health::v1::HealthCheckRequest* request,
                            grpc::health::v1::HealthCheckResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
-  grpc::Status WatchStatus(grpc::ServerContext* context,
-                           const grpc::health::v1::HealthCheckRequest* request,
-                           grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer)
+  grpc::Status WatchStatus(
+      grpc::ServerContext* context,
+      const grpc::health::v1::HealthCheckRequest* request,
+      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>* writer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const int max_watches_;
@@ -87,7 +90,8 @@ class HealthService final : public grpc::health::v1::Health::Service {
   int watches_ ABSL_GUARDED_BY(mu_) = 0;
   // Notices Watch clients that went away while nothing changes (the sync
   // API tells a handler only when asked).
-  CancellationWatcher cancellation_watcher_{absl::Milliseconds(100), absl::Seconds(1)};
+  CancellationWatcher cancellation_watcher_{absl::Milliseconds(100),
+                                            absl::Seconds(1)};
 };
 
 }  // namespace reverb_tf

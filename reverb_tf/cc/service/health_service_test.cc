@@ -33,12 +33,13 @@ class HealthServiceTest : public ::testing::Test {
     health_ = std::make_unique<HealthService>(max_watches);
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
     builder.RegisterService(health_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = Health::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                grpc::InsecureChannelCredentials()));
+    stub_ = Health::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
@@ -49,9 +50,11 @@ class HealthServiceTest : public ::testing::Test {
     }
   }
 
-  grpc::Status Check(const std::string& service, HealthCheckResponse* response) {
+  grpc::Status Check(const std::string& service,
+                     HealthCheckResponse* response) {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
     HealthCheckRequest request;
     request.set_service(service);
     return stub_->Check(&context, request, response);
@@ -69,7 +72,8 @@ class HealthServiceTest : public ::testing::Test {
   };
   std::unique_ptr<Watching> Watch(const std::string& service) {
     auto watching = std::make_unique<Watching>();
-    watching->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    watching->context.set_deadline(std::chrono::system_clock::now() +
+                                   std::chrono::seconds(30));
     HealthCheckRequest request;
     request.set_service(service);
     watching->reader = stub_->Watch(&watching->context, request);
@@ -157,7 +161,8 @@ TEST_F(HealthServiceTest, WatchesAreBoundedAndAClientThatLeavesFreesItsSlot) {
   std::unique_ptr<Watching> refused = Watch("");
   HealthCheckResponse response;
   EXPECT_FALSE(refused->reader->Read(&response));
-  EXPECT_EQ(refused->reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused->reader->Finish().error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
 
   // The first client leaves while nothing changes: its handler notices
   // (within the watcher's first check) and its slot is free again.

@@ -49,7 +49,8 @@ void LatencyHistogram::Observe(absl::Duration duration) {
   size_t bucket = 0;
   while (bucket < kBounds.size() && seconds > kBounds[bucket]) ++bucket;
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-  sum_nanos_.fetch_add(absl::ToInt64Nanoseconds(duration), std::memory_order_relaxed);
+  sum_nanos_.fetch_add(absl::ToInt64Nanoseconds(duration),
+                       std::memory_order_relaxed);
 }
 
 LatencyHistogram::Snapshot LatencyHistogram::Read() const {
@@ -58,16 +59,19 @@ LatencyHistogram::Snapshot LatencyHistogram::Read() const {
     snapshot.counts[i] = counts_[i].load(std::memory_order_relaxed);
     snapshot.count += snapshot.counts[i];
   }
-  snapshot.sum_seconds = static_cast<double>(sum_nanos_.load(std::memory_order_relaxed)) * 1e-9;
+  snapshot.sum_seconds =
+      static_cast<double>(sum_nanos_.load(std::memory_order_relaxed)) * 1e-9;
   return snapshot;
 }
 
 void PrometheusText::Family(absl::string_view name, absl::string_view type,
                             absl::string_view help) {
-  absl::StrAppend(&text_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  absl::StrAppend(&text_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ",
+                  type, "\n");
 }
 
-void PrometheusText::Sample(absl::string_view name, const Labels& labels, double value) {
+void PrometheusText::Sample(absl::string_view name, const Labels& labels,
+                            double value) {
   absl::StrAppend(&text_, name);
   if (!labels.empty()) {
     text_ += '{';
@@ -87,12 +91,15 @@ void PrometheusText::Histogram(absl::string_view name, const Labels& labels,
   with_le.emplace_back("le", "");
   for (size_t i = 0; i < histogram.counts.size(); ++i) {
     cumulative += histogram.counts[i];
-    with_le.back().second =
-        i < LatencyHistogram::kBounds.size() ? absl::StrCat(LatencyHistogram::kBounds[i]) : "+Inf";
-    Sample(absl::StrCat(name, "_bucket"), with_le, static_cast<double>(cumulative));
+    with_le.back().second = i < LatencyHistogram::kBounds.size()
+                                ? absl::StrCat(LatencyHistogram::kBounds[i])
+                                : "+Inf";
+    Sample(absl::StrCat(name, "_bucket"), with_le,
+           static_cast<double>(cumulative));
   }
   Sample(absl::StrCat(name, "_sum"), labels, histogram.sum_seconds);
-  Sample(absl::StrCat(name, "_count"), labels, static_cast<double>(histogram.count));
+  Sample(absl::StrCat(name, "_count"), labels,
+         static_cast<double>(histogram.count));
 }
 
 int64_t ResidentMemoryBytes() {
@@ -113,23 +120,28 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
                                 absl::string_view help, auto value) {
     page.Family(name, type, help);
     for (const TableInfo& info : infos) {
-      page.Sample(name, Labels{{"table", info.options.name}}, static_cast<double>(value(info)));
+      page.Sample(name, Labels{{"table", info.options.name}},
+                  static_cast<double>(value(info)));
     }
   };
-  page.Family("reverb_tf_table_info", "gauge",
-              "Always 1; the labels describe the table's selectors and options.");
+  page.Family(
+      "reverb_tf_table_info", "gauge",
+      "Always 1; the labels describe the table's selectors and options.");
   for (const TableInfo& info : infos) {
-    page.Sample("reverb_tf_table_info",
-                Labels{{"table", info.options.name},
-                       {"sampler", info.options.sampler.DebugString()},
-                       {"remover", info.options.remover.DebugString()},
-                       {"max_times_sampled", absl::StrCat(info.options.max_times_sampled)},
-                       {"signature", info.options.signature.has_value() ? "yes" : "no"}},
-                1);
+    page.Sample(
+        "reverb_tf_table_info",
+        Labels{
+            {"table", info.options.name},
+            {"sampler", info.options.sampler.DebugString()},
+            {"remover", info.options.remover.DebugString()},
+            {"max_times_sampled", absl::StrCat(info.options.max_times_sampled)},
+            {"signature", info.options.signature.has_value() ? "yes" : "no"}},
+        1);
   }
   table_family("reverb_tf_table_size", "gauge", "Items in the table.",
                [](const TableInfo& i) { return i.current_size; });
-  table_family("reverb_tf_table_max_size", "gauge", "Most items the table holds.",
+  table_family("reverb_tf_table_max_size", "gauge",
+               "Most items the table holds.",
                [](const TableInfo& i) { return i.options.max_size; });
   table_family("reverb_tf_table_inserts_total", "counter",
                "New items inserted (replacements of a key not counted).",
@@ -141,13 +153,15 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
                [](const TableInfo& i) { return i.counters.priority_updates; });
   table_family("reverb_tf_table_resets_total", "counter", "Reset calls.",
                [](const TableInfo& i) { return i.counters.resets; });
-  table_family("reverb_tf_table_off_signature_items_total", "counter",
-               "Items accepted from writers with validate_items=False that do not match "
-               "the table's signature.",
-               [](const TableInfo& i) { return i.counters.off_signature; });
-  page.Family("reverb_tf_table_removed_total", "counter",
-              "Items removed, by reason: deleted (by a client), evicted (the table was "
-              "full), max_times_sampled.");
+  table_family(
+      "reverb_tf_table_off_signature_items_total", "counter",
+      "Items accepted from writers with validate_items=False that do not match "
+      "the table's signature.",
+      [](const TableInfo& i) { return i.counters.off_signature; });
+  page.Family(
+      "reverb_tf_table_removed_total", "counter",
+      "Items removed, by reason: deleted (by a client), evicted (the table was "
+      "full), max_times_sampled.");
   for (const TableInfo& info : infos) {
     const std::pair<const char*, int64_t> reasons[] = {
         {"deleted", info.counters.deleted},
@@ -165,114 +179,148 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
     page.Family(name, type, help);
     for (const TableInfo& info : infos) {
       const RateLimiterInfo& limiter = info.rate_limiter_info;
-      page.Sample(name, Labels{{"table", info.options.name}, {"side", "insert"}},
+      page.Sample(name,
+                  Labels{{"table", info.options.name}, {"side", "insert"}},
                   value(limiter.insert_stats));
-      page.Sample(name, Labels{{"table", info.options.name}, {"side", "sample"}},
+      page.Sample(name,
+                  Labels{{"table", info.options.name}, {"side", "sample"}},
                   value(limiter.sample_stats));
     }
   };
   side_family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
-              "Time calls spent waiting for the rate limiter (since the last reset), by "
+              "Time calls spent waiting for the rate limiter (since the last "
+              "reset), by "
               "side.",
               [](const RateLimiterCallStats& s) {
                 return absl::ToDoubleSeconds(s.completed_wait_time);
               });
   side_family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
               "Calls waiting for the rate limiter now, by side.",
-              [](const RateLimiterCallStats& s) { return static_cast<double>(s.pending); });
+              [](const RateLimiterCallStats& s) {
+                return static_cast<double>(s.pending);
+              });
   table_family("reverb_tf_table_samples_per_insert", "gauge",
-               "Samples per insert as the rate limiter counts them (since the last reset; "
+               "Samples per insert as the rate limiter counts them (since the "
+               "last reset; "
                "0 before the first insert).",
                [](const TableInfo& i) {
                  const RateLimiterInfo& limiter = i.rate_limiter_info;
-                 return limiter.inserts > 0 ? static_cast<double>(limiter.samples) /
-                                                  static_cast<double>(limiter.inserts)
-                                            : 0.0;
+                 return limiter.inserts > 0
+                            ? static_cast<double>(limiter.samples) /
+                                  static_cast<double>(limiter.inserts)
+                            : 0.0;
                });
   table_family("reverb_tf_table_samples_per_insert_target", "gauge",
                "The rate limiter's configured samples per insert.",
-               [](const TableInfo& i) { return i.rate_limiter_info.options.samples_per_insert; });
+               [](const TableInfo& i) {
+                 return i.rate_limiter_info.options.samples_per_insert;
+               });
 
-  page.Family("reverb_tf_table_items_by_priority", "gauge",
-              "Items whose priority is at most `le` (cumulative, powers of two; for "
-              "dashboards).");
+  page.Family(
+      "reverb_tf_table_items_by_priority", "gauge",
+      "Items whose priority is at most `le` (cumulative, powers of two; for "
+      "dashboards).");
   for (const TableInfo& info : infos) {
     int64_t cumulative = 0;
     for (int b = 0; b < PriorityHistogram::kNumBuckets; ++b) {
       cumulative += info.priorities.counts[b];
       const double bound = PriorityHistogram::UpperBound(b);
-      page.Sample("reverb_tf_table_items_by_priority",
-                  Labels{{"table", info.options.name},
-                         {"le", std::isinf(bound) ? "+Inf" : absl::StrCat(bound)}},
-                  static_cast<double>(cumulative));
+      page.Sample(
+          "reverb_tf_table_items_by_priority",
+          Labels{{"table", info.options.name},
+                 {"le", std::isinf(bound) ? "+Inf" : absl::StrCat(bound)}},
+          static_cast<double>(cumulative));
     }
   }
 
   if (snapshot.wal.has_value()) {
     const WalStats& wal = snapshot.wal->stats;
-    const auto counter = [&](absl::string_view name, absl::string_view help, uint64_t value) {
+    const auto counter = [&](absl::string_view name, absl::string_view help,
+                             uint64_t value) {
       page.Family(name, "counter", help);
       page.Sample(name, {}, static_cast<double>(value));
     };
-    counter("reverb_tf_wal_entries_total", "Changes queued in the write-ahead log.",
-            wal.entries);
-    counter("reverb_tf_wal_bytes_total", "Bytes written to the write-ahead log.", wal.bytes);
-    counter("reverb_tf_wal_writes_total",
-            "Writes of the write-ahead log (each acknowledges one or more calls).",
-            wal.commits);
-    counter("reverb_tf_wal_syncs_total", "fdatasync calls of the write-ahead log.", wal.syncs);
-    page.Family("reverb_tf_wal_files", "gauge", "Files of the write-ahead log on disk.");
+    counter("reverb_tf_wal_entries_total",
+            "Changes queued in the write-ahead log.", wal.entries);
+    counter("reverb_tf_wal_bytes_total",
+            "Bytes written to the write-ahead log.", wal.bytes);
+    counter(
+        "reverb_tf_wal_writes_total",
+        "Writes of the write-ahead log (each acknowledges one or more calls).",
+        wal.commits);
+    counter("reverb_tf_wal_syncs_total",
+            "fdatasync calls of the write-ahead log.", wal.syncs);
+    page.Family("reverb_tf_wal_files", "gauge",
+                "Files of the write-ahead log on disk.");
     page.Sample("reverb_tf_wal_files", {}, static_cast<double>(wal.files));
-    page.Family("reverb_tf_wal_writable", "gauge",
-                "1 while the write-ahead log can be written; 0 while it cannot (a full "
-                "disk): reads are served, writes refused until a checkpoint succeeds.");
-    page.Sample("reverb_tf_wal_writable", {}, snapshot.wal->writable ? 1.0 : 0.0);
-    counter("reverb_tf_wal_recoveries_total",
-            "Times the write-ahead log became writable again after a checkpoint.",
-            static_cast<uint64_t>(snapshot.wal->recoveries));
+    page.Family(
+        "reverb_tf_wal_writable", "gauge",
+        "1 while the write-ahead log can be written; 0 while it cannot (a full "
+        "disk): reads are served, writes refused until a checkpoint succeeds.");
+    page.Sample("reverb_tf_wal_writable", {},
+                snapshot.wal->writable ? 1.0 : 0.0);
+    counter(
+        "reverb_tf_wal_recoveries_total",
+        "Times the write-ahead log became writable again after a checkpoint.",
+        static_cast<uint64_t>(snapshot.wal->recoveries));
   }
 
   if (snapshot.budget.has_value()) {
     const MetricsSnapshot::Budget& budget = *snapshot.budget;
     page.Family("reverb_tf_memory_limit_bytes", "gauge",
-                "The memory budget (memory_limit): chunk bytes plus a fixed cost per item.");
-    page.Sample("reverb_tf_memory_limit_bytes", {}, static_cast<double>(budget.limit));
+                "The memory budget (memory_limit): chunk bytes plus a fixed "
+                "cost per item.");
+    page.Sample("reverb_tf_memory_limit_bytes", {},
+                static_cast<double>(budget.limit));
     page.Family("reverb_tf_memory_used_bytes", "gauge",
                 "What the budget counts now: bytes of the chunks held plus "
                 "MemoryBudget::kItemBytes per item.");
-    page.Sample("reverb_tf_memory_used_bytes", {}, static_cast<double>(budget.used));
-    page.Family("reverb_tf_memory_waiting_calls", "gauge",
-                "Inserts and writer chunks waiting for room in the memory budget.");
-    page.Sample("reverb_tf_memory_waiting_calls", {}, static_cast<double>(budget.waiting));
-    page.Family("reverb_tf_memory_refusals_total", "counter",
-                "Inserts and writer chunks refused at their timeout for want of room.");
-    page.Sample("reverb_tf_memory_refusals_total", {}, static_cast<double>(budget.refused));
+    page.Sample("reverb_tf_memory_used_bytes", {},
+                static_cast<double>(budget.used));
+    page.Family(
+        "reverb_tf_memory_waiting_calls", "gauge",
+        "Inserts and writer chunks waiting for room in the memory budget.");
+    page.Sample("reverb_tf_memory_waiting_calls", {},
+                static_cast<double>(budget.waiting));
+    page.Family(
+        "reverb_tf_memory_refusals_total", "counter",
+        "Inserts and writer chunks refused at their timeout for want of room.");
+    page.Sample("reverb_tf_memory_refusals_total", {},
+                static_cast<double>(budget.refused));
   }
 
   const ServiceMetrics& service = *snapshot.service;
-  page.Family("reverb_tf_chunks", "gauge", "Chunks held by items or writer streams.");
+  page.Family("reverb_tf_chunks", "gauge",
+              "Chunks held by items or writer streams.");
   page.Sample("reverb_tf_chunks", {}, static_cast<double>(snapshot.chunks));
   page.Family("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.");
-  page.Sample("reverb_tf_chunk_bytes", {}, static_cast<double>(snapshot.chunk_bytes));
+  page.Sample("reverb_tf_chunk_bytes", {},
+              static_cast<double>(snapshot.chunk_bytes));
   page.Family("reverb_tf_received_bytes_total", "counter",
               "Bytes of insert and sample stream messages received.");
   page.Sample("reverb_tf_received_bytes_total", {},
-              static_cast<double>(service.received_bytes.load(std::memory_order_relaxed)));
+              static_cast<double>(
+                  service.received_bytes.load(std::memory_order_relaxed)));
   page.Family("reverb_tf_sent_bytes_total", "counter",
               "Bytes of insert and sample stream messages sent.");
-  page.Sample("reverb_tf_sent_bytes_total", {},
-              static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
+  page.Sample(
+      "reverb_tf_sent_bytes_total", {},
+      static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
   page.Family("reverb_tf_active_streams", "gauge",
               "Insert, sample and priority-mutation streams open now.");
-  page.Sample("reverb_tf_active_streams", {}, static_cast<double>(snapshot.active_streams));
-  page.Family("reverb_tf_rpc_duration_seconds", "histogram",
-              "Unary calls: the call. Streams: one message, from a request to its "
-              "acknowledgement (inserts) or a sample response written, rate-limiter waits "
-              "included.");
+  page.Sample("reverb_tf_active_streams", {},
+              static_cast<double>(snapshot.active_streams));
+  page.Family(
+      "reverb_tf_rpc_duration_seconds", "histogram",
+      "Unary calls: the call. Streams: one message, from a request to its "
+      "acknowledgement (inserts) or a sample response written, rate-limiter "
+      "waits "
+      "included.");
   for (int m = 0; m < ServiceMetrics::kNumMethods; ++m) {
-    page.Histogram("reverb_tf_rpc_duration_seconds",
-                   Labels{{"method", std::string(ServiceMetrics::kMethodNames[m])}},
-                   service.latency[m].Read());
+    page.Histogram(
+        "reverb_tf_rpc_duration_seconds",
+        Labels{{"method", std::string(ServiceMetrics::kMethodNames[m])}},
+        service.latency[m].Read());
   }
   {
     page.Family("reverb_tf_checkpoints_total", "counter",
@@ -286,10 +334,12 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
                   "How long the last checkpoint took.");
       page.Sample("reverb_tf_last_checkpoint_duration_seconds", {},
                   absl::ToDoubleSeconds(snapshot.last_checkpoint->total));
-      page.Family("reverb_tf_last_checkpoint_bytes", "gauge", "Size of the last checkpoint.");
+      page.Family("reverb_tf_last_checkpoint_bytes", "gauge",
+                  "Size of the last checkpoint.");
       page.Sample("reverb_tf_last_checkpoint_bytes", {},
                   static_cast<double>(snapshot.last_checkpoint->bytes));
-      page.Family("reverb_tf_last_checkpoint_items", "gauge", "Items in the last checkpoint.");
+      page.Family("reverb_tf_last_checkpoint_items", "gauge",
+                  "Items in the last checkpoint.");
       page.Sample("reverb_tf_last_checkpoint_items", {},
                   static_cast<double>(snapshot.last_checkpoint->num_items));
       page.Family("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
@@ -298,8 +348,10 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
                   absl::ToUnixMicros(snapshot.last_checkpoint_time) * 1e-6);
     }
   }
-  page.Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  page.Sample("process_resident_memory_bytes", {}, static_cast<double>(snapshot.resident_bytes));
+  page.Family("process_resident_memory_bytes", "gauge",
+              "Resident memory size in bytes.");
+  page.Sample("process_resident_memory_bytes", {},
+              static_cast<double>(snapshot.resident_bytes));
   return page.text();
 }
 

@@ -54,11 +54,18 @@ class LatencyHistogram {
 // What the service counts as it serves.
 struct ServiceMetrics {
   // The service's methods, for per-method latencies.
-  enum Method { kInsertStream, kSampleStream, kMutatePriorities, kReset, kServerInfo,
-                kCheckpoint, kNumMethods };
+  enum Method {
+    kInsertStream,
+    kSampleStream,
+    kMutatePriorities,
+    kReset,
+    kServerInfo,
+    kCheckpoint,
+    kNumMethods
+  };
   static constexpr std::array<absl::string_view, kNumMethods> kMethodNames = {
-      "InsertStream", "SampleStream", "MutatePriorities", "Reset", "ServerInfo",
-      "Checkpoint"};
+      "InsertStream", "SampleStream", "MutatePriorities",
+      "Reset",        "ServerInfo",   "Checkpoint"};
 
   // Stream message bytes, as they cross the wire.
   std::atomic<int64_t> received_bytes{0};
@@ -76,7 +83,8 @@ class PrometheusText {
 
   // Starts a metric family: its HELP and TYPE lines ("counter", "gauge",
   // "histogram"). Families must not repeat.
-  void Family(absl::string_view name, absl::string_view type, absl::string_view help);
+  void Family(absl::string_view name, absl::string_view type,
+              absl::string_view help);
   // One sample of the current family (`name` may add _bucket/_sum/_count).
   void Sample(absl::string_view name, const Labels& labels, double value);
   void Histogram(absl::string_view name, const Labels& labels,

@@ -37,7 +37,8 @@ class MetricsHttpServer {
   int port() const { return port_; }
 
   // The value of the Content-Type header of /metrics.
-  static constexpr char kContentType[] = "text/plain; version=0.0.4; charset=utf-8";
+  static constexpr char kContentType[] =
+      "text/plain; version=0.0.4; charset=utf-8";
 
  private:
   explicit MetricsHttpServer(std::function<std::string()> render)
@@ -45,8 +46,8 @@ class MetricsHttpServer {
 
   // A daemon on `node`:`port`; `bound` gets its port. Null if the address
   // cannot be bound.
-  absl::StatusOr<MHD_Daemon*> Listen(const std::string& node, int port, bool every_interface,
-                                     int* bound);
+  absl::StatusOr<MHD_Daemon*> Listen(const std::string& node, int port,
+                                     bool every_interface, int* bound);
 
   const std::function<std::string()> render_;
   std::vector<MHD_Daemon*> daemons_;  // one per address

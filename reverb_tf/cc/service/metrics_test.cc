@@ -20,10 +20,10 @@ namespace {
 
 TEST(LatencyHistogramTest, PutsDurationsInTheirBucketsAndSumsThem) {
   LatencyHistogram histogram;
-  histogram.Observe(absl::Microseconds(50));    // <= 100 us
-  histogram.Observe(absl::Microseconds(100));   // on a bound: that bucket
-  histogram.Observe(absl::Milliseconds(3));     // <= 5 ms
-  histogram.Observe(absl::Seconds(60));         // above every bound
+  histogram.Observe(absl::Microseconds(50));   // <= 100 us
+  histogram.Observe(absl::Microseconds(100));  // on a bound: that bucket
+  histogram.Observe(absl::Milliseconds(3));    // <= 5 ms
+  histogram.Observe(absl::Seconds(60));        // above every bound
   const LatencyHistogram::Snapshot snapshot = histogram.Read();
   EXPECT_EQ(snapshot.count, 4);
   EXPECT_EQ(snapshot.counts[0], 2);
@@ -43,13 +43,20 @@ TEST(PrometheusTextTest, EscapesLabelsAndWritesCumulativeBuckets) {
   page.Family("h", "histogram", "Latency.");
   page.Histogram("h", {{"method", "X"}}, histogram.Read());
   const std::string& text = page.text();
-  EXPECT_NE(text.find("# HELP m Help text.\n# TYPE m gauge\n"), std::string::npos);
-  EXPECT_NE(text.find("m{table=\"a\\\"b\\\\c\\nd\"} 1.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP m Help text.\n# TYPE m gauge\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("m{table=\"a\\\"b\\\\c\\nd\"} 1.5\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("\nm 3\n"), std::string::npos);
-  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.0001\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.01\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.025\"} 2\n"), std::string::npos);
-  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"+Inf\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.0001\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.01\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"0.025\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("h_bucket{method=\"X\",le=\"+Inf\"} 2\n"),
+            std::string::npos);
   EXPECT_NE(text.find("h_count{method=\"X\"} 2\n"), std::string::npos);
 }
 
@@ -58,19 +65,23 @@ TEST(ResidentMemoryTest, ReadsThisProcesssRss) {
 }
 
 // One HTTP/1.0 request to 127.0.0.1:port; the whole response.
-std::string HttpGet(int port, const std::string& method, const std::string& path) {
+std::string HttpGet(int port, const std::string& method,
+                    const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) ==
+      0) {
     const std::string request = method + " " + path + " HTTP/1.0\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
       char buffer[4096];
       ssize_t n;
-      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+      while ((n = read(fd, buffer, sizeof(buffer))) > 0)
+        response.append(buffer, n);
     }
   }
   close(fd);
@@ -90,12 +101,15 @@ TEST(MetricsHttpTest, ServesMetricsAndDashboardAndRefusesTheRest) {
   const std::string metrics = HttpGet(port, "GET", "/metrics");
   EXPECT_EQ(metrics.rfind("HTTP/1.1 200", 0), 0u) << metrics.substr(0, 200);
   EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos);
-  EXPECT_NE(metrics.find("reverb_tf_table_size{table=\"t\"} 0\n"), std::string::npos);
-  EXPECT_NE(metrics.find("reverb_tf_table_items_by_priority{table=\"t\",le=\"+Inf\"} 0"),
+  EXPECT_NE(metrics.find("reverb_tf_table_size{table=\"t\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find(
+                "reverb_tf_table_items_by_priority{table=\"t\",le=\"+Inf\"} 0"),
             std::string::npos);
   const std::string dashboard = HttpGet(port, "GET", "/");
   EXPECT_NE(dashboard.find("text/html"), std::string::npos);
-  EXPECT_NE(dashboard.find("<title>reverb_tf server</title>"), std::string::npos);
+  EXPECT_NE(dashboard.find("<title>reverb_tf server</title>"),
+            std::string::npos);
   EXPECT_EQ(HttpGet(port, "GET", "/nope").rfind("HTTP/1.1 404", 0), 0u);
   EXPECT_EQ(HttpGet(port, "DELETE", "/metrics").rfind("HTTP/1.1 405", 0), 0u);
   // A second server cannot take the port; the first keeps serving.

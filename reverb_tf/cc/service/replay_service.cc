@@ -22,10 +22,12 @@ namespace reverb_tf {
 namespace {
 
 // Words a rate limiter timeout for the client.
-absl::Status WordTimeout(absl::Status status, absl::Duration timeout, const std::string& what) {
+absl::Status WordTimeout(absl::Status status, absl::Duration timeout,
+                         const std::string& what) {
   if (status.code() != absl::StatusCode::kDeadlineExceeded) return status;
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rate limiter timeout: could not ", what, " within ", absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(
+      absl::StrCat("rate limiter timeout: could not ", what, " within ",
+                   absl::FormatDuration(timeout)));
 }
 
 // A typed view of a stream the service reads as raw bytes: Read() tells a
@@ -43,20 +45,24 @@ class ParsedStream {
     if (!raw_->Read(&buffer)) return false;
     ++count_;
     const size_t bytes = buffer.Length();
-    metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes),
+                                       std::memory_order_relaxed);
     message->Clear();
     grpc::Status parsed;
     RETURN_IF_ERROR(CatchOutOfMemory(
-        [&] { return absl::StrCat("reading message ", count_, " of this stream (", bytes,
-                                  " bytes)"); },
         [&] {
-          parsed = grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
+          return absl::StrCat("reading message ", count_, " of this stream (",
+                              bytes, " bytes)");
+        },
+        [&] {
+          parsed =
+              grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
           return absl::OkStatus();
         }));
     if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "message ", count_, " of this stream is not a valid ",
-          Request::descriptor()->name(), " (", bytes, " bytes)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("message ", count_, " of this stream is not a valid ",
+                       Request::descriptor()->name(), " (", bytes, " bytes)"));
     }
     return true;
   }
@@ -65,7 +71,9 @@ class ParsedStream {
   bool Write(const Response& message) {
     grpc::ByteBuffer buffer;
     bool own_buffer = false;
-    if (!grpc::SerializationTraits<Response>::Serialize(message, &buffer, &own_buffer).ok()) {
+    if (!grpc::SerializationTraits<Response>::Serialize(message, &buffer,
+                                                        &own_buffer)
+             .ok()) {
       return false;
     }
     metrics_->sent_bytes.fetch_add(static_cast<int64_t>(buffer.Length()),
@@ -129,22 +137,27 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   constexpr int kSampleStream = 1;
   constexpr int kMutateStream = 6;
   using RawHandler =
-      grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer, grpc::ByteBuffer>;
+      grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer,
+                                           grpc::ByteBuffer>;
   const auto guarded = [](const char* method, auto handler) {
-    return [method, handler](ReplayService* service, grpc::ServerContext* context,
-                             RawStream* stream) {
-      return GuardedCall(method, [&] { return (service->*handler)(context, stream); });
+    return [method, handler](ReplayService* service,
+                             grpc::ServerContext* context, RawStream* stream) {
+      return GuardedCall(method,
+                         [&] { return (service->*handler)(context, stream); });
     };
   };
-  MarkMethodStreamed(kInsertStream,
-                     new RawHandler(guarded("InsertStream", &ReplayService::HandleInsertStream),
-                                    this));
-  MarkMethodStreamed(kSampleStream,
-                     new RawHandler(guarded("SampleStream", &ReplayService::HandleSampleStream),
-                                    this));
-  MarkMethodStreamed(kMutateStream,
-                     new RawHandler(guarded("MutateStream", &ReplayService::HandleMutateStream),
-                                    this));
+  MarkMethodStreamed(
+      kInsertStream,
+      new RawHandler(
+          guarded("InsertStream", &ReplayService::HandleInsertStream), this));
+  MarkMethodStreamed(
+      kSampleStream,
+      new RawHandler(
+          guarded("SampleStream", &ReplayService::HandleSampleStream), this));
+  MarkMethodStreamed(
+      kMutateStream,
+      new RawHandler(
+          guarded("MutateStream", &ReplayService::HandleMutateStream), this));
 }
 
 grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
@@ -153,9 +166,11 @@ grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("authorization");
     const absl::string_view authorization =
-        it == metadata.end() ? absl::string_view()
-                             : absl::string_view(it->second.data(), it->second.size());
-    if (absl::Status status = limits_.auth->Authorize(authorization, needed, method);
+        it == metadata.end()
+            ? absl::string_view()
+            : absl::string_view(it->second.data(), it->second.size());
+    if (absl::Status status =
+            limits_.auth->Authorize(authorization, needed, method);
         !status.ok()) {
       return ToGrpcStatus(status);
     }
@@ -184,24 +199,26 @@ absl::StatusOr<std::shared_ptr<Table>> ReplayService::FindTable(
   auto it = tables_.find(name);
   if (it == tables_.end()) {
     // dm-reverb's words, which programs match on.
-    return absl::NotFoundError(
-        absl::StrCat("Priority table ", EchoedFromRequest(name), " was not found"));
+    return absl::NotFoundError(absl::StrCat(
+        "Priority table ", EchoedFromRequest(name), " was not found"));
   }
   return it->second;
 }
 
 grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
-  if (grpc::Status admitted = Admit(context, Role::kWriter, "InsertStream"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "InsertStream");
+      !admitted.ok()) {
     return admitted;
   }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream, &metrics_);
+  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream,
+                                                                   &metrics_);
   LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kInsertStream];
   Cancellation cancel;
-  const auto watch =
-      cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
+  const auto watch = cancellation_watcher_.Add(
+      [context] { return context->IsCancelled(); }, &cancel);
   InsertSession session(this, &cancel);
   proto::InsertRequest request;
   while (true) {
@@ -220,8 +237,11 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-ReplayService::InsertSession::InsertSession(ReplayService* service, Cancellation* cancel)
-    : service_(service), cancel_(cancel), open_streams_(service->insert_streams_) {
+ReplayService::InsertSession::InsertSession(ReplayService* service,
+                                            Cancellation* cancel)
+    : service_(service),
+      cancel_(cancel),
+      open_streams_(service->insert_streams_) {
   open_streams_->fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -230,9 +250,10 @@ ReplayService::InsertSession::~InsertSession() {
 }
 
 absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
-                                                   absl::Time deadline) {
+                                                    absl::Time deadline) {
   const Limits& limits = service_->limits_;
-  if (MemoryBudget* budget = service_->budget_; budget != nullptr && !budget->HasRoom()) {
+  if (MemoryBudget* budget = service_->budget_;
+      budget != nullptr && !budget->HasRoom()) {
     // Before the chunk's bytes are copied into the store: a stream may not
     // grow the server past its budget any more than an item may.
     RETURN_IF_ERROR(budget->AwaitRoom(
@@ -247,21 +268,24 @@ absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
     }
   }
   if (!payload.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk ", proto_chunk.key(), ": ", payload.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk ", proto_chunk.key(), ": ", payload.status().message()));
   }
   ASSIGN_OR_RETURN(ChunkRef chunk,
-                   service_->chunk_store_.Insert(proto_chunk.key(), proto_chunk.episode_id(),
-                                                 proto_chunk.episode_step(),
-                                                 *std::move(payload)));
+                   service_->chunk_store_.Insert(
+                       proto_chunk.key(), proto_chunk.episode_id(),
+                       proto_chunk.episode_step(), *std::move(payload)));
   ChunkRef& slot = chunks_[proto_chunk.key()];
-  if (slot != nullptr) chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
+  if (slot != nullptr)
+    chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
   slot = std::move(chunk);
   chunk_bytes_ += static_cast<int64_t>(slot->data().size());
   if (chunk_bytes_ > limits.max_stream_chunk_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this stream holds ", chunk_bytes_, " bytes of chunks, more than the server's limit ",
-        "of ", limits.max_stream_chunk_bytes, "; release chunks no item will reference again"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this stream holds ", chunk_bytes_,
+                     " bytes of chunks, more than the server's limit ", "of ",
+                     limits.max_stream_chunk_bytes,
+                     "; release chunks no item will reference again"));
   }
   return absl::OkStatus();
 }
@@ -269,7 +293,8 @@ absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
 absl::StatusOr<bool> ReplayService::InsertSession::Process(
     proto::InsertRequest& request,
     absl::FunctionRef<bool(const proto::InsertResponse&)> ack) {
-  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+  const absl::Duration timeout =
+      TimeoutFromMs(request.rate_limiter_timeout_ms());
   const absl::Time chunk_deadline = DeadlineAfter(timeout);
   for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
     RETURN_IF_ERROR(CatchOutOfMemory(
@@ -285,8 +310,8 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
     if (!table.ok()) {
       // An item naming a table the server lacks is a bad item (dm-reverb
       // reports it as an invalid argument too), not a missing resource.
-      return absl::InvalidArgumentError(
-          absl::StrCat("item ", proto_item.key(), ": ", table.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", proto_item.key(), ": ", table.status().message()));
     }
     ASSIGN_OR_RETURN(Item item, ItemFromProto(proto_item, chunks_));
     absl::Status status = (*table)->InsertOrAssign(item, absl::ZeroDuration());
@@ -296,15 +321,16 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
       response.add_keys(proto_item.key());
       continue;
     }
-    // About to wait for the rate limiter or the memory budget: acknowledge what is already
-    // stored, so the client's flush(block_until_num_items) sees it.
+    // About to wait for the rate limiter or the memory budget: acknowledge what
+    // is already stored, so the client's flush(block_until_num_items) sees it.
     if (response.keys_size() > 0) {
       RETURN_IF_ERROR(service_->CommitLog());
       if (!ack(response)) return false;
       response.Clear();
     }
-    RETURN_IF_ERROR(WordTimeout((*table)->InsertOrAssign(item, timeout, cancel_), timeout,
-                                absl::StrCat("insert into table '", proto_item.table(), "'")));
+    RETURN_IF_ERROR(WordTimeout(
+        (*table)->InsertOrAssign(item, timeout, cancel_), timeout,
+        absl::StrCat("insert into table '", proto_item.table(), "'")));
     response.add_keys(proto_item.key());
   }
   for (ChunkKey key : request.release_chunk_keys()) {
@@ -320,12 +346,14 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
 
 grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
-  if (grpc::Status admitted = Admit(context, Role::kReader, "SampleStream"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kReader, "SampleStream");
+      !admitted.ok()) {
     return admitted;
   }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream, &metrics_);
+  ParsedStream<proto::SampleRequest, proto::SampleResponse> stream(raw_stream,
+                                                                   &metrics_);
   LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kSampleStream];
   proto::SampleRequest request;
   absl::StatusOr<bool> read = stream.Read(&request);
@@ -335,30 +363,34 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
   if (!table_or.ok()) return ToGrpcStatus(table_or.status());
   const std::shared_ptr<Table> table = *table_or;
   // Bounded, so that no request holds the table's lock for unbounded work.
-  const int32_t batch = request.flexible_batch_size() > 0
-                            ? std::min(request.flexible_batch_size(), kMaxSamplesPerCall)
-                            : 64;
-  const absl::Duration timeout = TimeoutFromMs(request.rate_limiter_timeout_ms());
+  const int32_t batch =
+      request.flexible_batch_size() > 0
+          ? std::min(request.flexible_batch_size(), kMaxSamplesPerCall)
+          : 64;
+  const absl::Duration timeout =
+      TimeoutFromMs(request.rate_limiter_timeout_ms());
   if (request.num_samples() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
   }
   if (request.num_samples() > kMaxCredits) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(
-        absl::StrCat("more than ", kMaxCredits, " samples requested on one stream")));
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "more than ", kMaxCredits, " samples requested on one stream")));
   }
   int64_t credits = request.num_samples();
-  const std::string what = absl::StrCat("sample from table '", table->name(), "'");
+  const std::string what =
+      absl::StrCat("sample from table '", table->name(), "'");
   const bool ordered = table->options().sampler.ordered();
   Cancellation cancel;
-  const auto watch =
-      cancellation_watcher_.Add([context] { return context->IsCancelled(); }, &cancel);
+  const auto watch = cancellation_watcher_.Add(
+      [context] { return context->IsCancelled(); }, &cancel);
   while (true) {
     while (credits == 0) {
       read = stream.Read(&request);
       if (!read.ok()) return ToGrpcStatus(read.status());
       if (!*read) return grpc::Status::OK;  // client done
       if (request.num_samples() < 0) {
-        return ToGrpcStatus(absl::InvalidArgumentError("num_samples must be >= 0"));
+        return ToGrpcStatus(
+            absl::InvalidArgumentError("num_samples must be >= 0"));
       }
       if (request.num_samples() > kMaxCredits - credits) {
         return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
@@ -368,14 +400,17 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
     }
     const absl::Time started = absl::Now();
     auto samples =
-        table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)), timeout, &cancel);
-    if (!samples.ok()) return ToGrpcStatus(WordTimeout(samples.status(), timeout, what));
+        table->Sample(static_cast<int32_t>(std::min<int64_t>(credits, batch)),
+                      timeout, &cancel);
+    if (!samples.ok())
+      return ToGrpcStatus(WordTimeout(samples.status(), timeout, what));
     credits -= static_cast<int64_t>(samples->size());
     // Items these samples removed (max_times_sampled) must stay removed
     // after a crash before anyone sees them.
     if (std::any_of(samples->begin(), samples->end(),
                     [](const SampledItem& s) { return s.removed; })) {
-      if (absl::Status logged = CommitLog(); !logged.ok()) return ToGrpcStatus(logged);
+      if (absl::Status logged = CommitLog(); !logged.ok())
+        return ToGrpcStatus(logged);
     }
 
     // Pack samples into as few responses as the byte budget allows.
@@ -402,16 +437,19 @@ grpc::Status ReplayService::MutatePriorities(
     grpc::ServerContext* context, const proto::MutatePrioritiesRequest* request,
     proto::MutatePrioritiesResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
-  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutatePriorities"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutatePriorities");
+      !admitted.ok()) {
     return admitted;
   }
-  return ToGrpcStatus(CatchOutOfMemory("applying priority updates and deletes",
-                                       [&] { return Mutate(*request, response); }));
+  return ToGrpcStatus(
+      CatchOutOfMemory("applying priority updates and deletes",
+                       [&] { return Mutate(*request, response); }));
 }
 
 grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
                                                RawStream* raw_stream) {
-  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutateStream"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutateStream");
+      !admitted.ok()) {
     return admitted;
   }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
@@ -427,8 +465,8 @@ grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
     absl::MutexLock lock(&mutate_streams_mu_);
     mutate_streams_.erase(context);
   };
-  ParsedStream<proto::MutatePrioritiesRequest, proto::MutatePrioritiesResponse> stream(
-      raw_stream, &metrics_);
+  ParsedStream<proto::MutatePrioritiesRequest, proto::MutatePrioritiesResponse>
+      stream(raw_stream, &metrics_);
   proto::MutatePrioritiesRequest request;
   while (true) {
     absl::StatusOr<bool> read = stream.Read(&request);
@@ -459,12 +497,14 @@ void ReplayService::EndMutateStreams() {
   for (grpc::ServerContext* context : mutate_streams_) context->TryCancel();
 }
 
-absl::Status ReplayService::Mutate(const proto::MutatePrioritiesRequest& request,
-                                   proto::MutatePrioritiesResponse* response) {
+absl::Status ReplayService::Mutate(
+    const proto::MutatePrioritiesRequest& request,
+    proto::MutatePrioritiesResponse* response) {
   ASSIGN_OR_RETURN(std::shared_ptr<Table> table, FindTable(request.table()));
   if (request.keys_size() != request.priorities_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        request.keys_size(), " keys but ", request.priorities_size(), " priorities"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.keys_size(), " keys but ",
+                     request.priorities_size(), " priorities"));
   }
   std::vector<std::pair<Key, double>> updates;
   updates.reserve(request.keys_size());
@@ -472,8 +512,9 @@ absl::Status ReplayService::Mutate(const proto::MutatePrioritiesRequest& request
     updates.emplace_back(request.keys(i), request.priorities(i));
   }
   ASSIGN_OR_RETURN(MutationResult result,
-                   table->MutatePriorities(updates, absl::MakeConstSpan(request.deletes().data(),
-                                                                        request.deletes_size())));
+                   table->MutatePriorities(
+                       updates, absl::MakeConstSpan(request.deletes().data(),
+                                                    request.deletes_size())));
   RETURN_IF_ERROR(CommitLog());
   response->set_updated(result.updated);
   response->set_deleted(result.deleted);
@@ -485,13 +526,15 @@ grpc::Status ReplayService::Reset(grpc::ServerContext* context,
                                   const proto::ResetRequest* request,
                                   proto::ResetResponse*) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kReset]);
-  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Reset"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Reset");
+      !admitted.ok()) {
     return admitted;
   }
   return GuardedCall("Reset", [&] {
     auto table = FindTable(request->table());
     if (!table.ok()) return ToGrpcStatus(table.status());
-    if (absl::Status reset = (*table)->Reset(); !reset.ok()) return ToGrpcStatus(reset);
+    if (absl::Status reset = (*table)->Reset(); !reset.ok())
+      return ToGrpcStatus(reset);
     return ToGrpcStatus(CommitLog());
   });
 }
@@ -502,7 +545,8 @@ std::vector<TableInfo> ReplayService::TableInfos() const {
   std::sort(names.begin(), names.end());
   std::vector<TableInfo> infos;
   infos.reserve(names.size());
-  for (const std::string& name : names) infos.push_back(tables_.at(name)->info());
+  for (const std::string& name : names)
+    infos.push_back(tables_.at(name)->info());
   return infos;
 }
 
@@ -510,12 +554,15 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
                                        const proto::ServerInfoRequest*,
                                        proto::ServerInfoResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kServerInfo]);
-  if (grpc::Status admitted = Admit(context, Role::kReader, "ServerInfo"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kReader, "ServerInfo");
+      !admitted.ok()) {
     return admitted;
   }
   return GuardedCall("ServerInfo", [&] {
-    for (const TableInfo& info : TableInfos()) TableInfoToProto(info, response->add_tables());
-    response->set_active_insert_streams(insert_streams_->load(std::memory_order_relaxed));
+    for (const TableInfo& info : TableInfos())
+      TableInfoToProto(info, response->add_tables());
+    response->set_active_insert_streams(
+        insert_streams_->load(std::memory_order_relaxed));
     return grpc::Status::OK;
   });
 }
@@ -524,7 +571,8 @@ grpc::Status ReplayService::Checkpoint(grpc::ServerContext* context,
                                        const proto::CheckpointRequest*,
                                        proto::CheckpointResponse* response) {
   CallTimer timer(&metrics_.latency[ServiceMetrics::kCheckpoint]);
-  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Checkpoint"); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(context, Role::kAdmin, "Checkpoint");
+      !admitted.ok()) {
     return admitted;
   }
   if (!checkpoint_fn_) {

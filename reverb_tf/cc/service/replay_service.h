@@ -49,12 +49,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/checkpointing/wal.h"
+#include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/memory_budget.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
-#include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
+#include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/table.h"
 
@@ -64,7 +64,8 @@ class ReplayService final : public proto::ReplayService::Service {
  public:
   // When a blocked stream is first asked whether its client is gone, and the
   // most the asking interval grows to (see CancellationWatcher).
-  static constexpr absl::Duration kFirstCancellationCheck = absl::Milliseconds(100);
+  static constexpr absl::Duration kFirstCancellationCheck =
+      absl::Milliseconds(100);
   static constexpr absl::Duration kMaxCancellationCheck = absl::Seconds(1);
 
   // Most samples one table call takes (under the table's lock), whatever
@@ -90,7 +91,8 @@ class ReplayService final : public proto::ReplayService::Service {
     std::shared_ptr<const TokenAuthenticator> auth;
   };
 
-  ReplayService(std::vector<std::shared_ptr<Table>> tables, const Limits& limits);
+  ReplayService(std::vector<std::shared_ptr<Table>> tables,
+                const Limits& limits);
 
   // One insert stream's state and work, shared by the InsertStream RPC and
   // by in-process writers (local_server.h): the chunks the stream
@@ -113,8 +115,9 @@ class ReplayService final : public proto::ReplayService::Service {
     // `ack` returned false (the client is gone: stop, without error); an
     // error is the stream's status, and the stream must end. A chunk that
     // does not fit in memory is RESOURCE_EXHAUSTED naming it.
-    absl::StatusOr<bool> Process(proto::InsertRequest& request,
-                                 absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
+    absl::StatusOr<bool> Process(
+        proto::InsertRequest& request,
+        absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
 
    private:
     // Decodes, verifies and stores one chunk, counting it against the
@@ -145,10 +148,14 @@ class ReplayService final : public proto::ReplayService::Service {
   }
 
   // The streaming methods; registered over raw byte buffers (see above).
-  using RawStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
-  grpc::Status HandleInsertStream(grpc::ServerContext* context, RawStream* stream);
-  grpc::Status HandleSampleStream(grpc::ServerContext* context, RawStream* stream);
-  grpc::Status HandleMutateStream(grpc::ServerContext* context, RawStream* stream);
+  using RawStream =
+      grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status HandleInsertStream(grpc::ServerContext* context,
+                                  RawStream* stream);
+  grpc::Status HandleSampleStream(grpc::ServerContext* context,
+                                  RawStream* stream);
+  grpc::Status HandleMutateStream(grpc::ServerContext* context,
+                                  RawStream* stream);
 
   // Chunks written through this service and still held by an item or a
   // stream.
@@ -159,11 +166,14 @@ class ReplayService final : public proto::ReplayService::Service {
 
   // While false (a checkpoint is loading), every replay method fails with
   // UNAVAILABLE saying so. True unless set.
-  void set_accepting(bool accepting) { accepting_.store(accepting, std::memory_order_release); }
+  void set_accepting(bool accepting) {
+    accepting_.store(accepting, std::memory_order_release);
+  }
 
   // The table named `name`; NOT_FOUND echoing a bounded prefix of the name
   // (it comes from a request).
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(
+      const std::string& name) const;
 
   // Ends every MutateStream at once and refuses new ones (UNAVAILABLE):
   // for the server's Stop(). Between requests their handlers wait in Read(),
@@ -176,11 +186,14 @@ class ReplayService final : public proto::ReplayService::Service {
   // What the service counted as it served (see metrics.h).
   const ServiceMetrics& metrics() const { return metrics_; }
   // Streams (insert, sample, mutate) being served now.
-  int64_t active_streams() const { return active_streams_.load(std::memory_order_relaxed); }
+  int64_t active_streams() const {
+    return active_streams_.load(std::memory_order_relaxed);
+  }
 
-  grpc::Status MutatePriorities(grpc::ServerContext* context,
-                                const proto::MutatePrioritiesRequest* request,
-                                proto::MutatePrioritiesResponse* response) override;
+  grpc::Status MutatePriorities(
+      grpc::ServerContext* context,
+      const proto::MutatePrioritiesRequest* request,
+      proto::MutatePrioritiesResponse* response) override;
   grpc::Status Reset(grpc::ServerContext* context,
                      const proto::ResetRequest* request,
                      proto::ResetResponse* response) override;
@@ -205,7 +218,8 @@ class ReplayService final : public proto::ReplayService::Service {
   // What every method checks first: the caller's token may make the call
   // (UNAUTHENTICATED / PERMISSION_DENIED), and no checkpoint is loading
   // (UNAVAILABLE).
-  grpc::Status Admit(grpc::ServerContext* context, Role needed, const char* method) const;
+  grpc::Status Admit(grpc::ServerContext* context, Role needed,
+                     const char* method) const;
 
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> tables_;
   const Limits limits_;
@@ -216,7 +230,8 @@ class ReplayService final : public proto::ReplayService::Service {
       std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<bool> accepting_{true};
   ServiceMetrics metrics_;
-  CancellationWatcher cancellation_watcher_{kFirstCancellationCheck, kMaxCancellationCheck};
+  CancellationWatcher cancellation_watcher_{kFirstCancellationCheck,
+                                            kMaxCancellationCheck};
   absl::Mutex mutate_streams_mu_;
   // The calls of the MutateStreams being served.
   absl::flat_hash_set<grpc::ServerContext*> mutate_streams_

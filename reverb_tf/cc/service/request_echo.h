@@ -16,7 +16,8 @@ namespace reverb_tf {
 inline std::string QuotedFromRequest(absl::string_view text) {
   constexpr size_t kEchoed = 128;
   if (text.size() <= kEchoed) return absl::StrCat("'", text, "'");
-  return absl::StrCat("'", text.substr(0, kEchoed), "...' (", text.size(), " bytes)");
+  return absl::StrCat("'", text.substr(0, kEchoed), "...' (", text.size(),
+                      " bytes)");
 }
 
 // The same without quotes, where a message repeats another system's wording

@@ -10,17 +10,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "grpcpp/security/server_credentials.h"
 #include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/health_service.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
-#include "reverb_tf/cc/service/health_service.h"
 #include "reverb_tf/cc/service/replay_service.h"
 
 namespace reverb_tf {
@@ -36,15 +36,17 @@ std::vector<std::string> ListeningHosts(const std::string& host) {
     return {"127.0.0.1"};
   }
   // IPv6 literals are bracketed in a gRPC address.
-  return {host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host};
+  return {host.find(':') != std::string::npos ? absl::StrCat("[", host, "]")
+                                              : host};
 }
 
 }  // namespace
 
 // What in-process clients reach (local_server.h): the server's tables,
 // its log and its checkpoints, until the server starts stopping.
-class ReplayServer::Local final : public LocalServer,
-                                  public std::enable_shared_from_this<ReplayServer::Local> {
+class ReplayServer::Local final
+    : public LocalServer,
+      public std::enable_shared_from_this<ReplayServer::Local> {
  public:
   Local(ReplayServer* server, int64_t max_message_bytes)
       : server_(server), max_message_bytes_(max_message_bytes) {}
@@ -64,14 +66,16 @@ class ReplayServer::Local final : public LocalServer,
         +[](int* active) { return *active == 0; }, &active_writes_));
   }
 
-  absl::StatusOr<std::unique_ptr<LocalInsertStream>> OpenInsertStream() override {
+  absl::StatusOr<std::unique_ptr<LocalInsertStream>> OpenInsertStream()
+      override {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckServing());
     return std::unique_ptr<LocalInsertStream>(
         new InsertStream(shared_from_this(), server_->service_.get()));
   }
 
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) override {
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(
+      const std::string& name) override {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckServing());
     return server_->FindTable(name);
@@ -86,7 +90,8 @@ class ReplayServer::Local final : public LocalServer,
   absl::Status Commit() override {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(CheckServing());
-    return server_->wal_ != nullptr ? server_->wal_->Commit() : absl::OkStatus();
+    return server_->wal_ != nullptr ? server_->wal_->Commit()
+                                    : absl::OkStatus();
   }
 
   absl::StatusOr<std::string> Checkpoint() override {
@@ -100,7 +105,8 @@ class ReplayServer::Local final : public LocalServer,
  private:
   absl::Status CheckServing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (server_ != nullptr) return absl::OkStatus();
-    return absl::UnavailableError("the replay server of this process has stopped");
+    return absl::UnavailableError(
+        "the replay server of this process has stopped");
   }
 
   // The InsertStream RPC's work (ReplayService::InsertSession) without gRPC.
@@ -114,16 +120,19 @@ class ReplayServer::Local final : public LocalServer,
     InsertStream(std::shared_ptr<Local> local, ReplayService* service)
         : local_(std::move(local)), session_(service, &cancel_) {}
 
-    absl::Status Write(proto::InsertRequest& request,
-                       absl::FunctionRef<void(const proto::InsertResponse&)> ack) override {
+    absl::Status Write(
+        proto::InsertRequest& request,
+        absl::FunctionRef<void(const proto::InsertResponse&)> ack) override {
       if (!error_.ok()) return error_;
       // The limit gRPC enforces on a received message, so that a writer
       // meets the same server whichever way it reaches it.
       const int64_t limit = local_->max_message_bytes_;
-      if (const size_t bytes = request.ByteSizeLong(); bytes > static_cast<size_t>(limit)) {
-        error_ = absl::ResourceExhaustedError(absl::StrCat(
-            "an insert message of ", bytes, " bytes is larger than the server's ",
-            "max_message_bytes (", limit, ")"));
+      if (const size_t bytes = request.ByteSizeLong();
+          bytes > static_cast<size_t>(limit)) {
+        error_ = absl::ResourceExhaustedError(
+            absl::StrCat("an insert message of ", bytes,
+                         " bytes is larger than the server's ",
+                         "max_message_bytes (", limit, ")"));
         return error_;
       }
       {
@@ -134,10 +143,11 @@ class ReplayServer::Local final : public LocalServer,
       }
       absl::StatusOr<bool> processed =
           CatchOutOfMemory("inserting from an in-process writer", [&] {
-            return session_.Process(request, [&ack](const proto::InsertResponse& response) {
-              ack(response);
-              return true;
-            });
+            return session_.Process(
+                request, [&ack](const proto::InsertResponse& response) {
+                  ack(response);
+                  return true;
+                });
           });
       {
         absl::MutexLock lock(&local_->mu_);
@@ -165,17 +175,22 @@ class ReplayServer::Local final : public LocalServer,
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid port ", options.port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid port ", options.port));
   }
   RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
-  if (options.host.empty() || options.host.find_first_of(" /[]") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "host must be a name or an address such as localhost, 0.0.0.0 or ::1, got '",
-        options.host, "'"));
+  if (options.host.empty() ||
+      options.host.find_first_of(" /[]") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host must be a name or an address such as localhost, "
+                     "0.0.0.0 or ::1, got '",
+                     options.host, "'"));
   }
-  if (options.max_message_bytes < 1024 || options.max_message_bytes > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
+  if (options.max_message_bytes < 1024 ||
+      options.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes must be in [1 KiB, 2 GiB), got ",
+                     options.max_message_bytes));
   }
   absl::flat_hash_set<std::string> names;
   for (const auto& table : tables) {
@@ -193,15 +208,17 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
   if (options.memory_limit < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "memory_limit must be >= 0 bytes (0: no budget), got ", options.memory_limit));
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_limit must be >= 0 bytes (0: no budget), got ",
+                     options.memory_limit));
   }
   if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
   if (options.wal.has_value()) {
     RETURN_IF_ERROR(options.wal->Validate());
     if (options.checkpointer == nullptr) {
       return absl::InvalidArgumentError(
-          "a write-ahead log needs a checkpointer: its checkpoints truncate the log");
+          "a write-ahead log needs a checkpointer: its checkpoints truncate "
+          "the log");
     }
   }
   DisableMutexDeadlockDetection();
@@ -219,12 +236,15 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
   if (options.memory_limit > 0) {
     server->budget_ = std::make_unique<MemoryBudget>(
-        options.memory_limit, &server->service_->chunk_store(), [raw = server.get()] {
+        options.memory_limit, &server->service_->chunk_store(),
+        [raw = server.get()] {
           int64_t items = 0;
-          for (const auto& table : raw->tables_) items += table->approximate_size();
+          for (const auto& table : raw->tables_)
+            items += table->approximate_size();
           return items;
         });
-    for (const auto& table : server->tables_) table->SetMemoryBudget(server->budget_.get());
+    for (const auto& table : server->tables_)
+      table->SetMemoryBudget(server->budget_.get());
     server->service_->set_memory_budget(server->budget_.get());
   }
   // A checkpoint loads with the port already open: health says NOT_SERVING
@@ -249,7 +269,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   // Port 0 on several addresses: one port free on all of them, tried again
   // if another process takes it on one address before gRPC binds it.
   const int attempts = options.port == 0 && hosts.size() > 1 ? 4 : 1;
-  for (int attempt = 0; attempt < attempts && server->server_ == nullptr; ++attempt) {
+  for (int attempt = 0; attempt < attempts && server->server_ == nullptr;
+       ++attempt) {
     const int port = attempts > 1 ? PortFreeOnBothLoopbacks() : options.port;
     grpc::ServerBuilder builder;
     std::vector<int> bound(hosts.size(), 0);
@@ -262,13 +283,15 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     // kernel then splits connections between the two; clients met "Method
     // not found" from another process's server. A port is one server's.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(options.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
     builder.RegisterService(server->service_.get());
     builder.RegisterService(server->health_.get());
     server->server_ = builder.BuildAndStart();
     if (server->server_ != nullptr &&
-        std::all_of(bound.begin(), bound.end(), [&](int p) { return p == bound[0] && p != 0; })) {
+        std::all_of(bound.begin(), bound.end(),
+                    [&](int p) { return p == bound[0] && p != 0; })) {
       server->port_ = bound[0];
     } else if (server->server_ != nullptr) {
       server->server_->Shutdown();
@@ -277,7 +300,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   }
   if (server->server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
-        "could not start a gRPC server on ", absl::StrJoin(hosts, " and "), ":", options.port,
+        "could not start a gRPC server on ", absl::StrJoin(hosts, " and "), ":",
+        options.port,
         hosts.size() > 1 ? " (the port must be free on each)" : ""));
   }
   // The whole server ("") and the replay service by name.
@@ -292,7 +316,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     }
     server->loaded_checkpoint_ = *std::move(loaded);
     if (options.wal.has_value()) {
-      auto wal = WriteAheadLog::Open(*options.wal, server->loaded_checkpoint_.wal_position,
+      auto wal = WriteAheadLog::Open(*options.wal,
+                                     server->loaded_checkpoint_.wal_position,
                                      server->tables_, &server->wal_replay_,
                                      server->service_->mutable_chunk_store());
       if (!wal.ok()) {
@@ -300,25 +325,33 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
         return wal.status();
       }
       server->wal_ = *std::move(wal);
-      for (const auto& table : server->tables_) table->SetJournal(server->wal_.get());
+      for (const auto& table : server->tables_)
+        table->SetJournal(server->wal_.get());
       server->service_->set_wal(server->wal_.get());
       if (!server->wal_replay_.damage.empty()) {
         std::fprintf(stderr,
-                     "reverb_tf: WARNING: the write-ahead log '%s' is damaged: %s. Writing a "
+                     "reverb_tf: WARNING: the write-ahead log '%s' is damaged: "
+                     "%s. Writing a "
                      "checkpoint now, so that the log starts clean.\n",
-                     options.wal->dir.c_str(), server->wal_replay_.damage.c_str());
-        if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint(); !saved.ok()) {
+                     options.wal->dir.c_str(),
+                     server->wal_replay_.damage.c_str());
+        if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint();
+            !saved.ok()) {
           // The recovered items are served for reading; a change logged
           // after the damage would be set aside by the next replay, so none
           // is accepted until a checkpoint starts the log afresh.
-          server->wal_->Fail(absl::Status(
-              saved.status().code(),
-              absl::StrCat("the log was damaged and the checkpoint that would set it right "
-                           "failed: ", saved.status().message())));
-          std::fprintf(stderr,
-                       "reverb_tf: WARNING: serving the recovered items for reading; writes "
-                       "are refused until a checkpoint succeeds (retried every %s).\n",
-                       absl::FormatDuration(options.wal->retry_interval).c_str());
+          server->wal_->Fail(
+              absl::Status(saved.status().code(),
+                           absl::StrCat("the log was damaged and the "
+                                        "checkpoint that would set it right "
+                                        "failed: ",
+                                        saved.status().message())));
+          std::fprintf(
+              stderr,
+              "reverb_tf: WARNING: serving the recovered items for reading; "
+              "writes "
+              "are refused until a checkpoint succeeds (retried every %s).\n",
+              absl::FormatDuration(options.wal->retry_interval).c_str());
         }
       }
     }
@@ -326,17 +359,21 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     server->health_->SetAllServingStatus(true);
   }
   if (options.metrics_port >= 0) {
-    ASSIGN_OR_RETURN(server->metrics_http_,
-                     MetricsHttpServer::Start(options.host, options.metrics_port,
-                                              [raw] { return raw->MetricsText(); }));
+    ASSIGN_OR_RETURN(
+        server->metrics_http_,
+        MetricsHttpServer::Start(options.host, options.metrics_port,
+                                 [raw] { return raw->MetricsText(); }));
   }
   if (server->checkpointer_ != nullptr &&
-      (options.checkpoint_interval > absl::ZeroDuration() || server->wal_ != nullptr)) {
+      (options.checkpoint_interval > absl::ZeroDuration() ||
+       server->wal_ != nullptr)) {
     const absl::Duration interval = options.checkpoint_interval;
-    const absl::Duration retry =
-        options.wal.has_value() ? options.wal->retry_interval : absl::InfiniteDuration();
-    server->checkpoint_thread_ =
-        std::thread([raw, interval, retry] { raw->CheckpointPeriodically(interval, retry); });
+    const absl::Duration retry = options.wal.has_value()
+                                     ? options.wal->retry_interval
+                                     : absl::InfiniteDuration();
+    server->checkpoint_thread_ = std::thread([raw, interval, retry] {
+      raw->CheckpointPeriodically(interval, retry);
+    });
   }
   // Clients in this process reach the tables directly, unless the server is
   // secured: tokens and certificates ride on the RPC, and a client that
@@ -350,7 +387,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
 
 absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (checkpointer_ == nullptr) {
-    return absl::FailedPreconditionError("this server was started without a checkpointer");
+    return absl::FailedPreconditionError(
+        "this server was started without a checkpointer");
   }
   absl::MutexLock checkpointing(&checkpoint_mu_);
   if (wal_ != nullptr && !wal_->Writable().ok()) return RecoverLog();
@@ -361,18 +399,21 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (stats.ok() && wal_ != nullptr) {
     if (absl::Status dropped = wal_->DropThrough(*position); !dropped.ok()) {
       // The next checkpoint retries; meanwhile the log only takes more room.
-      std::fprintf(stderr, "reverb_tf: %s\n", std::string(dropped.message()).c_str());
+      std::fprintf(stderr, "reverb_tf: %s\n",
+                   std::string(dropped.message()).c_str());
     }
   }
   NoteCheckpoint(stats);
   return stats;
 }
 
-absl::StatusOr<CheckpointStats> ReplayServer::SaveCheckpoint(uint64_t wal_position) {
+absl::StatusOr<CheckpointStats> ReplayServer::SaveCheckpoint(
+    uint64_t wal_position) {
   // Also on the periodic thread, where an escaping exception would end the
   // process.
-  return CatchOutOfMemory("writing a checkpoint",
-                          [&] { return checkpointer_->Save(tables_, wal_position); });
+  return CatchOutOfMemory("writing a checkpoint", [&] {
+    return checkpointer_->Save(tables_, wal_position);
+  });
 }
 
 absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
@@ -382,13 +423,17 @@ absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
   absl::StatusOr<CheckpointStats> stats = SaveCheckpoint(position);
   if (stats.ok()) {
     if (absl::Status resumed = wal_->Resume(position); !resumed.ok()) {
-      stats = absl::Status(resumed.code(),
-                           absl::StrCat("the checkpoint ", stats->path, " was written but the "
-                                        "write-ahead log cannot begin a new file: ",
-                                        resumed.message()));
+      stats =
+          absl::Status(resumed.code(),
+                       absl::StrCat("the checkpoint ", stats->path,
+                                    " was written but the "
+                                    "write-ahead log cannot begin a new file: ",
+                                    resumed.message()));
     } else {
-      std::fprintf(stderr, "reverb_tf: checkpoint %s written; the write-ahead log is "
-                   "writable again and writes are accepted.\n", stats->path.c_str());
+      std::fprintf(stderr,
+                   "reverb_tf: checkpoint %s written; the write-ahead log is "
+                   "writable again and writes are accepted.\n",
+                   stats->path.c_str());
       absl::MutexLock lock(&mu_);
       ++wal_recoveries_;
     }
@@ -397,7 +442,8 @@ absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
   return stats;
 }
 
-void ReplayServer::NoteCheckpoint(const absl::StatusOr<CheckpointStats>& stats) {
+void ReplayServer::NoteCheckpoint(
+    const absl::StatusOr<CheckpointStats>& stats) {
   absl::MutexLock lock(&mu_);
   if (stats.ok()) {
     ++checkpoints_;
@@ -423,8 +469,9 @@ std::string ReplayServer::MetricsText() const {
     snapshot.wal = wal;
   }
   if (budget_ != nullptr) {
-    snapshot.budget = MetricsSnapshot::Budget{budget_->limit(), budget_->used(),
-                                              budget_->waiting(), budget_->refused()};
+    snapshot.budget =
+        MetricsSnapshot::Budget{budget_->limit(), budget_->used(),
+                                budget_->waiting(), budget_->refused()};
   }
   snapshot.chunks = num_live_chunks();
   snapshot.chunk_bytes = num_live_chunk_bytes();
@@ -441,15 +488,17 @@ std::string ReplayServer::MetricsText() const {
   return RenderMetricsPage(snapshot);
 }
 
-void ReplayServer::CheckpointPeriodically(absl::Duration interval, absl::Duration retry) {
+void ReplayServer::CheckpointPeriodically(absl::Duration interval,
+                                          absl::Duration retry) {
   const bool periodic = interval > absl::ZeroDuration();
-  absl::Time next_periodic = periodic ? absl::Now() + interval : absl::InfiniteFuture();
+  absl::Time next_periodic =
+      periodic ? absl::Now() + interval : absl::InfiniteFuture();
   absl::MutexLock lock(&mu_);
   while (true) {
     // A failed log is checked every `retry` (a cheap call), however long
     // the periodic interval.
-    const absl::Duration wait =
-        std::min(std::max(next_periodic - absl::Now(), absl::ZeroDuration()), retry);
+    const absl::Duration wait = std::min(
+        std::max(next_periodic - absl::Now(), absl::ZeroDuration()), retry);
     if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), wait)) return;
     mu_.Unlock();
     const bool failed_log = wal_ != nullptr && !wal_->Writable().ok();
@@ -496,7 +545,8 @@ int64_t ReplayServer::num_live_chunk_bytes() const {
   return service_->chunk_store().num_live_bytes();
 }
 
-absl::StatusOr<std::shared_ptr<Table>> ReplayServer::FindTable(const std::string& name) const {
+absl::StatusOr<std::shared_ptr<Table>> ReplayServer::FindTable(
+    const std::string& name) const {
   return service_->FindTable(name);
 }
 
@@ -528,7 +578,8 @@ void ReplayServer::Stop() {
   if (server_ != nullptr) {
     // Idle between requests, nothing above wakes them.
     service_->EndMutateStreams();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(2));
     server_->Wait();
   }
   // Scrapes are answered until the service has stopped.

@@ -121,7 +121,9 @@ class REVERB_TF_EXPORT ReplayServer {
 
   int port() const { return port_; }
   // The checkpoint Start() loaded, or "" if none.
-  const std::string& loaded_checkpoint() const { return loaded_checkpoint_.path; }
+  const std::string& loaded_checkpoint() const {
+    return loaded_checkpoint_.path;
+  }
   // What the write-ahead log replayed on start (empty without a log).
   const WalReplay& wal_replay() const { return wal_replay_; }
   // Newer checkpoints Start() skipped as damaged (see
@@ -145,7 +147,8 @@ class REVERB_TF_EXPORT ReplayServer {
   int metrics_port() const;
 
   // The served table named `name`; NOT_FOUND if there is none.
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(const std::string& name) const;
+  absl::StatusOr<std::shared_ptr<Table>> FindTable(
+      const std::string& name) const;
 
   void Stop();
   // Blocks until Stop() has completed.
@@ -160,7 +163,8 @@ class REVERB_TF_EXPORT ReplayServer {
   void CheckpointPeriodically(absl::Duration interval, absl::Duration retry);
   // Checkpoint() for a log that has failed: saves the tables as they are,
   // then lets the log resume.
-  absl::StatusOr<CheckpointStats> RecoverLog() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  absl::StatusOr<CheckpointStats> RecoverLog()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   // checkpointer_->Save(), an allocation failure as RESOURCE_EXHAUSTED.
   absl::StatusOr<CheckpointStats> SaveCheckpoint(uint64_t wal_position);
   // Counts a checkpoint's outcome.

@@ -41,11 +41,12 @@
 #include "reverb_tf/cc/platform/heap_release.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/config.pb.h"
-#include "reverb_tf/cc/wire/conversions.h"
 #include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/wire/conversions.h"
 
 ABSL_FLAG(std::string, config, "", "ServerConfig as a textproto string.");
-ABSL_FLAG(std::string, config_file, "", "Path of a file holding the ServerConfig textproto.");
+ABSL_FLAG(std::string, config_file, "",
+          "Path of a file holding the ServerConfig textproto.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Checkpoint root directory (overrides the config's checkpoint_dir).");
 ABSL_FLAG(std::string, fallback_checkpoint_path, "",
@@ -55,17 +56,21 @@ ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
 ABSL_FLAG(std::string, bind, "localhost",
           "Interface to listen on: localhost (loopback only, the default), an "
           "address, or 0.0.0.0 / :: for every interface.");
-ABSL_FLAG(int64_t, max_active_streams, reverb_tf::ServerOptions().max_active_streams,
+ABSL_FLAG(int64_t, max_active_streams,
+          reverb_tf::ServerOptions().max_active_streams,
           "Most writer and sampler streams served at once; more fail with "
           "RESOURCE_EXHAUSTED.");
-ABSL_FLAG(std::string, on_damaged_checkpoint, "fail",
-          "What to do when the newest checkpoint is damaged: 'fail' (exit with a "
-          "message naming it) or 'previous' (load the newest intact one, with a "
-          "warning; needs --checkpoint_keep > 1 to have one).");
-ABSL_FLAG(int, checkpoint_keep, 0, "Checkpoints to keep (0: the config's, else 1).");
-ABSL_FLAG(int, metrics_port, -1,
-          "Serve Prometheus metrics at http://BIND:PORT/metrics (0: a free port, "
-          "printed on stderr; -1: none). Same interface as the service (--bind).");
+ABSL_FLAG(
+    std::string, on_damaged_checkpoint, "fail",
+    "What to do when the newest checkpoint is damaged: 'fail' (exit with a "
+    "message naming it) or 'previous' (load the newest intact one, with a "
+    "warning; needs --checkpoint_keep > 1 to have one).");
+ABSL_FLAG(int, checkpoint_keep, 0,
+          "Checkpoints to keep (0: the config's, else 1).");
+ABSL_FLAG(
+    int, metrics_port, -1,
+    "Serve Prometheus metrics at http://BIND:PORT/metrics (0: a free port, "
+    "printed on stderr; -1: none). Same interface as the service (--bind).");
 ABSL_FLAG(bool, checkpoint_on_exit, false,
           "On SIGTERM/SIGINT, write a final checkpoint after the last call has "
           "ended (needs a checkpoint directory).");
@@ -75,25 +80,34 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA: mutual TLS, clients must present a certificate it signed.");
 ABSL_FLAG(std::string, wal_dir, "",
-          "Write-ahead log directory: a change is acknowledged only once logged, and a "
-          "restart replays the log after the newest checkpoint (needs --checkpoint_dir).");
-ABSL_FLAG(std::string, wal_sync, "every_write",
-          "When the log is synced to disk: every_write (before each acknowledgement), "
-          "every_n_ms (every --wal_sync_interval; a killed process loses nothing, a "
-          "crashed machine up to that long) or none (the kernel decides).");
+          "Write-ahead log directory: a change is acknowledged only once "
+          "logged, and a "
+          "restart replays the log after the newest checkpoint (needs "
+          "--checkpoint_dir).");
+ABSL_FLAG(
+    std::string, wal_sync, "every_write",
+    "When the log is synced to disk: every_write (before each "
+    "acknowledgement), "
+    "every_n_ms (every --wal_sync_interval; a killed process loses nothing, a "
+    "crashed machine up to that long) or none (the kernel decides).");
 ABSL_FLAG(absl::Duration, wal_sync_interval, absl::Milliseconds(10),
           "How often --wal_sync=every_n_ms syncs.");
 ABSL_FLAG(std::string, memory_limit, "",
-          "A memory budget for the data the server holds (chunk bytes plus a fixed cost "
-          "per item), in bytes or with a K, M, G or T suffix (powers of 1024), e.g. 8G: "
-          "inserts wait while it is used up and fail with RESOURCE_EXHAUSTED at their "
+          "A memory budget for the data the server holds (chunk bytes plus a "
+          "fixed cost "
+          "per item), in bytes or with a K, M, G or T suffix (powers of 1024), "
+          "e.g. 8G: "
+          "inserts wait while it is used up and fail with RESOURCE_EXHAUSTED "
+          "at their "
           "timeout. Empty: no budget.");
-ABSL_FLAG(absl::Duration, wal_retry_interval, absl::Seconds(5),
-          "While the write-ahead log cannot be written (a full disk), how often the "
-          "server tries the checkpoint that lets it accept writes again.");
+ABSL_FLAG(
+    absl::Duration, wal_retry_interval, absl::Seconds(5),
+    "While the write-ahead log cannot be written (a full disk), how often the "
+    "server tries the checkpoint that lets it accept writes again.");
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "Lines 'ROLE TOKEN' (roles reader, writer, admin; TOKEN may be "
-          "sha256:<hex>): every call needs a bearer token of a role that may make it.");
+          "sha256:<hex>): every call needs a bearer token of a role that may "
+          "make it.");
 
 namespace reverb_tf {
 namespace {
@@ -103,20 +117,30 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   int shift = 0;
   if (!text.empty()) {
     switch (absl::ascii_toupper(text.back())) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      default: break;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift != 0) text.remove_suffix(1);
   }
   int64_t value;
   if (!absl::SimpleAtoi(text, &value) || value < 1 ||
       value > (std::numeric_limits<int64_t>::max() >> shift)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected a positive number of bytes, optionally with a K, M, G or T suffix, got '",
-        text.substr(0, 32), "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a positive number of bytes, optionally with a "
+                     "K, M, G or T suffix, got '",
+                     text.substr(0, 32), "'"));
   }
   return value << shift;
 }
@@ -125,7 +149,9 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
-    if (errors_.empty()) errors_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+    if (errors_.empty())
+      errors_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
+                             message);
   }
   const std::string& errors() const { return errors_; }
 
@@ -137,11 +163,14 @@ absl::StatusOr<proto::ServerConfig> LoadConfig() {
   std::string text = absl::GetFlag(FLAGS_config);
   const std::string path = absl::GetFlag(FLAGS_config_file);
   if (text.empty() == path.empty()) {
-    return absl::InvalidArgumentError("pass exactly one of --config and --config_file");
+    return absl::InvalidArgumentError(
+        "pass exactly one of --config and --config_file");
   }
   if (!path.empty()) {
     std::ifstream file(path);
-    if (!file) return absl::NotFoundError(absl::StrCat("cannot read --config_file ", path));
+    if (!file)
+      return absl::NotFoundError(
+          absl::StrCat("cannot read --config_file ", path));
     std::stringstream buffer;
     buffer << file.rdbuf();
     text = buffer.str();
@@ -151,7 +180,8 @@ absl::StatusOr<proto::ServerConfig> LoadConfig() {
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, &config)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad config: ", errors.errors()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad config: ", errors.errors()));
   }
   return config;
 }
@@ -163,7 +193,8 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
   CheckpointerOptions options;
   options.root = absl::GetFlag(FLAGS_checkpoint_dir);
   if (options.root.empty()) options.root = config.checkpoint_dir();
-  options.fallback_checkpoint_path = absl::GetFlag(FLAGS_fallback_checkpoint_path);
+  options.fallback_checkpoint_path =
+      absl::GetFlag(FLAGS_fallback_checkpoint_path);
   if (options.fallback_checkpoint_path.empty()) {
     options.fallback_checkpoint_path = config.fallback_checkpoint_path();
   }
@@ -175,7 +206,8 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
   const std::string on_damaged = absl::GetFlag(FLAGS_on_damaged_checkpoint);
   if (on_damaged != "fail" && on_damaged != "previous") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--on_damaged_checkpoint must be 'fail' or 'previous', got '", on_damaged, "'"));
+        "--on_damaged_checkpoint must be 'fail' or 'previous', got '",
+        on_damaged, "'"));
   }
   options.load_previous_if_damaged = on_damaged == "previous";
   *interval = absl::GetFlag(FLAGS_checkpoint_interval);
@@ -183,10 +215,12 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
     *interval = absl::Seconds(config.checkpoint_interval_s());
   }
   if (options.root.empty()) {
-    if (*interval > absl::ZeroDuration() || !options.fallback_checkpoint_path.empty() ||
+    if (*interval > absl::ZeroDuration() ||
+        !options.fallback_checkpoint_path.empty() ||
         absl::GetFlag(FLAGS_checkpoint_on_exit)) {
       return absl::InvalidArgumentError(
-          "checkpoint_interval, fallback_checkpoint_path and checkpoint_on_exit need a "
+          "checkpoint_interval, fallback_checkpoint_path and "
+          "checkpoint_on_exit need a "
           "checkpoint_dir");
     }
     return std::shared_ptr<Checkpointer>();
@@ -202,7 +236,8 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
 int Run() {
   auto config = LoadConfig();
   if (!config.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(config.status().message()).c_str());
+    std::fprintf(stderr, "reverb_tf_server: %s\n",
+                 std::string(config.status().message()).c_str());
     return 2;
   }
   std::vector<TableOptions> tables;
@@ -214,7 +249,8 @@ int Run() {
                    std::string(valid.message()).c_str());
       return 2;
     }
-    if (const std::string caveat = options->rate_limiter.Caveat(); !caveat.empty()) {
+    if (const std::string caveat = options->rate_limiter.Caveat();
+        !caveat.empty()) {
       std::fprintf(stderr, "reverb_tf_server: warning: table '%s': %s\n",
                    options->name.c_str(), caveat.c_str());
     }
@@ -226,11 +262,13 @@ int Run() {
   }
   ServerOptions options;
   options.port = config->port();
-  if (config->max_message_bytes() > 0) options.max_message_bytes = config->max_message_bytes();
+  if (config->max_message_bytes() > 0)
+    options.max_message_bytes = config->max_message_bytes();
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
   options.host = absl::GetFlag(FLAGS_bind);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit); !limit.empty()) {
+  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit);
+      !limit.empty()) {
     auto bytes = ParseByteSize(limit);
     if (!bytes.ok()) {
       std::fprintf(stderr, "reverb_tf_server: --memory_limit: %s\n",
@@ -250,14 +288,16 @@ int Run() {
                                 absl::GetFlag(FLAGS_tls_key_file),
                                 absl::GetFlag(FLAGS_tls_client_ca_file));
   if (!tls.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(tls.status().message()).c_str());
+    std::fprintf(stderr, "reverb_tf_server: %s\n",
+                 std::string(tls.status().message()).c_str());
     return 2;
   }
   options.tls = *std::move(tls);
   if (const std::string dir = absl::GetFlag(FLAGS_wal_dir); !dir.empty()) {
     auto sync = ParseWalSync(absl::GetFlag(FLAGS_wal_sync));
     if (!sync.ok()) {
-      std::fprintf(stderr, "reverb_tf_server: %s\n", std::string(sync.status().message()).c_str());
+      std::fprintf(stderr, "reverb_tf_server: %s\n",
+                   std::string(sync.status().message()).c_str());
       return 2;
     }
     WalOptions wal;
@@ -267,10 +307,13 @@ int Run() {
     wal.retry_interval = absl::GetFlag(FLAGS_wal_retry_interval);
     options.wal = wal;
   }
-  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file); !path.empty()) {
+  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file);
+      !path.empty()) {
     auto tokens = ReadPemFile(path, "auth tokens");
-    auto auth = tokens.ok() ? TokenAuthenticator::Create(*tokens)
-                            : absl::StatusOr<std::unique_ptr<TokenAuthenticator>>(tokens.status());
+    auto auth = tokens.ok()
+                    ? TokenAuthenticator::Create(*tokens)
+                    : absl::StatusOr<std::unique_ptr<TokenAuthenticator>>(
+                          tokens.status());
     if (!auth.ok()) {
       std::fprintf(stderr, "reverb_tf_server: %s: %s\n", path.c_str(),
                    std::string(auth.status().message()).c_str());
@@ -289,7 +332,8 @@ int Run() {
 
   auto server = ReplayServer::StartFromOptions(tables, options);
   if (!server.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n", server.status().ToString().c_str());
+    std::fprintf(stderr, "reverb_tf_server: %s\n",
+                 server.status().ToString().c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (!(*server)->loaded_checkpoint().empty()) {
@@ -302,14 +346,16 @@ int Run() {
                  options.host.c_str(), (*server)->metrics_port());
   }
   // Memory the tables let go of goes back to the kernel (heap_release.h).
-  const HeapReleaser releaser([&server] { return (*server)->num_live_chunk_bytes(); },
-                              absl::Milliseconds(500));
-  std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", tables.size(),
-              (*server)->port());
+  const HeapReleaser releaser(
+      [&server] { return (*server)->num_live_chunk_bytes(); },
+      absl::Milliseconds(500));
+  std::printf("reverb_tf_server: serving %zu table(s) on port %d\n",
+              tables.size(), (*server)->port());
   std::fflush(stdout);
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::printf("reverb_tf_server: received signal %d, stopping\n", signal_number);
+  std::printf("reverb_tf_server: received signal %d, stopping\n",
+              signal_number);
   std::fflush(stdout);
   const absl::Time stopping = absl::Now();
   (*server)->Stop();
@@ -318,7 +364,8 @@ int Run() {
     const absl::Time started = absl::Now();
     absl::StatusOr<CheckpointStats> saved = (*server)->Checkpoint();
     if (saved.ok()) {
-      std::printf("reverb_tf_server: final checkpoint %s in %.3f s\n", saved->path.c_str(),
+      std::printf("reverb_tf_server: final checkpoint %s in %.3f s\n",
+                  saved->path.c_str(),
                   absl::ToDoubleSeconds(absl::Now() - started));
     } else {
       std::fprintf(stderr, "reverb_tf_server: final checkpoint failed: %s\n",
@@ -350,8 +397,10 @@ int main(int argc, char** argv) {
   for (size_t i = 1; i < args.size(); ++i) {
     const absl::string_view arg = args[i];
     if (arg == "--") break;
-    if (arg == "--checkpoint_on_exit" || arg == "-checkpoint_on_exit") args[i] = kOn;
-    if (arg == "--nocheckpoint_on_exit" || arg == "-nocheckpoint_on_exit") args[i] = kOff;
+    if (arg == "--checkpoint_on_exit" || arg == "-checkpoint_on_exit")
+      args[i] = kOn;
+    if (arg == "--nocheckpoint_on_exit" || arg == "-nocheckpoint_on_exit")
+      args[i] = kOff;
   }
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return reverb_tf::Run();

@@ -7,8 +7,9 @@
 //
 //   EXPECT_OK(expr) / ASSERT_OK(expr)
 //       `expr` is an absl::Status, an absl::StatusOr<T> or a grpc::Status;
-//       fails unless it is OK, printing the expression and its status. Streams like any gtest
-//       assertion: `ASSERT_OK(table.Insert(item)) << "key " << key;`.
+//       fails unless it is OK, printing the expression and its status. Streams
+//       like any gtest assertion: `ASSERT_OK(table.Insert(item)) << "key " <<
+//       key;`.
 //   ASSERT_OK_AND_ASSIGN(lhs, expr)
 //       `expr` is an absl::StatusOr<T>; asserts it is OK, then moves its value
 //       into `lhs` (a declaration such as `auto x` or an existing variable).
@@ -16,8 +17,9 @@
 //   EXPECT_THAT(expr, IsOk())
 //   EXPECT_THAT(expr, StatusIs(absl::StatusCode::kNotFound))
 //   EXPECT_THAT(expr, StatusIs(absl::StatusCode::kNotFound, HasSubstr("t")))
-//       Matchers for any of those types; StatusIs checks the code and, optionally,
-//       the message with any string matcher. They compose: Not(IsOk()).
+//       Matchers for any of those types; StatusIs checks the code and,
+//       optionally, the message with any string matcher. They compose:
+//       Not(IsOk()).
 //
 // Test-only; link //reverb_tf/cc/testing:status_matchers.
 #ifndef REVERB_TF_CC_TESTING_STATUS_MATCHERS_H_
@@ -47,9 +49,10 @@ const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
 
 // grpc::Status, recognised by its accessors so that this header needs no
 // gRPC: its codes are the canonical ones absl::StatusCode numbers alike.
-template <typename GrpcStatus,
-          typename = decltype(std::declval<const GrpcStatus&>().error_code()),
-          typename = decltype(std::declval<const GrpcStatus&>().error_message())>
+template <
+    typename GrpcStatus,
+    typename = decltype(std::declval<const GrpcStatus&>().error_code()),
+    typename = decltype(std::declval<const GrpcStatus&>().error_message())>
 absl::Status GetStatus(const GrpcStatus& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       status.error_message());
@@ -61,9 +64,9 @@ template <typename T>
 ::testing::AssertionResult AssertOk(const char* expression, const T& value) {
   const absl::Status& status = GetStatus(value);
   if (status.ok()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "Value of: " << expression
-                                       << "\nExpected: is OK\n  Actual: "
-                                       << status;
+  return ::testing::AssertionFailure()
+         << "Value of: " << expression
+         << "\nExpected: is OK\n  Actual: " << status;
 }
 
 class IsOkMatcher {
@@ -134,8 +137,8 @@ template <typename MessageMatcher>
 
 // Matches an absl::Status or absl::StatusOr<T> whose code is `code`, whatever
 // its message.
-inline ::testing::PolymorphicMatcher<status_internal::StatusIsMatcher>
-StatusIs(absl::StatusCode code) {
+inline ::testing::PolymorphicMatcher<status_internal::StatusIsMatcher> StatusIs(
+    absl::StatusCode code) {
   return StatusIs(code, ::testing::_);
 }
 
@@ -150,11 +153,11 @@ StatusIs(absl::StatusCode code) {
 #define REVERB_TF_TESTING_CONCAT_(a, b) REVERB_TF_TESTING_CONCAT_INNER_(a, b)
 
 // The failure names `expr` as written, not the temporary that holds it.
-#define REVERB_TF_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr)         \
-  auto statusor = (expr);                                                \
-  GTEST_ASSERT_(                                                         \
+#define REVERB_TF_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr)       \
+  auto statusor = (expr);                                               \
+  GTEST_ASSERT_(                                                        \
       ::reverb_tf::testing::status_internal::AssertOk(#expr, statusor), \
-      GTEST_FATAL_FAILURE_);                                             \
+      GTEST_FATAL_FAILURE_);                                            \
   lhs = *std::move(statusor)
 
 #define ASSERT_OK_AND_ASSIGN(lhs, expr)                                      \

@@ -24,8 +24,8 @@ T ValueOrDie(absl::StatusOr<T> value) {
 
 }  // namespace
 
-ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key,
-                                            int steps, int width, float value) {
+ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key, int steps, int width,
+                        float value) {
   std::string data(sizeof(float) * steps * width, '\0');
   for (int i = 0; i < steps * width; ++i) {
     std::memcpy(data.data() + i * sizeof(float), &value, sizeof(float));
@@ -35,8 +35,7 @@ ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key,
   return ValueOrDie(store.Insert(key, /*episode_id=*/key, 0, payload));
 }
 
-Item MakeItem(Key key, double priority,
-              const std::vector<ChunkRef>& columns) {
+Item MakeItem(Key key, double priority, const std::vector<ChunkRef>& columns) {
   Item item;
   item.key = key;
   item.priority = priority;

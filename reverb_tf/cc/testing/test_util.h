@@ -14,13 +14,11 @@
 namespace reverb_tf::testing {
 
 // A float32 chunk of shape [steps, width], every value `value`. Dies on error.
-ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key,
-                                            int steps, int width = 4,
-                                            float value = 0);
+ChunkRef MakeFloatChunk(ChunkStore& store, ChunkKey key, int steps,
+                        int width = 4, float value = 0);
 
 // An item with one column per chunk, each column the whole chunk.
-Item MakeItem(Key key, double priority,
-              const std::vector<ChunkRef>& columns);
+Item MakeItem(Key key, double priority, const std::vector<ChunkRef>& columns);
 
 TableOptions MakeTableOptions(const std::string& name, SelectorOptions sampler,
                               SelectorOptions remover, int64_t max_size,

@@ -16,8 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
-using absl::CondVar;
 using absl::Condition;
+using absl::CondVar;
 using absl::Mutex;
 using absl::Notification;
 
@@ -43,7 +43,7 @@ auto ReleasedDuring(Mutex* mu, Wait wait) {
 // Each wrapped function: __real_X is the library's X; calls to X from our
 // objects reach __wrap_X. Member functions take `this` first.
 #define REAL(mangled, ret, ...) extern "C" ret __real_##mangled(__VA_ARGS__)
-#define WRAP(mangled, ret, ...) \
+#define WRAP(mangled, ret, ...)    \
   REAL(mangled, ret, __VA_ARGS__); \
   extern "C" ret __wrap_##mangled(__VA_ARGS__)
 
@@ -71,8 +71,9 @@ WRAP(_ZN4absl7debian35Mutex12ReaderUnlockEv, void, Mutex* mu) {
 WRAP(_ZN4absl7debian35Mutex7TryLockEv, bool, Mutex* mu) {
   __tsan_mutex_pre_lock(mu, __tsan_mutex_try_lock);
   const bool locked = __real__ZN4absl7debian35Mutex7TryLockEv(mu);
-  __tsan_mutex_post_lock(mu, __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed),
-                         0);
+  __tsan_mutex_post_lock(
+      mu, __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed),
+      0);
   return locked;
 }
 
@@ -83,23 +84,29 @@ WRAP(_ZN4absl7debian35MutexD1Ev, void, Mutex* mu) {
 }
 
 // Waits that release the mutex and hold it again on return.
-WRAP(_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE, void, Mutex* mu, const Condition& cond) {
+WRAP(_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE, void, Mutex* mu,
+     const Condition& cond) {
   ReleasedDuring(mu, [&] {
     __real__ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE(mu, cond);
     return true;
   });
 }
-WRAP(_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE, bool, Mutex* mu,
-     const Condition& cond, absl::Duration timeout) {
-  return ReleasedDuring(mu, [&] { return __real__ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
-          mu, cond, timeout); });
+WRAP(_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE,
+     bool, Mutex* mu, const Condition& cond, absl::Duration timeout) {
+  return ReleasedDuring(mu, [&] {
+    return __real__ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE(
+        mu, cond, timeout);
+  });
 }
-WRAP(_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE, bool, Mutex* mu,
-     const Condition& cond, absl::Time deadline) {
-  return ReleasedDuring(mu, [&] { return __real__ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
-          mu, cond, deadline); });
+WRAP(_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE,
+     bool, Mutex* mu, const Condition& cond, absl::Time deadline) {
+  return ReleasedDuring(mu, [&] {
+    return __real__ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE(
+        mu, cond, deadline);
+  });
 }
-WRAP(_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE, void, Mutex* mu, const Condition& cond) {
+WRAP(_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE, void, Mutex* mu,
+     const Condition& cond) {
   __tsan_mutex_pre_lock(mu, 0);
   __real__ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE(mu, cond);
   __tsan_mutex_post_lock(mu, 0, 0);
@@ -110,14 +117,19 @@ WRAP(_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE, void, CondVar* cv, Mutex* mu) {
     return true;
   });
 }
-WRAP(_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE, bool, CondVar* cv,
-     Mutex* mu, absl::Duration timeout) {
-  return ReleasedDuring(mu, [&] { return __real__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(cv, mu,
-                                                                                  timeout); });
+WRAP(_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE, bool,
+     CondVar* cv, Mutex* mu, absl::Duration timeout) {
+  return ReleasedDuring(mu, [&] {
+    return __real__ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE(
+        cv, mu, timeout);
+  });
 }
-WRAP(_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE, bool, CondVar* cv,
-     Mutex* mu, absl::Time deadline) {
-  return ReleasedDuring(mu, [&] { return __real__ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(cv, mu, deadline); });
+WRAP(_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE, bool,
+     CondVar* cv, Mutex* mu, absl::Time deadline) {
+  return ReleasedDuring(mu, [&] {
+    return __real__ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE(
+        cv, mu, deadline);
+  });
 }
 
 // Notification: Notify() releases, a wait that saw the notification acquires.
@@ -125,12 +137,14 @@ WRAP(_ZN4absl7debian312Notification6NotifyEv, void, Notification* n) {
   __tsan_release(n);
   __real__ZN4absl7debian312Notification6NotifyEv(n);
 }
-WRAP(_ZNK4absl7debian312Notification19WaitForNotificationEv, void, const Notification* n) {
+WRAP(_ZNK4absl7debian312Notification19WaitForNotificationEv, void,
+     const Notification* n) {
   __real__ZNK4absl7debian312Notification19WaitForNotificationEv(n);
   __tsan_acquire(const_cast<Notification*>(n));
 }
-WRAP(_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE, bool,
-     const Notification* n, absl::Duration timeout) {
+WRAP(
+    _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE,
+    bool, const Notification* n, absl::Duration timeout) {
   const bool notified =
       __real__ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE(
           n, timeout);

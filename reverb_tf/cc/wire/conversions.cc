@@ -47,7 +47,8 @@ proto::SelectorConfig SelectorToConfig(const SelectorOptions& options) {
       config.set_uniform(true);
       break;
     case SelectorOptions::Kind::kPrioritized:
-      config.mutable_prioritized()->set_priority_exponent(options.priority_exponent);
+      config.mutable_prioritized()->set_priority_exponent(
+          options.priority_exponent);
       break;
     case SelectorOptions::Kind::kFifo:
       config.set_fifo(true);
@@ -65,11 +66,13 @@ proto::SelectorConfig SelectorToConfig(const SelectorOptions& options) {
   return config;
 }
 
-void CallStatsToProto(const RateLimiterCallStats& stats, proto::CallStats* out) {
+void CallStatsToProto(const RateLimiterCallStats& stats,
+                      proto::CallStats* out) {
   out->set_completed(stats.completed);
   out->set_limited(stats.limited);
   out->set_pending(stats.pending);
-  out->set_completed_wait_time_s(absl::ToDoubleSeconds(stats.completed_wait_time));
+  out->set_completed_wait_time_s(
+      absl::ToDoubleSeconds(stats.completed_wait_time));
 }
 
 void RateLimiterToConfig(const RateLimiterOptions& options,
@@ -118,7 +121,8 @@ void PayloadToProto(TensorPayload payload, proto::Tensor* tensor) {
   tensor->mutable_data()->swap(payload.data);
 }
 
-void PayloadMetadataToProto(const TensorPayload& payload, proto::Tensor* tensor) {
+void PayloadMetadataToProto(const TensorPayload& payload,
+                            proto::Tensor* tensor) {
   tensor->set_dtype(static_cast<int32_t>(payload.dtype));
   tensor->mutable_shape()->Assign(payload.shape.begin(), payload.shape.end());
   tensor->set_compression(static_cast<uint32_t>(payload.compression));
@@ -141,10 +145,12 @@ absl::StatusOr<TableOptions> TableOptionsFromConfig(
     const proto::TableConfig& config) {
   TableOptions options;
   options.name = config.table_name();
-  ASSIGN_OR_RETURN(options.sampler,
-                   SelectorFromConfig(config.sampler(), options.name, "sampler"));
-  ASSIGN_OR_RETURN(options.remover,
-                   SelectorFromConfig(config.remover(), options.name, "remover"));
+  ASSIGN_OR_RETURN(
+      options.sampler,
+      SelectorFromConfig(config.sampler(), options.name, "sampler"));
+  ASSIGN_OR_RETURN(
+      options.remover,
+      SelectorFromConfig(config.remover(), options.name, "remover"));
   options.max_size = config.max_size();
   options.max_times_sampled = config.max_times_sampled();
   if (!config.has_rate_limiter()) {
@@ -200,15 +206,19 @@ void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
   out->set_num_episodes(info.num_episodes);
   out->set_num_deleted_episodes(info.num_deleted_episodes);
   proto::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
-  RateLimiterToConfig(info.rate_limiter_info.options, limiter->mutable_config());
+  RateLimiterToConfig(info.rate_limiter_info.options,
+                      limiter->mutable_config());
   limiter->set_inserts(info.rate_limiter_info.inserts);
   limiter->set_samples(info.rate_limiter_info.samples);
   limiter->set_deletes(info.rate_limiter_info.deletes);
-  CallStatsToProto(info.rate_limiter_info.insert_stats, limiter->mutable_insert_stats());
-  CallStatsToProto(info.rate_limiter_info.sample_stats, limiter->mutable_sample_stats());
+  CallStatsToProto(info.rate_limiter_info.insert_stats,
+                   limiter->mutable_insert_stats());
+  CallStatsToProto(info.rate_limiter_info.sample_stats,
+                   limiter->mutable_sample_stats());
 }
 
-absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& proto_info) {
+absl::StatusOr<TableInfo> TableInfoFromProto(
+    const proto::TableInfo& proto_info) {
   TableInfo info;
   ASSIGN_OR_RETURN(info.options, TableOptionsFromConfig(proto_info.config()));
   info.current_size = proto_info.current_size();
@@ -260,7 +270,8 @@ absl::StatusOr<Item> ItemFromProto(
   return item;
 }
 
-int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response,
+int64_t SampleToProto(const SampledItem& sample,
+                      proto::SampleResponse* response,
                       absl::flat_hash_set<ChunkKey>* sent) {
   int64_t bytes = 0;
   proto::SampledItem* out = response->add_items();

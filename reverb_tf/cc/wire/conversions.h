@@ -33,18 +33,21 @@ REVERB_TF_EXPORT absl::Status FromGrpcStatus(const grpc::Status& status);
 absl::StatusOr<TensorPayload> PayloadFromProto(proto::Tensor* tensor);
 void PayloadToProto(TensorPayload payload, proto::Tensor* tensor);
 // Every field of `payload` but its bytes.
-void PayloadMetadataToProto(const TensorPayload& payload, proto::Tensor* tensor);
+void PayloadMetadataToProto(const TensorPayload& payload,
+                            proto::Tensor* tensor);
 void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
 
 // The server's view of a written item: its slices resolved against the
 // chunks the stream holds. INVALID_ARGUMENT if a slice names a chunk not in
 // `chunks` (slice bounds are the table's to check).
-absl::StatusOr<Item> ItemFromProto(const proto::Item& proto_item,
-                                   const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks);
+absl::StatusOr<Item> ItemFromProto(
+    const proto::Item& proto_item,
+    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks);
 
 // Appends `sample` to `response`, with each chunk not yet in `sent` (which
 // it extends); returns the chunk bytes added.
-int64_t SampleToProto(const SampledItem& sample, proto::SampleResponse* response,
+int64_t SampleToProto(const SampledItem& sample,
+                      proto::SampleResponse* response,
                       absl::flat_hash_set<ChunkKey>* sent);
 
 REVERB_TF_EXPORT absl::StatusOr<TableOptions> TableOptionsFromConfig(

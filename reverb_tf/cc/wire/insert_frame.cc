@@ -14,18 +14,22 @@ using ::google::protobuf::internal::WireFormatLite;
 
 void PutVarint(uint64_t value, std::string* out) {
   uint8_t buffer[10];
-  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(value, buffer);
+  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(
+      value, buffer);
   out->append(reinterpret_cast<const char*>(buffer), end - buffer);
 }
 
 // The tag of a length-delimited field.
 void PutTag(int field, std::string* out) {
-  PutVarint(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED), out);
+  PutVarint(
+      WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED),
+      out);
 }
 
 size_t TagSize(int field) {
   return google::protobuf::io::CodedOutputStream::VarintSize32(
-      WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+      WireFormatLite::MakeTag(field,
+                              WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
 }
 
 size_t VarintSize(uint64_t value) {
@@ -34,17 +38,19 @@ size_t VarintSize(uint64_t value) {
 
 }  // namespace
 
-void InsertFrame::AddChunk(const proto::Chunk& fields, const proto::Tensor& tensor,
-                           absl::string_view data, std::shared_ptr<const void> owner) {
+void InsertFrame::AddChunk(const proto::Chunk& fields,
+                           const proto::Tensor& tensor, absl::string_view data,
+                           std::shared_ptr<const void> owner) {
   // Chunk = its own fields, then `tensor` = the tensor's fields, then
   // `data`: the bytes themselves go last, as a slice of their own, and the
   // length prefixes count them.
   const std::string fields_bytes = fields.SerializeAsString();
   const std::string tensor_bytes = tensor.SerializeAsString();
-  const size_t data_field = TagSize(proto::Tensor::kDataFieldNumber) + VarintSize(data.size()) +
-                            data.size();
+  const size_t data_field = TagSize(proto::Tensor::kDataFieldNumber) +
+                            VarintSize(data.size()) + data.size();
   const size_t tensor_size = tensor_bytes.size() + data_field;
-  const size_t chunk_size = fields_bytes.size() + TagSize(proto::Chunk::kTensorFieldNumber) +
+  const size_t chunk_size = fields_bytes.size() +
+                            TagSize(proto::Chunk::kTensorFieldNumber) +
                             VarintSize(tensor_size) + tensor_size;
   PutTag(proto::InsertRequest::kChunksFieldNumber, &head_);
   PutVarint(chunk_size, &head_);
@@ -60,7 +66,10 @@ void InsertFrame::AddChunk(const proto::Chunk& fields, const proto::Tensor& tens
   auto* kept = new std::shared_ptr<const void>(std::move(owner));
   slices_.emplace_back(
       const_cast<char*>(data.data()), data.size(),
-      [](void* kept) { delete static_cast<std::shared_ptr<const void>*>(kept); }, kept);
+      [](void* kept) {
+        delete static_cast<std::shared_ptr<const void>*>(kept);
+      },
+      kept);
 }
 
 grpc::ByteBuffer InsertFrame::Finish(const proto::InsertRequest& rest) {

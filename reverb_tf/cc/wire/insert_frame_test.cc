@@ -39,12 +39,14 @@ TEST(InsertFrameTest, ParsesAsTheRequestItStandsFor) {
   // Data sizes around the one- and two-byte varint boundary, empty, and big.
   const std::vector<size_t> sizes = {0, 1, 127, 128, 300, 28224, 1 << 20};
   auto bytes = std::make_shared<std::vector<std::string>>();
-  for (size_t i = 0; i < sizes.size(); ++i) bytes->push_back(std::string(sizes[i], 'a' + i));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    bytes->push_back(std::string(sizes[i], 'a' + i));
 
   InsertFrame frame;
   proto::InsertRequest expected;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    proto::Chunk skeleton = Skeleton(1000 + i, {1, static_cast<int64_t>(sizes[i])});
+    proto::Chunk skeleton =
+        Skeleton(1000 + i, {1, static_cast<int64_t>(sizes[i])});
     proto::Tensor tensor = skeleton.tensor();
     skeleton.clear_tensor();
     frame.AddChunk(skeleton, tensor, (*bytes)[i], bytes);
@@ -62,7 +64,8 @@ TEST(InsertFrameTest, ParsesAsTheRequestItStandsFor) {
   const grpc::ByteBuffer message = frame.Finish(rest);
   proto::InsertRequest parsed;
   ASSERT_TRUE(parsed.ParseFromString(Flatten(message)));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, expected))
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(parsed, expected))
       << parsed.ShortDebugString().substr(0, 400);
 }
 

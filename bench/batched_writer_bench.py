@@ -17,6 +17,7 @@ The server is the `reverb_tf_server` binary in a child process. Usage:
 
     python bench/batched_writer_bench.py [--items 200000] [--envs 1,8,32,128]
 """
+
 import argparse
 import os
 import sys
@@ -39,12 +40,23 @@ def plain_actor(client: reverb_tf.Client, envs: int, steps: int) -> None:
     created = 0
     for t in range(steps):
         for writer in writers:
-            writer.append({"observation": np.full(4, t, np.float32),
-                           "action": np.int32(t), "reward": np.float32(1)})
+            writer.append(
+                {
+                    "observation": np.full(4, t, np.float32),
+                    "action": np.int32(t),
+                    "reward": np.float32(1),
+                }
+            )
             history = writer.history
-            writer.create_item(TABLE, 1.0, {"observation": history["observation"][-1],
-                                            "action": history["action"][-1],
-                                            "reward": history["reward"][-1]})
+            writer.create_item(
+                TABLE,
+                1.0,
+                {
+                    "observation": history["observation"][-1],
+                    "action": history["action"][-1],
+                    "reward": history["reward"][-1],
+                },
+            )
             created += 1
             if created % 24 == 0:
                 writer.flush(block_until_num_items=24)
@@ -58,26 +70,40 @@ def batched_actor(client: reverb_tf.Client, envs: int, steps: int) -> None:
     observation = np.zeros((envs, 4), np.float32)
     action = np.zeros(envs, np.int32)
     reward = np.ones(envs, np.float32)
-    with client.batched_trajectory_writer(envs, 1, max_in_flight_items=max(1024, 4 * envs)) as writer:
+    with client.batched_trajectory_writer(
+        envs, 1, max_in_flight_items=max(1024, 4 * envs)
+    ) as writer:
         for t in range(steps):
             observation.fill(t)
             action.fill(t)
             writer.append({"observation": observation, "action": action, "reward": reward})
             history = writer.history
-            writer.create_items(TABLE, 1.0, {"observation": history["observation"][-1],
-                                             "action": history["action"][-1],
-                                             "reward": history["reward"][-1]})
+            writer.create_items(
+                TABLE,
+                1.0,
+                {
+                    "observation": history["observation"][-1],
+                    "action": history["action"][-1],
+                    "reward": history["reward"][-1],
+                },
+            )
 
 
-def run(port: int, actor: Callable[[reverb_tf.Client, int, int], None], threads: int,
-        envs: int, items: int) -> float:
+def run(
+    port: int,
+    actor: Callable[[reverb_tf.Client, int, int], None],
+    threads: int,
+    envs: int,
+    items: int,
+) -> float:
     """Items per second of `threads` actors writing `items` items in all."""
     client = reverb_tf.Client(f"localhost:{port}")
     client.reset(TABLE)
     steps = max(1, items // (threads * envs))
-    workers = [threading.Thread(target=actor, args=(reverb_tf.Client(f"localhost:{port}"),
-                                                    envs, steps))
-               for _ in range(threads)]
+    workers = [
+        threading.Thread(target=actor, args=(reverb_tf.Client(f"localhost:{port}"), envs, steps))
+        for _ in range(threads)
+    ]
     start = time.perf_counter()
     for worker in workers:
         worker.start()
@@ -101,7 +127,8 @@ def main() -> None:
     envs_list = [int(e) for e in args.envs.split(",")]
     threads_list = [int(t) for t in args.threads.split(",")]
     process, port = server_process.start_server(
-        "port: 0 " + server_process.table_config(TABLE, 2 * args.items))
+        "port: 0 " + server_process.table_config(TABLE, 2 * args.items)
+    )
     try:
         rows: List[str] = []
         for threads in threads_list:
@@ -109,11 +136,14 @@ def main() -> None:
                 for name, actor in (("plain", plain_actor), ("batched", batched_actor)):
                     if name == "plain" and envs > 8:
                         continue  # B writers per thread: B = 8 already shows the trend
-                    rates = [run(port, actor, threads, envs, args.items)
-                             for _ in range(args.rounds)]
-                    rows.append(f"| {name} | {threads} | {envs} | "
-                                f"{np.median(rates) / 1e3:.1f}k | "
-                                f"{min(rates) / 1e3:.1f}k–{max(rates) / 1e3:.1f}k |")
+                    rates = [
+                        run(port, actor, threads, envs, args.items) for _ in range(args.rounds)
+                    ]
+                    rows.append(
+                        f"| {name} | {threads} | {envs} | "
+                        f"{np.median(rates) / 1e3:.1f}k | "
+                        f"{min(rates) / 1e3:.1f}k–{max(rates) / 1e3:.1f}k |"
+                    )
                     print(rows[-1], flush=True)
         print("\n| writer | threads | envs per thread | items/s (median) | range |")
         print("| --- | ---: | ---: | ---: | --- |")

@@ -12,6 +12,7 @@ item per call in a loop, and reports:
 
     .venv/bin/python bench/checkpoint_bench.py --items 200000
 """
+
 import argparse
 import json
 import subprocess
@@ -39,7 +40,8 @@ for line in sys.stdin:
         server.stop()
         import time
         start = time.perf_counter()
-        server = reverb.Server(tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(root))
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(root)
+        server = reverb.Server(tables(), checkpointer=checkpointer)
         print(json.dumps({'port': server.port, 'restore_s': time.perf_counter() - start}),
               flush=True)
 """
@@ -76,8 +78,13 @@ def main() -> None:
     args = parser.parse_args()
 
     root = tempfile.mkdtemp(prefix="reverb_tf_ckpt_bench_")
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, root], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, bufsize=1)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, root],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
     port = json.loads(child.stdout.readline())["port"]
     address = f"localhost:{port}"
     client = reverb.Client(address)
@@ -97,16 +104,18 @@ def main() -> None:
         # An equally long window without a checkpoint, for the noise floor.
         quiet = sampler.longest(quiet_begin, quiet_begin + min(0.5, end - start))
         time.sleep(0.3)
-        results.append({
-            "checkpoint_s": end - start,
-            "server_checkpoint_s": stats["total_s"],
-            "max_table_pause_ms": stats["max_table_pause_s"] * 1e3,
-            "sampler_longest_call_during_ms": sampler.longest(start, end) * 1e3,
-            "sampler_longest_call_quiet_ms": quiet * 1e3,
-            "size_mb": stats["bytes"] / 1e6,
-            "items": stats["num_items"],
-            "chunks": stats["num_chunks"],
-        })
+        results.append(
+            {
+                "checkpoint_s": end - start,
+                "server_checkpoint_s": stats["total_s"],
+                "max_table_pause_ms": stats["max_table_pause_s"] * 1e3,
+                "sampler_longest_call_during_ms": sampler.longest(start, end) * 1e3,
+                "sampler_longest_call_quiet_ms": quiet * 1e3,
+                "size_mb": stats["bytes"] / 1e6,
+                "items": stats["num_items"],
+                "chunks": stats["num_chunks"],
+            }
+        )
     sampler.stop.set()
     sampler.join()
     child.stdin.write("restore\n")

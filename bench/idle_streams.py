@@ -19,9 +19,11 @@ import grpc
 from reverb_tf.cc.proto import service_pb2 as pb
 from server_process import start_server
 
-_CONFIG = ('port: 0 tables { table_name: "never" sampler { uniform: true } '
-           'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
-           'min_size_to_sample: 1000000 min_diff: -1e300 max_diff: 1e300 } }')
+_CONFIG = (
+    'port: 0 tables { table_name: "never" sampler { uniform: true } '
+    "remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 "
+    "min_size_to_sample: 1000000 min_diff: -1e300 max_diff: 1e300 } }"
+)
 
 
 def _cpu_s(pid: int) -> float:
@@ -36,12 +38,15 @@ def main() -> None:
     args = parser.parse_args()
     server, port = start_server(_CONFIG)
     try:
-        request = pb.SampleRequest(table="never", num_samples=1,
-                                   rate_limiter_timeout_ms=-1).SerializeToString()
+        request = pb.SampleRequest(
+            table="never", num_samples=1, rate_limiter_timeout_ms=-1
+        ).SerializeToString()
         channel = grpc.insecure_channel(f"localhost:{port}")
-        stream = channel.stream_stream("/reverb_tf.proto.ReplayService/SampleStream",
-                                       request_serializer=lambda b: b,
-                                       response_deserializer=lambda b: b)
+        stream = channel.stream_stream(
+            "/reverb_tf.proto.ReplayService/SampleStream",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
         calls = [stream(iter([request])) for _ in range(args.streams)]
         while len(os.listdir(f"/proc/{server.pid}/task")) < args.streams:
             time.sleep(0.1)
@@ -50,8 +55,10 @@ def main() -> None:
         time.sleep(args.seconds)
         used = _cpu_s(server.pid) - before
         elapsed = time.monotonic() - started
-        print(f"{args.streams} blocked streams: server CPU {100 * used / elapsed:.2f}% of a core "
-              f"({used:.2f} s over {elapsed:.1f} s)")
+        print(
+            f"{args.streams} blocked streams: server CPU {100 * used / elapsed:.2f}% of a core "
+            f"({used:.2f} s over {elapsed:.1f} s)"
+        )
         for call in calls:
             call.cancel()
         channel.close()

@@ -8,6 +8,7 @@ server's resident set size read from /proc before and after each segment.
 
     .venv/bin/python bench/memory_bench.py [--items 200000] [--segments 4]
 """
+
 import argparse
 import json
 

@@ -11,6 +11,7 @@ same writers stored a few tiny items (its threads and connections exist).
 
     .venv/bin/python bench/memory_release_bench.py [--items 1000] [--item_mib 1]
 """
+
 import argparse
 import gc
 import json
@@ -49,8 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     item_bytes = int(args.item_mib * (1 << 20))
 
-    server, port = start_server("port: 0 " + table_config("t", 10 * args.items),
-                                "--metrics_port=-1")
+    server, port = start_server(
+        "port: 0 " + table_config("t", 10 * args.items), "--metrics_port=-1"
+    )
     address = f"localhost:{port}"
     try:
         client = reverb.Client(address)
@@ -58,8 +60,10 @@ def main() -> None:
         empty = rss_bytes(server.pid)
         # The same connections and threads with next to no data: the
         # baseline a server that has served writers comes back to.
-        threads = [threading.Thread(target=_write, args=(address, w * 4, 4, 1024))
-                   for w in range(args.writers)]
+        threads = [
+            threading.Thread(target=_write, args=(address, w * 4, 4, 1024))
+            for w in range(args.writers)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -70,9 +74,12 @@ def main() -> None:
         rounds = []
         for _ in range(args.rounds):
             per_writer = args.items // args.writers
-            threads = [threading.Thread(target=_write, args=(address, w * per_writer, per_writer,
-                                                             item_bytes))
-                       for w in range(args.writers)]
+            threads = [
+                threading.Thread(
+                    target=_write, args=(address, w * per_writer, per_writer, item_bytes)
+                )
+                for w in range(args.writers)
+            ]
             started = time.perf_counter()
             for thread in threads:
                 thread.start()
@@ -85,12 +92,26 @@ def main() -> None:
             for _ in range(int(args.wait / 0.5)):
                 time.sleep(0.5)
                 after.append(rss_bytes(server.pid))
-            rounds.append({"write_s": round(write_s, 2), "full_mib": full >> 20,
-                           "after_reset_mib": [a >> 20 for a in after]})
-        print(json.dumps({"items": args.items, "item_mib": args.item_mib,
-                          "writers": args.writers, "empty_mib": empty >> 20,
-                          "warm_empty_mib": warm >> 20,
-                          "goal_mib": int(1.25 * warm) >> 20, "rounds": rounds}))
+            rounds.append(
+                {
+                    "write_s": round(write_s, 2),
+                    "full_mib": full >> 20,
+                    "after_reset_mib": [a >> 20 for a in after],
+                }
+            )
+        print(
+            json.dumps(
+                {
+                    "items": args.items,
+                    "item_mib": args.item_mib,
+                    "writers": args.writers,
+                    "empty_mib": empty >> 20,
+                    "warm_empty_mib": warm >> 20,
+                    "goal_mib": int(1.25 * warm) >> 20,
+                    "rounds": rounds,
+                }
+            )
+        )
     finally:
         server.kill()
         server.wait()

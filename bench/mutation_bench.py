@@ -15,6 +15,7 @@ CPU time the client and the server spent per call.
 With several shards every call goes to every shard (each applies the keys
 it holds), and the server CPU is the shards' sum.
 """
+
 import argparse
 import os
 import time
@@ -42,8 +43,12 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1, help="servers behind the client")
     args = parser.parse_args()
 
-    started = [start_server("port: 0 " + table_config(
-        "prio", 100_000, "prioritized { priority_exponent: 0.6 }")) for _ in range(args.shards)]
+    started = [
+        start_server(
+            "port: 0 " + table_config("prio", 100_000, "prioritized { priority_exponent: 0.6 }")
+        )
+        for _ in range(args.shards)
+    ]
     processes = [process for process, _ in started]
     try:
         for _, port in started:
@@ -54,33 +59,46 @@ def main() -> None:
         client = reverb.Client([f"localhost:{port}" for _, port in started])
         held = []
         while len(held) < args.keys:
-            held = list(dict.fromkeys(
-                held + [int(s.info.key) for s in client.sample("prio", 4 * args.keys,
-                                                                emit_timesteps=False)]))
-        held = held[:args.keys]
+            held = list(
+                dict.fromkeys(
+                    held
+                    + [
+                        int(s.info.key)
+                        for s in client.sample("prio", 4 * args.keys, emit_timesteps=False)
+                    ]
+                )
+            )
+        held = held[: args.keys]
         absent = [key ^ 1 for key in held]  # random 64-bit keys: none of these is held
         priorities = np.random.default_rng(0).random(args.keys).tolist()
         native = client._client  # pylint: disable=protected-access
 
         def measure(keys, timeout_s):
-            values = priorities[:len(keys)]
+            values = priorities[: len(keys)]
             servers_cpu = lambda: sum(_cpu_seconds(process.pid) for process in processes)
             client_cpu, server_cpu = time.process_time(), servers_cpu()
             start = time.perf_counter()
             for _ in range(args.calls):
                 native.mutate_priorities("prio", keys, values, [], timeout_s)
             per_call = 1e6 / args.calls
-            return ((time.perf_counter() - start) * per_call,
-                    (time.process_time() - client_cpu) * per_call,
-                    (servers_cpu() - server_cpu) * per_call)
+            return (
+                (time.perf_counter() - start) * per_call,
+                (time.process_time() - client_cpu) * per_call,
+                (servers_cpu() - server_cpu) * per_call,
+            )
 
         measure(held, None)  # warm-up: connection, stream, caches
         measure(held, _UNARY_TIMEOUT_S)
-        print(f"{args.keys} keys per call, {args.calls} calls per figure, {args.shards} "
-              f"shard(s) of {args.items} items; microseconds per call")
+        print(
+            f"{args.keys} keys per call, {args.calls} calls per figure, {args.shards} "
+            f"shard(s) of {args.items} items; microseconds per call"
+        )
         print(f"{'request':<22}{'path':<8}{'wall':>8}{'client CPU':>12}{'server CPU':>12}")
-        for label, keys in [("empty", []), (f"{args.keys} absent keys", absent),
-                            (f"{args.keys} held keys", held)]:
+        for label, keys in [
+            ("empty", []),
+            (f"{args.keys} absent keys", absent),
+            (f"{args.keys} held keys", held),
+        ]:
             for path, timeout_s in [("stream", None), ("unary", _UNARY_TIMEOUT_S)]:
                 wall, client_cpu, server_cpu = measure(keys, timeout_s)
                 print(f"{label:<22}{path:<8}{wall:>8.0f}{client_cpu:>12.0f}{server_cpu:>12.0f}")

@@ -21,6 +21,7 @@ batches after one untimed batch.
 
     python bench/numpy_reader_bench.py [--n 200000] [--batch 256] [--only numpy,tfdata]
 """
+
 import argparse
 import json
 import os
@@ -52,9 +53,13 @@ tables {{
 def transitions(n: int) -> Dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     obs = rng.standard_normal((n, 4), dtype=np.float32)
-    return {"obs": obs, "act": rng.integers(0, 2, n, dtype=np.int32),
-            "rew": rng.standard_normal(n, dtype=np.float32), "next_obs": obs,
-            "done": np.zeros(n, np.float32)}
+    return {
+        "obs": obs,
+        "act": rng.integers(0, 2, n, dtype=np.int32),
+        "rew": rng.standard_normal(n, dtype=np.float32),
+        "next_obs": obs,
+        "done": np.zeros(n, np.float32),
+    }
 
 
 def fill(reverb, address: str, data: Dict[str, np.ndarray], batch: int) -> None:
@@ -62,13 +67,15 @@ def fill(reverb, address: str, data: Dict[str, np.ndarray], batch: int) -> None:
     client = reverb.Client(address)
     with client.batched_trajectory_writer(batch, num_keep_alive_refs=1) as writer:
         for i in range(0, n - n % batch, batch):
-            writer.append({k: data[k][i:i + batch] for k in KEYS})
-            writer.create_items("t", priority=1.0,
-                                trajectory={k: writer.history[k][-1] for k in KEYS})
+            writer.append({k: data[k][i : i + batch] for k in KEYS})
+            writer.create_items(
+                "t", priority=1.0, trajectory={k: writer.history[k][-1] for k in KEYS}
+            )
 
 
-def timed(make_iterator: Callable[[], Iterator], batches: int, batch: int,
-          repeats: int) -> List[float]:
+def timed(
+    make_iterator: Callable[[], Iterator], batches: int, batch: int, repeats: int
+) -> List[float]:
     rates = []
     for _ in range(repeats):
         iterator = make_iterator()
@@ -96,18 +103,34 @@ def main() -> None:
     which = set(args.only.split(","))
     data = transitions(args.n)
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
+
     signature = {k: reverb.ArraySpec(data[k].shape[1:], data[k].dtype) for k in KEYS}
 
     def report(reader: str, mode: str, rates: List[float]) -> None:
-        print(json.dumps({"reader": reader, "mode": mode, "batch": args.batch,
-                          "items_per_s": round(statistics.median(rates)),
-                          "runs": [round(r) for r in rates]}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "reader": reader,
+                    "mode": mode,
+                    "batch": args.batch,
+                    "items_per_s": round(statistics.median(rates)),
+                    "runs": [round(r) for r in rates],
+                }
+            ),
+            flush=True,
+        )
 
     for mode in args.modes.split(","):
         process = None
         if mode == "inproc":
-            table = reverb.Table("t", reverb.selectors.Prioritized(0.6), reverb.selectors.Fifo(),
-                                 args.n, reverb.rate_limiters.MinSize(1), signature=signature)
+            table = reverb.Table(
+                "t",
+                reverb.selectors.Prioritized(0.6),
+                reverb.selectors.Fifo(),
+                args.n,
+                reverb.rate_limiters.MinSize(1),
+                signature=signature,
+            )
             server = reverb.Server([table])
             address = f"localhost:{server.port}"
         else:
@@ -118,19 +141,27 @@ def main() -> None:
         fill(reverb, address, data, args.batch)
         if "numpy" in which:
             dataset = reverb.NumpyDataset(address, "t", args.batch)
-            report("numpy", mode, timed(lambda: iter(dataset), args.batches, args.batch,
-                                        args.repeats))
+            report(
+                "numpy", mode, timed(lambda: iter(dataset), args.batches, args.batch, args.repeats)
+            )
         if "numpy_jax" in which:
             try:
                 from reverb_tf.interop import jax as reverb_jax  # pylint: disable=g-import-not-at-top
-                import jax  # pylint: disable=g-import-not-at-top,unused-import
+                import jax  # noqa: F401 (only whether it imports)
             except ImportError:
                 print(json.dumps({"reader": "numpy_jax", "skipped": "no JAX"}))
             else:
                 dataset = reverb.NumpyDataset(address, "t", args.batch)
-                report("numpy_jax", mode, timed(
-                    lambda: reverb_jax.device_put_iterator(dataset), args.batches, args.batch,
-                    args.repeats))
+                report(
+                    "numpy_jax",
+                    mode,
+                    timed(
+                        lambda: reverb_jax.device_put_iterator(dataset),
+                        args.batches,
+                        args.batch,
+                        args.repeats,
+                    ),
+                )
         if "tfdata" in which:
             try:
                 dataset_class = reverb.TrajectoryDataset
@@ -138,17 +169,26 @@ def main() -> None:
                 print(json.dumps({"reader": "tfdata", "skipped": "no TensorFlow"}))
             else:
                 import tensorflow as tf  # pylint: disable=g-import-not-at-top
-                specs = {k: tf.TensorSpec(data[k].shape[1:], tf.as_dtype(data[k].dtype))
-                         for k in KEYS}
+
+                specs = {
+                    k: tf.TensorSpec(data[k].shape[1:], tf.as_dtype(data[k].dtype)) for k in KEYS
+                }
                 dtypes = [specs[k].dtype for k in sorted(KEYS)]
                 shapes = [specs[k].shape for k in sorted(KEYS)]
                 # The columns in the table's flat order: the writer's
                 # (sorted keys, as tree.flatten orders a dict).
-                dataset = dataset_class(address, "t", dtypes=dtypes, shapes=shapes,
-                                        max_in_flight_samples_per_worker=2 * args.batch
-                                        ).batch(args.batch)
-                report("tfdata", mode, timed(lambda: iter(dataset), args.batches, args.batch,
-                                             args.repeats))
+                dataset = dataset_class(
+                    address,
+                    "t",
+                    dtypes=dtypes,
+                    shapes=shapes,
+                    max_in_flight_samples_per_worker=2 * args.batch,
+                ).batch(args.batch)
+                report(
+                    "tfdata",
+                    mode,
+                    timed(lambda: iter(dataset), args.batches, args.batch, args.repeats),
+                )
         if process is not None:
             process.terminate()
             process.wait(30)
@@ -160,15 +200,21 @@ def main() -> None:
         except ImportError:
             print(json.dumps({"reader": "cpprb", "skipped": "cpprb not installed"}))
             return
-        env = {"obs": {"shape": 4}, "act": {"dtype": np.int32}, "rew": {},
-               "next_obs": {"shape": 4}, "done": {}}
+        env = {
+            "obs": {"shape": 4},
+            "act": {"dtype": np.int32},
+            "rew": {},
+            "next_obs": {"shape": 4},
+            "done": {},
+        }
         buffer = cpprb.PrioritizedReplayBuffer(args.n, env, alpha=0.6)
         for i in range(0, args.n - args.n % args.batch, args.batch):
-            buffer.add(**{k: data[k][i:i + args.batch] for k in KEYS})
+            buffer.add(**{k: data[k][i : i + args.batch] for k in KEYS})
 
         def batches():
             while True:
                 yield buffer.sample(args.batch, beta=0.4)
+
         report("cpprb", "local", timed(batches, args.batches, args.batch, args.repeats))
 
 

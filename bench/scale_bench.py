@@ -16,6 +16,7 @@ ratio of the largest size to the smallest (1.0 = flat).
 
     .venv/bin/python bench/scale_bench.py [--sizes 10000,100000,1000000,10000000]
 """
+
 import argparse
 import json
 import time
@@ -29,10 +30,13 @@ from small_items import write_small_items
 
 def measure(client, rng, samples: int, updates: int, repeats: int):
     """(sample items/s, mutate keys/s), the median of `repeats` runs each."""
-    keys = np.array([int(s.info.key) for s in
-                     client.sample("prio", num_samples=4096, emit_timesteps=False)], np.uint64)
-    batches = [dict(zip(rng.choice(keys, 256).tolist(), rng.random(256).tolist()))
-               for _ in range(64)]
+    keys = np.array(
+        [int(s.info.key) for s in client.sample("prio", num_samples=4096, emit_timesteps=False)],
+        np.uint64,
+    )
+    batches = [
+        dict(zip(rng.choice(keys, 256).tolist(), rng.random(256).tolist())) for _ in range(64)
+    ]
     sample_runs, mutate_runs = [], []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -56,7 +60,8 @@ def main() -> None:
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
     server, port = start_server(
-        "port: 0 " + table_config("prio", sizes[-1], "prioritized { priority_exponent: 0.6 }"))
+        "port: 0 " + table_config("prio", sizes[-1], "prioritized { priority_exponent: 0.6 }")
+    )
     rng = np.random.default_rng(0)
     rows = []
     try:
@@ -72,11 +77,16 @@ def main() -> None:
                 assert client.server_info()["prio"].current_size == size
                 rss = rss_bytes(server.pid)
                 sample, mutate = measure(client, rng, args.samples, args.updates, args.repeats)
-                rows.append({"items": size, "inserts_per_s": round(inserts),
-                             "sample_items_per_s": round(sample),
-                             "mutate_keys_per_s": round(mutate),
-                             "server_rss_mb": round(rss / 1e6, 1),
-                             "rss_bytes_per_item": round((rss - empty) / size)})
+                rows.append(
+                    {
+                        "items": size,
+                        "inserts_per_s": round(inserts),
+                        "sample_items_per_s": round(sample),
+                        "mutate_keys_per_s": round(mutate),
+                        "server_rss_mb": round(rss / 1e6, 1),
+                        "rss_bytes_per_item": round((rss - empty) / size),
+                    }
+                )
                 print(json.dumps(rows[-1]), flush=True)
         first, last = rows[0], rows[-1]
         result = {
@@ -84,7 +94,8 @@ def main() -> None:
             "server_rss_empty_mb": round(empty / 1e6, 1),
             f"ratio_{last['items']}_to_{first['items']}": {
                 k: round(last[k] / first[k], 3)
-                for k in ("inserts_per_s", "sample_items_per_s", "mutate_keys_per_s")},
+                for k in ("inserts_per_s", "sample_items_per_s", "mutate_keys_per_s")
+            },
         }
         print(json.dumps(result, indent=1))
     finally:

@@ -32,8 +32,6 @@ import small_items  # pylint: disable=g-import-not-at-top,wrong-import-position
 from server_process import start_server, table_config  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
-
-
 def _config(max_size: int) -> str:
     # "t" for small items; "frames" for large ones (1000 frames: 28 MB at most).
     return "port: 0 " + table_config("t", max_size) + table_config("frames", 1000)
@@ -50,6 +48,7 @@ def _start_shards(n: int, max_size: int):
 def _write_frames(writer, n):
     """n items of one 84x84x4 uint8 frame each (random bytes: no compression)."""
     import numpy as np  # pylint: disable=g-import-not-at-top
+
     frames = np.random.default_rng(0).integers(0, 256, (8, 84, 84, 4), dtype=np.uint8)
     for i in range(n):
         writer.append({"frame": frames[i % 8]})
@@ -61,6 +60,7 @@ def _write_frames(writer, n):
 
 def _writer(addresses, seconds, start_at, ready, out, large):
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
+
     writer = reverb.Client(addresses).trajectory_writer(num_keep_alive_refs=1)
 
     def write(n, start=0):
@@ -89,9 +89,10 @@ def insert_phase(addresses, processes, writers, seconds, large=False):
     ctx = multiprocessing.get_context("spawn")
     out, ready = ctx.Queue(), ctx.Queue()
     start_at = ctx.Value("d", float("inf"))
-    workers = [ctx.Process(target=_writer,
-                           args=(addresses, seconds, start_at, ready, out, large))
-               for _ in range(writers)]
+    workers = [
+        ctx.Process(target=_writer, args=(addresses, seconds, start_at, ready, out, large))
+        for _ in range(writers)
+    ]
     # Actors come up one after another (each writer takes the shard with the
     # fewest then), and start writing together.
     for w in workers:
@@ -115,11 +116,19 @@ def insert_phase(addresses, processes, writers, seconds, large=False):
 def sample_phase(addresses, processes, seconds, workers=-1):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
+
     dataset = reverb.TrajectoryDataset(
-        addresses, "t", {"observation": tf.float32, "action": tf.int32, "reward": tf.float32},
-        {"observation": tf.TensorShape([4]), "action": tf.TensorShape([]),
-         "reward": tf.TensorShape([])},
-        max_in_flight_samples_per_worker=512, num_workers_per_iterator=workers).batch(256)
+        addresses,
+        "t",
+        {"observation": tf.float32, "action": tf.int32, "reward": tf.float32},
+        {
+            "observation": tf.TensorShape([4]),
+            "action": tf.TensorShape([]),
+            "reward": tf.TensorShape([]),
+        },
+        max_in_flight_samples_per_worker=512,
+        num_workers_per_iterator=workers,
+    ).batch(256)
     iterator = iter(dataset)
     for _ in range(20):
         next(iterator)
@@ -137,11 +146,19 @@ def restart_phase(items: int):
     import ray  # pylint: disable=g-import-not-at-top
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
     from reverb_tf import ray as reverb_ray  # pylint: disable=g-import-not-at-top
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), items,
-                         reverb.rate_limiters.MinSize(1))
-    with tempfile.TemporaryDirectory() as root, \
-            reverb_ray.ReplayCluster([table], 1, root, cpus_per_shard=0.5) as cluster:
+    table = reverb.Table(
+        "t",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        items,
+        reverb.rate_limiters.MinSize(1),
+    )
+    with (
+        tempfile.TemporaryDirectory() as root,
+        reverb_ray.ReplayCluster([table], 1, root, cpus_per_shard=0.5) as cluster,
+    ):
         address = cluster.addresses[0]
         with reverb.Client(address).trajectory_writer(num_keep_alive_refs=1) as writer:
             small_items.write_small_items(writer, "t", items)
@@ -158,9 +175,14 @@ def restart_phase(items: int):
         size = reverb.Client(address).server_info(timeout=60)["t"].current_size
         assert size == items, size
     ray.shutdown()
-    return {"items": items, "checkpoint_s": checkpoint_s, "checkpoint_mb": size_mb,
-            "kill_to_serving_s": served_s, "server_start_s": status["start_seconds"],
-            "starts": status["starts"]}
+    return {
+        "items": items,
+        "checkpoint_s": checkpoint_s,
+        "checkpoint_mb": size_mb,
+        "kill_to_serving_s": served_s,
+        "server_start_s": status["start_seconds"],
+        "starts": status["starts"],
+    }
 
 
 def main() -> None:
@@ -170,8 +192,12 @@ def main() -> None:
     parser.add_argument("--streams", default="1,2,4")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--restart_items", type=int, default=0)
-    parser.add_argument("--large_writers", type=int, default=2,
-                        help="writers of 84x84x4 frames into one shard (0: skip)")
+    parser.add_argument(
+        "--large_writers",
+        type=int,
+        default=2,
+        help="writers of 84x84x4 frames into one shard (0: skip)",
+    )
     args = parser.parse_args()
     results = {"machine_cores": psutil.cpu_count(), "writers": args.writers}
     for n in [int(s) for s in args.shards.split(",") if s]:
@@ -179,15 +205,18 @@ def main() -> None:
         processes = [p for p, _ in shards]
         addresses = [a for _, a in shards]
         try:
-            results[f"insert_{n}_shards"] = insert_phase(addresses, processes, args.writers,
-                                                         args.seconds)
+            results[f"insert_{n}_shards"] = insert_phase(
+                addresses, processes, args.writers, args.seconds
+            )
             results[f"sample_{n}_shards"] = sample_phase(addresses, processes, args.seconds)
         finally:
             for p in processes:
                 p.kill()
                 p.wait()
-        print(json.dumps({k: v for k, v in results.items() if k.endswith(f"{n}_shards")}),
-              file=sys.stderr)
+        print(
+            json.dumps({k: v for k, v in results.items() if k.endswith(f"{n}_shards")}),
+            file=sys.stderr,
+        )
     if args.streams:
         shards = _start_shards(1, max_size=1_000_000)
         processes = [p for p, _ in shards]
@@ -195,7 +224,8 @@ def main() -> None:
             insert_phase([shards[0][1]], processes, 2, 2.0)  # something to sample
             for k in [int(s) for s in args.streams.split(",") if s]:
                 results[f"sample_1_server_{k}_streams"] = sample_phase(
-                    [shards[0][1]], processes, args.seconds, workers=k)
+                    [shards[0][1]], processes, args.seconds, workers=k
+                )
                 print(json.dumps(results[f"sample_1_server_{k}_streams"]), file=sys.stderr)
         finally:
             for p in processes:
@@ -206,7 +236,8 @@ def main() -> None:
         processes = [p for p, _ in shards]
         try:
             results["insert_large_1_shard"] = insert_phase(
-                [shards[0][1]], processes, args.large_writers, args.seconds, large=True)
+                [shards[0][1]], processes, args.large_writers, args.seconds, large=True
+            )
             print(json.dumps(results["insert_large_1_shard"]), file=sys.stderr)
         finally:
             for p in processes:

@@ -35,10 +35,8 @@ from server_process import start_server, table_config  # pylint: disable=g-impor
 from integration import TOKENS, make_test_pki  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
-
 def _start(flags, max_size):
-    return start_server("port: 0 " + table_config("t", max_size), *flags,
-                        stderr=subprocess.PIPE)
+    return start_server("port: 0 " + table_config("t", max_size), *flags, stderr=subprocess.PIPE)
 
 
 def _write_small(writer, seconds):
@@ -64,11 +62,13 @@ def _write_frames(writer, seconds):
 
 def run_config(name, flags, client_kwargs, seconds):
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
+
     result = {}
     for workload, write in [("small", _write_small), ("large", _write_frames)]:
         # A log and checkpoints of their own per workload ({w} in a flag).
-        process, port = _start([f.format(w=workload) for f in flags],
-                               max_size=200_000 if workload == "small" else 2000)
+        process, port = _start(
+            [f.format(w=workload) for f in flags], max_size=200_000 if workload == "small" else 2000
+        )
         try:
             client = reverb.Client(f"localhost:{port}", **client_kwargs)
             with client.trajectory_writer(num_keep_alive_refs=1) as writer:
@@ -86,8 +86,12 @@ def run_config(name, flags, client_kwargs, seconds):
 
 def recovery(items, work):
     import reverb_tf as reverb  # pylint: disable=g-import-not-at-top
-    flags = [f"--checkpoint_dir={work}/recovery-ck", f"--wal_dir={work}/recovery-wal",
-             "--wal_sync=every_n_ms"]
+
+    flags = [
+        f"--checkpoint_dir={work}/recovery-ck",
+        f"--wal_dir={work}/recovery-wal",
+        "--wal_sync=every_n_ms",
+    ]
     process, port = _start(flags, max_size=items)
     client = reverb.Client(f"localhost:{port}")
     written = time.monotonic()
@@ -106,8 +110,12 @@ def recovery(items, work):
         process.kill()
         process.wait()
     assert size == items, size
-    return {"items": items, "write_s": written, "log_MB": log_bytes / 1e6,
-            "restart_to_serving_s": serving}
+    return {
+        "items": items,
+        "write_s": written,
+        "log_MB": log_bytes / 1e6,
+        "restart_to_serving_s": serving,
+    }
 
 
 def main():
@@ -116,22 +124,35 @@ def main():
     parser.add_argument("--recovery_items", type=int, default=0)
     args = parser.parse_args()
     from reverb_tf import security  # pylint: disable=g-import-not-at-top
+
     with tempfile.TemporaryDirectory() as work:
         pki = make_test_pki(pathlib.Path(work))
-        tls_flags = [f"--tls_cert_file={pki / 'server.pem'}", f"--tls_key_file={pki / 'server.key'}"]
+        tls_flags = [
+            f"--tls_cert_file={pki / 'server.pem'}",
+            f"--tls_key_file={pki / 'server.key'}",
+        ]
         tls = security.ClientTls(str(pki / "ca.pem"))
         configs = {
             "plaintext": ([], {}),
             "tls": (tls_flags, {"tls": tls}),
-            "tls_and_token": (tls_flags + [f"--auth_tokens_file={pki / 'tokens.txt'}"],
-                              {"tls": tls, "token": TOKENS["writer"]}),
+            "tls_and_token": (
+                tls_flags + [f"--auth_tokens_file={pki / 'tokens.txt'}"],
+                {"tls": tls, "token": TOKENS["writer"]},
+            ),
         }
         for policy in ["every_write", "every_n_ms", "none"]:
-            configs[f"wal_{policy}"] = ([f"--checkpoint_dir={work}/ck-{policy}-{{w}}",
-                                         f"--wal_dir={work}/wal-{policy}-{{w}}",
-                                         f"--wal_sync={policy}"], {})
-        results = {name: run_config(name, flags, kwargs, args.seconds)
-                   for name, (flags, kwargs) in configs.items()}
+            configs[f"wal_{policy}"] = (
+                [
+                    f"--checkpoint_dir={work}/ck-{policy}-{{w}}",
+                    f"--wal_dir={work}/wal-{policy}-{{w}}",
+                    f"--wal_sync={policy}",
+                ],
+                {},
+            )
+        results = {
+            name: run_config(name, flags, kwargs, args.seconds)
+            for name, (flags, kwargs) in configs.items()
+        }
         base = results["plaintext"]
         for name, result in results.items():
             for key in ["small_items_per_s", "large_MB_per_s"]:

@@ -3,6 +3,7 @@
 
 A module, not a script.
 """
+
 import pathlib
 import re
 import subprocess
@@ -12,11 +13,13 @@ from typing import Optional, Tuple
 def server_binary() -> str:
     """The package's `reverb_tf_server` (scripts/sync_native.sh copies it there)."""
     import reverb_tf  # pylint: disable=g-import-not-at-top
+
     return str(pathlib.Path(reverb_tf.__file__).parent / "reverb_tf_server")
 
 
-def start_server(config: str, *flags: str,
-                 stderr: Optional[int] = None) -> Tuple[subprocess.Popen, int]:
+def start_server(
+    config: str, *flags: str, stderr: Optional[int] = None
+) -> Tuple[subprocess.Popen, int]:
     """Starts the binary with the text-format `config` and returns it once it serves.
 
     Args:
@@ -27,8 +30,12 @@ def start_server(config: str, *flags: str,
     Returns:
       The process and the port it serves on (from its readiness line).
     """
-    process = subprocess.Popen([server_binary(), "--config=" + config, *flags],
-                               stdout=subprocess.PIPE, stderr=stderr, text=True)
+    process = subprocess.Popen(
+        [server_binary(), "--config=" + config, *flags],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
     port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
     return process, port
 
@@ -51,6 +58,8 @@ def table_config(name: str, max_size: int, sampler: str = "uniform: true") -> st
       A `tables { ... }` block: Fifo remover and a rate limiter that lets
       everything through once one item is in (MinSize(1)).
     """
-    return (f'tables {{ table_name: "{name}" sampler {{ {sampler} }} remover {{ fifo: true }} '
-            f'max_size: {max_size} rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 '
-            'min_diff: -1e300 max_diff: 1e300 } }')
+    return (
+        f'tables {{ table_name: "{name}" sampler {{ {sampler} }} remover {{ fifo: true }} '
+        f"max_size: {max_size} rate_limiter {{ samples_per_insert: 1 min_size_to_sample: 1 "
+        "min_diff: -1e300 max_diff: 1e300 } }"
+    )

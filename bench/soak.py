@@ -66,11 +66,12 @@ class Counters:
 
 def _proc(pid: int) -> Dict[str, int]:
     status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    rss_kb = int(next(line.split()[1] for line in status.splitlines()
-                      if line.startswith("VmRSS:")))
-    return {"rss_mb": rss_kb // 1024,
-            "threads": len(os.listdir(f"/proc/{pid}/task")),
-            "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    return {
+        "rss_mb": rss_kb // 1024,
+        "threads": len(os.listdir(f"/proc/{pid}/task")),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+    }
 
 
 def _writer(address: str, stop: threading.Event, counters: Counters, seed: int) -> None:
@@ -82,11 +83,17 @@ def _writer(address: str, stop: threading.Event, counters: Counters, seed: int) 
                 for step in range(int(rng.integers(20, 200))):
                     if stop.is_set():
                         break
-                    writer.append({"obs": rng.standard_normal(64).astype(np.float32),
-                                   "action": np.int32(step)})
+                    writer.append(
+                        {
+                            "obs": rng.standard_normal(64).astype(np.float32),
+                            "action": np.int32(step),
+                        }
+                    )
                     if step >= 3:
-                        trajectory = {"obs": writer.history["obs"][-4:],
-                                      "action": writer.history["action"][-1]}
+                        trajectory = {
+                            "obs": writer.history["obs"][-4:],
+                            "action": writer.history["action"][-1],
+                        }
                         writer.create_item("replay", float(rng.random() + 0.1), trajectory)
                         if step % 8 == 0:
                             writer.create_item("queue", 1.0, trajectory)
@@ -103,8 +110,9 @@ def _sampler(address: str, table: str, stop: threading.Event, counters: Counters
     client = reverb.Client(address)
     while not stop.is_set():
         try:
-            for sample in client.sample(table, num_samples=64, emit_timesteps=False,
-                                        rate_limiter_timeout_ms=2000):
+            for sample in client.sample(
+                table, num_samples=64, emit_timesteps=False, rate_limiter_timeout_ms=2000
+            ):
                 counters.op(f"samples_{table}")
         except reverb.errors.DeadlineExceededError:
             counters.op("sampler_timeouts")  # after a reset the table is empty
@@ -117,10 +125,15 @@ def _updater(address: str, stop: threading.Event, counters: Counters) -> None:
     rng = random.Random(7)
     while not stop.is_set():
         try:
-            keys = [sample.info.key for sample in client.sample(
-                "replay", num_samples=32, emit_timesteps=False, rate_limiter_timeout_ms=2000)]
-            client.mutate_priorities("replay", updates={k: rng.random() + 0.1 for k in keys[16:]},
-                                     deletes=keys[:4])
+            keys = [
+                sample.info.key
+                for sample in client.sample(
+                    "replay", num_samples=32, emit_timesteps=False, rate_limiter_timeout_ms=2000
+                )
+            ]
+            client.mutate_priorities(
+                "replay", updates={k: rng.random() + 0.1 for k in keys[16:]}, deletes=keys[:4]
+            )
             counters.op("updates", len(keys) - 16)
             counters.op("deletes", 4)
         except reverb.errors.DeadlineExceededError:
@@ -129,8 +142,9 @@ def _updater(address: str, stop: threading.Event, counters: Counters) -> None:
             counters.error("updater", e)
 
 
-def _admin(address: str, stop: threading.Event, counters: Counters,
-           checkpoint_s: float, reset_s: float) -> None:
+def _admin(
+    address: str, stop: threading.Event, counters: Counters, checkpoint_s: float, reset_s: float
+) -> None:
     client = reverb.Client(address)
     next_checkpoint = time.monotonic() + checkpoint_s
     next_reset = time.monotonic() + reset_s
@@ -157,43 +171,59 @@ def main() -> int:
     parser.add_argument("--report_s", type=float, default=30.0)
     parser.add_argument("--checkpoint_s", type=float, default=60.0)
     parser.add_argument("--reset_s", type=float, default=45.0)
-    parser.add_argument("--server_binary", default=str(
-        pathlib.Path(reverb.__file__).parent / "reverb_tf_server"))
+    parser.add_argument(
+        "--server_binary", default=str(pathlib.Path(reverb.__file__).parent / "reverb_tf_server")
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as checkpoints:
         server = subprocess.Popen(
             [args.server_binary, "--config=" + _CONFIG, f"--checkpoint_dir={checkpoints}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = server.stdout.readline()
         port = int(line.rsplit("on port ", 1)[1].split()[0])
         address = f"localhost:{port}"
         stop = threading.Event()
         counters = Counters()
-        threads = [threading.Thread(target=_writer, args=(address, stop, counters, i))
-                   for i in range(args.writers)]
-        threads += [threading.Thread(target=_sampler,
-                                     args=(address, "replay" if i % 2 == 0 else "queue",
-                                           stop, counters))
-                    for i in range(args.samplers)]
+        threads = [
+            threading.Thread(target=_writer, args=(address, stop, counters, i))
+            for i in range(args.writers)
+        ]
+        threads += [
+            threading.Thread(
+                target=_sampler, args=(address, "replay" if i % 2 == 0 else "queue", stop, counters)
+            )
+            for i in range(args.samplers)
+        ]
         threads.append(threading.Thread(target=_updater, args=(address, stop, counters)))
-        threads.append(threading.Thread(target=_admin, args=(
-            address, stop, counters, args.checkpoint_s, args.reset_s)))
+        threads.append(
+            threading.Thread(
+                target=_admin, args=(address, stop, counters, args.checkpoint_s, args.reset_s)
+            )
+        )
         for thread in threads:
             thread.start()
         started = time.monotonic()
         first = None
         try:
             while time.monotonic() - started < args.minutes * 60:
-                time.sleep(min(args.report_s, max(0.0, args.minutes * 60 - (time.monotonic() - started))))
+                time.sleep(
+                    min(args.report_s, max(0.0, args.minutes * 60 - (time.monotonic() - started)))
+                )
                 if server.poll() is not None:
                     print(f"SERVER EXITED with {server.returncode}: {server.stderr.read()}")
                     return 1
                 now = _proc(server.pid)
                 first = first or now
-                print(f"t={time.monotonic() - started:6.0f}s rss={now['rss_mb']}MB "
-                      f"threads={now['threads']} fds={now['fds']} "
-                      f"ops={dict(counters.ops)} errors={dict(counters.errors)}", flush=True)
+                print(
+                    f"t={time.monotonic() - started:6.0f}s rss={now['rss_mb']}MB "
+                    f"threads={now['threads']} fds={now['fds']} "
+                    f"ops={dict(counters.ops)} errors={dict(counters.errors)}",
+                    flush=True,
+                )
         finally:
             stop.set()
             for thread in threads:
@@ -201,8 +231,10 @@ def main() -> int:
             server.send_signal(signal.SIGTERM)
             exit_code = server.wait(timeout=60)
         healthy = not counters.errors and exit_code == 0
-        print(f"done: {'HEALTHY' if healthy else 'UNHEALTHY'}; server exit {exit_code}; "
-              f"errors {dict(counters.errors)}; first report {first}, last {now}")
+        print(
+            f"done: {'HEALTHY' if healthy else 'UNHEALTHY'}; server exit {exit_code}; "
+            f"errors {dict(counters.errors)}; first report {first}, last {now}"
+        )
         return 0 if healthy else 1
 
 

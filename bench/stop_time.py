@@ -11,6 +11,7 @@ times until the process has exited. Prints one line per size:
 Usage:
     python bench/stop_time.py [--sizes 10000,1000000,10000000] [--checkpoint_on_exit]
 """
+
 import argparse
 import pathlib
 import re
@@ -49,15 +50,16 @@ def _fill(address: str, n: int) -> None:
 def measure(n: int, checkpoint_on_exit: bool) -> str:
     """Runs one size; returns the printed line."""
     with tempfile.TemporaryDirectory() as directory:
-        config = (f"port: 0 tables {{ table_name: 't' sampler {{ uniform: true }} "
-                  f"remover {{ fifo: true }} max_size: {n + 1} rate_limiter {{ "
-                  "samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 "
-                  "max_diff: 1e300 } }")
+        config = (
+            f"port: 0 tables {{ table_name: 't' sampler {{ uniform: true }} "
+            f"remover {{ fifo: true }} max_size: {n + 1} rate_limiter {{ "
+            "samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 "
+            "max_diff: 1e300 } }"
+        )
         args = [str(_server_binary.path()), f"--config={config}"]
         if checkpoint_on_exit:
             args += [f"--checkpoint_dir={directory}", "--checkpoint_on_exit"]
-        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True)
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = process.stdout.readline()
         port = int(re.search(r"on port (\d+)", line).group(1))
         started = time.monotonic()

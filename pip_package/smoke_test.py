@@ -19,6 +19,7 @@ gRPC and protobuf to everything loaded after it), and checks:
 Prints one line per check and a closing "N passed, N failed" line; exits 1
 if any check failed.
 """
+
 import tensorflow as tf  # first, on purpose
 
 import importlib.metadata
@@ -55,27 +56,40 @@ tables {
 
 
 def check_installed_wheel():
-    site_packages = {pathlib.Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    site_packages = {
+        pathlib.Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")
+    }
     package = pathlib.Path(reverb.__file__).resolve().parent
-    assert package.parent in site_packages, f"reverb_tf imported from {package}, not {site_packages}"
+    assert package.parent in site_packages, (
+        f"reverb_tf imported from {package}, not {site_packages}"
+    )
     assert importlib.metadata.version("reverb-tf") == reverb.__version__
     requirements = [Requirement(r) for r in importlib.metadata.requires("reverb-tf")]
     # TensorFlow only through the extras, each pinned to the build's minor version.
-    assert not [r for r in requirements if r.name.startswith("tensorflow") and not r.marker], \
+    assert not [r for r in requirements if r.name.startswith("tensorflow") and not r.marker], (
         requirements
+    )
     owners = importlib.metadata.packages_distributions()["tensorflow"]
     assert len(owners) == 1, f"more than one TensorFlow installed: {owners}"
     installed = importlib.metadata.distribution(owners[0]).metadata["Name"].replace("_", "-")
-    extra = [r for r in requirements if r.name == installed and r.marker is not None and
-             r.marker.evaluate({"extra": installed})]
+    extra = [
+        r
+        for r in requirements
+        if r.name == installed and r.marker is not None and r.marker.evaluate({"extra": installed})
+    ]
     assert len(extra) == 1, (installed, requirements)
     assert tf.__version__ in extra[0].specifier, (tf.__version__, str(extra[0]))
 
 
 def check_server_writer_and_dataset():
-    table = reverb.Table(name="replay", sampler=reverb.selectors.Prioritized(0.8),
-                         remover=reverb.selectors.Fifo(), max_size=100,
-                         rate_limiter=reverb.rate_limiters.MinSize(1), signature=SIGNATURE)
+    table = reverb.Table(
+        name="replay",
+        sampler=reverb.selectors.Prioritized(0.8),
+        remover=reverb.selectors.Fifo(),
+        max_size=100,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=SIGNATURE,
+    )
     with reverb.Server([table]) as server:
         address = f"localhost:{server.port}"
         client = reverb.Client(address)
@@ -83,14 +97,20 @@ def check_server_writer_and_dataset():
             for step in range(10):
                 writer.append({"obs": np.full(4, step, np.float32), "action": np.int32(step)})
                 if step >= 2:
-                    writer.create_item("replay", priority=1.0, trajectory={
-                        "obs": writer.history["obs"][-3:],
-                        "action": writer.history["action"][-1]})
+                    writer.create_item(
+                        "replay",
+                        priority=1.0,
+                        trajectory={
+                            "obs": writer.history["obs"][-3:],
+                            "action": writer.history["action"][-1],
+                        },
+                    )
             writer.flush()
         assert client.server_info()["replay"].current_size == 8
 
         dataset = reverb.ReverbDataset.from_table_signature(
-            address, "replay", max_in_flight_samples_per_worker=16).batch(6)
+            address, "replay", max_in_flight_samples_per_worker=16
+        ).batch(6)
         batch = next(iter(dataset))
         obs, action = batch.data["obs"].numpy(), batch.data["action"].numpy()
         assert obs.shape == (6, 3, 4) and action.shape == (6,), (obs.shape, action.shape)
@@ -101,11 +121,14 @@ def check_server_writer_and_dataset():
 
 
 def check_tf_client_in_tf_function():
-    table = reverb.Table(name="actor", sampler=reverb.selectors.MaxHeap(),
-                         remover=reverb.selectors.Fifo(), max_size=100,
-                         rate_limiter=reverb.rate_limiters.MinSize(1),
-                         signature={"x": tf.TensorSpec([], tf.int64),
-                                    "obs": tf.TensorSpec([2], tf.float32)})
+    table = reverb.Table(
+        name="actor",
+        sampler=reverb.selectors.MaxHeap(),
+        remover=reverb.selectors.Fifo(),
+        max_size=100,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature={"x": tf.TensorSpec([], tf.int64), "obs": tf.TensorSpec([2], tf.float32)},
+    )
     with reverb.Server([table]) as server:
         address = f"localhost:{server.port}"
         tf_client = reverb.TFClient(address)
@@ -113,9 +136,11 @@ def check_tf_client_in_tf_function():
         @tf.function
         def act(i):
             # Columns in the signature's flattened (sorted-key) order: obs, x.
-            tf_client.insert([tf.fill([2], tf.cast(i, tf.float32)), tf.cast(i, tf.int64)],
-                             tables=tf.constant(["actor"]),
-                             priorities=tf.reshape(tf.cast(i + 1, tf.float64), [1]))
+            tf_client.insert(
+                [tf.fill([2], tf.cast(i, tf.float32)), tf.cast(i, tf.int64)],
+                tables=tf.constant(["actor"]),
+                priorities=tf.reshape(tf.cast(i + 1, tf.float64), [1]),
+            )
 
         for i in range(5):
             act(tf.constant(i))
@@ -125,8 +150,9 @@ def check_tf_client_in_tf_function():
         @tf.function
         def learn():
             sample = tf_client.sample("actor", [tf.float32, tf.int64])
-            tf_client.update_priorities("actor", tf.reshape(sample.info.key, [1]),
-                                        tf.constant([0.5], tf.float64))
+            tf_client.update_priorities(
+                "actor", tf.reshape(sample.info.key, [1]), tf.constant([0.5], tf.float64)
+            )
             return sample.info.priority, sample.data[1]
 
         # The max-heap serves the highest priority: x=4 (inserted with 5.0)...
@@ -145,8 +171,9 @@ def _start_server_command(*args):
     command = pathlib.Path(sys.executable).parent / "reverb_tf_server"
     assert command.is_file(), f"{command}: the wheel's console entry point is not installed"
     assert command.read_bytes().startswith(b"#!"), f"{command} is not a console script"
-    process = subprocess.Popen([str(command), *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [str(command), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     watchdog = threading.Timer(60, process.kill)  # no readiness line: fail, don't hang
     watchdog.start()
     try:
@@ -183,8 +210,9 @@ def check_server_console_script():
 
 def check_server_console_script_rejects_a_bad_config():
     command = pathlib.Path(sys.executable).parent / "reverb_tf_server"
-    result = subprocess.run([str(command), "--config=port: 0"], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [str(command), "--config=port: 0"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2 and "no tables" in result.stderr, result
 
 
@@ -193,21 +221,33 @@ def check_cli_console_script():
     table = reverb.Table.queue("q", 10)
     with reverb.Server([table], metrics_port=0) as server:
         reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"q": 1.0})
-        result = subprocess.run([str(command), "info", f"localhost:{server.port}", "--json"],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [str(command), "info", f"localhost:{server.port}", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result
         tables = json.loads(result.stdout)["tables"]
         assert [(t["name"], t["current_size"]) for t in tables] == [("q", 1)], tables
         # The metrics endpoint of the wheel's native library.
-        page = urllib.request.urlopen(f"http://localhost:{server.metrics_port}/metrics",
-                                      timeout=10).read().decode()
+        page = (
+            urllib.request.urlopen(f"http://localhost:{server.metrics_port}/metrics", timeout=10)
+            .read()
+            .decode()
+        )
         assert 'reverb_tf_table_size{table="q"} 1' in page, page[:300]
 
 
 def main():
-    checks = [check_installed_wheel, check_server_writer_and_dataset,
-              check_tf_client_in_tf_function, check_server_console_script,
-              check_server_console_script_rejects_a_bad_config, check_cli_console_script]
+    checks = [
+        check_installed_wheel,
+        check_server_writer_and_dataset,
+        check_tf_client_in_tf_function,
+        check_server_console_script,
+        check_server_console_script_rejects_a_bad_config,
+        check_cli_console_script,
+    ]
     failed = 0
     for check in checks:
         try:

@@ -12,10 +12,12 @@ the TensorFlow features name the extra to install, and that the
 Prints one line per check, the timings, and a closing "N passed, N failed"
 line; exits 1 if any check failed.
 """
+
 import time
 
 _started = time.perf_counter()
 import reverb_tf as reverb  # noqa: E402  (timed)
+
 _import_s = time.perf_counter() - _started
 
 import importlib.util  # noqa: E402
@@ -29,14 +31,18 @@ import traceback  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-CONFIG = ('port: 0 tables { table_name: "replay" sampler { uniform: true } remover { fifo: true } '
-          'max_size: 100 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-          'min_diff: -1e300 max_diff: 1e300 } }')
+CONFIG = (
+    'port: 0 tables { table_name: "replay" sampler { uniform: true } remover { fifo: true } '
+    "max_size: 100 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+    "min_diff: -1e300 max_diff: 1e300 } }"
+)
 
 
 def check_no_tensorflow_and_installed_wheel():
     assert importlib.util.find_spec("tensorflow") is None, "pip installed TensorFlow"
-    site_packages = {pathlib.Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    site_packages = {
+        pathlib.Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")
+    }
     package = pathlib.Path(reverb.__file__).resolve().parent
     assert package.parent in site_packages, f"reverb_tf imported from {package}"
 
@@ -44,8 +50,14 @@ def check_no_tensorflow_and_installed_wheel():
 def check_first_sample_and_numpy_dataset():
     started = time.perf_counter()
     signature = {"obs": reverb.ArraySpec((2,), np.float32)}
-    table = reverb.Table("replay", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
-                         reverb.rate_limiters.MinSize(1), signature=signature)
+    table = reverb.Table(
+        "replay",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        100,
+        reverb.rate_limiters.MinSize(1),
+        signature=signature,
+    )
     with reverb.Server([table]) as server:
         address = f"localhost:{server.port}"
         client = reverb.Client(address)
@@ -58,8 +70,10 @@ def check_first_sample_and_numpy_dataset():
         assert sample.data[0].shape == (2,)
         batch = next(iter(reverb.NumpyDataset(address, "replay", 4, max_samples=4)))
         assert batch.data["obs"].shape == (4, 2) and batch.info.key.shape == (4,)
-    print(f"timing: import reverb_tf {_import_s * 1000:.0f} ms; server, 8 items and the "
-          f"first sample {first_sample_s * 1000:.0f} ms")
+    print(
+        f"timing: import reverb_tf {_import_s * 1000:.0f} ms; server, 8 items and the "
+        f"first sample {first_sample_s * 1000:.0f} ms"
+    )
 
 
 def check_tensorflow_features_name_the_extra():
@@ -73,10 +87,12 @@ def check_tensorflow_features_name_the_extra():
 
 
 def check_console_script_serves():
-    script = shutil.which("reverb_tf_server") or str(pathlib.Path(sys.executable).parent /
-                                                      "reverb_tf_server")
-    process = subprocess.Popen([script, "--config=" + CONFIG], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    script = shutil.which("reverb_tf_server") or str(
+        pathlib.Path(sys.executable).parent / "reverb_tf_server"
+    )
+    process = subprocess.Popen(
+        [script, "--config=" + CONFIG], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
         info = reverb.Client(f"localhost:{port}").server_info(timeout=10)
@@ -87,8 +103,12 @@ def check_console_script_serves():
 
 
 def main() -> int:
-    checks = [check_no_tensorflow_and_installed_wheel, check_first_sample_and_numpy_dataset,
-              check_tensorflow_features_name_the_extra, check_console_script_serves]
+    checks = [
+        check_no_tensorflow_and_installed_wheel,
+        check_first_sample_and_numpy_dataset,
+        check_tensorflow_features_name_the_extra,
+        check_console_script_serves,
+    ]
     failed = 0
     for check in checks:
         try:

@@ -74,6 +74,7 @@ def __getattr__(name):
     if name not in _LAZY:
         raise AttributeError(f"module 'reverb_tf' has no attribute '{name}'")
     import importlib  # pylint: disable=g-import-not-at-top
+
     module_name, attribute = _LAZY[name]
     # Modules that need TensorFlow say which extra to install themselves
     # (reverb_tf._tensorflow).
@@ -85,6 +86,7 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ArraySpec",

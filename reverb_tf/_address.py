@@ -32,10 +32,10 @@ def _tensor_value(tensor: Any) -> Optional[str]:
     if tensor.dtype != tf.string:
         raise TypeError(
             f"server_address must be a string (or a tf.string scalar tensor), got a "
-            f"{tensor.dtype.name} tensor")
+            f"{tensor.dtype.name} tensor"
+        )
     if tensor.shape.rank is not None and tensor.shape.rank != 0:
-        raise ValueError(
-            f"server_address must be a scalar string tensor, got shape {tensor.shape}")
+        raise ValueError(f"server_address must be a scalar string tensor, got shape {tensor.shape}")
     value = tf.get_static_value(tensor)
     return None if value is None else np.asarray(value).item().decode()
 
@@ -66,8 +66,11 @@ def op_address(server_address: Union[ServerAddress, Any]) -> Union[str, Any]:
     """
     tensor = _as_tensor(server_address)
     tf = sys.modules.get("tensorflow")
-    if tensor is None and tf is not None and not isinstance(
-            server_address, (str, bytes, list, tuple)):
+    if (
+        tensor is None
+        and tf is not None
+        and not isinstance(server_address, (str, bytes, list, tuple))
+    ):
         # What the op would do with it: TF's own errors for None (ValueError)
         # or a number (TypeError), as dm-reverb's datasets raise them.
         tensor = tf.convert_to_tensor(server_address, tf.string)
@@ -100,5 +103,6 @@ def python_address(server_address: Union[ServerAddress, Any], what: str) -> Serv
         raise TypeError(
             f"{what} talks to the server while the dataset is built, so server_address "
             "must have a value then: a str or an eager tensor, not a graph tensor "
-            f"({tensor!r}); pass dtypes and shapes to the constructor instead")
+            f"({tensor!r}); pass dtypes and shapes to the constructor instead"
+        )
     return value

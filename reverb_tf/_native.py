@@ -36,5 +36,6 @@ def core() -> ModuleType:
             raise ImportError(
                 "reverb_tf's native module reverb_tf._core could not be imported "
                 f"({e}). Build it with `bash scripts/setup.sh` (the offline Bazel "
-                "build) before creating a Server, Client or writer.") from e
+                "build) before creating a Server, Client or writer."
+            ) from e
     return _CORE

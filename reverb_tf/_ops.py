@@ -7,6 +7,7 @@ symbol" errors. We check first and say how to rebuild instead. Patch releases
 keep the ABI, and the wheel accepts them (`tensorflow-cpu>=2.21,<2.22`, see
 docs/packaging.md): ops built for 2.19.0 pass the whole test suite in 2.19.1.
 """
+
 import functools
 import json
 import pathlib
@@ -33,7 +34,8 @@ def load() -> Any:
     if not _LIBRARY.exists() or not _BUILD_INFO.exists():
         raise ImportError(
             f"{_LIBRARY.name} is missing next to the reverb_tf package ({_PACKAGE}); "
-            "build it with `bash scripts/setup.sh` (or install a reverb_tf wheel)")
+            "build it with `bash scripts/setup.sh` (or install a reverb_tf wheel)"
+        )
     built_for = json.loads(_BUILD_INFO.read_text())["tensorflow_version"]
     if built_for.split(".")[:2] != tf.__version__.split(".")[:2]:
         raise ImportError(
@@ -41,5 +43,6 @@ def load() -> Any:
             f"TensorFlow {tf.__version__} is installed (the minor versions must agree). "
             "Rebuild them against the "
             "installed TensorFlow: `bash scripts/setup.sh` (a checkout) or "
-            "`bazel run //pip_package:build_pip_package` (a wheel).")
+            "`bazel run //pip_package:build_pip_package` (a wheel)."
+        )
     return tf.load_op_library(str(_LIBRARY))

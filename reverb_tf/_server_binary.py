@@ -8,6 +8,7 @@ checkout. The wheel's console entry point `reverb_tf_server` and
 Python process with the binary, so signals (SIGTERM, SIGINT) and the exit
 status are the binary's own.
 """
+
 import os
 import pathlib
 import sys
@@ -29,9 +30,11 @@ def main() -> None:
     """
     binary = path()
     if not os.access(binary, os.X_OK):
-        print(f"reverb_tf_server: {binary} is missing or not executable; build it with "
-              "`bash scripts/setup.sh` (a checkout) or reinstall the reverb_tf wheel",
-              file=sys.stderr)
+        print(
+            f"reverb_tf_server: {binary} is missing or not executable; build it with "
+            "`bash scripts/setup.sh` (a checkout) or reinstall the reverb_tf wheel",
+            file=sys.stderr,
+        )
         sys.exit(2)
     os.execv(binary, [str(binary), *sys.argv[1:]])
 

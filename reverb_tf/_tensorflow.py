@@ -13,9 +13,11 @@ import sys
 from types import ModuleType
 
 # What to install for the TensorFlow-native features (pip_package's extras).
-INSTALL_HINT = ("pip install 'reverb-tf[tensorflow-cpu]' (or 'reverb-tf[tensorflow]' "
-                "for the GPU build), which pins the TensorFlow minor version the "
-                "wheel's op library was built against")
+INSTALL_HINT = (
+    "pip install 'reverb-tf[tensorflow-cpu]' (or 'reverb-tf[tensorflow]' "
+    "for the GPU build), which pins the TensorFlow minor version the "
+    "wheel's op library was built against"
+)
 
 
 class TensorFlowNotInstalledError(ImportError):
@@ -58,5 +60,6 @@ def import_tensorflow(feature: str) -> ModuleType:
         raise TensorFlowNotInstalledError(
             f"{feature} needs TensorFlow, which is not installed. Install it with "
             f"{INSTALL_HINT}. Everything else (Server, Client, the writers, "
-            "Client.sample, reverb_tf.NumpyDataset) works without it.") from None
+            "Client.sample, reverb_tf.NumpyDataset) works without it."
+        ) from None
     return tensorflow

@@ -46,8 +46,8 @@ def _steps_of(index: _Index, length: int) -> Tuple[Tuple[int, ...], bool]:
     if isinstance(index, (list, tuple, np.ndarray)):
         return tuple(_position(int(i), length) for i in index), False
     raise TypeError(
-        f"history indices must be integers, slices or lists of integers, not "
-        f"{type(index).__name__}")
+        f"history indices must be integers, slices or lists of integers, not {type(index).__name__}"
+    )
 
 
 def _position(index: int, length: int) -> int:
@@ -102,7 +102,8 @@ class BatchedTrajectoryColumn(trajectory_writer_lib._ColumnCells):  # pylint: di
           TypeError: Always.
         """
         raise TypeError(
-            "BatchedTrajectoryColumns are made by indexing BatchedTrajectoryWriter.history")
+            "BatchedTrajectoryColumns are made by indexing BatchedTrajectoryWriter.history"
+        )
 
     def __getitem__(self, index: _Index) -> "BatchedTrajectoryColumn":
         """Selects some of the column's steps (positions within this column).
@@ -131,19 +132,23 @@ class BatchedTrajectoryColumn(trajectory_writer_lib._ColumnCells):  # pylint: di
         rows = []
         for lane in lanes:
             values = hist._core.read_cells(  # pylint: disable=protected-access
-                hist._column * hist._num_envs + int(lane), list(self._steps))  # pylint: disable=protected-access
+                hist._column * hist._num_envs + int(lane), list(self._steps)
+            )  # pylint: disable=protected-access
             rows.append(values[0] if self.is_squeezed else values)
         if not rows:
             return np.zeros((0,) + self.shape, dtype=self.dtype)
         return np.stack(rows)
 
     def __repr__(self) -> str:
-        return (f"BatchedTrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
-                f"steps={list(self._steps)}, squeezed={self.is_squeezed})")
+        return (
+            f"BatchedTrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
+            f"steps={list(self._steps)}, squeezed={self.is_squeezed})"
+        )
 
 
-def _make_column(hist: _BatchedColumnHistory, steps: Tuple[int, ...],
-                 squeeze: bool) -> BatchedTrajectoryColumn:
+def _make_column(
+    hist: _BatchedColumnHistory, steps: Tuple[int, ...], squeeze: bool
+) -> BatchedTrajectoryColumn:
     column = object.__new__(BatchedTrajectoryColumn)
     column._hist = hist
     column._steps = steps
@@ -165,7 +170,8 @@ def _lanes(envs: Any, num_envs: int) -> np.ndarray:
     if array.dtype == np.bool_:
         if array.shape != (num_envs,):
             raise ValueError(
-                f"a boolean envs mask must have shape ({num_envs},), got {array.shape}")
+                f"a boolean envs mask must have shape ({num_envs},), got {array.shape}"
+            )
         return np.flatnonzero(array).astype(np.int32)
     if array.size == 0:
         return np.zeros(0, dtype=np.int32)
@@ -174,8 +180,7 @@ def _lanes(envs: Any, num_envs: int) -> np.ndarray:
     array = array.reshape(-1)
     low, high = int(array.min()), int(array.max())
     if low < 0 or high >= num_envs:
-        raise ValueError(
-            f"environment {low if low < 0 else high} is not in [0, {num_envs})")
+        raise ValueError(f"environment {low if low < 0 else high} is not in [0, {num_envs})")
     return array.astype(np.int32)
 
 
@@ -201,10 +206,11 @@ class BatchedTrajectoryWriter(trajectory_writer_lib._WriterBase):  # pylint: dis
 
     _column_type = BatchedTrajectoryColumn
 
-    def __init__(self,
-                 core_writer: Any,
-                 get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None
-                 ) -> None:
+    def __init__(
+        self,
+        core_writer: Any,
+        get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None,
+    ) -> None:
         """Wraps a native writer. Use `Client.batched_trajectory_writer` instead.
 
         Args:
@@ -253,8 +259,7 @@ class BatchedTrajectoryWriter(trajectory_writer_lib._WriterBase):  # pylint: dis
         if self._pending_configs and num_columns != len(self._columns):
             self._apply_pending_configs()
 
-    def create_items(self, table: str, priority: Any, trajectory: Any,
-                     envs: Any = None) -> None:
+    def create_items(self, table: str, priority: Any, trajectory: Any, envs: Any = None) -> None:
         """Inserts one item per environment in `envs`, each of its own cells.
 
         All items are checked before any is queued: if one environment cannot
@@ -296,13 +301,13 @@ class BatchedTrajectoryWriter(trajectory_writer_lib._WriterBase):  # pylint: dis
         else:
             raise ValueError(
                 f"priority must be a scalar or have {len(lanes)} (chosen environments) or "
-                f"{self._num_envs} (all environments) values, got shape {priorities.shape}")
+                f"{self._num_envs} (all environments) values, got shape {priorities.shape}"
+            )
         flat = self._flatten_trajectory(trajectory)
         core = self._writer
         entries = []
         for column in flat:
-            if (type(column) is not BatchedTrajectoryColumn
-                    or column._hist._core is not core):  # pylint: disable=protected-access
+            if type(column) is not BatchedTrajectoryColumn or column._hist._core is not core:  # pylint: disable=protected-access
                 self._reject(column)
             entries.append(column._entry)  # pylint: disable=protected-access
         if table not in self._signed:

@@ -39,13 +39,15 @@ class DefaultCheckpointer(CheckpointerBase):
     newest `keep` are kept; older ones are deleted once a new one is complete.
     """
 
-    def __init__(self,
-                 path: str,
-                 group: str = "",
-                 fallback_checkpoint_path: Optional[str] = None,
-                 keep: int = 1,
-                 *,
-                 load_previous_if_damaged: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        group: str = "",
+        fallback_checkpoint_path: Optional[str] = None,
+        keep: int = 1,
+        *,
+        load_previous_if_damaged: bool = False,
+    ) -> None:
         """Describes a checkpointer.
 
         Args:
@@ -93,8 +95,10 @@ class DefaultCheckpointer(CheckpointerBase):
         }
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(path={self._path!r}, group={self._group!r}, "
-                f"fallback_checkpoint_path={self._fallback!r}, keep={self._keep})")
+        return (
+            f"{type(self).__name__}(path={self._path!r}, group={self._group!r}, "
+            f"fallback_checkpoint_path={self._fallback!r}, keep={self._keep})"
+        )
 
 
 class TempDirCheckpointer(DefaultCheckpointer):
@@ -104,18 +108,18 @@ class TempDirCheckpointer(DefaultCheckpointer):
     because the directory is new.
     """
 
-    def __init__(self,
-                 fallback_checkpoint_path: Optional[str] = None,
-                 group: str = "") -> None:
+    def __init__(self, fallback_checkpoint_path: Optional[str] = None, group: str = "") -> None:
         """Creates the temporary directory.
 
         Args:
           fallback_checkpoint_path: A checkpoint directory to load on start.
           group: If not empty, the Unix group given to checkpoint files.
         """
-        super().__init__(tempfile.mkdtemp(prefix="reverb_tf_checkpoints_"),
-                         group=group,
-                         fallback_checkpoint_path=fallback_checkpoint_path)
+        super().__init__(
+            tempfile.mkdtemp(prefix="reverb_tf_checkpoints_"),
+            group=group,
+            fallback_checkpoint_path=fallback_checkpoint_path,
+        )
 
 
 def default_checkpointer() -> CheckpointerBase:
@@ -147,9 +151,13 @@ class WriteAheadLog:
     `retry_interval_ms` and on every `checkpoint()` call.
     """
 
-    def __init__(self, path: str, sync: str = "every_write",
-                 sync_interval_ms: float = 10.0,
-                 retry_interval_ms: float = 5000.0) -> None:
+    def __init__(
+        self,
+        path: str,
+        sync: str = "every_write",
+        sync_interval_ms: float = 10.0,
+        retry_interval_ms: float = 5000.0,
+    ) -> None:
         """Names the log's directory and its sync policy.
 
         Args:
@@ -187,11 +195,16 @@ class WriteAheadLog:
 
     def native_options(self) -> Dict[str, Any]:
         """The native server's keyword arguments."""
-        return {"wal_dir": self._path, "wal_sync": self._sync,
-                "wal_sync_interval_s": self._sync_interval_ms / 1000.0,
-                "wal_retry_interval_s": self._retry_interval_ms / 1000.0}
+        return {
+            "wal_dir": self._path,
+            "wal_sync": self._sync,
+            "wal_sync_interval_s": self._sync_interval_ms / 1000.0,
+            "wal_retry_interval_s": self._retry_interval_ms / 1000.0,
+        }
 
     def __repr__(self) -> str:
-        return (f"WriteAheadLog(path={self._path!r}, sync={self._sync!r}, "
-                f"sync_interval_ms={self._sync_interval_ms}, "
-                f"retry_interval_ms={self._retry_interval_ms})")
+        return (
+            f"WriteAheadLog(path={self._path!r}, sync={self._sync!r}, "
+            f"sync_interval_ms={self._sync_interval_ms}, "
+            f"retry_interval_ms={self._retry_interval_ms})"
+        )

@@ -10,6 +10,7 @@
 Exit status: 0 on success, 1 when the server or the checkpoint fails the
 command (the message says why), 2 for a usage error.
 """
+
 import argparse
 import json
 import sys
@@ -31,6 +32,7 @@ class _Failure(Exception):
 def _table_dict(info: Any) -> Dict[str, Any]:
     """A table's info as plain JSON-ready values."""
     from reverb_tf import item_selectors  # pylint: disable=g-import-not-at-top
+
     limiter = info.rate_limiter_info
     return {
         "name": info.name,
@@ -58,14 +60,34 @@ def _table_dict(info: Any) -> Dict[str, Any]:
 
 def _print_tables(tables: List[Dict[str, Any]], out: TextIO) -> None:
     """Prints tables as aligned columns, one row per table."""
-    header = ["table", "size", "max_size", "sampler", "remover", "rate limiter",
-              "inserts", "samples", "signature"]
-    rows = [[t["name"], f"{t['current_size']:,}", f"{t['max_size']:,}", t["sampler"],
-             t["remover"],
-             (f"spi={t['rate_limiter']['samples_per_insert']:g} "
-              f"min_size={t['rate_limiter']['min_size_to_sample']}"),
-             f"{t['rate_limiter']['inserts']:,}", f"{t['rate_limiter']['samples']:,}",
-             "yes" if t["signature"] else "-"] for t in tables]
+    header = [
+        "table",
+        "size",
+        "max_size",
+        "sampler",
+        "remover",
+        "rate limiter",
+        "inserts",
+        "samples",
+        "signature",
+    ]
+    rows = [
+        [
+            t["name"],
+            f"{t['current_size']:,}",
+            f"{t['max_size']:,}",
+            t["sampler"],
+            t["remover"],
+            (
+                f"spi={t['rate_limiter']['samples_per_insert']:g} "
+                f"min_size={t['rate_limiter']['min_size_to_sample']}"
+            ),
+            f"{t['rate_limiter']['inserts']:,}",
+            f"{t['rate_limiter']['samples']:,}",
+            "yes" if t["signature"] else "-",
+        ]
+        for t in tables
+    ]
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     for row in [header] + rows:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
@@ -75,10 +97,12 @@ def _client(flags: argparse.Namespace) -> Any:
     """A client of flags.address with the TLS and token flags (else the environment's)."""
     import reverb_tf  # pylint: disable=g-import-not-at-top
     from reverb_tf import security  # pylint: disable=g-import-not-at-top
+
     tls = None
     if flags.tls_ca_file:
-        tls = security.ClientTls(flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file,
-                                 flags.tls_server_name)
+        tls = security.ClientTls(
+            flags.tls_ca_file, flags.tls_cert_file, flags.tls_key_file, flags.tls_server_name
+        )
     token = None
     if flags.token_file:
         with open(flags.token_file) as f:
@@ -91,12 +115,14 @@ def _client(flags: argparse.Namespace) -> Any:
 
 def _server_info(flags: argparse.Namespace) -> Dict[str, Any]:
     import reverb_tf  # pylint: disable=g-import-not-at-top
+
     address, timeout = flags.address, flags.timeout
     try:
         return _client(flags).server_info(timeout=timeout)
     except (reverb_tf.errors.DeadlineExceededError, reverb_tf.errors.UnavailableError) as e:
-        raise _Failure(f"cannot reach a reverb_tf server at {address} within {timeout:g} s: "
-                       f"{e}") from None
+        raise _Failure(
+            f"cannot reach a reverb_tf server at {address} within {timeout:g} s: {e}"
+        ) from None
 
 
 def cmd_info(flags: argparse.Namespace, out: TextIO) -> None:
@@ -110,6 +136,7 @@ def cmd_info(flags: argparse.Namespace, out: TextIO) -> None:
 
 def cmd_checkpoint(flags: argparse.Namespace, out: TextIO) -> None:
     import reverb_tf  # pylint: disable=g-import-not-at-top
+
     _server_info(flags)  # a clear error if nobody answers
     try:
         path = _client(flags).checkpoint()
@@ -138,32 +165,44 @@ def cmd_inspect(flags: argparse.Namespace, out: TextIO) -> None:
     from reverb_tf import _native  # pylint: disable=g-import-not-at-top
     from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
+
     started = time.monotonic()
     try:
-        summary = _native.core().inspect_checkpoint(flags.checkpoint,
-                                                    _progress_bar(sys.stderr))
+        summary = _native.core().inspect_checkpoint(flags.checkpoint, _progress_bar(sys.stderr))
     except errors.ReverbError as e:
         raise _Failure(f"{type(e).__name__}: {e}") from None
     elapsed = time.monotonic() - started
-    tables = [_table_dict(client_lib.table_info(info, None))
-              for info in summary["tables"]]
+    tables = [_table_dict(client_lib.table_info(info, None)) for info in summary["tables"]]
     for table, info in zip(tables, summary["tables"]):
         # The flat signature (the nested one needs TensorFlow to decode).
-        table["signature"] = (None if info.signature is None else
-                              [f"{name}: {np.dtype(dtype).name}{list(shape)}"
-                               for name, dtype, shape in info.signature])
-    result = {"path": summary["path"], "written_by": summary["written_by"],
-              "file_bytes": summary["file_bytes"], "num_chunks": summary["num_chunks"],
-              "num_items": sum(t["current_size"] for t in tables),
-              "checksums": "verified", "tables": tables}
+        table["signature"] = (
+            None
+            if info.signature is None
+            else [
+                f"{name}: {np.dtype(dtype).name}{list(shape)}"
+                for name, dtype, shape in info.signature
+            ]
+        )
+    result = {
+        "path": summary["path"],
+        "written_by": summary["written_by"],
+        "file_bytes": summary["file_bytes"],
+        "num_chunks": summary["num_chunks"],
+        "num_items": sum(t["current_size"] for t in tables),
+        "checksums": "verified",
+        "tables": tables,
+    }
     if flags.json:
         json.dump(result, out, indent=2)
         print(file=out)
         return
     print(f"checkpoint {result['path']}", file=out)
-    print(f"  written by {result['written_by']}; {result['file_bytes']:,} bytes, "
-          f"{result['num_chunks']:,} chunks, {result['num_items']:,} items; every record's "
-          f"checksum verified in {elapsed:.1f} s", file=out)
+    print(
+        f"  written by {result['written_by']}; {result['file_bytes']:,} bytes, "
+        f"{result['num_chunks']:,} chunks, {result['num_items']:,} items; every record's "
+        f"checksum verified in {elapsed:.1f} s",
+        file=out,
+    )
     _print_tables(tables, out)
 
 
@@ -172,17 +211,24 @@ def _bench_step(info: Any) -> Dict[str, Any]:
     if info.signature is None:
         return {"observation": np.zeros(4, np.float32)}
     from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
+
     return tree.map_structure(
-        lambda spec: np.zeros([d if d is not None else 1 for d in signatures.spec_shape(spec)],
-                              signatures.spec_dtype(spec)), info.signature)
+        lambda spec: np.zeros(
+            [d if d is not None else 1 for d in signatures.spec_shape(spec)],
+            signatures.spec_dtype(spec),
+        ),
+        info.signature,
+    )
 
 
 def cmd_bench(flags: argparse.Namespace, out: TextIO) -> None:
     import reverb_tf  # pylint: disable=g-import-not-at-top
+
     tables = _server_info(flags)
     if flags.table not in tables:
-        raise _Failure(f"the server has no table '{flags.table}' "
-                       f"(it has: {', '.join(sorted(tables))})")
+        raise _Failure(
+            f"the server has no table '{flags.table}' (it has: {', '.join(sorted(tables))})"
+        )
     info = tables[flags.table]
     step = _bench_step(info)
     client = _client(flags)
@@ -202,8 +248,12 @@ def cmd_bench(flags: argparse.Namespace, out: TextIO) -> None:
         insert_s = time.monotonic() - started
         sampled = 0
         started = time.monotonic()
-        dataset = client.sample(flags.table, num_samples=min(items, 10_000),
-                                emit_timesteps=False, rate_limiter_timeout_ms=1000)
+        dataset = client.sample(
+            flags.table,
+            num_samples=min(items, 10_000),
+            emit_timesteps=False,
+            rate_limiter_timeout_ms=1000,
+        )
         try:
             for _ in dataset:
                 sampled += 1
@@ -212,69 +262,102 @@ def cmd_bench(flags: argparse.Namespace, out: TextIO) -> None:
         sample_s = time.monotonic() - started
     except reverb_tf.errors.ReverbError as e:
         raise _Failure(f"bench failed: {type(e).__name__}: {e}") from None
-    result = {"table": flags.table, "inserted": items, "insert_items_per_s": items / insert_s,
-              "sampled": sampled, "sample_items_per_s": sampled / sample_s if sample_s else 0.0}
+    result = {
+        "table": flags.table,
+        "inserted": items,
+        "insert_items_per_s": items / insert_s,
+        "sampled": sampled,
+        "sample_items_per_s": sampled / sample_s if sample_s else 0.0,
+    }
     if flags.json:
         json.dump(result, out, indent=2)
         print(file=out)
     else:
-        print(f"inserted {items:,} items in {insert_s:.1f} s: "
-              f"{result['insert_items_per_s']:,.0f} items/s", file=out)
-        print(f"sampled {sampled:,} items in {sample_s:.1f} s: "
-              f"{result['sample_items_per_s']:,.0f} items/s", file=out)
+        print(
+            f"inserted {items:,} items in {insert_s:.1f} s: "
+            f"{result['insert_items_per_s']:,.0f} items/s",
+            file=out,
+        )
+        print(
+            f"sampled {sampled:,} items in {sample_s:.1f} s: "
+            f"{result['sample_items_per_s']:,.0f} items/s",
+            file=out,
+        )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="reverb_tf", description=__doc__.split("\n\n")[0],
+        prog="reverb_tf",
+        description=__doc__.split("\n\n")[0],
         epilog="Each command has its own --help. Exit status: 0 success, 1 the command "
-               "failed (see the message), 2 usage error.")
+        "failed (see the message), 2 usage error.",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     serve = commands.add_parser(
-        "serve", help="run the reverb_tf_server binary",
+        "serve",
+        help="run the reverb_tf_server binary",
         description="Runs the reverb_tf_server binary with the given flags (it replaces this "
-                    "process). `reverb_tf serve --help` lists the binary's flags.",
-        add_help=False)
+        "process). `reverb_tf serve --help` lists the binary's flags.",
+        add_help=False,
+    )
     serve.add_argument("server_flags", nargs=argparse.REMAINDER)
 
     def with_address(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=help_text, description=description)
         command.add_argument("address", help="the server, host:port (e.g. localhost:8000)")
-        command.add_argument("--timeout", type=float, default=10.0,
-                             help="seconds to wait for the server (default: 10)")
-        command.add_argument("--tls_ca_file",
-                             help="connect with TLS, verifying the server with this PEM CA "
-                                  "(default: $REVERB_TF_TLS_CA_FILE, else plaintext)")
+        command.add_argument(
+            "--timeout",
+            type=float,
+            default=10.0,
+            help="seconds to wait for the server (default: 10)",
+        )
+        command.add_argument(
+            "--tls_ca_file",
+            help="connect with TLS, verifying the server with this PEM CA "
+            "(default: $REVERB_TF_TLS_CA_FILE, else plaintext)",
+        )
         command.add_argument("--tls_cert_file", help="client certificate (mutual TLS)")
         command.add_argument("--tls_key_file", help="its private key")
-        command.add_argument("--tls_server_name",
-                             help="the name to verify in the server's certificate")
-        command.add_argument("--token_file",
-                             help="a file holding the bearer token (default: $REVERB_TF_TOKEN)")
+        command.add_argument(
+            "--tls_server_name", help="the name to verify in the server's certificate"
+        )
+        command.add_argument(
+            "--token_file", help="a file holding the bearer token (default: $REVERB_TF_TOKEN)"
+        )
         return command
 
-    info = with_address("info", "show a server's tables",
-                        "Shows every table of a running server: size, capacity, selectors, "
-                        "rate limiter and counters.")
+    info = with_address(
+        "info",
+        "show a server's tables",
+        "Shows every table of a running server: size, capacity, selectors, "
+        "rate limiter and counters.",
+    )
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    with_address("checkpoint", "make a server write a checkpoint",
-                 "Asks a running server to write a checkpoint and prints its path.")
+    with_address(
+        "checkpoint",
+        "make a server write a checkpoint",
+        "Asks a running server to write a checkpoint and prints its path.",
+    )
     inspect = commands.add_parser(
-        "inspect", help="verify a checkpoint and show what it holds",
+        "inspect",
+        help="verify a checkpoint and show what it holds",
         description="Reads a checkpoint directory record by record, verifying every "
-                    "checksum and decoding every item as a server would load it, and shows "
-                    "its tables. Needs memory for the whole checkpoint.")
+        "checksum and decoding every item as a server would load it, and shows "
+        "its tables. Needs memory for the whole checkpoint.",
+    )
     inspect.add_argument("checkpoint", help="a checkpoint directory (as `checkpoint` prints)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    bench = with_address("bench", "a short load test against a table",
-                         "Inserts small items (shaped by the table's signature, else "
-                         "float32[4]) into one table for a while, then samples, and "
-                         "reports items per second. It writes into the table: use a "
-                         "scratch table on a production server.")
+    bench = with_address(
+        "bench",
+        "a short load test against a table",
+        "Inserts small items (shaped by the table's signature, else "
+        "float32[4]) into one table for a while, then samples, and "
+        "reports items per second. It writes into the table: use a "
+        "scratch table on a production server.",
+    )
     bench.add_argument("--table", required=True, help="the table to load")
-    bench.add_argument("--seconds", type=float, default=5.0,
-                       help="how long to insert (default: 5)")
+    bench.add_argument("--seconds", type=float, default=5.0, help="how long to insert (default: 5)")
     bench.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
@@ -291,15 +374,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "serve":
         from reverb_tf import _server_binary  # pylint: disable=g-import-not-at-top
+
         sys.argv = ["reverb_tf_server"] + argv[1:]
         _server_binary.main()  # does not return
     try:
         flags = _parser().parse_args(argv)
     except SystemExit as e:
         return EXIT_OK if e.code == 0 else EXIT_USAGE
-    command = {"info": cmd_info, "checkpoint": cmd_checkpoint, "inspect": cmd_inspect,
-               "bench": cmd_bench}[flags.command]
+    command = {
+        "info": cmd_info,
+        "checkpoint": cmd_checkpoint,
+        "inspect": cmd_inspect,
+        "bench": cmd_bench,
+    }[flags.command]
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
+
     try:
         command(flags, sys.stdout)
     except (_Failure, errors.ReverbError) as e:

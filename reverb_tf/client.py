@@ -33,9 +33,13 @@ from reverb_tf.cc import schema_pb2
 _UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 
 
-def check_sampler_arguments(max_in_flight_samples_per_worker: int,
-                            num_workers_per_iterator: int, max_samples_per_stream: int,
-                            max_samples: int, rate_limiter_timeout_ms: int) -> None:
+def check_sampler_arguments(
+    max_in_flight_samples_per_worker: int,
+    num_workers_per_iterator: int,
+    max_samples_per_stream: int,
+    max_samples: int,
+    rate_limiter_timeout_ms: int,
+) -> None:
     """Checks the knobs the readers (datasets, NumpyDataset) share.
 
     Args:
@@ -50,16 +54,21 @@ def check_sampler_arguments(max_in_flight_samples_per_worker: int,
     """
     # dm-reverb's words, which programs match on.
     if max_in_flight_samples_per_worker < 1:
-        raise ValueError(f"max_in_flight_samples_per_worker ({max_in_flight_samples_per_worker}) "
-                         "must be a positive integer")
-    for name, value in [("num_workers_per_iterator", num_workers_per_iterator),
-                        ("max_samples_per_stream", max_samples_per_stream),
-                        ("max_samples", max_samples)]:
+        raise ValueError(
+            f"max_in_flight_samples_per_worker ({max_in_flight_samples_per_worker}) "
+            "must be a positive integer"
+        )
+    for name, value in [
+        ("num_workers_per_iterator", num_workers_per_iterator),
+        ("max_samples_per_stream", max_samples_per_stream),
+        ("max_samples", max_samples),
+    ]:
         if value == 0 or value < -1:
             raise ValueError(f"{name} ({value}) must be a positive integer or -1")
     if rate_limiter_timeout_ms < -1:
         raise ValueError(
-            f"rate_limiter_timeout_ms ({rate_limiter_timeout_ms}) must be an integer >= -1")
+            f"rate_limiter_timeout_ms ({rate_limiter_timeout_ms}) must be an integer >= -1"
+        )
 
 
 def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
@@ -71,8 +80,7 @@ def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
     if max_in_flight_items is None:
         return _UNLIMITED_IN_FLIGHT_ITEMS
     if max_in_flight_items < 1:
-        raise ValueError(
-            f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
+        raise ValueError(f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
     return int(max_in_flight_items)
 
 
@@ -82,8 +90,11 @@ _SAMPLES_IN_FLIGHT = 256
 
 def _call_stats(stats: Any) -> Any:
     return schema_pb2.RateLimiterCallStats(
-        completed=stats.completed, limited=stats.limited, pending=stats.pending,
-        completed_wait_time_s=stats.completed_wait_time_s)
+        completed=stats.completed,
+        limited=stats.limited,
+        pending=stats.pending,
+        completed_wait_time_s=stats.completed_wait_time_s,
+    )
 
 
 def table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
@@ -104,17 +115,23 @@ def table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
         max_size=info.max_size,
         max_times_sampled=info.max_times_sampled,
         rate_limiter_info=schema_pb2.RateLimiterInfo(
-            samples_per_insert=limiter.samples_per_insert, min_diff=limiter.min_diff,
-            max_diff=limiter.max_diff, min_size_to_sample=limiter.min_size_to_sample,
+            samples_per_insert=limiter.samples_per_insert,
+            min_diff=limiter.min_diff,
+            max_diff=limiter.max_diff,
+            min_size_to_sample=limiter.min_size_to_sample,
             insert_stats=_call_stats(limiter.insert_stats),
             sample_stats=_call_stats(limiter.sample_stats),
-            inserts=limiter.inserts, samples=limiter.samples, deletes=limiter.deletes),
+            inserts=limiter.inserts,
+            samples=limiter.samples,
+            deletes=limiter.deletes,
+        ),
         signature=signature,
         current_size=info.current_size,
         num_episodes=info.num_episodes,
         num_deleted_episodes=info.num_deleted_episodes,
         num_unique_samples=info.num_unique_samples,
-        table_worker_time=schema_pb2.TableWorkerTime())
+        table_worker_time=schema_pb2.TableWorkerTime(),
+    )
 
 
 def _timeout_s(timeout_ms: Optional[float]) -> Optional[float]:
@@ -150,7 +167,8 @@ def target_string(server_address: ServerAddress) -> str:
     if not addresses or not all(isinstance(a, str) and a.strip() for a in addresses):
         raise ValueError(
             "a list of server addresses must be non-empty and hold non-empty strings, "
-            f"got {server_address!r}")
+            f"got {server_address!r}"
+        )
     return ",".join(a.strip() for a in addresses)
 
 
@@ -162,8 +180,12 @@ class Writer:
     samples have a leading time dimension. Prefer `TrajectoryWriter`.
     """
 
-    def __init__(self, core_writer: Any, max_sequence_length: int,
-                 check_table: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(
+        self,
+        core_writer: Any,
+        max_sequence_length: int,
+        check_table: Optional[Callable[[str], None]] = None,
+    ) -> None:
         """Wraps a native writer. Use `Client.writer` instead.
 
         Args:
@@ -195,7 +217,8 @@ class Writer:
     def _closed_error(method: str) -> errors.FailedPreconditionError:
         # dm-reverb's words; a RuntimeError as there.
         return errors.FailedPreconditionError(
-            f"Calling method {method} after Close has been called")
+            f"Calling method {method} after Close has been called"
+        )
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -226,7 +249,8 @@ class Writer:
                 # TypeError, as dm-reverb raises for a None leaf here.
                 raise TypeError(
                     f"Writer.append: leaf {i} of the step is None; every step of the legacy "
-                    "Writer must have a value in every leaf")
+                    "Writer must have a value in every leaf"
+                )
         if self._closed:
             raise self._closed_error("Append")
         if self._num_leaves is None:
@@ -236,7 +260,8 @@ class Writer:
         elif len(flat) != self._num_leaves:
             raise errors.InvalidArgumentError(
                 "Number of tensors per timestep was inconsistent. Previously it was "
-                f"{self._num_leaves}, but is now {len(flat)}.")
+                f"{self._num_leaves}, but is now {len(flat)}."
+            )
         # The native writer copies the values and checks each leaf's dtype
         # and shape against its first value.
         try:
@@ -245,7 +270,8 @@ class Writer:
             if "wrong dtype" not in str(e):
                 raise
             raise errors.InvalidArgumentError(
-                f"Cannot concatenate tensors that have different data types. ({e})") from None
+                f"Cannot concatenate tensors that have different data types. ({e})"
+            ) from None
 
     def append_sequence(self, sequence: Any) -> None:
         """Appends several steps given with a shared leading time dimension.
@@ -268,12 +294,14 @@ class Writer:
         for i, array in enumerate(flat):
             if not array.ndim:
                 raise errors.InvalidArgumentError(
-                    f"AppendSequence called with scalar tensor at index {i}.")
+                    f"AppendSequence called with scalar tensor at index {i}."
+                )
         lengths = {a.shape[0] for a in flat}
         if len(lengths) != 1:
             raise errors.InvalidArgumentError(
                 "Writer.append_sequence: every leaf needs the same leading (time) "
-                f"dimension, got shapes {[a.shape for a in flat]}")
+                f"dimension, got shapes {[a.shape for a in flat]}"
+            )
         for t in range(lengths.pop()):
             self.append(tree.unflatten_as(sequence, [a[t] for a in flat]))
 
@@ -303,7 +331,8 @@ class Writer:
             raise errors.InvalidArgumentError(
                 "Argument `num_timesteps` is larger than number of buffered timesteps. "
                 f"(num_timesteps={num_timesteps}, {len(self._steps)} steps buffered, "
-                f"max_sequence_length={self._steps.maxlen})")
+                f"max_sequence_length={self._steps.maxlen})"
+            )
         if table not in self._known_tables and self._check_table is not None:
             self._check_table(table)
             self._known_tables.add(table)
@@ -354,9 +383,13 @@ class Client:
     must each be used by one thread at a time.
     """
 
-    def __init__(self, server_address: ServerAddress, *,
-                 tls: Optional["security.ClientTls"] = None,
-                 token: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        server_address: ServerAddress,
+        *,
+        tls: Optional["security.ClientTls"] = None,
+        token: Optional[str] = None,
+    ) -> None:
         """Creates a client. Connecting happens on the first call.
 
         Args:
@@ -380,8 +413,9 @@ class Client:
         """
         self._server_address = target_string(server_address)
         self._security = (tls, token)
-        self._client = _native.core().Client(self._server_address, _native.MAX_MESSAGE_BYTES,
-                                             security.client_security(tls, token))
+        self._client = _native.core().Client(
+            self._server_address, _native.MAX_MESSAGE_BYTES, security.client_security(tls, token)
+        )
         # Per table: flat signature columns and encoded nested structure, from
         # the first server_info; tables do not change while a server runs.
         self._flat_signatures: Dict[str, Optional[List[signatures.Column]]] = {}
@@ -410,8 +444,9 @@ class Client:
 
     # -- metadata ------------------------------------------------------------
 
-    def _fetch_tables(self, timeout_s: Optional[float], *, aggregate: bool = False
-                      ) -> Dict[str, Any]:
+    def _fetch_tables(
+        self, timeout_s: Optional[float], *, aggregate: bool = False
+    ) -> Dict[str, Any]:
         # Signatures are the same on every shard: any shard that answers
         # will do, unless the caller wants every shard's counts summed.
         try:
@@ -423,11 +458,15 @@ class Client:
             # dm-reverb's words, which programs match on.
             raise errors.DeadlineExceededError(
                 f"ServerInfo call did not complete within provided timeout of "
-                f"{timeout_s if timeout_s is None else format(timeout_s, 'g')}s ({e})") from None
+                f"{timeout_s if timeout_s is None else format(timeout_s, 'g')}s ({e})"
+            ) from None
         for name, info in infos.items():
             flat = info.signature
-            self._flat_signatures[name] = None if flat is None else [
-                signatures.Column(n, np.dtype(d), tuple(s)) for n, d, s in flat]
+            self._flat_signatures[name] = (
+                None
+                if flat is None
+                else [signatures.Column(n, np.dtype(d), tuple(s)) for n, d, s in flat]
+            )
             self._nested_structures[name] = bytes(info.nested_structure)
         return infos
 
@@ -449,15 +488,16 @@ class Client:
             if table not in self._flat_signatures:
                 raise errors.NotFoundError(
                     f"table {table!r} not found on {self._server_address}; it has: "
-                    f"{', '.join(sorted(self._flat_signatures)) or 'no tables'}")
+                    f"{', '.join(sorted(self._flat_signatures)) or 'no tables'}"
+                )
 
-    def _flat_signature(self, table: str, timeout_s: Optional[float] = None
-                        ) -> Optional[List[signatures.Column]]:
+    def _flat_signature(
+        self, table: str, timeout_s: Optional[float] = None
+    ) -> Optional[List[signatures.Column]]:
         self._ensure_table(table, timeout_s)
         return self._flat_signatures[table]
 
-    def server_info(self, timeout: Optional[float] = None
-                    ) -> Dict[str, reverb_types.TableInfo]:
+    def server_info(self, timeout: Optional[float] = None) -> Dict[str, reverb_types.TableInfo]:
         """Returns metadata and counters of every table on the server.
 
         Args:
@@ -471,12 +511,14 @@ class Client:
           UnavailableError: If the server cannot be reached.
         """
         infos = self._fetch_tables(timeout or None, aggregate=True)
-        return {name: table_info(info, self._decode(self._nested_structures[name]))
-                for name, info in infos.items()}
+        return {
+            name: table_info(info, self._decode(self._nested_structures[name]))
+            for name, info in infos.items()
+        }
 
-    def server_info_by_shard(self, timeout: Optional[float] = None
-                             ) -> Dict[str, Union[Dict[str, reverb_types.TableInfo],
-                                                  errors.ReverbError]]:
+    def server_info_by_shard(
+        self, timeout: Optional[float] = None
+    ) -> Dict[str, Union[Dict[str, reverb_types.TableInfo], errors.ReverbError]]:
         """Returns the tables of every shard (reverb_tf extension).
 
         `server_info` sums sizes and counters over the shards; this shows
@@ -520,8 +562,9 @@ class Client:
             signature mismatch or an unknown table).
         """
         if priorities is not None and not isinstance(priorities, dict):
-            raise TypeError(f"priorities must be a dict of table name to priority, "
-                            f"got {priorities!r}")
+            raise TypeError(
+                f"priorities must be a dict of table name to priority, got {priorities!r}"
+            )
         if not priorities:
             raise ValueError("priorities must contain at least one item")
         with self.writer(max_sequence_length=1) as writer:
@@ -529,11 +572,13 @@ class Client:
             for table, priority in priorities.items():
                 writer.create_item(table=table, num_timesteps=1, priority=priority)
 
-    def writer(self,
-               max_sequence_length: int,
-               delta_encoded: bool = False,
-               chunk_length: Optional[int] = None,
-               max_in_flight_items: Optional[int] = 25) -> Writer:
+    def writer(
+        self,
+        max_sequence_length: int,
+        delta_encoded: bool = False,
+        chunk_length: Optional[int] = None,
+        max_in_flight_items: Optional[int] = 25,
+    ) -> Writer:
         """Creates a legacy `Writer` (prefer `trajectory_writer`).
 
         Args:
@@ -560,16 +605,21 @@ class Client:
             max_in_flight_items = _arguments.integer("max_in_flight_items", max_in_flight_items)
         if max_sequence_length < 1:
             raise ValueError(
-                f"max_sequence_length ({max_sequence_length}) must be a positive integer")
+                f"max_sequence_length ({max_sequence_length}) must be a positive integer"
+            )
         if chunk_length is None:
             chunk_length = min(10, max_sequence_length)
         if not 1 <= chunk_length <= max_sequence_length:
             raise ValueError(
                 f"chunk_length ({chunk_length}) must be a positive integer <= "
-                f"max_sequence_length ({max_sequence_length})")
+                f"max_sequence_length ({max_sequence_length})"
+            )
         core_writer = self._client.new_writer(
-            max_sequence_length, chunk_length, _in_flight_limit(max_in_flight_items),
-            legacy_items=True)
+            max_sequence_length,
+            chunk_length,
+            _in_flight_limit(max_in_flight_items),
+            legacy_items=True,
+        )
         return Writer(core_writer, max_sequence_length, self._check_item_table)
 
     def _check_item_table(self, table: str) -> None:
@@ -579,15 +629,17 @@ class Client:
         except errors.NotFoundError:
             raise errors.InvalidArgumentError(
                 f"Unable to find signatures for table {table!r} in signature cache.  "
-                f"Available tables: {sorted(self._flat_signatures)}.") from None
+                f"Available tables: {sorted(self._flat_signatures)}."
+            ) from None
 
-    def trajectory_writer(self,
-                          num_keep_alive_refs: int,
-                          *,
-                          validate_items: bool = True,
-                          get_signature_timeout_ms: Optional[int] = 3000,
-                          rate_limiter_timeout_ms: Optional[int] = None
-                          ) -> trajectory_writer_lib.TrajectoryWriter:
+    def trajectory_writer(
+        self,
+        num_keep_alive_refs: int,
+        *,
+        validate_items: bool = True,
+        get_signature_timeout_ms: Optional[int] = 3000,
+        rate_limiter_timeout_ms: Optional[int] = None,
+    ) -> trajectory_writer_lib.TrajectoryWriter:
         """Creates a `TrajectoryWriter`.
 
         Args:
@@ -616,23 +668,28 @@ class Client:
         num_keep_alive_refs = _arguments.integer("num_keep_alive_refs", num_keep_alive_refs)
         if num_keep_alive_refs < 1:
             raise ValueError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer"
+            )
         validate_items = _arguments.boolean("validate_items", validate_items)
         core_writer = self._client.new_writer(
-            num_keep_alive_refs, None, _UNLIMITED_IN_FLIGHT_ITEMS,
+            num_keep_alive_refs,
+            None,
+            _UNLIMITED_IN_FLIGHT_ITEMS,
             validate_items=validate_items,
-            rate_limiter_timeout_s=_arguments.timeout_ms_in_s(rate_limiter_timeout_ms))
+            rate_limiter_timeout_s=_arguments.timeout_ms_in_s(rate_limiter_timeout_ms),
+        )
         return trajectory_writer_lib.TrajectoryWriter(
-            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
+            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms)
+        )
 
     def batched_trajectory_writer(
-            self,
-            num_envs: int,
-            num_keep_alive_refs: int,
-            *,
-            max_in_flight_items: Optional[int] = None,
-            validate_items: bool = True,
-            get_signature_timeout_ms: Optional[int] = 3000
+        self,
+        num_envs: int,
+        num_keep_alive_refs: int,
+        *,
+        max_in_flight_items: Optional[int] = None,
+        validate_items: bool = True,
+        get_signature_timeout_ms: Optional[int] = 3000,
     ) -> batched_trajectory_writer_lib.BatchedTrajectoryWriter:
         """Creates a `BatchedTrajectoryWriter` for `num_envs` environments (reverb_tf's).
 
@@ -658,13 +715,19 @@ class Client:
         if int(num_envs) < 1:
             raise ValueError(f"num_envs ({num_envs}) must be a positive integer")
         core_writer = self._client.new_writer(
-            int(num_keep_alive_refs), None, _in_flight_limit(max_in_flight_items),
-            num_lanes=int(num_envs), validate_items=bool(validate_items))
+            int(num_keep_alive_refs),
+            None,
+            _in_flight_limit(max_in_flight_items),
+            num_lanes=int(num_envs),
+            validate_items=bool(validate_items),
+        )
         return batched_trajectory_writer_lib.BatchedTrajectoryWriter(
-            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms))
+            core_writer, self._signature_getter(validate_items, get_signature_timeout_ms)
+        )
 
-    def _signature_getter(self, validate_items: bool, timeout_ms: Optional[int]
-                          ) -> Optional[Callable[[str], Any]]:
+    def _signature_getter(
+        self, validate_items: bool, timeout_ms: Optional[int]
+    ) -> Optional[Callable[[str], Any]]:
         """What writers call for a table's flat signature (None: do not check)."""
         if not validate_items or timeout_ms is None:
             return None
@@ -687,11 +750,13 @@ class Client:
         # Imported here: the module needs TensorFlow (the configs' pattern
         # structure is a tensorflow.StructuredValue).
         from reverb_tf import structured_writer as structured_writer_lib  # pylint: disable=g-import-not-at-top
+
         if not configs:
             raise ValueError("At least one config must be provided.")
         serialized = [config.SerializeToString() for config in configs]
         return structured_writer_lib.StructuredWriter(
-            self._client.new_structured_writer(serialized))
+            self._client.new_structured_writer(serialized)
+        )
 
     # -- sampling ------------------------------------------------------------
 
@@ -705,16 +770,16 @@ class Client:
             return lambda flat: dict(zip(keys, flat))
         return functools.partial(tree.unflatten_as, structure)
 
-    def sample(self,
-               table: str,
-               num_samples: int = 1,
-               *,
-               emit_timesteps: bool = True,
-               unpack_as_table_signature: bool = False,
-               rate_limiter_timeout_ms: Optional[int] = None,
-               sampling_stats: bool = False
-               ) -> Generator[Union[List[replay_sample.ReplaySample],
-                                    replay_sample.ReplaySample], None, None]:
+    def sample(
+        self,
+        table: str,
+        num_samples: int = 1,
+        *,
+        emit_timesteps: bool = True,
+        unpack_as_table_signature: bool = False,
+        rate_limiter_timeout_ms: Optional[int] = None,
+        sampling_stats: bool = False,
+    ) -> Generator[Union[List[replay_sample.ReplaySample], replay_sample.ReplaySample], None, None]:
         """Samples `num_samples` items from `table`.
 
         A generator: nothing happens until it is iterated, and iterating
@@ -760,7 +825,8 @@ class Client:
         sample_info = lambda fields: info_cls._make(fields[:num_fields])  # noqa: E731
         sample = replay_sample.ReplaySample
         sampler = self._client.new_sampler(
-            table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s)
+            table, num_samples, min(num_samples, _SAMPLES_IN_FLIGHT), timeout_s
+        )
         while True:
             batch = sampler.next_batch(_SAMPLES_IN_FLIGHT)
             if not batch:
@@ -773,13 +839,13 @@ class Client:
                 if all(squeezed):  # one step stored without a time dimension
                     yield [sample(info, data if unflatten is None else unflatten(data))]
                     continue
-                lengths = {a.shape[0] if a.ndim and not s else None
-                           for a, s in zip(data, squeezed)}
+                lengths = {a.shape[0] if a.ndim and not s else None for a, s in zip(data, squeezed)}
                 if len(lengths) != 1 or None in lengths:
                     raise ValueError(
                         "cannot split the sampled item into timesteps: its columns do "
                         f"not share a leading time dimension (shapes "
-                        f"{[a.shape for a in data]}); use emit_timesteps=False")
+                        f"{[a.shape for a in data]}); use emit_timesteps=False"
+                    )
                 steps = []
                 for t in range(lengths.pop()):
                     step = [np.asarray(a[t], a.dtype) for a in data]
@@ -788,10 +854,12 @@ class Client:
 
     # -- table maintenance ---------------------------------------------------
 
-    def mutate_priorities(self,
-                          table: str,
-                          updates: Optional[Dict[int, float]] = None,
-                          deletes: Optional[List[int]] = None) -> None:
+    def mutate_priorities(
+        self,
+        table: str,
+        updates: Optional[Dict[int, float]] = None,
+        deletes: Optional[List[int]] = None,
+    ) -> None:
         """Updates priorities of and/or deletes items; unknown keys are skipped.
 
         Updates are applied before deletes. With several shards every shard
@@ -812,7 +880,8 @@ class Client:
         keys = list(updates) if updates else []
         priorities = list(updates.values()) if updates else []
         *_, warning = self._client.mutate_priorities(
-            table, keys, priorities, list(deletes) if deletes else [], None)
+            table, keys, priorities, list(deletes) if deletes else [], None
+        )
         if warning:  # the native client words it, at most once a minute
             logging.warning("reverb_tf: %s", warning)
 

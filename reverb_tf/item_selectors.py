@@ -96,7 +96,8 @@ class Prioritized(ItemSelector):
         # NaN passes the conversion: the core refuses it with the other bad
         # values, in one message.
         self._set_exponent(
-            _arguments.number("priority_exponent", priority_exponent, allow_nan=True))
+            _arguments.number("priority_exponent", priority_exponent, allow_nan=True)
+        )
 
     @property
     def priority_exponent(self) -> float:
@@ -151,7 +152,6 @@ class HeapSelector(ItemSelector):
         return "MinHeap()" if self._kind == "min_heap" else "MaxHeap()"
 
 
-
 # The kinds of dm-reverb's KeyDistributionOptions whose option is a bool,
 # by the field's name.
 _FLAG_KINDS: Dict[str, type] = {"fifo": Fifo, "lifo": Lifo, "uniform": Uniform}
@@ -169,6 +169,7 @@ def options_proto(core_options: Any) -> Any:
       ones, as dm-reverb sets it.
     """
     from reverb_tf.cc import schema_pb2  # pylint: disable=g-import-not-at-top
+
     kind = core_options.kind.name
     options = schema_pb2.KeyDistributionOptions()
     if kind == "prioritized":

@@ -45,21 +45,23 @@ class NumpyDataset:
     without one). Every item of a batch must have the same shapes.
     """
 
-    def __init__(self,
-                 server_address: ServerAddress,
-                 table: str,
-                 batch_size: int,
-                 *,
-                 max_in_flight_samples_per_worker: Optional[int] = None,
-                 num_workers_per_iterator: int = -1,
-                 max_samples_per_stream: int = -1,
-                 rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1,
-                 sampling_stats: bool = False,
-                 drop_remainder: bool = False,
-                 prefetch: int = 2,
-                 tls: Optional["security.ClientTls"] = None,
-                 token: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        server_address: ServerAddress,
+        table: str,
+        batch_size: int,
+        *,
+        max_in_flight_samples_per_worker: Optional[int] = None,
+        num_workers_per_iterator: int = -1,
+        max_samples_per_stream: int = -1,
+        rate_limiter_timeout_ms: int = -1,
+        max_samples: int = -1,
+        sampling_stats: bool = False,
+        drop_remainder: bool = False,
+        prefetch: int = 2,
+        tls: Optional["security.ClientTls"] = None,
+        token: Optional[str] = None,
+    ) -> None:
         """Describes the batches; nothing is sampled before iteration.
 
         Args:
@@ -97,8 +99,12 @@ class NumpyDataset:
         if max_in_flight_samples_per_worker is None:
             max_in_flight_samples_per_worker = max(batch_size, 256)
         client_lib.check_sampler_arguments(
-            max_in_flight_samples_per_worker, num_workers_per_iterator,
-            max_samples_per_stream, max_samples, rate_limiter_timeout_ms)
+            max_in_flight_samples_per_worker,
+            num_workers_per_iterator,
+            max_samples_per_stream,
+            max_samples,
+            rate_limiter_timeout_ms,
+        )
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         self._client = client_lib.Client(server_address, tls=tls, token=token)
@@ -128,11 +134,22 @@ class NumpyDataset:
         # here, and the signature gives the batches their structure.
         unflatten = self._client._unflattener(self._table)  # pylint: disable=protected-access
         sampler = self._client._client.new_sampler(  # pylint: disable=protected-access
-            self._table, self._max_samples, self._max_in_flight, self._timeout_s,
-            self._num_streams, self._max_samples_per_stream)
-        return NumpyIterator(sampler, self._batch_size, self._info_type, unflatten,
-                             drop_remainder=self._drop_remainder, prefetch=self._prefetch,
-                             end_on_timeout=self._timeout_s is not None)
+            self._table,
+            self._max_samples,
+            self._max_in_flight,
+            self._timeout_s,
+            self._num_streams,
+            self._max_samples_per_stream,
+        )
+        return NumpyIterator(
+            sampler,
+            self._batch_size,
+            self._info_type,
+            unflatten,
+            drop_remainder=self._drop_remainder,
+            prefetch=self._prefetch,
+            end_on_timeout=self._timeout_s is not None,
+        )
 
 
 class NumpyIterator(Iterator[replay_sample.ReplaySample]):
@@ -142,9 +159,17 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     otherwise they end when it is garbage-collected. Use from one thread.
     """
 
-    def __init__(self, sampler: Any, batch_size: int, info_type: type,
-                 unflatten: Optional[Callable[[List[Any]], Any]], *, drop_remainder: bool,
-                 prefetch: int, end_on_timeout: bool) -> None:
+    def __init__(
+        self,
+        sampler: Any,
+        batch_size: int,
+        info_type: type,
+        unflatten: Optional[Callable[[List[Any]], Any]],
+        *,
+        drop_remainder: bool,
+        prefetch: int,
+        end_on_timeout: bool,
+    ) -> None:
         self._sampler = sampler
         self._batch_size = batch_size
         self._info_type = info_type
@@ -161,8 +186,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
         self._thread: Optional[threading.Thread] = None
         if prefetch > 0:
             self._queue = queue.Queue(maxsize=prefetch)
-            self._thread = threading.Thread(target=self._produce, daemon=True,
-                                            name="reverb_tf.NumpyIterator")
+            self._thread = threading.Thread(
+                target=self._produce, daemon=True, name="reverb_tf.NumpyIterator"
+            )
             self._thread.start()
 
     def _next_raw(self) -> Any:
@@ -219,7 +245,7 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
             self._finished = True
             raise item
         infos, columns, _ = item
-        info = self._info_type(*infos[:self._num_info_fields])
+        info = self._info_type(*infos[: self._num_info_fields])
         data = columns if self._unflatten is None else self._unflatten(columns)
         return replay_sample.ReplaySample(info, data)
 
@@ -244,4 +270,3 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
             self.close()
         except Exception:  # pylint: disable=broad-except
             pass  # interpreter shutdown
-

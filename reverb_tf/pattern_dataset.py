@@ -29,9 +29,7 @@ from tensorflow.python.data.ops import structured_function
 # pylint: enable=g-direct-tensorflow-import,wrong-import-position
 
 
-
-def _add_buffer_length_conditions(configs: Sequence[patterns_pb2.StructuredWriterConfig]
-                                  ) -> None:
+def _add_buffer_length_conditions(configs: Sequence[patterns_pb2.StructuredWriterConfig]) -> None:
     """Adds to each config a `buffer_length >= history` condition, in place.
 
     dm-reverb's PatternDataset does this (and the callers' configs show it
@@ -43,10 +41,13 @@ def _add_buffer_length_conditions(configs: Sequence[patterns_pb2.StructuredWrite
     for config in configs:
         for node in config.flat:
             history_length = max(history_length, abs(min(node.start, node.stop)))
-            if not any(condition.buffer_length and condition.ge >= history_length
-                       for condition in config.conditions):
+            if not any(
+                condition.buffer_length and condition.ge >= history_length
+                for condition in config.conditions
+            ):
                 config.conditions.append(
-                    patterns_pb2.Condition(buffer_length=True, ge=history_length))
+                    patterns_pb2.Condition(buffer_length=True, ge=history_length)
+                )
 
 
 class PatternDataset(dataset_ops.UnaryDataset):
@@ -56,11 +57,13 @@ class PatternDataset(dataset_ops.UnaryDataset):
     dm-reverb's).
     """
 
-    def __init__(self,
-                 input_dataset: tf.data.Dataset,
-                 configs: Sequence[patterns_pb2.StructuredWriterConfig],
-                 respect_episode_boundaries: bool,
-                 is_end_of_episode: Callable[[Any], bool]):
+    def __init__(
+        self,
+        input_dataset: tf.data.Dataset,
+        configs: Sequence[patterns_pb2.StructuredWriterConfig],
+        respect_episode_boundaries: bool,
+        is_end_of_episode: Callable[[Any], bool],
+    ):
         """Applies `configs` to the steps of `input_dataset`.
 
         Args:
@@ -87,11 +90,13 @@ class PatternDataset(dataset_ops.UnaryDataset):
             is_end_of_episode,
             transformation_name="ReverbPatternDataset_IsEndOfEpisode",
             dataset=input_dataset,
-            use_legacy_function=False)
+            use_legacy_function=False,
+        )
         if not wrapped.output_structure.is_compatible_with(tf.TensorSpec([], tf.bool)):
             raise ValueError(
                 "Invalid `is_end_of_episode`. `is_end_of_episode` must return `bool`, "
-                f"but its return type is {wrapped.output_structure}.")
+                f"but its return type is {wrapped.output_structure}."
+            )
         self._is_end_of_episode = wrapped
 
         _add_buffer_length_conditions(configs)
@@ -102,7 +107,8 @@ class PatternDataset(dataset_ops.UnaryDataset):
             dtypes=tree.flatten(self._dtypes),
             shapes=tree.flatten(self._shapes),
             configs=[config.SerializeToString() for config in configs],
-            clear_after_episode=respect_episode_boundaries)
+            clear_after_episode=respect_episode_boundaries,
+        )
         super().__init__(input_dataset, variant_tensor)
 
     @property
@@ -111,10 +117,11 @@ class PatternDataset(dataset_ops.UnaryDataset):
 
 
 def pattern_dataset_with_info(
-        input_dataset: tf.data.Dataset,
-        configs: Sequence[patterns_pb2.StructuredWriterConfig],
-        respect_episode_boundaries: bool,
-        is_end_of_episode: Callable[[Any], bool]) -> tf.data.Dataset:
+    input_dataset: tf.data.Dataset,
+    configs: Sequence[patterns_pb2.StructuredWriterConfig],
+    respect_episode_boundaries: bool,
+    is_end_of_episode: Callable[[Any], bool],
+) -> tf.data.Dataset:
     """A `PatternDataset` whose elements are `ReplaySample`s with zero info.
 
     Args:
@@ -126,8 +133,7 @@ def pattern_dataset_with_info(
     Returns:
       A dataset of `ReplaySample(info=SampleInfo.zeros(), data=trajectory)`.
     """
-    dataset = PatternDataset(input_dataset, configs, respect_episode_boundaries,
-                             is_end_of_episode)
+    dataset = PatternDataset(input_dataset, configs, respect_episode_boundaries, is_end_of_episode)
 
     @tf.function
     def to_sample(data):

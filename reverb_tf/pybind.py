@@ -68,13 +68,16 @@ class ConstantChunkerOptions(ChunkerOptions):
         if max_chunk_length < 1 or num_keep_alive_refs < max_chunk_length:
             raise ValueError(
                 f"need 1 <= max_chunk_length ({max_chunk_length}) <= num_keep_alive_refs "
-                f"({num_keep_alive_refs})")
+                f"({num_keep_alive_refs})"
+            )
         self.max_chunk_length = int(max_chunk_length)
         self.num_keep_alive_refs = int(num_keep_alive_refs)
 
     def __repr__(self) -> str:
-        return (f"ConstantChunkerOptions(max_chunk_length={self.max_chunk_length}, "
-                f"num_keep_alive_refs={self.num_keep_alive_refs})")
+        return (
+            f"ConstantChunkerOptions(max_chunk_length={self.max_chunk_length}, "
+            f"num_keep_alive_refs={self.num_keep_alive_refs})"
+        )
 
 
 class AutoTunedChunkerOptions(ChunkerOptions):
@@ -103,13 +106,16 @@ class AutoTunedChunkerOptions(ChunkerOptions):
         if num_keep_alive_refs < 1 or throughput_weight < 0:
             raise ValueError(
                 f"need num_keep_alive_refs >= 1 (got {num_keep_alive_refs}) and "
-                f"throughput_weight >= 0 (got {throughput_weight})")
+                f"throughput_weight >= 0 (got {throughput_weight})"
+            )
         self.num_keep_alive_refs = int(num_keep_alive_refs)
         self.throughput_weight = float(throughput_weight)
 
     def __repr__(self) -> str:
-        return (f"AutoTunedChunkerOptions(num_keep_alive_refs={self.num_keep_alive_refs}, "
-                f"throughput_weight={self.throughput_weight})")
+        return (
+            f"AutoTunedChunkerOptions(num_keep_alive_refs={self.num_keep_alive_refs}, "
+            f"throughput_weight={self.throughput_weight})"
+        )
 
 
 class Sampler:
@@ -126,7 +132,8 @@ class Sampler:
         del args, kwargs
         raise TypeError(
             "reverb_tf has no stand-alone Sampler object: sample with Client.sample, "
-            "TrajectoryDataset or TFClient.sample")
+            "TrajectoryDataset or TFClient.sample"
+        )
 
 
 class TableExtension:
@@ -137,9 +144,9 @@ class TableExtension:
         raise NotImplementedError("reverb_tf does not support table extensions")
 
 
-def create_default_checkpointer(path: str, group: str = "",
-                                fallback_checkpoint_path: Optional[str] = None
-                                ) -> _checkpointers.DefaultCheckpointer:
+def create_default_checkpointer(
+    path: str, group: str = "", fallback_checkpoint_path: Optional[str] = None
+) -> _checkpointers.DefaultCheckpointer:
     """Returns the checkpointer a Server writes to `path` with.
 
     Args:
@@ -151,7 +158,8 @@ def create_default_checkpointer(path: str, group: str = "",
       A `checkpointers.DefaultCheckpointer`.
     """
     return _checkpointers.DefaultCheckpointer(
-        path, group=group, fallback_checkpoint_path=fallback_checkpoint_path)
+        path, group=group, fallback_checkpoint_path=fallback_checkpoint_path
+    )
 
 
 def selector_from_proto(serialized: bytes) -> ItemSelector:
@@ -168,5 +176,6 @@ def selector_from_proto(serialized: bytes) -> ItemSelector:
       NotImplementedError: If it chooses no distribution.
     """
     from reverb_tf.server_executable import server_from_proto  # pylint: disable=g-import-not-at-top
+
     options = _schema_pb2.KeyDistributionOptions.FromString(serialized)
     return server_from_proto.selector_from_proto(options)

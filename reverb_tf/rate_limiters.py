@@ -29,8 +29,9 @@ class RateLimiter:
     Prefer the subclasses; they choose consistent parameters.
     """
 
-    def __init__(self, samples_per_insert: float, min_size_to_sample: int,
-                 min_diff: float, max_diff: float) -> None:
+    def __init__(
+        self, samples_per_insert: float, min_size_to_sample: int, min_diff: float, max_diff: float
+    ) -> None:
         """Creates a limiter from raw parameters.
 
         Args:
@@ -49,7 +50,8 @@ class RateLimiter:
             _arguments.number("samples_per_insert", samples_per_insert),
             _arguments.integer("min_size_to_sample", min_size_to_sample),
             _arguments.number("min_diff", min_diff),
-            _arguments.number("max_diff", max_diff))
+            _arguments.number("max_diff", max_diff),
+        )
 
     def _key(self) -> Tuple[float, int, float, float]:
         o = self._core_options
@@ -90,9 +92,11 @@ class RateLimiter:
 
     def __repr__(self) -> str:
         spi, min_size, min_diff, max_diff = self._key()
-        return (f"{type(self).__name__}(samples_per_insert={spi}, "
-                f"min_size_to_sample={min_size}, min_diff={min_diff}, "
-                f"max_diff={max_diff})")
+        return (
+            f"{type(self).__name__}(samples_per_insert={spi}, "
+            f"min_size_to_sample={min_size}, min_diff={min_diff}, "
+            f"max_diff={max_diff})"
+        )
 
 
 class MinSize(RateLimiter):
@@ -112,7 +116,8 @@ class MinSize(RateLimiter):
           ValueError: If `min_size_to_sample` is not a positive integer.
         """
         self._core_options = _native.core().RateLimiterOptions.min_size(
-            _arguments.integer("min_size_to_sample", min_size_to_sample))
+            _arguments.integer("min_size_to_sample", min_size_to_sample)
+        )
 
 
 class SampleToInsertRatio(RateLimiter):
@@ -124,8 +129,12 @@ class SampleToInsertRatio(RateLimiter):
     samples' worth of slack.
     """
 
-    def __init__(self, samples_per_insert: float, min_size_to_sample: int,
-                 error_buffer: Union[float, Tuple[float, float]]) -> None:
+    def __init__(
+        self,
+        samples_per_insert: float,
+        min_size_to_sample: int,
+        error_buffer: Union[float, Tuple[float, float]],
+    ) -> None:
         """Creates the limiter.
 
         Args:
@@ -152,10 +161,14 @@ class SampleToInsertRatio(RateLimiter):
             if len(error_buffer) != 2:
                 raise ValueError(
                     f"error_buffer must be a number or a (min_diff, max_diff) pair, "
-                    f"got {error_buffer!r}")
+                    f"got {error_buffer!r}"
+                )
             options = core.RateLimiterOptions.sample_to_insert_ratio_window(
-                spi, min_size, _arguments.number("error_buffer[0]", error_buffer[0]),
-                _arguments.number("error_buffer[1]", error_buffer[1]))
+                spi,
+                min_size,
+                _arguments.number("error_buffer[0]", error_buffer[0]),
+                _arguments.number("error_buffer[1]", error_buffer[1]),
+            )
         else:
             try:
                 buffer = _arguments.number("error_buffer", error_buffer)
@@ -183,7 +196,8 @@ class _SingleUse(RateLimiter):
           ValueError: If `size` is not a positive integer.
         """
         self._core_options = _native.core().RateLimiterOptions.queue(
-            _arguments.integer("size", size))
+            _arguments.integer("size", size)
+        )
 
 
 class Queue(_SingleUse):

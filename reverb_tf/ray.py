@@ -35,8 +35,7 @@ def _ray() -> Any:
     try:
         import ray  # pylint: disable=g-import-not-at-top
     except ImportError as e:
-        raise ImportError(
-            "reverb_tf.ray needs Ray: pip install 'reverb-tf[ray]'") from e
+        raise ImportError("reverb_tf.ray needs Ray: pip install 'reverb-tf[ray]'") from e
     return ray
 
 
@@ -53,10 +52,17 @@ class ReplayShard:
     restarted actor finds it.
     """
 
-    def __init__(self, tables: Sequence[Any], index: int, checkpoint_dir: str,
-                 host: Optional[str], checkpoint_interval: Optional[float],
-                 metrics: bool, tls: Optional[Any] = None,
-                 auth_tokens_file: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        tables: Sequence[Any],
+        index: int,
+        checkpoint_dir: str,
+        host: Optional[str],
+        checkpoint_interval: Optional[float],
+        metrics: bool,
+        tls: Optional[Any] = None,
+        auth_tokens_file: Optional[str] = None,
+    ) -> None:
         """Starts the shard's server, loading its newest checkpoint if any.
 
         Args:
@@ -88,15 +94,20 @@ class ReplayShard:
             with open(state_path) as f:
                 state = json.load(f)
         port = state.get("port") or _ports.port_outside_ephemeral_range(
-            [advertised] if bind not in ("0.0.0.0", "::") else ["0.0.0.0"])
+            [advertised] if bind not in ("0.0.0.0", "::") else ["0.0.0.0"]
+        )
         state["starts"] = state.get("starts", 0) + 1
         started = time.monotonic()
         self._server = server_lib.Server(
-            tables, port=port, host=bind,
+            tables,
+            port=port,
+            host=bind,
             checkpointer=checkpointers.DefaultCheckpointer(checkpoint_dir),
             checkpoint_interval=checkpoint_interval,
             metrics_port=0 if metrics else None,
-            tls=tls, auth_tokens_file=auth_tokens_file)
+            tls=tls,
+            auth_tokens_file=auth_tokens_file,
+        )
         self._start_seconds = time.monotonic() - started
         state["port"] = self._server.port
         temporary = f"{state_path}.tmp"
@@ -142,23 +153,25 @@ class ReplayCluster:
     (or a Ray cluster to connect to).
     """
 
-    def __init__(self,
-                 tables: Sequence[Any],
-                 num_shards: int,
-                 checkpoint_root: str,
-                 *,
-                 cpus_per_shard: float = 1.0,
-                 memory_per_shard: Optional[int] = None,
-                 placement_strategy: str = "SPREAD",
-                 host: Optional[str] = None,
-                 checkpoint_interval: Optional[float] = None,
-                 max_restarts: int = -1,
-                 metrics: bool = False,
-                 tls: Optional[Any] = None,
-                 auth_tokens_file: Optional[str] = None,
-                 client_tls: Optional[Any] = None,
-                 client_token: Optional[str] = None,
-                 start_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        tables: Sequence[Any],
+        num_shards: int,
+        checkpoint_root: str,
+        *,
+        cpus_per_shard: float = 1.0,
+        memory_per_shard: Optional[int] = None,
+        placement_strategy: str = "SPREAD",
+        host: Optional[str] = None,
+        checkpoint_interval: Optional[float] = None,
+        max_restarts: int = -1,
+        metrics: bool = False,
+        tls: Optional[Any] = None,
+        auth_tokens_file: Optional[str] = None,
+        client_tls: Optional[Any] = None,
+        client_token: Optional[str] = None,
+        start_timeout: float = 120.0,
+    ) -> None:
         """Starts the shards and waits until each serves.
 
         Args:
@@ -210,15 +223,17 @@ class ReplayCluster:
         bundle: Dict[str, float] = {"CPU": cpus_per_shard}
         if memory_per_shard is not None:
             bundle["memory"] = memory_per_shard
-        self._placement_group = ray.util.placement_group([dict(bundle)] * num_shards,
-                                                       strategy=placement_strategy)
+        self._placement_group = ray.util.placement_group(
+            [dict(bundle)] * num_shards, strategy=placement_strategy
+        )
         try:
             ray.get(self._placement_group.ready(), timeout=start_timeout)
         except ray.exceptions.GetTimeoutError as e:
             ray.util.remove_placement_group(self._placement_group)
             raise TimeoutError(
                 f"Ray could not place {num_shards} shards of {bundle} "
-                f"({placement_strategy}) within {start_timeout} s") from e
+                f"({placement_strategy}) within {start_timeout} s"
+            ) from e
         actor_class = ray.remote(ReplayShard)
         self._shards = []
         for i in range(num_shards):
@@ -228,17 +243,27 @@ class ReplayCluster:
                 # Calls made while a shard restarts wait for the new actor.
                 "max_task_retries": -1,
                 "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                    placement_group=self._placement_group,
-                    placement_group_bundle_index=i),
+                    placement_group=self._placement_group, placement_group_bundle_index=i
+                ),
             }
             if memory_per_shard is not None:
                 options["memory"] = memory_per_shard
-            self._shards.append(actor_class.options(**options).remote(
-                list(tables), i, os.path.join(checkpoint_root, f"shard-{i}"), host,
-                checkpoint_interval, metrics, tls, auth_tokens_file))
+            self._shards.append(
+                actor_class.options(**options).remote(
+                    list(tables),
+                    i,
+                    os.path.join(checkpoint_root, f"shard-{i}"),
+                    host,
+                    checkpoint_interval,
+                    metrics,
+                    tls,
+                    auth_tokens_file,
+                )
+            )
         try:
-            self._addresses = ray.get([s.address.remote() for s in self._shards],
-                                      timeout=start_timeout)
+            self._addresses = ray.get(
+                [s.address.remote() for s in self._shards], timeout=start_timeout
+            )
         except ray.exceptions.GetTimeoutError as e:
             self.shutdown()
             raise TimeoutError(f"the shards did not serve within {start_timeout} s") from e
@@ -265,6 +290,7 @@ class ReplayCluster:
           The client.
         """
         from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
+
         return client_lib.Client(self._addresses, **self._client_security)
 
     def status(self, timeout: Optional[float] = 60.0) -> List[Dict[str, Any]]:
@@ -289,6 +315,7 @@ class ReplayCluster:
         """
         from reverb_tf import client as client_lib  # pylint: disable=g-import-not-at-top
         from reverb_tf import errors  # pylint: disable=g-import-not-at-top
+
         deadline = time.monotonic() + timeout
         for address in self._addresses:
             while True:
@@ -297,7 +324,8 @@ class ReplayCluster:
                     raise TimeoutError(f"shard {address} did not serve within {timeout} s")
                 try:
                     client_lib.Client(address, **self._client_security).server_info(
-                        timeout=min(left, 5.0))
+                        timeout=min(left, 5.0)
+                    )
                     break
                 except (errors.DeadlineExceededError, errors.UnavailableError):
                     continue

@@ -31,6 +31,7 @@ class SampleInfo(NamedTuple):
           `SampleInfo(tf.uint64, tf.float64, tf.int64, tf.float64, tf.int32)`.
         """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
         return cls(tf.uint64, tf.float64, tf.int64, tf.float64, tf.int32)
 
     @classmethod
@@ -41,6 +42,7 @@ class SampleInfo(NamedTuple):
           A `SampleInfo` of five `tf.TensorShape([])`.
         """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
         return cls(*[tf.TensorShape([]) for _ in cls._fields])
 
     @classmethod
@@ -91,6 +93,7 @@ class SampleInfoWithStats(NamedTuple):
           `SampleInfo.tf_dtypes()` followed by two `tf.float64`.
         """
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
         return cls(*SampleInfo.tf_dtypes(), tf.float64, tf.float64)
 
     def importance_weight(self, beta: float) -> Any:

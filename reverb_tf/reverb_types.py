@@ -20,9 +20,15 @@ Lifo = item_selectors.Lifo
 Prioritized = item_selectors.Prioritized
 Uniform = item_selectors.Uniform
 
-SelectorType = Union[item_selectors.Fifo, item_selectors.HeapSelector, item_selectors.MinHeap,
-                     item_selectors.MaxHeap, item_selectors.Lifo, item_selectors.Prioritized,
-                     item_selectors.Uniform]
+SelectorType = Union[
+    item_selectors.Fifo,
+    item_selectors.HeapSelector,
+    item_selectors.MinHeap,
+    item_selectors.MaxHeap,
+    item_selectors.Lifo,
+    item_selectors.Prioritized,
+    item_selectors.Uniform,
+]
 
 # A nest of `tf.TensorSpec` (TensorFlow is not imported for a type alias).
 SpecNest = Union[Any, Iterable["SpecNest"], Mapping[str, "SpecNest"]]
@@ -73,14 +79,24 @@ class TableInfo:
           The TableInfo, its signature decoded into nested `tf.TensorSpec`.
         """
         from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
+
         proto = schema_pb2.TableInfo.FromString(proto_string)
-        signature = (signatures.decode_structure(proto.signature_structure)
-                     if proto.signature_structure else None)
-        return cls(name=proto.name, sampler_options=proto.sampler_options,
-                   remover_options=proto.remover_options, max_size=proto.max_size,
-                   max_times_sampled=proto.max_times_sampled,
-                   rate_limiter_info=proto.rate_limiter_info, signature=signature,
-                   current_size=proto.current_size, num_episodes=proto.num_episodes,
-                   num_deleted_episodes=proto.num_deleted_episodes,
-                   num_unique_samples=proto.num_unique_samples,
-                   table_worker_time=proto.table_worker_time)
+        signature = (
+            signatures.decode_structure(proto.signature_structure)
+            if proto.signature_structure
+            else None
+        )
+        return cls(
+            name=proto.name,
+            sampler_options=proto.sampler_options,
+            remover_options=proto.remover_options,
+            max_size=proto.max_size,
+            max_times_sampled=proto.max_times_sampled,
+            rate_limiter_info=proto.rate_limiter_info,
+            signature=signature,
+            current_size=proto.current_size,
+            num_episodes=proto.num_episodes,
+            num_deleted_episodes=proto.num_deleted_episodes,
+            num_unique_samples=proto.num_unique_samples,
+            table_worker_time=proto.table_worker_time,
+        )

@@ -45,8 +45,7 @@ def _path(value: Optional[str], what: str) -> Optional[str]:
 class ServerTls:
     """A server's TLS: its certificate and key, and for mutual TLS a client CA."""
 
-    def __init__(self, cert_file: str, key_file: str,
-                 client_ca_file: Optional[str] = None) -> None:
+    def __init__(self, cert_file: str, key_file: str, client_ca_file: Optional[str] = None) -> None:
         """Names the PEM files; they are read when the server starts.
 
         Args:
@@ -65,19 +64,29 @@ class ServerTls:
 
     def native_options(self) -> Dict[str, str]:
         """The native server's keyword arguments."""
-        return {"tls_cert_file": self.cert_file, "tls_key_file": self.key_file,
-                "tls_client_ca_file": self.client_ca_file or ""}
+        return {
+            "tls_cert_file": self.cert_file,
+            "tls_key_file": self.key_file,
+            "tls_client_ca_file": self.client_ca_file or "",
+        }
 
     def __repr__(self) -> str:
-        return (f"ServerTls(cert_file={self.cert_file!r}, key_file={self.key_file!r}, "
-                f"client_ca_file={self.client_ca_file!r})")
+        return (
+            f"ServerTls(cert_file={self.cert_file!r}, key_file={self.key_file!r}, "
+            f"client_ca_file={self.client_ca_file!r})"
+        )
 
 
 class ClientTls:
     """A client's TLS: the CA that verifies servers, and its own certificate."""
 
-    def __init__(self, ca_file: str, cert_file: Optional[str] = None,
-                 key_file: Optional[str] = None, server_name: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        ca_file: str,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+        server_name: Optional[str] = None,
+    ) -> None:
         """Names the PEM files; they are read when a client is made.
 
         Args:
@@ -100,8 +109,10 @@ class ClientTls:
         self.server_name = server_name
 
     def __repr__(self) -> str:
-        return (f"ClientTls(ca_file={self.ca_file!r}, cert_file={self.cert_file!r}, "
-                f"key_file={self.key_file!r}, server_name={self.server_name!r})")
+        return (
+            f"ClientTls(ca_file={self.ca_file!r}, cert_file={self.cert_file!r}, "
+            f"key_file={self.key_file!r}, server_name={self.server_name!r})"
+        )
 
 
 def client_security(tls: Optional[ClientTls] = None, token: Optional[str] = None) -> Any:
@@ -126,8 +137,13 @@ def client_security(tls: Optional[ClientTls] = None, token: Optional[str] = None
     base = core.default_client_security()
     if tls is None:
         return base.derived(token=token)
-    return base.derived(ca_file=tls.ca_file, cert_file=tls.cert_file, key_file=tls.key_file,
-                        server_name=tls.server_name, token=token)
+    return base.derived(
+        ca_file=tls.ca_file,
+        cert_file=tls.cert_file,
+        key_file=tls.key_file,
+        server_name=tls.server_name,
+        token=token,
+    )
 
 
 def set_client_defaults(tls: Optional[ClientTls] = None, token: Optional[str] = None) -> None:
@@ -147,6 +163,10 @@ def set_client_defaults(tls: Optional[ClientTls] = None, token: Optional[str] = 
     core = _native.core()
     security = core.ClientSecurity()  # plaintext, no token
     if tls is not None:
-        security = security.derived(ca_file=tls.ca_file, cert_file=tls.cert_file,
-                                    key_file=tls.key_file, server_name=tls.server_name)
+        security = security.derived(
+            ca_file=tls.ca_file,
+            cert_file=tls.cert_file,
+            key_file=tls.key_file,
+            server_name=tls.server_name,
+        )
     core.set_default_client_security(security.derived(token=token or ""))

@@ -51,15 +51,17 @@ class Table:
     the live table.
     """
 
-    def __init__(self,
-                 name: str,
-                 sampler: item_selectors.ItemSelector,
-                 remover: item_selectors.ItemSelector,
-                 max_size: int,
-                 rate_limiter: rate_limiters.RateLimiter,
-                 max_times_sampled: int = 0,
-                 extensions: Sequence[Any] = (),
-                 signature: Optional[Any] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        sampler: item_selectors.ItemSelector,
+        remover: item_selectors.ItemSelector,
+        max_size: int,
+        rate_limiter: rate_limiters.RateLimiter,
+        max_times_sampled: int = 0,
+        extensions: Sequence[Any] = (),
+        signature: Optional[Any] = None,
+    ) -> None:
         """Describes a table.
 
         Args:
@@ -90,18 +92,17 @@ class Table:
         max_size = _arguments.integer("max_size", max_size)
         for arg, value in (("sampler", sampler), ("remover", remover)):
             if not isinstance(value, item_selectors.ItemSelector):
-                raise TypeError(
-                    f"{arg} must be a selector from reverb_tf.selectors, got {value!r}")
+                raise TypeError(f"{arg} must be a selector from reverb_tf.selectors, got {value!r}")
         if not isinstance(rate_limiter, rate_limiters.RateLimiter):
             raise TypeError(
-                "rate_limiter must be a reverb_tf.rate_limiters.RateLimiter, got "
-                f"{rate_limiter!r}")
+                f"rate_limiter must be a reverb_tf.rate_limiters.RateLimiter, got {rate_limiter!r}"
+            )
         if extensions is None:
-            raise TypeError("extensions must be a sequence (empty: reverb_tf has none), "
-                            "got None")
+            raise TypeError("extensions must be a sequence (empty: reverb_tf has none), got None")
         if extensions:
             raise errors.UnimplementedError(
-                "reverb_tf does not support table extensions; pass extensions=()")
+                "reverb_tf does not support table extensions; pass extensions=()"
+            )
         max_times_sampled = _arguments.integer("max_times_sampled", max_times_sampled)
 
         self._name = name
@@ -122,11 +123,13 @@ class Table:
         self._server_ref: Optional["weakref.ReferenceType[Server]"] = None
 
     @classmethod
-    def queue(cls,
-              name: str,
-              max_size: int,
-              extensions: Sequence[Any] = (),
-              signature: Optional[Any] = None) -> "Table":
+    def queue(
+        cls,
+        name: str,
+        max_size: int,
+        extensions: Sequence[Any] = (),
+        signature: Optional[Any] = None,
+    ) -> "Table":
         """Describes a table that behaves as a FIFO queue.
 
         Every item is sampled exactly once, oldest first; inserts block while
@@ -145,15 +148,18 @@ class Table:
         Raises:
           ValueError: As the constructor.
         """
-        return cls._single_use(name, max_size, item_selectors.Fifo,
-                               rate_limiters.Queue, extensions, signature)
+        return cls._single_use(
+            name, max_size, item_selectors.Fifo, rate_limiters.Queue, extensions, signature
+        )
 
     @classmethod
-    def stack(cls,
-              name: str,
-              max_size: int,
-              extensions: Sequence[Any] = (),
-              signature: Optional[Any] = None) -> "Table":
+    def stack(
+        cls,
+        name: str,
+        max_size: int,
+        extensions: Sequence[Any] = (),
+        signature: Optional[Any] = None,
+    ) -> "Table":
         """Describes a table that behaves as a LIFO stack.
 
         Every item is sampled exactly once, newest first; inserts block while
@@ -172,15 +178,23 @@ class Table:
         Raises:
           ValueError: As the constructor.
         """
-        return cls._single_use(name, max_size, item_selectors.Lifo,
-                               rate_limiters.Stack, extensions, signature)
+        return cls._single_use(
+            name, max_size, item_selectors.Lifo, rate_limiters.Stack, extensions, signature
+        )
 
     @classmethod
     def _single_use(cls, name, max_size, selector, limiter, extensions, signature) -> "Table":
         # Queue and stack differ only in the order their items leave.
-        return cls(name=name, sampler=selector(), remover=selector(), max_size=max_size,
-                   max_times_sampled=1, rate_limiter=limiter(max_size),
-                   extensions=extensions, signature=signature)
+        return cls(
+            name=name,
+            sampler=selector(),
+            remover=selector(),
+            max_size=max_size,
+            max_times_sampled=1,
+            rate_limiter=limiter(max_size),
+            extensions=extensions,
+            signature=signature,
+        )
 
     @property
     def name(self) -> str:
@@ -226,8 +240,12 @@ class Table:
         an RPC).
         """
         native = self._core.info()
-        return client_lib.table_info(native, signatures.decode_structure(
-            bytes(native.nested_structure)) if native.nested_structure else None)
+        return client_lib.table_info(
+            native,
+            signatures.decode_structure(bytes(native.nested_structure))
+            if native.nested_structure
+            else None,
+        )
 
     def can_insert(self, num_inserts: int) -> bool:
         """Whether `num_inserts` inserts would pass the rate limiter now.
@@ -257,15 +275,17 @@ class Table:
         """
         return self._core.can_sample(_arguments.integer("num_samples", num_samples))
 
-    def replace(self,
-                name: Optional[str] = None,
-                sampler: Optional[item_selectors.ItemSelector] = None,
-                remover: Optional[item_selectors.ItemSelector] = None,
-                max_size: Optional[int] = None,
-                rate_limiter: Optional[rate_limiters.RateLimiter] = None,
-                max_times_sampled: Optional[int] = None,
-                extensions: Optional[Sequence[Any]] = None,
-                signature: Optional[Any] = None) -> "Table":
+    def replace(
+        self,
+        name: Optional[str] = None,
+        sampler: Optional[item_selectors.ItemSelector] = None,
+        remover: Optional[item_selectors.ItemSelector] = None,
+        max_size: Optional[int] = None,
+        rate_limiter: Optional[rate_limiters.RateLimiter] = None,
+        max_times_sampled: Optional[int] = None,
+        extensions: Optional[Sequence[Any]] = None,
+        signature: Optional[Any] = None,
+    ) -> "Table":
         """Returns a new, empty table defined like this one except where given.
 
         Args:
@@ -285,15 +305,20 @@ class Table:
           ValueError: As the constructor.
           NotImplementedError: If `extensions` is not empty.
         """
+
         def pick(value: Any, current: Any) -> Any:
             return current if value is None else value
 
-        return Table(name=pick(name, self._name), sampler=pick(sampler, self._sampler),
-                     remover=pick(remover, self._remover), max_size=pick(max_size, self._max_size),
-                     rate_limiter=pick(rate_limiter, self._rate_limiter),
-                     max_times_sampled=pick(max_times_sampled, self._max_times_sampled),
-                     extensions=pick(extensions, ()),
-                     signature=pick(signature, self._signature))
+        return Table(
+            name=pick(name, self._name),
+            sampler=pick(sampler, self._sampler),
+            remover=pick(remover, self._remover),
+            max_size=pick(max_size, self._max_size),
+            rate_limiter=pick(rate_limiter, self._rate_limiter),
+            max_times_sampled=pick(max_times_sampled, self._max_times_sampled),
+            extensions=pick(extensions, ()),
+            signature=pick(signature, self._signature),
+        )
 
     def _hosting_server(self) -> Optional["Server"]:
         """The running Server hosting this table, or None."""
@@ -305,8 +330,16 @@ class Table:
     def __reduce__(self) -> Any:
         # Picklable as its description (a new, unhosted table), so that a
         # table can be handed to another process, e.g. a Ray actor.
-        return Table, (self._name, self._sampler, self._remover, self._max_size,
-                       self._rate_limiter, self._max_times_sampled, (), self._signature)
+        return Table, (
+            self._name,
+            self._sampler,
+            self._remover,
+            self._max_size,
+            self._rate_limiter,
+            self._max_times_sampled,
+            (),
+            self._signature,
+        )
 
     def _core_config(self) -> Any:
         """Builds the `_core.TableOptions` this table describes."""
@@ -321,14 +354,17 @@ class Table:
             self._max_times_sampled,
             self._rate_limiter._core_options,
             core_signature,
-            self._nested_structure)
+            self._nested_structure,
+        )
 
     def __repr__(self) -> str:
-        return (f"Table(name={self._name!r}, sampler={self._sampler!r}, "
-                f"remover={self._remover!r}, max_size={self._max_size}, "
-                f"max_times_sampled={self._max_times_sampled}, "
-                f"rate_limiter={self._rate_limiter!r}, "
-                f"signature={self._signature!r})")
+        return (
+            f"Table(name={self._name!r}, sampler={self._sampler!r}, "
+            f"remover={self._remover!r}, max_size={self._max_size}, "
+            f"max_times_sampled={self._max_times_sampled}, "
+            f"rate_limiter={self._rate_limiter!r}, "
+            f"signature={self._signature!r})"
+        )
 
 
 class Server:
@@ -341,19 +377,21 @@ class Server:
     # Until a native server runs (a constructor that failed never ran one).
     _stopped = True
 
-    def __init__(self,
-                 tables: Optional[Sequence[Table]] = None,
-                 port: Optional[int] = None,
-                 checkpointer: Optional[Any] = None,
-                 *,
-                 host: str = "localhost",
-                 max_active_streams: int = 4096,
-                 metrics_port: Optional[int] = None,
-                 checkpoint_interval: Optional[float] = None,
-                 tls: Optional[security.ServerTls] = None,
-                 auth_tokens_file: Optional[str] = None,
-                 wal: Optional[checkpointers_lib.WriteAheadLog] = None,
-                 memory_limit: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        tables: Optional[Sequence[Table]] = None,
+        port: Optional[int] = None,
+        checkpointer: Optional[Any] = None,
+        *,
+        host: str = "localhost",
+        max_active_streams: int = 4096,
+        metrics_port: Optional[int] = None,
+        checkpoint_interval: Optional[float] = None,
+        tls: Optional[security.ServerTls] = None,
+        auth_tokens_file: Optional[str] = None,
+        wal: Optional[checkpointers_lib.WriteAheadLog] = None,
+        memory_limit: Optional[int] = None,
+    ) -> None:
         """Starts a server.
 
         Args:
@@ -424,56 +462,69 @@ class Server:
         if duplicates:
             raise ValueError(
                 "Multiple items in tables have the same name: "
-                f"{', '.join(duplicates)} (table names must be unique)")
+                f"{', '.join(duplicates)} (table names must be unique)"
+            )
         if port is None:
             port = 0
         port = _arguments.integer("port", port)
         if checkpoint_interval is not None and not checkpoint_interval > 0:
             raise ValueError(
-                f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}")
-        if wal is not None and (checkpointer is None or isinstance(
-                checkpointer, checkpointers_lib.TempDirCheckpointer)):
+                f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}"
+            )
+        if wal is not None and (
+            checkpointer is None or isinstance(checkpointer, checkpointers_lib.TempDirCheckpointer)
+        ):
             # The log is truncated by checkpoints it must find again on restart.
-            raise ValueError("a write-ahead log needs a checkpointer whose directory outlives "
-                             "the process (checkpointers.DefaultCheckpointer(path))")
+            raise ValueError(
+                "a write-ahead log needs a checkpointer whose directory outlives "
+                "the process (checkpointers.DefaultCheckpointer(path))"
+            )
         if checkpointer is None:
             checkpointer = checkpointers_lib.default_checkpointer()
         if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
-            raise TypeError("checkpointer must be a reverb_tf.checkpointers "
-                            f"checkpointer, got {checkpointer!r}")
+            raise TypeError(
+                f"checkpointer must be a reverb_tf.checkpointers checkpointer, got {checkpointer!r}"
+            )
         for table in tables:
             hosting = table._hosting_server()  # pylint: disable=protected-access
             if hosting is not None:
                 raise ValueError(
                     f"table {table.name!r} is hosted by a running server (port {hosting.port}); "
-                    "stop it first, or host table.replace() (a new, empty table)")
+                    "stop it first, or host table.replace() (a new, empty table)"
+                )
         self._checkpointer = checkpointer
         self._tables = list(tables)
         core = _native.core()
-        self._server = core.Server([table._core for table in self._tables],  # pylint: disable=protected-access
-                                   int(port), _native.MAX_MESSAGE_BYTES,
-                                   max_active_streams=int(max_active_streams),
-                                   host=str(host),
-                                   metrics_port=-1 if metrics_port is None else int(metrics_port),
-                                   checkpoint_interval_s=float(checkpoint_interval or 0.0),
-                                   auth_tokens_file=os.fspath(auth_tokens_file or ""),
-                                   memory_limit=_arguments.integer(
-                                       "memory_limit", memory_limit or 0),
-                                   **(tls.native_options() if tls is not None else {}),
-                                   **(wal.native_options() if wal is not None else {}),
-                                   **checkpointer.internal_checkpointer().native_options())
+        self._server = core.Server(
+            [table._core for table in self._tables],  # pylint: disable=protected-access
+            int(port),
+            _native.MAX_MESSAGE_BYTES,
+            max_active_streams=int(max_active_streams),
+            host=str(host),
+            metrics_port=-1 if metrics_port is None else int(metrics_port),
+            checkpoint_interval_s=float(checkpoint_interval or 0.0),
+            auth_tokens_file=os.fspath(auth_tokens_file or ""),
+            memory_limit=_arguments.integer("memory_limit", memory_limit or 0),
+            **(tls.native_options() if tls is not None else {}),
+            **(wal.native_options() if wal is not None else {}),
+            **checkpointer.internal_checkpointer().native_options(),
+        )
         self._stopped = False
         damage = self._server.wal_replay["damage"]
         if damage:
-            logging.warning("reverb_tf.Server: the write-ahead log was damaged (%s); it was "
-                            "replayed up to the damage and checkpointed", damage)
+            logging.warning(
+                "reverb_tf.Server: the write-ahead log was damaged (%s); it was "
+                "replayed up to the damage and checkpointed",
+                damage,
+            )
         if self._server.skipped_checkpoints:
             logging.warning(
                 "reverb_tf.Server: loaded the older checkpoint %s; skipped damaged ones: %s",
-                self._server.loaded_checkpoint, "; ".join(self._server.skipped_checkpoints))
+                self._server.loaded_checkpoint,
+                "; ".join(self._server.skipped_checkpoints),
+            )
         elif self._server.loaded_checkpoint:
-            logging.info("reverb_tf.Server: loaded checkpoint %s",
-                         self._server.loaded_checkpoint)
+            logging.info("reverb_tf.Server: loaded checkpoint %s", self._server.loaded_checkpoint)
         for table in self._tables:
             table._server_ref = weakref.ref(self)
 

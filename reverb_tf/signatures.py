@@ -121,7 +121,8 @@ def spec_dtype(spec: Any, name: str = "") -> np.dtype:
     if isinstance(spec, np.ndarray) or not (hasattr(spec, "shape") and hasattr(spec, "dtype")):
         raise ValueError(
             f"Unsupported signature spec: {spec!r} (signature leaf {name!r} must be a "
-            "tf.TensorSpec or a reverb_tf.ArraySpec: any object with a shape and a dtype)")
+            "tf.TensorSpec or a reverb_tf.ArraySpec: any object with a shape and a dtype)"
+        )
     dtype = spec.dtype
     try:
         if hasattr(dtype, "as_numpy_dtype"):  # a tf.DType
@@ -130,7 +131,8 @@ def spec_dtype(spec: Any, name: str = "") -> np.dtype:
     except TypeError:
         raise ValueError(
             f"signature leaf {name!r} has dtype {getattr(dtype, 'name', dtype)}, which has "
-            "no numpy equivalent and cannot be stored") from None
+            "no numpy equivalent and cannot be stored"
+        ) from None
     if dtype.kind in "USa":  # numpy strings: stored as TF strings are (bytes objects)
         return np.dtype(object)
     return dtype
@@ -153,9 +155,12 @@ def spec_shape(spec: Any, name: str = "") -> Tuple[Optional[int], ...]:
     if getattr(shape, "rank", 0) is None:
         raise ValueError(
             f"signature leaf {name!r} has an unknown rank ({spec!r}); reverb_tf "
-            "columns need a known rank (use None for dimensions of any size)")
-    dims = tuple(None if d is None or d == -1 else int(d)
-                 for d in (shape.as_list() if hasattr(shape, "as_list") else shape))
+            "columns need a known rank (use None for dimensions of any size)"
+        )
+    dims = tuple(
+        None if d is None or d == -1 else int(d)
+        for d in (shape.as_list() if hasattr(shape, "as_list") else shape)
+    )
     if any(d is not None and d < 0 for d in dims):
         raise ValueError(f"signature leaf {name!r} has a negative dimension: {dims}")
     return dims
@@ -172,8 +177,9 @@ class ArraySpec:
 
     __slots__ = ("_shape", "_dtype", "_name")
 
-    def __init__(self, shape: Sequence[Optional[int]], dtype: Any,
-                 name: Optional[str] = None) -> None:
+    def __init__(
+        self, shape: Sequence[Optional[int]], dtype: Any, name: Optional[str] = None
+    ) -> None:
         """Creates a spec.
 
         Args:
@@ -216,8 +222,12 @@ class ArraySpec:
         return all(d is None or d == n for d, n in zip(self._shape, array.shape))
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, ArraySpec) and self._shape == other._shape and
-                self._dtype == other._dtype and self._name == other._name)
+        return (
+            isinstance(other, ArraySpec)
+            and self._shape == other._shape
+            and self._dtype == other._dtype
+            and self._name == other._name
+        )
 
     def __hash__(self) -> int:
         return hash((self._shape, self._dtype, self._name))
@@ -255,12 +265,17 @@ def encode_structure(signature: Any) -> bytes:
 
 
 # numpy dtype name -> TensorFlow DataType name, where not "DT_" + upper().
-_DATA_TYPE_NAMES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "float16": "DT_HALF",
-                    "object": "DT_STRING"}
+_DATA_TYPE_NAMES = {
+    "float32": "DT_FLOAT",
+    "float64": "DT_DOUBLE",
+    "float16": "DT_HALF",
+    "object": "DT_STRING",
+}
 
 
 def _data_type_value(dtype: np.dtype) -> int:
     from reverb_tf.cc.proto import tf_struct  # pylint: disable=g-import-not-at-top
+
     name = _DATA_TYPE_NAMES.get(dtype.name, "DT_" + dtype.name.upper())
     value = tf_struct.DataType.values_by_name.get(name)
     if value is None:
@@ -270,6 +285,7 @@ def _data_type_value(dtype: np.dtype) -> int:
 
 def _numpy_dtype(data_type: int) -> np.dtype:
     from reverb_tf.cc.proto import tf_struct  # pylint: disable=g-import-not-at-top
+
     value = tf_struct.DataType.values_by_number.get(data_type)
     name = None if value is None else value.name
     for numpy_name, tf_name in _DATA_TYPE_NAMES.items():
@@ -277,12 +293,14 @@ def _numpy_dtype(data_type: int) -> np.dtype:
             return np.dtype(numpy_name)
     if name == "DT_BFLOAT16":
         import ml_dtypes  # pylint: disable=g-import-not-at-top
+
         return np.dtype(ml_dtypes.bfloat16)
     try:
-        return np.dtype(name[len("DT_"):].lower())
+        return np.dtype(name[len("DT_") :].lower())
     except (TypeError, AttributeError):
-        raise ValueError(f"the signature has a dtype numpy cannot hold ({name or data_type})") \
-            from None
+        raise ValueError(
+            f"the signature has a dtype numpy cannot hold ({name or data_type})"
+        ) from None
 
 
 def encode_structured_value(structure: Any) -> Any:
@@ -303,6 +321,7 @@ def encode_structured_value(structure: Any) -> Any:
       ValueError: If a part of the structure cannot be encoded.
     """
     from reverb_tf.cc.proto import tf_struct  # pylint: disable=g-import-not-at-top
+
     message = tf_struct.StructuredValue()
     _encode_into(structure, message, ())
     return message
@@ -315,8 +334,10 @@ def _encode_into(value: Any, message: Any, path: Tuple[Any, ...]) -> None:
         message.dict_value.SetInParent()
         for key in value:
             if not isinstance(key, str):
-                raise ValueError(f"cannot encode a dict key that is not a str: {key!r} at "
-                                 f"{column_name(path) or 'the top'}")
+                raise ValueError(
+                    f"cannot encode a dict key that is not a str: {key!r} at "
+                    f"{column_name(path) or 'the top'}"
+                )
             _encode_into(value[key], message.dict_value.fields[key], path + (key,))
     elif isinstance(value, tuple) and hasattr(value, "_fields"):
         named = message.named_tuple_value
@@ -347,8 +368,10 @@ def _decode_value(message: Any) -> Any:
     if kind == "none_value" or kind is None:
         return None
     if kind == "dict_value":
-        return {key: _decode_value(message.dict_value.fields[key])
-                for key in sorted(message.dict_value.fields)}
+        return {
+            key: _decode_value(message.dict_value.fields[key])
+            for key in sorted(message.dict_value.fields)
+        }
     if kind == "named_tuple_value":
         named = message.named_tuple_value
         cls = _namedtuple_class(named.name, tuple(pair.key for pair in named.values))
@@ -361,10 +384,14 @@ def _decode_value(message: Any) -> Any:
         spec = message.tensor_spec_value
         if spec.shape.unknown_rank:
             raise ValueError("the signature has a spec of unknown rank")
-        return ArraySpec([None if d.size < 0 else d.size for d in spec.shape.dim],
-                         _numpy_dtype(spec.dtype), spec.name or None)
-    raise ValueError(f"this reverb_tf cannot decode a signature holding a {kind} "
-                     "without TensorFlow")
+        return ArraySpec(
+            [None if d.size < 0 else d.size for d in spec.shape.dim],
+            _numpy_dtype(spec.dtype),
+            spec.name or None,
+        )
+    raise ValueError(
+        f"this reverb_tf cannot decode a signature holding a {kind} without TensorFlow"
+    )
 
 
 _NAMEDTUPLES: Dict[Tuple[str, Tuple[str, ...]], type] = {}
@@ -397,11 +424,11 @@ def decode_structure(blob: bytes) -> Any:
     blob = bytes(blob)
     if not blob.startswith(_FORMAT_TAG):
         raise ValueError(
-            "the table's nested_structure is not in an encoding this version of "
-            "reverb_tf knows")
+            "the table's nested_structure is not in an encoding this version of reverb_tf knows"
+        )
     from reverb_tf.cc.proto import tf_struct  # pylint: disable=g-import-not-at-top
-    return decode_structured_value(
-        tf_struct.StructuredValue.FromString(blob[len(_FORMAT_TAG):]))
+
+    return decode_structured_value(tf_struct.StructuredValue.FromString(blob[len(_FORMAT_TAG) :]))
 
 
 def decode_structured_value(proto: Any) -> Any:

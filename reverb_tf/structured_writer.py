@@ -97,7 +97,8 @@ class StructuredWriter:
         if len(flat_data) != self._flat_data_length:
             raise ValueError(
                 f"Flattened data has an unexpected length, got {len(flat_data)} "
-                f"but wanted {self._flat_data_length}.")
+                f"but wanted {self._flat_data_length}."
+            )
         try:
             # The native writer converts each leaf as np.asarray would.
             self._writer.append(flat_data, bool(partial_step))
@@ -115,9 +116,7 @@ class StructuredWriter:
             return error
         return type(error)(f"{error} (column {index} is path={paths[index]} of the step)")
 
-    def flush(self,
-              block_until_num_items: int = 0,
-              timeout_ms: Optional[int] = None):
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None):
         """Waits until at most `block_until_num_items` items are unconfirmed.
 
         Items whose data is still being chunked are sent first; then the call
@@ -133,13 +132,10 @@ class StructuredWriter:
           DeadlineExceededError: If the items were not confirmed in time.
         """
         if block_until_num_items < 0:
-            raise ValueError(
-                f"block_until_num_items must be >= 0, got {block_until_num_items}")
+            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._writer.flush(block_until_num_items, _arguments.timeout_ms_in_s(timeout_ms))
 
-    def end_episode(self,
-                    clear_buffers: bool = True,
-                    timeout_ms: Optional[int] = None):
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None):
         """Applies the end-of-episode configs, flushes and starts an episode.
 
         Configs with a `Condition.is_end_episode()` condition are checked
@@ -178,7 +174,8 @@ class _RefNode:
         elif not isinstance(key, slice):
             raise ValueError(f"Key must be int or slice by got {key} (type {type(key)}).")
         return patterns_pb2.PatternNode(
-            flat_source_index=self._idx, start=key.start, stop=key.stop, step=key.step)
+            flat_source_index=self._idx, start=key.start, stop=key.stop, step=key.step
+        )
 
 
 def create_reference_step(step_structure: tree.Structure[Any]) -> ReferenceStep:
@@ -196,11 +193,13 @@ def create_reference_step(step_structure: tree.Structure[Any]) -> ReferenceStep:
       `step_structure` with each leaf replaced by a node builder.
     """
     return tree.unflatten_as(
-        step_structure, [_RefNode(i) for i in range(len(tree.flatten(step_structure)))])
+        step_structure, [_RefNode(i) for i in range(len(tree.flatten(step_structure)))]
+    )
 
 
-def pattern_from_transform(step_structure: tree.Structure[Any],
-                           transform: Callable[[ReferenceStep], Pattern]) -> Pattern:
+def pattern_from_transform(
+    step_structure: tree.Structure[Any], transform: Callable[[ReferenceStep], Pattern]
+) -> Pattern:
     """Builds a pattern by applying `transform` to a reference step.
 
     Args:
@@ -214,10 +213,12 @@ def pattern_from_transform(step_structure: tree.Structure[Any],
     return transform(create_reference_step(step_structure))
 
 
-def create_config(pattern: Pattern,
-                  table: str,
-                  conditions: Sequence[ConditionProto] = (),
-                  priority: Optional[patterns_pb2.Priority] = None) -> Config:
+def create_config(
+    pattern: Pattern,
+    table: str,
+    conditions: Sequence[ConditionProto] = (),
+    priority: Optional[patterns_pb2.Priority] = None,
+) -> Config:
     """Builds a `StructuredWriterConfig`.
 
     Args:
@@ -238,7 +239,8 @@ def create_config(pattern: Pattern,
         pattern_structure=signatures.encode_structured_value(structure),
         table=table,
         priority=priority,
-        conditions=conditions)
+        conditions=conditions,
+    )
 
 
 def unpack_pattern(config: Config) -> Pattern:
@@ -296,7 +298,8 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
     if any(config.table != first.table for config in configs):
         tables = ", ".join(sorted(set(config.table for config in configs)))
         raise ValueError(
-            f"All configs must target the same table but provided configs included {tables}.")
+            f"All configs must target the same table but provided configs included {tables}."
+        )
 
     flat_step_spec = tree.flatten(step_spec)
 
@@ -305,7 +308,8 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
         dtypes = [spec.dtype for spec in step_specs]
         if any(dtype != dtypes[0] for dtype in dtypes):
             raise ValueError(
-                f"Configs produce trajectories with multiple dtypes at {path}. Got {dtypes}.")
+                f"Configs produce trajectories with multiple dtypes at {path}. Got {dtypes}."
+            )
         shapes = []
         for node, spec in zip(nodes, step_specs):
             dims = list(signatures.spec_shape(spec))
@@ -313,11 +317,13 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
                 dims = [(node.stop - node.start) // (node.step or 1)] + dims
             shapes.append(dims)
         rank = len(shapes[0])
-        if (any(len(shape) != rank for shape in shapes) or
-                (rank > 1 and any(shape[1:] != shapes[0][1:] for shape in shapes))):
+        if any(len(shape) != rank for shape in shapes) or (
+            rank > 1 and any(shape[1:] != shapes[0][1:] for shape in shapes)
+        ):
             raise ValueError(
                 f"Configs produce trajectories with incompatible shapes at {path}. "
-                f"Got {_shapes_string(step_specs[0], shapes)}.")
+                f"Got {_shapes_string(step_specs[0], shapes)}."
+            )
         if all(shape == shapes[0] for shape in shapes):
             shape = shapes[0]
         else:
@@ -377,6 +383,7 @@ class _ConditionBuilder:
         condition = self > cmp
         condition.inverse = True
         return condition
+
     # pytype: enable=signature-mismatch
 
 
@@ -425,13 +432,14 @@ def constant_priority_fn(value: float) -> patterns_pb2.Priority:
     Returns:
       A `Priority` proto.
     """
-    return patterns_pb2.Priority(
-        constant_fn=patterns_pb2.Priority.ConstantPriorityFn(value=value))
+    return patterns_pb2.Priority(constant_fn=patterns_pb2.Priority.ConstantPriorityFn(value=value))
 
 
-def td_error(max_priority_weight: float, step_structure: tree.Structure[Any],
-             get_field_from_step_fn: Callable[[tree.Structure[Any]], Any]
-             ) -> patterns_pb2.Priority:
+def td_error(
+    max_priority_weight: float,
+    step_structure: tree.Structure[Any],
+    get_field_from_step_fn: Callable[[tree.Structure[Any]], Any],
+) -> patterns_pb2.Priority:
     """Returns a priority function computed from per-step TD errors.
 
     With `td` the values of the TD-error column in the item (the last
@@ -449,10 +457,10 @@ def td_error(max_priority_weight: float, step_structure: tree.Structure[Any],
     Returns:
       A `Priority` proto.
     """
-    indices = tree.unflatten_as(step_structure,
-                                list(range(len(tree.flatten(step_structure)))))
+    indices = tree.unflatten_as(step_structure, list(range(len(tree.flatten(step_structure)))))
     index = get_field_from_step_fn(indices)
     return patterns_pb2.Priority(
         td_error=patterns_pb2.Priority.TDError(
-            max_priority_weight=max_priority_weight, flat_source_index=index))
-
+            max_priority_weight=max_priority_weight, flat_source_index=index
+        )
+    )

@@ -4,6 +4,7 @@
 Each method adds an op whose C++ kernel talks to the server
 (`kernels/tf_client_kernels.cc`), so no Python runs when the graph executes.
 """
+
 import numbers
 from typing import Any, List, Optional, Sequence, Union
 
@@ -18,8 +19,12 @@ tf = _tensorflow.import_tensorflow("reverb_tf.TFClient")
 class TFClient:
     """Client of a reverb_tf server whose calls are TensorFlow ops."""
 
-    def __init__(self, server_address: Union[str, Sequence[str], tf.Tensor],
-                 shared_name: Optional[str] = None, name: str = "reverb") -> None:
+    def __init__(
+        self,
+        server_address: Union[str, Sequence[str], tf.Tensor],
+        shared_name: Optional[str] = None,
+        name: str = "reverb",
+    ) -> None:
         """Creates the client; it connects on first use.
 
         Args:
@@ -60,9 +65,9 @@ class TFClient:
             tensor = self._eager_strings[value] = tf.constant(value)
         return tensor
 
-    def sample(self, table: str, data_dtypes: Any,
-               name: Optional[str] = None,
-               sampling_stats: bool = False) -> replay_sample.ReplaySample:
+    def sample(
+        self, table: str, data_dtypes: Any, name: Optional[str] = None, sampling_stats: bool = False
+    ) -> replay_sample.ReplaySample:
         """Samples one item and returns its first timestep, as dm-reverb does.
 
         Blocks while the rate limiter holds sampling back.
@@ -88,15 +93,18 @@ class TFClient:
         """
         with tf.name_scope(name or f"{self._name}_sample"):
             outputs = self._ops.reverb_tf_sample(
-                server_address=self._server_address, table=table,
-                dtypes=[tf.as_dtype(d) for d in tf.nest.flatten(data_dtypes)])
+                server_address=self._server_address,
+                table=table,
+                dtypes=[tf.as_dtype(d) for d in tf.nest.flatten(data_dtypes)],
+            )
             info_cls = replay_sample.info_type(sampling_stats)
-            info = info_cls(*outputs[:len(info_cls._fields)])
+            info = info_cls(*outputs[: len(info_cls._fields)])
             data = tf.nest.pack_sequence_as(data_dtypes, list(outputs[7]))
             return replay_sample.ReplaySample(info=info, data=data)
 
-    def insert(self, data: List[Any], tables: Any, priorities: Any,
-               name: Optional[str] = None) -> tf.Operation:
+    def insert(
+        self, data: List[Any], tables: Any, priorities: Any, name: Optional[str] = None
+    ) -> tf.Operation:
         """Inserts `data` as one single-step item into each of `tables`.
 
         Args:
@@ -117,30 +125,41 @@ class TFClient:
         with tf.name_scope(name or f"{self._name}_insert"):
             # dm-reverb's words for what its checks find. Tensors, and (an
             # extension) sequences and arrays of names and priorities.
-            for what, value, dtype in (("tables", tables, tf.string),
-                                       ("priorities", priorities, tf.float64)):
+            for what, value, dtype in (
+                ("tables", tables, tf.string),
+                ("priorities", priorities, tf.float64),
+            ):
                 if value is None or isinstance(value, (dict, str, bytes, numbers.Number)):
-                    raise TypeError(f"{what} must be a {dtype.name} tensor of rank 1, got "
-                                    f"{value!r}")
+                    raise TypeError(
+                        f"{what} must be a {dtype.name} tensor of rank 1, got {value!r}"
+                    )
                 if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype != dtype:
-                    raise ValueError(f"{what} must be a {dtype.name} tensor of rank 1, got "
-                                     f"{value.dtype.name}")
+                    raise ValueError(
+                        f"{what} must be a {dtype.name} tensor of rank 1, got {value.dtype.name}"
+                    )
             tables = tf.convert_to_tensor(tables, tf.string)
             priorities = tf.convert_to_tensor(priorities, tf.float64)
             for what, tensor in (("tables", tables), ("priorities", priorities)):
                 if tensor.shape.rank is not None and tensor.shape.rank != 1:
-                    raise ValueError(f"{what} must be a {tensor.dtype.name} tensor of rank 1, "
-                                     f"got shape {tensor.shape}")
+                    raise ValueError(
+                        f"{what} must be a {tensor.dtype.name} tensor of rank 1, "
+                        f"got shape {tensor.shape}"
+                    )
             if not tables.shape.is_compatible_with(priorities.shape):
                 raise ValueError(
                     f"priorities and tables must have the same shape: {priorities.shape} "
-                    f"and {tables.shape} (one priority per table)")
+                    f"and {tables.shape} (one priority per table)"
+                )
             return self._ops.reverb_tf_insert(
-                server_address=self._server_address, tables=tables, priorities=priorities,
-                data=[tf.convert_to_tensor(d) for d in data])
+                server_address=self._server_address,
+                tables=tables,
+                priorities=priorities,
+                data=[tf.convert_to_tensor(d) for d in data],
+            )
 
-    def update_priorities(self, table: str, keys: Any, priorities: Any,
-                          name: Optional[str] = None) -> tf.Operation:
+    def update_priorities(
+        self, table: str, keys: Any, priorities: Any, name: Optional[str] = None
+    ) -> tf.Operation:
         """Sets priorities of items of `table`; keys no longer stored are skipped.
 
         Args:
@@ -154,13 +173,18 @@ class TFClient:
         """
         if tf.executing_eagerly():  # the hot path of learners running eagerly
             return self._ops.reverb_tf_update_priorities(
-                server_address=self._string(self._server_address), table=self._string(table),
-                keys=_as_tensor(keys, tf.uint64), priorities=_as_tensor(priorities, tf.float64))
+                server_address=self._string(self._server_address),
+                table=self._string(table),
+                keys=_as_tensor(keys, tf.uint64),
+                priorities=_as_tensor(priorities, tf.float64),
+            )
         with tf.name_scope(name or f"{self._name}_update_priorities"):
             return self._ops.reverb_tf_update_priorities(
-                server_address=self._server_address, table=table,
+                server_address=self._server_address,
+                table=table,
                 keys=tf.convert_to_tensor(keys, tf.uint64),
-                priorities=tf.convert_to_tensor(priorities, tf.float64))
+                priorities=tf.convert_to_tensor(priorities, tf.float64),
+            )
 
 
 def _as_tensor(value: Any, dtype: tf.DType) -> Any:

@@ -5,6 +5,7 @@ Built on the C++ source of `trajectory_dataset.TrajectoryDataset`: each
 sampled item is split into its steps by a vectorized tf.data `unbatch`, so
 no Python runs per element.
 """
+
 from typing import Any, Sequence, Union
 
 import tree
@@ -29,17 +30,19 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
     vectorized tf.data `unbatch`, so no Python runs per element.
     """
 
-    def __init__(self,
-                 server_address: Union[str, Sequence[str], tf.Tensor],
-                 table: str,
-                 dtypes: Any,
-                 shapes: Any,
-                 max_in_flight_samples_per_worker: int,
-                 num_workers_per_iterator: int = -1,
-                 max_samples_per_stream: int = -1,
-                 rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1,
-                 sampling_stats: bool = False) -> None:
+    def __init__(
+        self,
+        server_address: Union[str, Sequence[str], tf.Tensor],
+        table: str,
+        dtypes: Any,
+        shapes: Any,
+        max_in_flight_samples_per_worker: int,
+        num_workers_per_iterator: int = -1,
+        max_samples_per_stream: int = -1,
+        rate_limiter_timeout_ms: int = -1,
+        max_samples: int = -1,
+        sampling_stats: bool = False,
+    ) -> None:
         """Creates the dataset.
 
         Args:
@@ -60,11 +63,21 @@ class TimestepDataset(trajectory_dataset._ReplaySource):  # pylint: disable=prot
         """
         step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         item_shapes = tf.nest.map_structure(
-            lambda shape: tf.TensorShape([None]).concatenate(shape), step_shapes)
-        items = trajectory_dataset.TrajectoryDataset(server_address, table, dtypes, item_shapes,
-                                  max_in_flight_samples_per_worker, num_workers_per_iterator,
-                                  max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
-                                  sampling_stats=sampling_stats, _unsqueeze=True)
+            lambda shape: tf.TensorShape([None]).concatenate(shape), step_shapes
+        )
+        items = trajectory_dataset.TrajectoryDataset(
+            server_address,
+            table,
+            dtypes,
+            item_shapes,
+            max_in_flight_samples_per_worker,
+            num_workers_per_iterator,
+            max_samples_per_stream,
+            rate_limiter_timeout_ms,
+            max_samples,
+            sampling_stats=sampling_stats,
+            _unsqueeze=True,
+        )
 
         def per_step(sample):
             steps = tf.shape(tf.nest.flatten(sample.data)[0])[0]

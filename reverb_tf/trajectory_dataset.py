@@ -7,6 +7,7 @@ with flow-control credits: no Python runs per element, so it works in
 `tf.function`, in graph mode and under `tf.distribute`, and it can be
 serialized with the rest of the input pipeline.
 """
+
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import tree
@@ -44,16 +45,18 @@ class _ReplaySource(dataset_ops.DatasetSource):
         return self._element_spec
 
     @classmethod
-    def from_table_signature(cls,
-                             server_address: Union[str, Sequence[str], tf.Tensor],
-                             table: str,
-                             max_in_flight_samples_per_worker: int,
-                             num_workers_per_iterator: int = -1,
-                             max_samples_per_stream: int = -1,
-                             rate_limiter_timeout_ms: int = -1,
-                             get_signature_timeout_secs: Optional[float] = None,
-                             max_samples: int = -1,
-                             sampling_stats: bool = False) -> Any:
+    def from_table_signature(
+        cls,
+        server_address: Union[str, Sequence[str], tf.Tensor],
+        table: str,
+        max_in_flight_samples_per_worker: int,
+        num_workers_per_iterator: int = -1,
+        max_samples_per_stream: int = -1,
+        rate_limiter_timeout_ms: int = -1,
+        get_signature_timeout_secs: Optional[float] = None,
+        max_samples: int = -1,
+        sampling_stats: bool = False,
+    ) -> Any:
         """Creates the dataset with the table's signature as its dtypes and shapes.
 
         For `TrajectoryDataset` the signature is the structure of each item;
@@ -87,11 +90,21 @@ class _ReplaySource(dataset_ops.DatasetSource):
             known when the graph runs (as dm-reverb: it takes a str here).
         """
         server_address = _address.python_address(server_address, "from_table_signature")
-        shapes, dtypes = _signature_shapes_and_dtypes(server_address, table,
-                                                      get_signature_timeout_secs)
-        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms,
-                   max_samples, sampling_stats=sampling_stats)
+        shapes, dtypes = _signature_shapes_and_dtypes(
+            server_address, table, get_signature_timeout_secs
+        )
+        return cls(
+            server_address,
+            table,
+            dtypes,
+            shapes,
+            max_in_flight_samples_per_worker,
+            num_workers_per_iterator,
+            max_samples_per_stream,
+            rate_limiter_timeout_ms,
+            max_samples,
+            sampling_stats=sampling_stats,
+        )
 
     def make_initializable_iterator(self, shared_name: Optional[str] = None) -> Any:
         """A TF1 iterator to run in a `tf.compat.v1.Session` (graph mode).
@@ -137,18 +150,20 @@ class TrajectoryDataset(_ReplaySource):
     float64, times_sampled int32).
     """
 
-    def __init__(self,
-                 server_address: Union[str, Sequence[str], tf.Tensor],
-                 table: str,
-                 dtypes: Any,
-                 shapes: Any,
-                 max_in_flight_samples_per_worker: int,
-                 num_workers_per_iterator: int = -1,
-                 max_samples_per_stream: int = -1,
-                 rate_limiter_timeout_ms: int = -1,
-                 max_samples: int = -1,
-                 sampling_stats: bool = False,
-                 _unsqueeze: bool = False) -> None:
+    def __init__(
+        self,
+        server_address: Union[str, Sequence[str], tf.Tensor],
+        table: str,
+        dtypes: Any,
+        shapes: Any,
+        max_in_flight_samples_per_worker: int,
+        num_workers_per_iterator: int = -1,
+        max_samples_per_stream: int = -1,
+        rate_limiter_timeout_ms: int = -1,
+        max_samples: int = -1,
+        sampling_stats: bool = False,
+        _unsqueeze: bool = False,
+    ) -> None:
         """Creates the dataset.
 
         Args:
@@ -192,13 +207,20 @@ class TrajectoryDataset(_ReplaySource):
             differ in structure.
         """
         client_lib.check_sampler_arguments(
-            max_in_flight_samples_per_worker, num_workers_per_iterator,
-            max_samples_per_stream, max_samples, rate_limiter_timeout_ms)
+            max_in_flight_samples_per_worker,
+            num_workers_per_iterator,
+            max_samples_per_stream,
+            max_samples,
+            rate_limiter_timeout_ms,
+        )
         server_address = _address.op_address(server_address)
         # `dtypes` fixes the structure: a shape given as a list is one leaf.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        data_spec = _lists_to_tuples(tf.nest.map_structure(
-            lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes))
+        data_spec = _lists_to_tuples(
+            tf.nest.map_structure(
+                lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes
+            )
+        )
         info_type = replay_sample.info_type(sampling_stats)
         info_spec = info_type(*[tf.TensorSpec([], dtype) for dtype in info_type.tf_dtypes()])
         self._element_spec = replay_sample.ReplaySample(info=info_spec, data=data_spec)
@@ -215,10 +237,12 @@ class TrajectoryDataset(_ReplaySource):
             rate_limiter_timeout_ms=rate_limiter_timeout_ms,
             unsqueeze=_unsqueeze,
             sampling_stats=sampling_stats,
-            column_names=["/".join(str(k) for k in path)
-                          for path, _ in tree.flatten_with_path(data_spec)],
+            column_names=[
+                "/".join(str(k) for k in path) for path, _ in tree.flatten_with_path(data_spec)
+            ],
             dtypes=[spec.dtype for spec in flat_specs],
-            shapes=[spec.shape for spec in flat_specs])
+            shapes=[spec.shape for spec in flat_specs],
+        )
         super().__init__(variant)
 
 
@@ -241,8 +265,9 @@ def _lists_to_tuples(structure: Any) -> Any:
     return structure
 
 
-def _signature_shapes_and_dtypes(server_address: Union[str, Sequence[str]], table: str,
-                                 timeout_secs: Optional[float]) -> Tuple[Any, Any]:
+def _signature_shapes_and_dtypes(
+    server_address: Union[str, Sequence[str]], table: str, timeout_secs: Optional[float]
+) -> Tuple[Any, Any]:
     from reverb_tf import errors  # pylint: disable=g-import-not-at-top
 
     client = client_lib.Client(server_address)
@@ -251,11 +276,15 @@ def _signature_shapes_and_dtypes(server_address: Union[str, Sequence[str]], tabl
     if table not in signatures:
         raise errors.InvalidArgumentError(
             f"Server at {client.server_address} does not contain any table named {table}. "
-            f"Found: {', '.join(sorted(signatures))}.")
+            f"Found: {', '.join(sorted(signatures))}."
+        )
     if signatures[table] is None:
         raise ValueError(
             f"Table {table} at {client.server_address} does not have a signature. (Create "
-            "it with Table(signature=...) or pass shapes and dtypes explicitly.)")
+            "it with Table(signature=...) or pass shapes and dtypes explicitly.)"
+        )
     signature = signatures[table]
-    return (tf.nest.map_structure(lambda spec: spec.shape, signature),
-            tf.nest.map_structure(lambda spec: spec.dtype, signature))
+    return (
+        tf.nest.map_structure(lambda spec: spec.shape, signature),
+        tf.nest.map_structure(lambda spec: spec.dtype, signature),
+    )

@@ -26,7 +26,7 @@ Thread safety: a TrajectoryWriter must be used by one thread at a time.
 """
 
 import itertools
-from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union)
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tree
@@ -40,7 +40,8 @@ Path = Tuple[Any, ...]
 # Types that are certainly leaves for dm-tree; anything else is asked.
 _LEAF_TYPES = frozenset(
     [np.ndarray, int, float, bool, complex, str, bytes]
-    + [t for t in np.sctypeDict.values() if isinstance(t, type)])
+    + [t for t in np.sctypeDict.values() if isinstance(t, type)]
+)
 
 
 class _Mismatch(Exception):
@@ -97,25 +98,28 @@ def _union(old: Any, new: Any, path: Path = ()) -> Any:
             return old
         raise errors.InvalidArgumentError(
             f"append: field '{signatures.column_name(path)}' changed between a single "
-            "value and a nested structure; a field's structure cannot change")
+            "value and a nested structure; a field's structure cannot change"
+        )
     if isinstance(old, dict):
         if not isinstance(new, dict):
             raise errors.InvalidArgumentError(
-                f"append: field '{signatures.column_name(path)}' changed container type")
+                f"append: field '{signatures.column_name(path)}' changed container type"
+            )
         merged = type(old)((k, _union(v, new.get(k), path + (k,))) for k, v in old.items())
         for k, v in new.items():
             if k not in merged:
                 merged[k] = v
         return merged
     if isinstance(old, tuple) and hasattr(old, "_fields"):
-        return type(old)(*[_union(a, b, path + (i,))
-                           for i, (a, b) in enumerate(zip(old, new))])
+        return type(old)(*[_union(a, b, path + (i,)) for i, (a, b) in enumerate(zip(old, new))])
     if isinstance(old, (list, tuple)):
-        return type(old)(_union(a, b, path + (i,))
-                         for i, (a, b) in enumerate(itertools.zip_longest(old, new)))
+        return type(old)(
+            _union(a, b, path + (i,)) for i, (a, b) in enumerate(itertools.zip_longest(old, new))
+        )
     raise errors.InvalidArgumentError(
         f"append: field '{signatures.column_name(path)}' has unsupported container "
-        f"type {type(old).__name__}")
+        f"type {type(old).__name__}"
+    )
 
 
 _new_object = object.__new__
@@ -205,7 +209,8 @@ class _ColumnHistory(_HistoryOfColumn):
         else:
             raise TypeError(
                 f"history indices must be integers, slices or lists of integers, not "
-                f"{type(index).__name__}")
+                f"{type(index).__name__}"
+            )
         return _make_column(self, tuple(core.history_step(column, i) for i in indices), False)
 
     def __repr__(self) -> str:
@@ -222,7 +227,8 @@ def _expired_error(phrase: str) -> RuntimeError:
     # A plain RuntimeError, as dm-reverb raises.
     return RuntimeError(
         f"{phrase} The cells left the keep-alive window or were cleared by "
-        "end_episode(clear_buffers=True); the writer no longer holds their data")
+        "end_episode(clear_buffers=True); the writer no longer holds their data"
+    )
 
 
 class WeakCellRef:
@@ -245,8 +251,10 @@ class WeakCellRef:
     def expired(self) -> bool:
         """True once the cell can no longer be referenced by new items."""
         hist = self._hist
-        return (hist._generation is not self._generation  # pylint: disable=protected-access
-                or not hist._core.is_referenceable(hist._column, self._step))  # pylint: disable=protected-access
+        return (
+            hist._generation is not self._generation  # pylint: disable=protected-access
+            or not hist._core.is_referenceable(hist._column, self._step)
+        )  # pylint: disable=protected-access
 
     @property
     def dtype(self) -> np.dtype:
@@ -271,8 +279,7 @@ class WeakCellRef:
         return hist._core.read_cells(hist._column, [self._step])[0, ...]  # pylint: disable=protected-access
 
     def __repr__(self) -> str:
-        return (f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, "
-                f"step={self._step})")
+        return f"WeakCellRef(column={signatures.column_name(self._hist.path)!r}, step={self._step})"
 
 
 class _ColumnCells:
@@ -324,11 +331,13 @@ class TrajectoryColumn(_ColumnCells):
     # references and `_hist`, `_generation` and `_entry` are unusable.
     __slots__ = ("_hist", "_generation", "_steps", "_entry", "_refs")
 
-    def __init__(self,
-                 data_references: Sequence[WeakCellRef],
-                 *,
-                 squeeze: bool = False,
-                 path: Optional[Tuple[Union[str, int, slice], ...]] = None) -> None:
+    def __init__(
+        self,
+        data_references: Sequence[WeakCellRef],
+        *,
+        squeeze: bool = False,
+        path: Optional[Tuple[Union[str, int, slice], ...]] = None,
+    ) -> None:
         """Builds a column from references to cells.
 
         Args:
@@ -347,11 +356,13 @@ class TrajectoryColumn(_ColumnCells):
         if squeeze and len(references) != 1:
             raise ValueError(
                 "Columns must contain exactly one data reference when squeeze set, "
-                f"got {len(references)}")
+                f"got {len(references)}"
+            )
         if any(reference is None for reference in references):
             raise ValueError(
                 "TrajectoryColumns cannot contain any None data references: "
-                f"TrajectoryColumn at path {path} got {list(references)}.")
+                f"TrajectoryColumn at path {path} got {list(references)}."
+            )
         hists = {id(getattr(r, "_hist", None)) for r in references}
         first = references[0] if references else None
         if len(hists) == 1 and type(first) is WeakCellRef:
@@ -359,8 +370,11 @@ class TrajectoryColumn(_ColumnCells):
             self._hist = first._hist  # pylint: disable=protected-access
             # Cells of two episodes of one history: one of them is cleared,
             # and no generation of the writer will match.
-            self._generation = (first._generation if len(generations) == 1  # pylint: disable=protected-access
-                                else _Generation())
+            self._generation = (
+                first._generation
+                if len(generations) == 1  # pylint: disable=protected-access
+                else _Generation()
+            )
             self._steps = tuple(r._step for r in references)  # pylint: disable=protected-access
             self._entry = (self._hist._column, list(self._steps), bool(squeeze))  # pylint: disable=protected-access
             self._refs = None
@@ -399,8 +413,8 @@ class TrajectoryColumn(_ColumnCells):
         if isinstance(index, (list, tuple, np.ndarray)):
             return self._sub(tuple(self._steps[int(i)] for i in index), False)
         raise TypeError(
-            f"TrajectoryColumn indices must be integers or slices, "
-            f"not {type(index).__name__}")
+            f"TrajectoryColumn indices must be integers or slices, not {type(index).__name__}"
+        )
 
     def _sub(self, steps: Tuple[int, ...], squeeze: bool) -> "TrajectoryColumn":
         if self._refs is not None:
@@ -468,8 +482,10 @@ class TrajectoryColumn(_ColumnCells):
     def __repr__(self) -> str:
         if self._refs is not None:
             return f"TrajectoryColumn({list(self._refs)!r}, squeezed={self.is_squeezed})"
-        return (f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
-                f"steps={list(self._steps)}, squeezed={self.is_squeezed})")
+        return (
+            f"TrajectoryColumn(path={signatures.column_name(self._hist.path)!r}, "
+            f"steps={list(self._steps)}, squeezed={self.is_squeezed})"
+        )
 
 
 def _make_column(hist: _ColumnHistory, steps: Tuple[int, ...], squeeze: bool) -> TrajectoryColumn:
@@ -499,36 +515,40 @@ def _check_references(column: TrajectoryColumn) -> None:
     for reference in references:
         if type(reference) is not WeakCellRef:
             raise TypeError(
-                f"a TrajectoryColumn must hold WeakCellRefs, got {type(reference).__name__}")
+                f"a TrajectoryColumn must hold WeakCellRefs, got {type(reference).__name__}"
+            )
     if not references:
         # dm-reverb's phrase, although only this column is empty.
         raise errors.InvalidArgumentError(
-            "trajectory must not be empty. A TrajectoryColumn of the item holds no cells")
+            "trajectory must not be empty. A TrajectoryColumn of the item holds no cells"
+        )
     if any(reference.expired for reference in references):
         raise errors.InvalidArgumentError(
             f"{_EXPIRED_IN_ITEM} A cell left the keep-alive window or was cleared by "
-            "end_episode(clear_buffers=True)")
+            "end_episode(clear_buffers=True)"
+        )
     dtypes = [reference.dtype for reference in references]
     if len(set(dtypes)) > 1:
         raise errors.InvalidArgumentError(
-            "Column references tensors with different dtypes: "
-            f"{', '.join(str(d) for d in dtypes)}")
+            f"Column references tensors with different dtypes: {', '.join(str(d) for d in dtypes)}"
+        )
     shapes = [tuple(reference.shape) for reference in references]
     if len(set(shapes)) > 1:
         raise errors.InvalidArgumentError(
             "Column references tensors with incompatible shapes: "
-            f"{', '.join(str(list(s)) for s in shapes)}")
+            f"{', '.join(str(list(s)) for s in shapes)}"
+        )
     raise errors.UnimplementedError(
         "a TrajectoryColumn references cells of several of the writer's columns (or of "
         "several writers); reverb_tf items take each column's cells from one column of "
-        "the writer")
+        "the writer"
+    )
 
 
 def _closed_error() -> errors.FailedPreconditionError:
     # A RuntimeError with dm-reverb's words, as it raises for any use after
     # close() (once the arguments have passed their checks).
     return errors.FailedPreconditionError("TrajectoryWriter::Close has been called.")
-
 
 
 class _WriterBase:
@@ -544,10 +564,11 @@ class _WriterBase:
     # The leaf type of trajectories given to this writer's item creation.
     _column_type: type = TrajectoryColumn
 
-    def __init__(self,
-                 core_writer: Any,
-                 get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None
-                 ) -> None:
+    def __init__(
+        self,
+        core_writer: Any,
+        get_signature: Optional[Callable[[str], Optional[List[signatures.Column]]]] = None,
+    ) -> None:
         """Wraps a native writer.
 
         Args:
@@ -604,7 +625,8 @@ class _WriterBase:
         if self._history is None:
             if not self._columns:
                 raise RuntimeError(
-                    "history cannot be accessed before append is called at least once")
+                    "history cannot be accessed before append is called at least once"
+                )
             columns = self._columns
             self._history = tree.map_structure(lambda c: columns[c], self._structure)
         return self._history
@@ -628,24 +650,25 @@ class _WriterBase:
         for path, value in flat:
             if path in known:
                 continue
-            if value is None and any(p[:len(path)] == path for p in known):
+            if value is None and any(p[: len(path)] == path for p in known):
                 continue  # A known sub-structure omitted as a whole.
             for other in itertools.chain(known, added):
-                if other[:len(path)] == path or path[:len(other)] == other:
+                if other[: len(path)] == path or path[: len(other)] == other:
                     raise errors.InvalidArgumentError(
                         f"append: field '{signatures.column_name(min(path, other, key=len))}'"
                         " changed between a single value and a nested structure; a "
-                        "field's structure cannot change")
+                        "field's structure cannot change"
+                    )
             added.append(path)
         if added:
             for path in added:
                 self._new_column(path)
             columns = self._path_to_column
-            structure = tree.map_structure_with_path(
-                lambda p, _: columns.get(p), data)
+            structure = tree.map_structure_with_path(lambda p, _: columns.get(p), data)
             self._structure = _union(self._structure, structure)
             self._flat = type(self._structure) is dict and all(
-                type(v) is int for v in self._structure.values())
+                type(v) is int for v in self._structure.values()
+            )
             self._history = None
         out = [None] * len(self._columns)
         for path, value in flat:
@@ -672,8 +695,7 @@ class _WriterBase:
             # Only the flat-dict fast path can place a nest in a leaf column;
             # the general path reports the structure change.
             for value in out:
-                if (value is not None and type(value) not in _LEAF_TYPES
-                        and tree.is_nested(value)):
+                if value is not None and type(value) not in _LEAF_TYPES and tree.is_nested(value):
                     self._flatten_general(data)
                     raise AssertionError("unreachable: nested value for a leaf column")
         return out
@@ -714,10 +736,12 @@ class _WriterBase:
                 # create_item (dm-reverb raises ValueError too).
                 raise errors.InvalidArgumentError(
                     f"Unable to create item in table {table!r} since the table could not "
-                    f"be found. ({e})") from None
+                    f"be found. ({e})"
+                ) from None
         self._writer.set_table_signature(
-            table, None if signature is None else
-            [(c.name, c.dtype, list(c.shape)) for c in signature])
+            table,
+            None if signature is None else [(c.name, c.dtype, list(c.shape)) for c in signature],
+        )
         self._signed.add(table)
 
     def _reject(self, column: Any) -> None:
@@ -727,15 +751,17 @@ class _WriterBase:
         if type(column) is not self._column_type:
             raise TypeError(
                 f"All leaves of `trajectory` must be `{name}` but got "
-                f"{type(column).__name__}: {column!r} (cut columns from writer.history)")
+                f"{type(column).__name__}: {column!r} (cut columns from writer.history)"
+            )
         hist = column._hist  # pylint: disable=protected-access
         if 0 <= hist._column < len(self._columns) and self._columns[hist._column] is hist:  # pylint: disable=protected-access
             raise errors.InvalidArgumentError(
                 f"{_EXPIRED_IN_ITEM} The trajectory references cells from before "
-                "end_episode(clear_buffers=True); cut columns from the current history")
+                "end_episode(clear_buffers=True); cut columns from the current history"
+            )
         raise ValueError(
-            "trajectory references cells of another writer; cut columns from this "
-            "writer's history")
+            "trajectory references cells of another writer; cut columns from this writer's history"
+        )
 
     # -- flow control --------------------------------------------------------
 
@@ -757,18 +783,17 @@ class _WriterBase:
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails (e.g. an item was rejected).
         """
-        block_until_num_items = _arguments.integer("block_until_num_items",
-                                                   block_until_num_items)
+        block_until_num_items = _arguments.integer("block_until_num_items", block_until_num_items)
         timeout_s = _arguments.timeout_ms_in_s(timeout_ms)
         if block_until_num_items < 0:
-            raise ValueError(
-                f"block_until_num_items must be >= 0, got {block_until_num_items}")
+            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
         if self._closed:
             raise _closed_error()
         self._writer.flush(block_until_num_items, timeout_s)
 
-    def configure(self, path: Path, *, num_keep_alive_refs: int,
-                  max_chunk_length: Optional[int]) -> None:
+    def configure(
+        self, path: Path, *, num_keep_alive_refs: int, max_chunk_length: Optional[int]
+    ) -> None:
         """Overrides the chunking and keep-alive window of one column.
 
         Args:
@@ -790,7 +815,8 @@ class _WriterBase:
             if max_chunk_length < 1:
                 raise ValueError(
                     f"max_chunk_length ({max_chunk_length}) must be None or a positive "
-                    f"integer <= num_keep_alive_refs ({num_keep_alive_refs})")
+                    f"integer <= num_keep_alive_refs ({num_keep_alive_refs})"
+                )
         self._writer.validate_column_options(num_keep_alive_refs, max_chunk_length)
         if self._closed:
             # As dm-reverb: the settings of a closed writer are moot.
@@ -958,7 +984,8 @@ class TrajectoryWriter(_WriterBase):
         if self._writer.step_open:
             raise errors.FailedPreconditionError(
                 "end_episode called while a partial step is open; complete it with "
-                "append(..., partial_step=False) first")
+                "append(..., partial_step=False) first"
+            )
         try:
             self._writer.end_episode(clear_buffers, timeout_s)
         except errors.DeadlineExceededError:

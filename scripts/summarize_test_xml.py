@@ -8,6 +8,7 @@ read (older runs leave other test.xml files behind, e.g. run_1_of_8/).
 
 Usage: summarize_test_xml.py <bazel-testlogs> //pkg:target [//pkg:target ...]
 """
+
 import pathlib
 import sys
 import xml.etree.ElementTree as ET
@@ -25,7 +26,9 @@ def main(testlogs: str, targets: list) -> int:
         for case in ET.parse(xml_file).getroot().iter("testcase"):
             if case.find("failure") is not None or case.find("error") is not None:
                 failed += 1
-            elif case.get("status", "run") == "run" and case.get("result", "completed") != "skipped":
+            elif (
+                case.get("status", "run") == "run" and case.get("result", "completed") != "skipped"
+            ):
                 passed += 1
     print(f"gtest: {passed} passed, {failed} failed")
     return 0

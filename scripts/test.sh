@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs the whole test suite: sets up (idempotently), builds everything with
-# Bazel offline, runs every C++ test (also under ASan + UBSan), checks the
+# Runs the whole test suite: sets up (idempotently), checks the formatting
+# (scripts/format.sh --check), builds everything with Bazel offline, runs
+# every C++ test (also under ASan + UBSan), checks the
 # locking annotations with clang's thread-safety analysis, fuzzes the
 # wire decoding paths for 45 s, then the Python tests (including the
 # differential tests against dm-reverb 0.14 in its own venv, made by
@@ -26,6 +27,10 @@ cd "${ROOT}"
 stage setup
 
 status=0
+# The house rules: clang-format and ruff would change nothing (seconds).
+bash "${ROOT}/scripts/format.sh" --check || status=$?
+stage format
+
 bazel test --noshow_progress --ui_event_filters=-info,-debug //... || status=$?
 "${ROOT}/.venv/bin/python" "${ROOT}/scripts/summarize_test_xml.py" \
   "$(bazel info bazel-testlogs 2>/dev/null)" $(bazel query 'tests(//...)' 2>/dev/null)

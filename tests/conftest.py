@@ -7,6 +7,7 @@ scripts/setup.sh) or an installed wheel's (scripts/check_wheel.sh runs a
 copy of tests/ in a venv with the wheel and sets REVERB_TF_TEST_INSTALLED=1,
 which makes the session fail unless reverb_tf comes from site-packages).
 """
+
 import faulthandler
 import os
 import pathlib
@@ -25,6 +26,7 @@ WATCHDOG_S = 300
 
 def _package_dir() -> pathlib.Path:
     import reverb_tf  # pylint: disable=g-import-not-at-top
+
     return pathlib.Path(reverb_tf.__file__).resolve().parent
 
 
@@ -43,11 +45,14 @@ def pytest_configure(config):
     global _stderr_copy
     _stderr_copy = os.dup(2)
     if os.environ.get("REVERB_TF_TEST_INSTALLED"):
-        site_packages = {pathlib.Path(sysconfig.get_paths()[key]).resolve()
-                         for key in ("purelib", "platlib")}
+        site_packages = {
+            pathlib.Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")
+        }
         if _package_dir().parent not in site_packages:
-            raise pytest.UsageError(f"REVERB_TF_TEST_INSTALLED is set but reverb_tf is "
-                                    f"{_package_dir()}, not an installed package")
+            raise pytest.UsageError(
+                f"REVERB_TF_TEST_INSTALLED is set but reverb_tf is "
+                f"{_package_dir()}, not an installed package"
+            )
 
 
 @pytest.fixture(autouse=True)
@@ -84,10 +89,13 @@ def start_server():
     its one readiness line and returns `(process, port)`; it fails the test,
     with the server's stderr, if the line does not come.
     """
+
     def start(*command):
-        process = subprocess.Popen(list(command), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         from integration import read_line  # pylint: disable=g-import-not-at-top
+
         line = read_line(process.stdout, "readiness line from " + command[0])
         match = re.search(r"on port (\d+)", line)
         if match is None:
@@ -102,12 +110,14 @@ def start_server():
 def pki(tmp_path_factory):
     """A test CA with server and client certificates and a tokens file (integration.py)."""
     from integration import make_test_pki  # pylint: disable=g-import-not-at-top
+
     return make_test_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _set_in_process(enabled: bool) -> bool:
     """Sets whether clients reach servers of this process directly; returns the old value."""
     from reverb_tf import _native  # pylint: disable=g-import-not-at-top
+
     core = _native.core()
     before = core.in_process_enabled()
     core.set_in_process_enabled(enabled)

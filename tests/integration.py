@@ -5,6 +5,7 @@ Every such test starts `reverb_tf.Server` and therefore needs the native
 module `reverb_tf._core`: without it they fail (ImportError), they are never
 skipped.
 """
+
 import collections
 import os
 import pathlib
@@ -21,8 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import reverb_tf as reverb
+
 # Tests that restart a server on its old port take one outside the ephemeral range.
-from reverb_tf._ports import port_outside_ephemeral_range  # pylint: disable=unused-import
+from reverb_tf._ports import port_outside_ephemeral_range  # noqa: F401 (re-exported to tests)
 
 DEADLINE_S = 20.0
 
@@ -45,12 +47,14 @@ def make_server():
 
 
 def table(name="t", sampler=None, remover=None, max_size=100, limiter=None, **kwargs):
-    return reverb.Table(name=name,
-                        sampler=sampler or reverb.selectors.Uniform(),
-                        remover=remover or reverb.selectors.Fifo(),
-                        max_size=max_size,
-                        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
-                        **kwargs)
+    return reverb.Table(
+        name=name,
+        sampler=sampler or reverb.selectors.Uniform(),
+        remover=remover or reverb.selectors.Fifo(),
+        max_size=max_size,
+        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
+        **kwargs,
+    )
 
 
 def wait_until(condition, what):
@@ -164,9 +168,12 @@ def native_stacks(pid: int, frames: int = 12) -> str:
     if shutil.which("gdb") is None:
         return "(no gdb on this machine: no native stacks)"
     try:
-        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
-                              "-ex", f"thread apply all bt {frames}"],
-                             capture_output=True, text=True, timeout=120).stdout
+        out = subprocess.run(
+            ["gdb", "-p", str(pid), "-batch", "-nx", "-ex", f"thread apply all bt {frames}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
     except subprocess.TimeoutExpired:
         return "(gdb did not finish within 120 s)"
     stacks = collections.Counter()
@@ -186,7 +193,7 @@ def native_stacks(pid: int, frames: int = 12) -> str:
                     where = word + where
                     break
             if frame.endswith(")") and " (" in frame:
-                frame = frame[:frame.rindex(" (")]  # the arguments' values
+                frame = frame[: frame.rindex(" (")]  # the arguments' values
             current.append(f"  {frame[:160]}{where}")
     return "\n".join(f"{count} thread(s):\n{stack}" for stack, count in stacks.most_common())
 
@@ -207,9 +214,11 @@ def proc_status_bytes(pid: int, field: str) -> int:
 
 def uniform_table_config(port: int = 0, max_size: int = 10) -> str:
     """A reverb_tf_server textproto: one uniform table "t" that never rate-limits."""
-    return (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
-            f'remover {{ fifo: true }} max_size: {max_size} rate_limiter {{ '
-            'samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
+    return (
+        f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
+        f"remover {{ fifo: true }} max_size: {max_size} rate_limiter {{ "
+        "samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }"
+    )
 
 
 # Bearer tokens of the test PKI's tokens file, by role.
@@ -218,6 +227,7 @@ TOKENS = {"reader": "tok-reader-1", "writer": "tok-writer-2", "admin": "tok-admi
 
 def _openssl(*args, cwd):
     import subprocess  # pylint: disable=g-import-not-at-top
+
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
@@ -230,19 +240,64 @@ def make_test_pki(d):
     certificate it signed; tokens.txt: a tokens file with TOKENS.
     """
     for ca in ["ca", "stranger"]:
-        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                 "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
-                 "-subj", f"/CN=reverb_tf test {ca}", cwd=d)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.pem",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=reverb_tf test {ca}",
+            cwd=d,
+        )
     (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:replay.test\n")
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     for name, ca in [("server", "ca"), ("client", "ca"), ("rogue", "stranger")]:
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        _openssl(
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+            cwd=d,
+        )
         ext = "server.ext" if name == "server" else "client.ext"
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
-                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", ext, cwd=d)
-    (d / "tokens.txt").write_text("# role token\n" + "".join(
-        f"{role} {token}\n" for role, token in TOKENS.items()))
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            f"{ca}.pem",
+            "-CAkey",
+            f"{ca}.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+            cwd=d,
+        )
+    (d / "tokens.txt").write_text(
+        "# role token\n" + "".join(f"{role} {token}\n" for role, token in TOKENS.items())
+    )
     return d
 
 
@@ -250,7 +305,10 @@ MetricSamples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
 
 
 def scrape_metrics(port: int) -> Tuple[MetricSamples, Dict[str, str]]:
-    """Scrapes a server's /metrics: every sample by (name, sorted labels), and each family's type."""
+    """Scrapes a server's /metrics.
+
+    Returns every sample by (name, sorted labels), and each family's type.
+    """
     with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")

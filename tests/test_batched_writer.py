@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """BatchedTrajectoryWriter end to end: B environments through one writer, real servers."""
+
 import threading
 
 import numpy as np
@@ -43,8 +44,7 @@ def test_each_environment_gets_its_own_cells_and_priority(make_server):
         assert column.shape == (2, 2) and column.dtype == np.float32
         np.testing.assert_array_equal(column.numpy(), np.stack([_obs(1), _obs(2)], axis=1))
         # Priority b + 1 tells the items apart once sampled.
-        writer.create_items("t", np.arange(B) + 1.0,
-                            {"obs": column, "t": history["info"]["t"][-1]})
+        writer.create_items("t", np.arange(B) + 1.0, {"obs": column, "t": history["info"]["t"][-1]})
     items = _sample_all(client)
     assert len(items) == B
     for item in items:
@@ -128,19 +128,24 @@ def test_configure_widens_a_column_in_every_environment(make_server):
 
 def test_strings_and_a_signature(make_server):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     signature = {"name": tf.TensorSpec([], tf.string), "obs": tf.TensorSpec([2, 2], tf.float32)}
     server = make_server(table(signature=signature))
     client = server.localhost_client()
     with client.batched_trajectory_writer(B, 2) as writer:
         for t in range(2):
-            writer.append({"name": np.array([f"env{b}-{t}".encode() for b in range(B)],
-                                            dtype=object), "obs": _obs(t)})
+            writer.append(
+                {
+                    "name": np.array([f"env{b}-{t}".encode() for b in range(B)], dtype=object),
+                    "obs": _obs(t),
+                }
+            )
         history = writer.history
         with pytest.raises(errors.InvalidArgumentError, match="obs"):
-            writer.create_items("t", 1.0, {"name": history["name"][-1],
-                                           "obs": history["obs"][-1]})
-        writer.create_items("t", np.arange(B) + 1.0, {"name": history["name"][-1],
-                                                      "obs": history["obs"][-2:]})
+            writer.create_items("t", 1.0, {"name": history["name"][-1], "obs": history["obs"][-1]})
+        writer.create_items(
+            "t", np.arange(B) + 1.0, {"name": history["name"][-1], "obs": history["obs"][-2:]}
+        )
     for item in _sample_all(client):
         env = int(item.info.priority) - 1
         assert item.data[0] == f"env{env}-1".encode()
@@ -227,8 +232,9 @@ def test_an_item_that_waited_for_the_window_keeps_its_data(make_server):
     writer = client.writer(max_sequence_length=1, max_in_flight_items=1)
     got = []
     sampler = threading.Thread(
-        target=lambda: got.extend(int(next(client.sample("q", 1))[0].data[0])
-                                  for _ in range(3)), daemon=True)
+        target=lambda: got.extend(int(next(client.sample("q", 1))[0].data[0]) for _ in range(3)),
+        daemon=True,
+    )
     sampler.start()
     for i in range(3):
         writer.append(np.int32(i))

@@ -20,9 +20,16 @@ from integration import DATA_DIR
 
 
 def _tables():
-    return [reverb.Table("prio", reverb.selectors.Prioritized(0.8), reverb.selectors.Fifo(), 100,
-                         reverb.rate_limiters.MinSize(1)),
-            reverb.Table.queue("queue", 10)]
+    return [
+        reverb.Table(
+            "prio",
+            reverb.selectors.Prioritized(0.8),
+            reverb.selectors.Fifo(),
+            100,
+            reverb.rate_limiters.MinSize(1),
+        ),
+        reverb.Table.queue("queue", 10),
+    ]
 
 
 def test_a_format_0_checkpoint_loads_with_every_item(tmp_path):
@@ -45,8 +52,10 @@ def test_a_format_0_checkpoint_loads_with_every_item(tmp_path):
         for last, (priority, obs) in seen.items():
             assert priority == float(last)
             np.testing.assert_array_equal(
-                obs, np.stack([np.full(3, i, np.float32) for i in range(last - 2, last + 1)]))
+                obs, np.stack([np.full(3, i, np.float32) for i in range(last - 2, last + 1)])
+            )
         # The queue comes back in its order, each item once.
-        queued = [next(client.sample("queue", emit_timesteps=False)).data[0].tolist()
-                  for _ in range(3)]
+        queued = [
+            next(client.sample("queue", emit_timesteps=False)).data[0].tolist() for _ in range(3)
+        ]
         assert queued == [[1, 2], [2, 3], [3, 4]]

@@ -4,6 +4,7 @@
 Every test saves through a real server and restores into a new one; the
 binary tests include kill -9 in the middle of a checkpoint write.
 """
+
 import os
 import pathlib
 import signal
@@ -22,21 +23,39 @@ DEADLINE_S = 30.0
 
 def _signature():
     import tensorflow as tf
+
     return {"obs": tf.TensorSpec([None, 3], tf.float32), "tag": tf.TensorSpec([], tf.int64)}
 
 
 def _tables(limiter=None, max_size=1000):
     """One table of each kind; 'queue' and 'heap' are deterministic."""
     return [
-        reverb.Table("uniform", reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                     max_size, limiter or reverb.rate_limiters.MinSize(1),
-                     signature=_signature()),
-        reverb.Table("prioritized", reverb.selectors.Prioritized(0.7),
-                     reverb.selectors.Fifo(), max_size, reverb.rate_limiters.MinSize(1),
-                     max_times_sampled=3, signature=_signature()),
+        reverb.Table(
+            "uniform",
+            reverb.selectors.Uniform(),
+            reverb.selectors.Fifo(),
+            max_size,
+            limiter or reverb.rate_limiters.MinSize(1),
+            signature=_signature(),
+        ),
+        reverb.Table(
+            "prioritized",
+            reverb.selectors.Prioritized(0.7),
+            reverb.selectors.Fifo(),
+            max_size,
+            reverb.rate_limiters.MinSize(1),
+            max_times_sampled=3,
+            signature=_signature(),
+        ),
         reverb.Table.queue("queue", 100, signature=_signature()),
-        reverb.Table("heap", reverb.selectors.MaxHeap(), reverb.selectors.MinHeap(),
-                     max_size, reverb.rate_limiters.MinSize(1), signature=_signature()),
+        reverb.Table(
+            "heap",
+            reverb.selectors.MaxHeap(),
+            reverb.selectors.MinHeap(),
+            max_size,
+            reverb.rate_limiters.MinSize(1),
+            signature=_signature(),
+        ),
     ]
 
 
@@ -45,16 +64,19 @@ def _fill(client, steps=30):
     with client.trajectory_writer(num_keep_alive_refs=2) as writer:
         for step in range(steps):
             writer.append({"obs": np.full(3, step, np.float32), "tag": np.int64(step)})
-            trajectory = {"obs": writer.history["obs"][-2:] if step else writer.history["obs"][-1:],
-                          "tag": writer.history["tag"][-1]}
+            trajectory = {
+                "obs": writer.history["obs"][-2:] if step else writer.history["obs"][-1:],
+                "tag": writer.history["tag"][-1],
+            }
             for name in ("uniform", "prioritized", "queue", "heap"):
                 writer.create_item(name, priority=float(step % 7), trajectory=trajectory)
         writer.flush()
 
 
 def _drain_tags(client, table, n):
-    samples = client.sample(table, num_samples=n, emit_timesteps=False,
-                            unpack_as_table_signature=True)
+    samples = client.sample(
+        table, num_samples=n, emit_timesteps=False, unpack_as_table_signature=True
+    )
     return [int(s.data["tag"]) for s in samples]
 
 
@@ -89,16 +111,21 @@ def test_round_trip_through_the_python_server(tmp_path):
     assert _drain_tags(client, "queue", 5) == expected_queue
     assert _drain_tags(client, "heap", 5) == expected_heap
     # The data itself, trajectories of two steps included.
-    sample = next(client.sample("uniform", num_samples=1, emit_timesteps=False,
-                                unpack_as_table_signature=True))
+    sample = next(
+        client.sample(
+            "uniform", num_samples=1, emit_timesteps=False, unpack_as_table_signature=True
+        )
+    )
     tag = int(sample.data["tag"])
     expected_obs = np.stack([np.full(3, s, np.float32) for s in range(max(tag - 1, 0), tag + 1)])
     np.testing.assert_array_equal(sample.data["obs"], expected_obs)
     # times_sampled survived: an item's count continues where it was, and
     # none is sampled a 4th time (max_times_sampled).
     was_sampled = before["prioritized"].num_unique_samples
-    counts = [s.info.times_sampled
-              for s in client.sample("prioritized", num_samples=40, emit_timesteps=False)]
+    counts = [
+        s.info.times_sampled
+        for s in client.sample("prioritized", num_samples=40, emit_timesteps=False)
+    ]
     assert max(counts) <= 3
     assert was_sampled > 0 and counts.count(1) < 40
     restored.stop()
@@ -106,9 +133,11 @@ def test_round_trip_through_the_python_server(tmp_path):
 
 def test_default_checkpointer_is_a_temp_dir_and_platform_alias():
     from reverb_tf.platform import checkpointers_lib  # dm-reverb's module path
+
     assert checkpointers_lib.DefaultCheckpointer is reverb.checkpointers.DefaultCheckpointer
-    assert isinstance(checkpointers_lib.default_checkpointer(),
-                      reverb.checkpointers.TempDirCheckpointer)
+    assert isinstance(
+        checkpointers_lib.default_checkpointer(), reverb.checkpointers.TempDirCheckpointer
+    )
     with reverb.Server(_tables()) as server:
         client = server.localhost_client()
         _fill(client, steps=3)
@@ -129,7 +158,8 @@ def test_fallback_checkpoint_and_keep(tmp_path):
 
     # An empty root falls back to the given checkpoint; later ones go to the root.
     fresh = reverb.checkpointers.DefaultCheckpointer(
-        str(tmp_path / "b"), fallback_checkpoint_path=paths[-1])
+        str(tmp_path / "b"), fallback_checkpoint_path=paths[-1]
+    )
     with reverb.Server(_tables(), checkpointer=fresh) as server:
         assert server.loaded_checkpoint == paths[-1]
         client = server.localhost_client()
@@ -146,15 +176,17 @@ def test_changed_options_apply_and_a_stale_limiter_does_not_block_inserts(tmp_pa
     # 60 inserts at 5 samples each would be 300 samples owed; the restored
     # limiter starts inside its window instead.
     limiter = reverb.rate_limiters.SampleToInsertRatio(5.0, 10, 20.0)
-    with reverb.Server(_tables(limiter=limiter, max_size=40),
-                       checkpointer=checkpointer) as server:
+    with reverb.Server(_tables(limiter=limiter, max_size=40), checkpointer=checkpointer) as server:
         client = server.localhost_client()
         assert client.server_info()["uniform"].current_size == 40  # new max_size
         list(client.sample("uniform", num_samples=6, emit_timesteps=False))
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             writer.append({"obs": np.zeros(3, np.float32), "tag": np.int64(-1)})
-            writer.create_item("uniform", 1.0, {"obs": writer.history["obs"][-1:],
-                                                "tag": writer.history["tag"][-1]})
+            writer.create_item(
+                "uniform",
+                1.0,
+                {"obs": writer.history["obs"][-1:], "tag": writer.history["tag"][-1]},
+            )
             writer.flush(timeout_ms=5000)
 
 
@@ -165,17 +197,28 @@ def test_mismatched_tables_and_damaged_files_are_clear_errors(tmp_path):
         path = server.localhost_client().checkpoint()
 
     renamed = _tables()
-    renamed[3] = reverb.Table("heap2", reverb.selectors.MaxHeap(), reverb.selectors.MinHeap(),
-                              100, reverb.rate_limiters.MinSize(1), signature=_signature())
+    renamed[3] = reverb.Table(
+        "heap2",
+        reverb.selectors.MaxHeap(),
+        reverb.selectors.MinHeap(),
+        100,
+        reverb.rate_limiters.MinSize(1),
+        signature=_signature(),
+    )
     with pytest.raises(errors.InvalidArgumentError, match="'heap'"):
         reverb.Server(renamed, checkpointer=checkpointer)
 
     import tensorflow as tf
+
     signed = _tables()
-    signed[0] = reverb.Table("uniform", reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                             100, reverb.rate_limiters.MinSize(1),
-                             signature={"obs": tf.TensorSpec([None, 4], tf.float32),
-                                        "tag": tf.TensorSpec([], tf.int64)})
+    signed[0] = reverb.Table(
+        "uniform",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        100,
+        reverb.rate_limiters.MinSize(1),
+        signature={"obs": tf.TensorSpec([None, 4], tf.float32), "tag": tf.TensorSpec([], tf.int64)},
+    )
     with pytest.raises(errors.InvalidArgumentError, match="table 'uniform'.*signature"):
         reverb.Server(signed, checkpointer=checkpointer)
 
@@ -225,8 +268,9 @@ def _insert_frames(client, n, seed):
 
 def test_binary_restores_and_checkpoints_periodically(server_binary, start_server, tmp_path):
     root = tmp_path / "ckpt"
-    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
-                             "--checkpoint_interval=300ms")
+    process, client = _start(
+        start_server, server_binary, f"--checkpoint_dir={root}", "--checkpoint_interval=300ms"
+    )
     try:
         _insert_frames(client, 5, seed=1)
         deadline = time.monotonic() + DEADLINE_S
@@ -311,8 +355,12 @@ def test_binary_damaged_checkpoint_exits_naming_the_file(server_binary, start_se
         assert process.wait(timeout=30) == 0
     data = pathlib.Path(path) / "replay.rtfckpt"
     data.write_bytes(data.read_bytes()[:-100])
-    result = subprocess.run([server_binary, f"--config={CONFIG}", f"--checkpoint_dir={root}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [server_binary, f"--config={CONFIG}", f"--checkpoint_dir={root}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert "replay.rtfckpt" in result.stderr and "truncated" in result.stderr
 
@@ -320,10 +368,13 @@ def test_binary_damaged_checkpoint_exits_naming_the_file(server_binary, start_se
 def test_a_checkpoint_that_cannot_be_written_reports_a_permanent_error(tmp_path):
     # Issue 14, defect 7: a forbidden directory is not UNAVAILABLE ("retry me").
     import os  # pylint: disable=g-import-not-at-top
+
     root = tmp_path / "ro"
     root.mkdir()
-    server = reverb.Server([reverb.Table.queue("q", 5)],
-                           checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)))
+    server = reverb.Server(
+        [reverb.Table.queue("q", 5)],
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(root)),
+    )
     try:
         # Root ignores permission bits; a file where the directory should be
         # fails the same way for everyone.
@@ -347,12 +398,17 @@ def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
         newest = client.checkpoint()
     os.remove(os.path.join(newest, "replay.rtfckpt"))
     with pytest.raises(errors.DataLossError, match="newest checkpoint .* is damaged"):
-        reverb.Server([reverb.Table.queue("q", 5)],
-                      checkpointer=reverb.checkpointers.DefaultCheckpointer(root, keep=2))
+        reverb.Server(
+            [reverb.Table.queue("q", 5)],
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(root, keep=2),
+        )
     # Opted in: the older checkpoint is loaded, loudly.
-    with reverb.Server([reverb.Table.queue("q", 5)],
-                       checkpointer=reverb.checkpointers.DefaultCheckpointer(
-                           root, keep=2, load_previous_if_damaged=True)) as server:
+    with reverb.Server(
+        [reverb.Table.queue("q", 5)],
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(
+            root, keep=2, load_previous_if_damaged=True
+        ),
+    ) as server:
         assert server.loaded_checkpoint is not None and server.loaded_checkpoint != newest
         assert len(server.skipped_checkpoints) == 1
         assert server.skipped_checkpoints[0].startswith(newest + ": ")
@@ -361,10 +417,12 @@ def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
 
 
 def test_binary_on_damaged_checkpoint_previous_loads_the_older_one(
-        server_binary, start_server, tmp_path):
+    server_binary, start_server, tmp_path
+):
     root = tmp_path / "ckpt"
-    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
-                             "--checkpoint_keep=2")
+    process, client = _start(
+        start_server, server_binary, f"--checkpoint_dir={root}", "--checkpoint_keep=2"
+    )
     try:
         _insert_frames(client, 2, seed=4)
         older = client.checkpoint()
@@ -375,12 +433,21 @@ def test_binary_on_damaged_checkpoint_previous_loads_the_older_one(
         assert process.wait(timeout=30) == 0
     data = pathlib.Path(newest) / "replay.rtfckpt"
     data.write_bytes(data.read_bytes()[:-100])
-    refused = subprocess.run([server_binary, f"--config={CONFIG}", f"--checkpoint_dir={root}",
-                              "--checkpoint_keep=2"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [server_binary, f"--config={CONFIG}", f"--checkpoint_dir={root}", "--checkpoint_keep=2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0
     assert "on_damaged_checkpoint" in refused.stderr or "load_previous_if_damaged" in refused.stderr
-    process, client = _start(start_server, server_binary, f"--checkpoint_dir={root}",
-                             "--checkpoint_keep=2", "--on_damaged_checkpoint=previous")
+    process, client = _start(
+        start_server,
+        server_binary,
+        f"--checkpoint_dir={root}",
+        "--checkpoint_keep=2",
+        "--on_damaged_checkpoint=previous",
+    )
     try:
         assert client.server_info(timeout=10)["frames"].current_size == 2
     finally:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The `reverb_tf` command, run as a program against real servers and checkpoints."""
+
 import contextlib
 import io
 import json
@@ -31,20 +32,34 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_module_runs_as_a_program():
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-m", "reverb_tf", "--help"], capture_output=True,
-                            text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "reverb_tf", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0 and "inspect" in result.stdout
-    result = subprocess.run([sys.executable, "-m", "reverb_tf", "info"], capture_output=True,
-                            text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "reverb_tf", "info"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 2 and "address" in result.stderr
 
 
 @pytest.fixture
 def server(tmp_path):
     tables = [
-        reverb_tf.Table("replay", sampler=reverb_tf.selectors.Prioritized(0.6),
-                        remover=reverb_tf.selectors.Fifo(), max_size=1000,
-                        rate_limiter=reverb_tf.rate_limiters.MinSize(1)),
+        reverb_tf.Table(
+            "replay",
+            sampler=reverb_tf.selectors.Prioritized(0.6),
+            remover=reverb_tf.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb_tf.rate_limiters.MinSize(1),
+        ),
         reverb_tf.Table.queue("queue", 10),
     ]
     checkpointer = reverb_tf.checkpointers.DefaultCheckpointer(str(tmp_path / "checkpoints"))
@@ -125,8 +140,9 @@ def test_inspect_of_something_else_says_so(tmp_path):
 
 def test_bench_inserts_and_samples(server):
     served, client = server
-    result = run("bench", f"localhost:{served.port}", "--table", "replay", "--seconds", "1",
-                 "--json")
+    result = run(
+        "bench", f"localhost:{served.port}", "--table", "replay", "--seconds", "1", "--json"
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["inserted"] >= 100 and report["insert_items_per_s"] > 0
@@ -139,8 +155,13 @@ def test_bench_inserts_and_samples(server):
 def test_serve_runs_the_binary():
     config = uniform_table_config()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    process = subprocess.Popen([sys.executable, "-m", "reverb_tf", "serve", f"--config={config}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reverb_tf", "serve", f"--config={config}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
         assert "t" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)

@@ -5,6 +5,7 @@ Each scenario runs in a fresh interpreter so that the import order is the
 one under test (TensorFlow first) and a crash shows up as a failed test, not
 a dead test runner.
 """
+
 import os
 import pathlib
 import signal
@@ -20,8 +21,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def test_real_rpcs_in_a_process_that_imported_tensorflow_first():
@@ -92,13 +98,19 @@ def _communicate_or_dump(process, timeout):
 # Also restores Python's Ctrl-C handling: a suite started in the background
 # (`cmd &` without job control) passes SIGINT on as ignored, and Python then
 # never raises KeyboardInterrupt.
-_DUMP_ON_SIGUSR1 = ("import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "
-                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n")
+_DUMP_ON_SIGUSR1 = (
+    "import faulthandler, signal; faulthandler.register(signal.SIGUSR1); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+)
 
 
 def test_ctrl_c_interrupts_a_blocked_sample():
     process = subprocess.Popen(
-        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            _DUMP_ON_SIGUSR1
+            + textwrap.dedent("""
             import sys, time
             import reverb_tf as reverb
             table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(),
@@ -114,9 +126,13 @@ def test_ctrl_c_interrupts_a_blocked_sample():
                 server.stop()
                 sys.exit(0)
             sys.exit(1)
-        """)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert process.stdout.readline().strip() == "blocking"
     time.sleep(0.5)
     start = time.monotonic()
@@ -143,7 +159,12 @@ def test_ctrl_c_interrupts_a_call_blocked_in_grpc():
     # watches for Ctrl-C (RunCancellable in cc/python/calls.h). Both ways
     # are interrupted here.
     process = subprocess.Popen(
-        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            _DUMP_ON_SIGUSR1
+            + _SILENT_PEER
+            + textwrap.dedent("""
             import sys
             import reverb_tf as reverb
             client = reverb.Client(f"[::1]:{silent.getsockname()[1]}")
@@ -155,9 +176,13 @@ def test_ctrl_c_interrupts_a_call_blocked_in_grpc():
                 except KeyboardInterrupt:
                     print("interrupted", flush=True)
             sys.exit(0)
-        """)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     for _ in range(3):
         assert process.stdout.readline().strip() == "blocking"
         time.sleep(0.5)
@@ -176,7 +201,12 @@ def test_exit_with_a_daemon_thread_blocked_in_a_call_is_clean(blocked_in):
     # used to abort the process ("terminate called without an active
     # exception"): retaking the GIL ends such a thread with a forced unwind.
     process = subprocess.Popen(
-        [sys.executable, "-c", _DUMP_ON_SIGUSR1 + _SILENT_PEER + textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            _DUMP_ON_SIGUSR1
+            + _SILENT_PEER
+            + textwrap.dedent(f"""
             import threading, time
             import numpy as np
             import reverb_tf as reverb
@@ -198,9 +228,13 @@ def test_exit_with_a_daemon_thread_blocked_in_a_call_is_clean(blocked_in):
             threading.Thread(target=blocked, daemon=True).start()
             time.sleep(0.5)
             print("exiting", flush=True)
-        """)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     out, err = _communicate_or_dump(process, timeout=60)
     assert out.strip() == "exiting"
     assert process.returncode == 0, err[-3000:]

@@ -6,6 +6,7 @@ its charts and rates follow traffic. A screenshot is written to
 $REVERB_TF_ARTIFACTS (default: the test's temporary directory), never into
 the repository.
 """
+
 import os
 import pathlib
 import re
@@ -29,8 +30,9 @@ def browser_page():
     if CHROMIUM is None:
         pytest.fail("Debian's chromium is missing: run scripts/setup.sh")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors = []
@@ -43,9 +45,13 @@ def browser_page():
 def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
     page, errors = browser_page
     tables = [
-        reverb_tf.Table("replay", sampler=reverb_tf.selectors.Prioritized(0.8),
-                        remover=reverb_tf.selectors.Fifo(), max_size=10_000,
-                        rate_limiter=reverb_tf.rate_limiters.MinSize(1)),
+        reverb_tf.Table(
+            "replay",
+            sampler=reverb_tf.selectors.Prioritized(0.8),
+            remover=reverb_tf.selectors.Fifo(),
+            max_size=10_000,
+            rate_limiter=reverb_tf.rate_limiters.MinSize(1),
+        ),
         reverb_tf.Table.queue("queue", 100),
     ]
     with reverb_tf.Server(tables, metrics_port=0, memory_limit=64 << 20) as server:
@@ -58,7 +64,8 @@ def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
         expect(page.locator("#wal")).to_be_hidden()
         expect(replay.locator(".selectors")).to_contain_text("Prioritized(0.8)")
         expect(page.locator('section.table[data-table="queue"] .selectors')).to_contain_text(
-            "max_times_sampled 1")
+            "max_times_sampled 1"
+        )
 
         # Traffic: a writer inserting with priorities 1..8, a sampler reading.
         client = reverb_tf.Client(f"localhost:{server.port}")
@@ -69,7 +76,9 @@ def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
                 step = 0
                 while not stop.is_set():
                     writer.append({"x": np.float32(step)})
-                    writer.create_item("replay", float(1 + step % 8), {"x": writer.history["x"][-1]})
+                    writer.create_item(
+                        "replay", float(1 + step % 8), {"x": writer.history["x"][-1]}
+                    )
                     step += 1
                     if step % 50 == 0:
                         writer.flush()
@@ -89,12 +98,15 @@ def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
             expect(replay.locator(".sample-rate")).to_have_text(POSITIVE_RATE, timeout=15_000)
             inserts = replay.locator('canvas[data-chart="inserts"]')
             page.wait_for_function(
-                "el => Number(el.dataset.points) >= 3", arg=inserts.element_handle(),
-                timeout=15_000)
+                "el => Number(el.dataset.points) >= 3", arg=inserts.element_handle(), timeout=15_000
+            )
             # Priorities 1..8 fill the buckets (0.5,1], (1,2], (2,4], (4,8].
             priorities = replay.locator('canvas[data-chart="priorities"]')
-            page.wait_for_function("el => Number(el.dataset.points) === 4",
-                                   arg=priorities.element_handle(), timeout=15_000)
+            page.wait_for_function(
+                "el => Number(el.dataset.points) === 4",
+                arg=priorities.element_handle(),
+                timeout=15_000,
+            )
             client.checkpoint()
             expect(page.locator("#checkpoints")).to_contain_text("1 written", timeout=10_000)
         finally:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The status-code -> exception mapping of reverb_tf.errors."""
+
 import pytest
 
 from reverb_tf import errors
@@ -48,8 +49,9 @@ def test_unknown_codes_become_unknown_error_keeping_the_message(code):
     assert "boom" in str(error) and str(code) in str(error)
 
 
-@pytest.mark.parametrize("message", [
-    "Deadline Exceeded", "Timeout exceeded", "not found", "invalid argument", ""])
+@pytest.mark.parametrize(
+    "message", ["Deadline Exceeded", "Timeout exceeded", "not found", "invalid argument", ""]
+)
 def test_class_depends_on_code_only_never_on_message(message):
     # A message that names another error must not change the class.
     assert type(errors.from_status(5, message)) is errors.NotFoundError
@@ -58,6 +60,7 @@ def test_class_depends_on_code_only_never_on_message(message):
 
 def test_deadline_exceeded_is_exported_at_top_level():
     import reverb_tf
+
     assert reverb_tf.DeadlineExceededError is errors.DeadlineExceededError
     assert reverb_tf.ReverbError is errors.ReverbError
     with pytest.raises(TimeoutError):

@@ -10,7 +10,6 @@ bounded time; a server restarted on the same port must serve the old
 threads and fds where they were.
 """
 
-import os
 import re
 import signal
 import subprocess
@@ -45,8 +44,12 @@ tables {{ table_name: "q" sampler {{ fifo: true }} remover {{ fifo: true }} max_
 
 
 def _start(server_binary, port=0):
-    process = subprocess.Popen([server_binary, "--config=" + _CONFIG.format(port=port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [server_binary, "--config=" + _CONFIG.format(port=port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     match = re.search(r"on port (\d+)", read_line(process.stdout, "server readiness line"))
     if match is None:
         process.kill()
@@ -95,16 +98,22 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
             writer.create_item("q", 1.0, writer.history[0][-1:])
         writer.flush()
 
-    dataset = reverb.TrajectoryDataset(address, "t", tf.float32, tf.TensorShape([]),
-                                       max_in_flight_samples_per_worker=2)
+    dataset = reverb.TrajectoryDataset(
+        address, "t", tf.float32, tf.TensorShape([]), max_in_flight_samples_per_worker=2
+    )
     iterator = iter(dataset)
 
     def dataset_iterator():
         next(iterator)
 
-    outcomes = {name: _Outcome(call) for name, call in [
-        ("sampler", blocked_sample), ("writer", flushing_writer),
-        ("dataset", dataset_iterator)]}
+    outcomes = {
+        name: _Outcome(call)
+        for name, call in [
+            ("sampler", blocked_sample),
+            ("writer", flushing_writer),
+            ("dataset", dataset_iterator),
+        ]
+    }
     deadline = time.monotonic() + 20
     while client.server_info(timeout=10)["q"].current_size < 2:
         assert time.monotonic() < deadline
@@ -119,11 +128,14 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
         outcome.join(_RAISES_WITHIN_S + 5)
         assert outcome.ended_at is not None, f"{name} still blocked after the kill"
         assert not outcome.returned, name
-        assert isinstance(outcome.error, (reverb.errors.UnavailableError,
-                                          tf.errors.UnavailableError)), (name, outcome.error)
+        assert isinstance(
+            outcome.error, (reverb.errors.UnavailableError, tf.errors.UnavailableError)
+        ), (name, outcome.error)
         assert outcome.ended_at - killed_at < _RAISES_WITHIN_S, name
-        print(f"{name}: raised {type(outcome.error).__name__} "
-              f"{outcome.ended_at - killed_at:.2f} s after the kill")
+        print(
+            f"{name}: raised {type(outcome.error).__name__} "
+            f"{outcome.ended_at - killed_at:.2f} s after the kill"
+        )
     assert address in str(outcomes["sampler"].error)
     assert address in str(outcomes["writer"].error)
 
@@ -154,9 +166,17 @@ def test_sigkill_fails_blocked_calls_clearly_and_a_restart_serves_the_old_client
         deadline = time.monotonic() + _RAISES_WITHIN_S
         while True:
             try:
-                sample = next(reverb.TrajectoryDataset(
-                    address, "t", tf.float32, tf.TensorShape([1]),
-                    max_in_flight_samples_per_worker=2).take(1).as_numpy_iterator())
+                sample = next(
+                    reverb.TrajectoryDataset(
+                        address,
+                        "t",
+                        tf.float32,
+                        tf.TensorShape([1]),
+                        max_in_flight_samples_per_worker=2,
+                    )
+                    .take(1)
+                    .as_numpy_iterator()
+                )
                 break
             except tf.errors.UnavailableError:
                 assert time.monotonic() < deadline
@@ -201,8 +221,10 @@ def _hung(what, server, clients=(), client_logs=()):
     for log in client_logs:
         log.seek(0)
         logs.append(log.read()[-20000:])
-    pytest.fail(f"{what}\n--- server threads:\n{native_stacks(server.pid)}\n"
-                + "".join(f"--- client {i} stderr:\n{log}\n" for i, log in enumerate(logs)))
+    pytest.fail(
+        f"{what}\n--- server threads:\n{native_stacks(server.pid)}\n"
+        + "".join(f"--- client {i} stderr:\n{log}\n" for i, log in enumerate(logs))
+    )
 
 
 def _within(seconds, call, what, server, clients=(), client_logs=()):
@@ -218,7 +240,8 @@ def _within(seconds, call, what, server, clients=(), client_logs=()):
 
 
 def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline(
-        server_binary, tmp_path):
+    server_binary, tmp_path
+):
     process, port = _start(server_binary)
     address = f"localhost:{port}"
     logs = [open(tmp_path / f"client{i}.log", "w+") for i in range(2)]
@@ -226,12 +249,19 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
     try:
         reverb.Client(address).server_info(timeout=10)
         baseline = {what: proc_count(process.pid, what) for what in ("task", "fd")}
-        clients = [subprocess.Popen([sys.executable, "-c", _MANY_STREAMS_CLIENT, address],
-                                    stdout=subprocess.PIPE, stderr=log, text=True)
-                   for log in logs]
+        clients = [
+            subprocess.Popen(
+                [sys.executable, "-c", _MANY_STREAMS_CLIENT, address],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+            for log in logs
+        ]
         for i, client in enumerate(clients):
-            line = _within(120, client.stdout.readline, f"client {i}'s setup", process,
-                           clients, logs)
+            line = _within(
+                120, client.stdout.readline, f"client {i}'s setup", process, clients, logs
+            )
             if line.strip() != "streams open":
                 _hung(f"client {i} said {line!r}", process, clients, logs)
         deadline = time.monotonic() + 20
@@ -244,8 +274,11 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
         deadline = time.monotonic() + 20
         while any(proc_count(process.pid, what) > baseline[what] + 5 for what in baseline):
             if time.monotonic() > deadline:
-                _hung(f"threads and fds above baseline {baseline}: "
-                      f"{ {w: proc_count(process.pid, w) for w in baseline} }", process)
+                _hung(
+                    f"threads and fds above baseline {baseline}: "
+                    f"{ {w: proc_count(process.pid, w) for w in baseline} }",
+                    process,
+                )
             time.sleep(0.1)
         # Every killed sampler's call ends (the last few within the
         # cancellation watcher's check interval): none is left to take the
@@ -258,8 +291,9 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
         # Still serving, and the killed writers' flushed items are kept.
         assert client.server_info(timeout=10)["t"].current_size == 100
         _within(30, lambda: client.insert(np.float32(1), {"q": 1.0}), "insert", process)
-        sample = _within(30, lambda: next(client.sample("q", emit_timesteps=False)),
-                         "sample", process)
+        sample = _within(
+            30, lambda: next(client.sample("q", emit_timesteps=False)), "sample", process
+        )
         assert sample.data[0] == 1
     finally:
         for client in clients:

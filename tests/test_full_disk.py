@@ -13,7 +13,6 @@ every acknowledged item, before and after the full disk, comes back.
 """
 
 import os
-import pathlib
 import subprocess
 import time
 
@@ -25,13 +24,15 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import reverb_tf as reverb
 from integration import port_outside_ephemeral_range, scrape_metrics
 
-_CONFIG = ('port: {port} tables {{ table_name: "t" sampler {{ heap {{ min_heap: false }} }} '
-           'remover {{ fifo: true }} max_size: 1000000 rate_limiter {{ samples_per_insert: 1 '
-           'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}')
+_CONFIG = (
+    'port: {port} tables {{ table_name: "t" sampler {{ heap {{ min_heap: false }} }} '
+    "remover {{ fifo: true }} max_size: 1000000 rate_limiter {{ samples_per_insert: 1 "
+    "min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}"
+)
 _PHRASE = "the write-ahead log cannot be written"
 _DISK_BYTES = 8 << 20
 _ROOM_LEFT = 1536 << 10  # what the filler leaves for the log
-_PAYLOAD = 1024          # bytes of random (incompressible) data per item
+_PAYLOAD = 1024  # bytes of random (incompressible) data per item
 
 
 @pytest.fixture
@@ -39,11 +40,15 @@ def small_disk(tmp_path):
     """A tmpfs of 8 MiB at tmp_path/disk, unmounted afterwards."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={_DISK_BYTES}", "tmpfs",
-                              str(disk)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={_DISK_BYTES}", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): "
-                    f"{mounted.stderr.strip()}")
+        pytest.skip(
+            f"cannot mount a tmpfs here (needs root and mount rights): {mounted.stderr.strip()}"
+        )
     try:
         yield disk
     finally:
@@ -52,11 +57,20 @@ def small_disk(tmp_path):
 
 def _start(server_binary, port, metrics_port, disk):
     process = subprocess.Popen(
-        [server_binary, "--config=" + _CONFIG.format(port=port),
-         f"--checkpoint_dir={disk / 'checkpoints'}", "--checkpoint_interval=1h",
-         f"--wal_dir={disk / 'wal'}", "--wal_sync=every_write", "--wal_retry_interval=200ms",
-         f"--metrics_port={metrics_port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            server_binary,
+            "--config=" + _CONFIG.format(port=port),
+            f"--checkpoint_dir={disk / 'checkpoints'}",
+            "--checkpoint_interval=1h",
+            f"--wal_dir={disk / 'wal'}",
+            "--wal_sync=every_write",
+            "--wal_retry_interval=200ms",
+            f"--metrics_port={metrics_port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = process.stdout.readline()
     if "on port" not in line:
         process.kill()
@@ -130,14 +144,14 @@ def _drain(address):
     return values
 
 
-def test_a_full_disk_keeps_reads_up_and_writes_resume_once_there_is_room(server_binary,
-                                                                          small_disk):
+def test_a_full_disk_keeps_reads_up_and_writes_resume_once_there_is_room(server_binary, small_disk):
     port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
     address = f"localhost:{port}"
     filler = small_disk / "filler"
     with open(filler, "wb") as out:
-        out.write(b"\0" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
-                           - _ROOM_LEFT))
+        out.write(
+            b"\0" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize - _ROOM_LEFT)
+        )
 
     process = _start(server_binary, port, metrics_port, small_disk)
     try:
@@ -171,7 +185,9 @@ def test_a_full_disk_keeps_reads_up_and_writes_resume_once_there_is_room(server_
                 break
             except reverb.errors.ResourceExhaustedError as error:
                 assert _PHRASE in str(error)
-                assert time.monotonic() - freed < 30, "writes still refused 30 s after room was freed"
+                assert time.monotonic() - freed < 30, (
+                    "writes still refused 30 s after room was freed"
+                )
                 time.sleep(0.05)
                 writer = reverb.Client(address).trajectory_writer(num_keep_alive_refs=1)
         resumed_after = time.monotonic() - freed
@@ -191,5 +207,7 @@ def test_a_full_disk_keeps_reads_up_and_writes_resume_once_there_is_room(server_
         _kill(process)
     missing = sorted(set(acked + after) - values)
     assert not missing, f"{len(missing)} acknowledged items lost, e.g. {missing[:5]}"
-    print(f"{len(acked)} items acknowledged before the disk filled, all recovered; writes "
-          f"accepted {resumed_after:.2f} s after room was freed")
+    print(
+        f"{len(acked)} items acknowledged before the disk filled, all recovered; writes "
+        f"accepted {resumed_after:.2f} s after room was freed"
+    )

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
-    ProtoReflectionDescriptorDatabase)
+    ProtoReflectionDescriptorDatabase,
+)
 
 import reverb_tf as reverb
 from integration import port_outside_ephemeral_range
@@ -50,7 +51,8 @@ def test_serving_while_up_and_not_serving_once_stopping():
             # A watcher (what a probe that streams does) sees the change.
             seen = queue.Queue()
             watch = health_pb2_grpc.HealthStub(channel).Watch(
-                health_pb2.HealthCheckRequest(service=_REPLAY), timeout=30)
+                health_pb2.HealthCheckRequest(service=_REPLAY), timeout=30
+            )
 
             def follow():
                 try:
@@ -70,22 +72,32 @@ def test_serving_while_up_and_not_serving_once_stopping():
 
 
 def test_reflection_describes_the_replay_and_health_services():
-    with reverb.Server([_table()]) as server, \
-            grpc.insecure_channel(f"localhost:{server.port}") as channel:
+    with (
+        reverb.Server([_table()]) as server,
+        grpc.insecure_channel(f"localhost:{server.port}") as channel,
+    ):
         database = ProtoReflectionDescriptorDatabase(channel)
         services = set(database.get_services())
         assert {_REPLAY, "grpc.health.v1.Health"} <= services
         replay = database.FindFileContainingSymbol(_REPLAY)
         assert replay.package == "reverb_tf.proto"
         methods = {m.name for s in replay.service if s.name == "ReplayService" for m in s.method}
-        assert {"InsertStream", "SampleStream", "MutatePriorities", "Reset", "ServerInfo",
-                "Checkpoint"} <= methods
+        assert {
+            "InsertStream",
+            "SampleStream",
+            "MutatePriorities",
+            "Reset",
+            "ServerInfo",
+            "Checkpoint",
+        } <= methods
 
 
 def test_the_binary_answers_health_probes(server_binary, start_server):
-    config = ('port: 0 tables { table_name: "q" sampler { fifo: true } remover { fifo: true } '
-              'max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-              'min_diff: 0 max_diff: 10 } }')
+    config = (
+        'port: 0 tables { table_name: "q" sampler { fifo: true } remover { fifo: true } '
+        "max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+        "min_diff: 0 max_diff: 10 } }"
+    )
     process, port = start_server(server_binary, "--config=" + config)
     try:
         with grpc.insecure_channel(f"localhost:{port}") as channel:
@@ -131,8 +143,9 @@ def test_not_serving_and_unavailable_while_a_checkpoint_loads(server_binary, tmp
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 try:
-                    status = stub.Check(health_pb2.HealthCheckRequest(service=_REPLAY),
-                                        timeout=1).status
+                    status = stub.Check(
+                        health_pb2.HealthCheckRequest(service=_REPLAY), timeout=1
+                    ).status
                 except grpc.RpcError:
                     continue  # the port is not open yet
                 if status == health_pb2.HealthCheckResponse.NOT_SERVING and not seen:
@@ -168,10 +181,15 @@ def test_neither_side_starts_grpcs_callback_pollers(server_binary, start_server)
     # starts "nexting_thread" pollers that take turns with the threads that
     # wait on our streams, a wake-up more per message (health_service.h).
     # Health checks, server info and priority updates must not start them.
-    process, port = start_server(server_binary, "--config=port: 0 " + (
-        'tables { table_name: "p" sampler { prioritized { priority_exponent: 1 } } '
-        'remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 '
-        'min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 } }'))
+    process, port = start_server(
+        server_binary,
+        "--config=port: 0 "
+        + (
+            'tables { table_name: "p" sampler { prioritized { priority_exponent: 1 } } '
+            "remover { fifo: true } max_size: 10 rate_limiter { samples_per_insert: 1 "
+            "min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 } }"
+        ),
+    )
     try:
         with grpc.insecure_channel(f"localhost:{port}") as channel:
             assert _status(channel, "") == health_pb2.HealthCheckResponse.SERVING

@@ -6,12 +6,13 @@ these tests prove which path a call took: the server counts every RPC it
 serves (reverb_tf_rpc_duration_seconds_count), its tables count samples and
 updates whichever way they came.
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
-from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # pylint: disable=unused-import
+from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # noqa: F401 (fixture)
 from integration import write_from_child
 
 READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
@@ -24,12 +25,12 @@ def _table():
 
 def _rpc_counts(server):
     samples, _ = scrape_metrics(server.metrics_port)
-    counts = {method: samples.get(("reverb_tf_rpc_duration_seconds_count", (("method", method),)),
-                                  0.0)
-              for method in READS + WRITES}
+    counts = {
+        method: samples.get(("reverb_tf_rpc_duration_seconds_count", (("method", method),)), 0.0)
+        for method in READS + WRITES
+    }
     counts["samples"] = metric_value(samples, "reverb_tf_table_samples_total", table="t")
-    counts["updates"] = metric_value(samples, "reverb_tf_table_priority_updates_total",
-                                     table="t")
+    counts["updates"] = metric_value(samples, "reverb_tf_table_priority_updates_total", table="t")
     return counts
 
 
@@ -46,11 +47,13 @@ def _read_every_way(address, client):
     client.mutate_priorities("t", updates={keys[0]: 2.0})
     assert set(client.server_info()) == {"t"}
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        address, "t", max_in_flight_samples_per_worker=3)
+        address, "t", max_in_flight_samples_per_worker=3
+    )
     taken = list(dataset.take(3))
     tf_client = reverb.TFClient(address)
-    tf_client.update_priorities("t", tf.constant([keys[1]], tf.uint64),
-                                tf.constant([3.0], tf.float64))
+    tf_client.update_priorities(
+        "t", tf.constant([keys[1]], tf.uint64), tf.constant([3.0], tf.float64)
+    )
     for _ in range(4):
         tf_client.sample("t", [tf.float32])
     client.reset("t")
@@ -146,6 +149,7 @@ def test_a_writer_of_a_stopped_server_fails_and_a_blocked_one_wakes(make_server)
 
 def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server):
     import time  # pylint: disable=g-import-not-at-top
+
     server = make_server(reverb.Table.queue("q", 1))
     client = reverb.Client(f"localhost:{server.port}")
     writer = client.trajectory_writer(1)
@@ -166,6 +170,7 @@ def test_a_child_process_reaches_the_real_server_or_refuses(make_server, method)
     # vanished. Now the child is refused at once; a spawned child writes
     # over gRPC into the real server.
     import multiprocessing  # pylint: disable=g-import-not-at-top
+
     server = make_server(table())
     client = reverb.Client(f"localhost:{server.port}")
     context = multiprocessing.get_context(method)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Selector descriptions and their validation (no server needed)."""
+
 import math
 
 import pytest
@@ -7,9 +8,16 @@ import pytest
 from reverb_tf import item_selectors as selectors
 
 
-@pytest.mark.parametrize("cls,kind", [
-    (selectors.Uniform, "uniform"), (selectors.Fifo, "fifo"), (selectors.Lifo, "lifo"),
-    (selectors.MinHeap, "min_heap"), (selectors.MaxHeap, "max_heap")])
+@pytest.mark.parametrize(
+    "cls,kind",
+    [
+        (selectors.Uniform, "uniform"),
+        (selectors.Fifo, "fifo"),
+        (selectors.Lifo, "lifo"),
+        (selectors.MinHeap, "min_heap"),
+        (selectors.MaxHeap, "max_heap"),
+    ],
+)
 def test_parameterless_selectors_core_options(cls, kind):
     assert cls()._key() == (kind, 1.0)
     assert cls()._core_options.kind.name == kind
@@ -75,14 +83,21 @@ def test_options_proto_answers_like_dm_reverb_protos():
 def test_selectors_alias_module():
     import reverb_tf
     from reverb_tf.selectors import MaxHeap  # noqa: F401  (must import)
+
     assert reverb_tf.selectors is selectors
 
 
-@pytest.mark.parametrize("selector, short", [
-    (selectors.Uniform(), "Uniform"), (selectors.Fifo(), "Fifo"), (selectors.Lifo(), "Lifo"),
-    (selectors.MinHeap(), "MinHeap"), (selectors.MaxHeap(), "MaxHeap"),
-    (selectors.Prioritized(0.8), "Prioritized(0.8)"),
-])
+@pytest.mark.parametrize(
+    "selector, short",
+    [
+        (selectors.Uniform(), "Uniform"),
+        (selectors.Fifo(), "Fifo"),
+        (selectors.Lifo(), "Lifo"),
+        (selectors.MinHeap(), "MinHeap"),
+        (selectors.MaxHeap(), "MaxHeap"),
+        (selectors.Prioritized(0.8), "Prioritized(0.8)"),
+    ],
+)
 def test_options_proto_round_trips_and_describes(selector, short):
     # One table of kinds: the message a selector reports reads back as the
     # same selector (server_from_proto) and prints as the CLI shows it.
@@ -94,6 +109,7 @@ def test_options_proto_round_trips_and_describes(selector, short):
 
 def test_from_options_proto_refuses_a_false_flag_and_no_distribution():
     from reverb_tf.cc import schema_pb2
+
     with pytest.raises(ValueError, match="'fifo' is chosen but set to false"):
         selectors.from_options_proto(_false_fifo(schema_pb2))
     with pytest.raises(NotImplementedError, match="distribution=None"):

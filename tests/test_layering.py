@@ -20,19 +20,28 @@ CC = ROOT / "reverb_tf" / "cc"
 
 # Directory (relative to the repository) -> layer.
 _LAYERS: Dict[str, int] = {
-    "reverb_tf/cc": 1, "reverb_tf/cc/platform": 1, "reverb_tf/cc/selectors": 1,
+    "reverb_tf/cc": 1,
+    "reverb_tf/cc/platform": 1,
+    "reverb_tf/cc/selectors": 1,
     "reverb_tf/cc/rate_limiters": 1,
-    "reverb_tf/cc/proto": 2, "reverb_tf/cc/wire": 2, "reverb_tf/cc/security": 2,
+    "reverb_tf/cc/proto": 2,
+    "reverb_tf/cc/wire": 2,
+    "reverb_tf/cc/security": 2,
     "reverb_tf/cc/checkpointing": 3,
     "reverb_tf/cc/service": 4,
-    "reverb_tf/cc/client": 5, "reverb_tf/cc/patterns": 5,
-    "ops": 6, "kernels": 6,
+    "reverb_tf/cc/client": 5,
+    "reverb_tf/cc/patterns": 5,
+    "ops": 6,
+    "kernels": 6,
     "reverb_tf/cc/python": 7,
 }
 # Test support: used by tests only, not checked as a layer.
 _TEST_ONLY = ("reverb_tf/cc/testing", "reverb_tf/cc/fuzzing")
-_FACADES = {"reverb_tf/cc/client/tf_facade.h", "reverb_tf/cc/patterns/pattern_facade.h",
-            "reverb_tf/cc/platform/export.h"}
+_FACADES = {
+    "reverb_tf/cc/client/tf_facade.h",
+    "reverb_tf/cc/patterns/pattern_facade.h",
+    "reverb_tf/cc/platform/export.h",
+}
 _FOREIGN_IN_CORE = ("grpc", "grpcpp/", "google/protobuf/", "tensorflow/")
 # What the shared object ships: every layer in one target, packaging rather
 # than code of the core.
@@ -88,8 +97,13 @@ def _targets(build: pathlib.Path) -> List[Tuple[str, str, List[str]]]:
         rule, body = match.group(1), match.group(2)
         name = re.search(r'name\s*=\s*"([^"]+)"', body)
         deps = re.search(r"\bdeps\s*=\s*\[(.*?)\]", body, re.S)
-        rules.append((rule, name.group(1) if name else "",
-                      re.findall(r'"([^"]+)"', deps.group(1)) if deps else []))
+        rules.append(
+            (
+                rule,
+                name.group(1) if name else "",
+                re.findall(r'"([^"]+)"', deps.group(1)) if deps else [],
+            )
+        )
     return rules
 
 

@@ -18,14 +18,17 @@ import time
 import numpy as np
 
 import reverb_tf as reverb
-from integration import (port_outside_ephemeral_range, proc_status_bytes, scrape_metrics,
-                         uniform_table_config)
+from integration import (
+    port_outside_ephemeral_range,
+    proc_status_bytes,
+    scrape_metrics,
+    uniform_table_config,
+)
 
 _BUDGET = 160 << 20
 _ITEM = 1 << 20
-_HEADROOM = 256 << 20   # for gRPC's buffers, threads and the allocator, above the budget
+_HEADROOM = 256 << 20  # for gRPC's buffers, threads and the allocator, above the budget
 _PHRASE = "memory budget is used up"
-
 
 
 def _metric(metrics_port, name):
@@ -53,16 +56,21 @@ class _Writer(threading.Thread):
                 self.acked += 1
             except reverb.errors.ReverbError as error:
                 self.errors.append(error)
-                writer = client.trajectory_writer(num_keep_alive_refs=1,
-                                                  rate_limiter_timeout_ms=1500)
+                writer = client.trajectory_writer(
+                    num_keep_alive_refs=1, rate_limiter_timeout_ms=1500
+                )
 
 
-def test_writers_past_the_budget_wait_and_are_refused_and_the_server_lives(start_server,
-                                                                           server_binary):
+def test_writers_past_the_budget_wait_and_are_refused_and_the_server_lives(
+    start_server, server_binary
+):
     port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
     process, port = start_server(
-        server_binary, "--config=" + uniform_table_config(port, max_size=1_000_000),
-        f"--memory_limit={_BUDGET // (1 << 20)}M", f"--metrics_port={metrics_port}")
+        server_binary,
+        "--config=" + uniform_table_config(port, max_size=1_000_000),
+        f"--memory_limit={_BUDGET // (1 << 20)}M",
+        f"--metrics_port={metrics_port}",
+    )
     try:
         limit = proc_status_bytes(process.pid, "VmSize") + _BUDGET + _HEADROOM
         resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
@@ -99,15 +107,18 @@ def test_writers_past_the_budget_wait_and_are_refused_and_the_server_lives(start
         assert _metric(metrics_port, "reverb_tf_memory_refusals_total") >= len(errors)
         assert _metric(metrics_port, "process_resident_memory_bytes") < limit
         assert sampled > 0
-        print(f"budget {_BUDGET >> 20} MiB, address space {limit >> 20} MiB: {acked} items "
-              f"acknowledged, {len(errors)} refused, {stored} stored, budget used "
-              f"{used / 2**20:.1f} MiB, RSS "
-              f"{_metric(metrics_port, 'process_resident_memory_bytes') / 2**20:.0f} MiB; "
-              f"first refusal: {errors[0]}")
+        print(
+            f"budget {_BUDGET >> 20} MiB, address space {limit >> 20} MiB: {acked} items "
+            f"acknowledged, {len(errors)} refused, {stored} stored, budget used "
+            f"{used / 2**20:.1f} MiB, RSS "
+            f"{_metric(metrics_port, 'process_resident_memory_bytes') / 2**20:.0f} MiB; "
+            f"first refusal: {errors[0]}"
+        )
 
         # A waiting insert goes in once deletes make room.
-        waiting_writer = client.trajectory_writer(num_keep_alive_refs=1,
-                                                  rate_limiter_timeout_ms=60_000)
+        waiting_writer = client.trajectory_writer(
+            num_keep_alive_refs=1, rate_limiter_timeout_ms=60_000
+        )
         done = threading.Event()
 
         def insert_one():

@@ -24,7 +24,6 @@ _ITEMS = 400
 _WRITERS = 4
 
 
-
 def _write(address, first, count, item_bytes):
     rng = np.random.default_rng(first)
     client = reverb.Client(address)
@@ -40,8 +39,10 @@ def _write(address, first, count, item_bytes):
 
 
 def _round(address, count, item_bytes):
-    threads = [threading.Thread(target=_write, args=(address, w * count, count, item_bytes))
-               for w in range(_WRITERS)]
+    threads = [
+        threading.Thread(target=_write, args=(address, w * count, count, item_bytes))
+        for w in range(_WRITERS)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -49,8 +50,9 @@ def _round(address, count, item_bytes):
 
 
 def test_resident_memory_comes_back_after_a_reset(start_server, server_binary):
-    process, port = start_server(server_binary,
-                                 "--config=" + uniform_table_config(0, max_size=100_000))
+    process, port = start_server(
+        server_binary, "--config=" + uniform_table_config(0, max_size=100_000)
+    )
     address = f"localhost:{port}"
     client = reverb.Client(address)
     try:
@@ -73,12 +75,16 @@ def test_resident_memory_comes_back_after_a_reset(start_server, server_binary):
             while proc_status_bytes(process.pid, "VmRSS") > goal and time.monotonic() - reset < 10:
                 time.sleep(0.1)
             after = proc_status_bytes(process.pid, "VmRSS")
-            print(f"round {round_index}: baseline {baseline >> 20} MiB, holding "
-                  f"{full >> 20} MiB, {after >> 20} MiB "
-                  f"{time.monotonic() - reset:.1f} s after the reset")
-            assert after <= bound, (f"round {round_index}: {after >> 20} MiB resident after "
-                                    f"the reset (baseline {baseline >> 20} MiB, held "
-                                    f"{full >> 20} MiB)")
+            print(
+                f"round {round_index}: baseline {baseline >> 20} MiB, holding "
+                f"{full >> 20} MiB, {after >> 20} MiB "
+                f"{time.monotonic() - reset:.1f} s after the reset"
+            )
+            assert after <= bound, (
+                f"round {round_index}: {after >> 20} MiB resident after "
+                f"the reset (baseline {baseline >> 20} MiB, held "
+                f"{full >> 20} MiB)"
+            )
     finally:
         process.kill()
         process.communicate()

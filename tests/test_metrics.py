@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Prometheus metrics endpoint: scraped over HTTP and read with prometheus_client's parser."""
+
 import gc
 import re
 import signal
@@ -17,12 +18,17 @@ from integration import scrape_metrics as scrape, metric_value as value, uniform
 # What these tests check is the RPC path's (streams, RPC metrics).
 pytestmark = pytest.mark.usefixtures("over_grpc")
 
+
 @pytest.fixture
 def served():
     tables = [
-        reverb_tf.Table("prio", sampler=reverb_tf.selectors.Prioritized(1.0),
-                        remover=reverb_tf.selectors.Fifo(), max_size=5,
-                        rate_limiter=reverb_tf.rate_limiters.MinSize(1)),
+        reverb_tf.Table(
+            "prio",
+            sampler=reverb_tf.selectors.Prioritized(1.0),
+            remover=reverb_tf.selectors.Fifo(),
+            max_size=5,
+            rate_limiter=reverb_tf.rate_limiters.MinSize(1),
+        ),
         reverb_tf.Table.queue('odd "name" \\ here', 10),
     ]
     with reverb_tf.Server(tables, metrics_port=0) as server:
@@ -48,8 +54,9 @@ def test_values_move_with_traffic(served):
     samples = list(client.sample("prio", num_samples=4, emit_timesteps=False))
     keys = [int(s.info.key) for s in samples]
     while len(set(keys)) < 2:  # sampling may repeat an item; two distinct ones are needed
-        keys += [int(s.info.key)
-                 for s in client.sample("prio", num_samples=1, emit_timesteps=False)]
+        keys += [
+            int(s.info.key) for s in client.sample("prio", num_samples=1, emit_timesteps=False)
+        ]
     updated, deleted = list(dict.fromkeys(keys))[:2]
     client.mutate_priorities("prio", updates={updated: 3.0}, deletes=[deleted])
     client.server_info()
@@ -72,8 +79,9 @@ def test_values_move_with_traffic(served):
     for method in ["InsertStream", "SampleStream", "MutatePriorities", "ServerInfo"]:
         count = value(after, "reverb_tf_rpc_duration_seconds_count", method=method)
         assert count > value(before, "reverb_tf_rpc_duration_seconds_count", method=method)
-        assert value(after, "reverb_tf_rpc_duration_seconds_bucket", method=method,
-                     le="+Inf") == count
+        assert (
+            value(after, "reverb_tf_rpc_duration_seconds_bucket", method=method, le="+Inf") == count
+        )
     # The client keeps its priority-mutation stream open for its next calls.
     assert value(after, "reverb_tf_active_streams") == 1
     # Priorities: the 5 items left all have priority 1 but one (3.0): the
@@ -82,10 +90,18 @@ def test_values_move_with_traffic(served):
     assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="1") == 3
     assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="4") == 4
     assert value(after, "reverb_tf_table_items_by_priority", table="prio", le="+Inf") == 4
-    assert value(after, "reverb_tf_table_info", table="prio",
-                 sampler="SelectorOptions(kind=Prioritized, priority_exponent=1)",
-                 remover="SelectorOptions(kind=Fifo)", max_times_sampled="0",
-                 signature="no") == 1
+    assert (
+        value(
+            after,
+            "reverb_tf_table_info",
+            table="prio",
+            sampler="SelectorOptions(kind=Prioritized, priority_exponent=1)",
+            remover="SelectorOptions(kind=Fifo)",
+            max_times_sampled="0",
+            signature="no",
+        )
+        == 1
+    )
     # The name with a quote and a backslash survives the round trip.
     assert value(after, "reverb_tf_table_max_size", table='odd "name" \\ here') == 10
 
@@ -112,11 +128,19 @@ def test_rate_limiter_waits_and_checkpoints_are_reported(served):
     queue = 'odd "name" \\ here'
     # A sampler that waits for the empty queue until an item arrives.
     waiter = threading.Thread(
-        target=lambda: list(client.sample(queue, num_samples=1, emit_timesteps=False)))
+        target=lambda: list(client.sample(queue, num_samples=1, emit_timesteps=False))
+    )
     waiter.start()
     deadline = time.monotonic() + 10
-    while value(scrape(server.metrics_port)[0], "reverb_tf_table_rate_limiter_waiting_calls",
-                table=queue, side="sample") != 1:
+    while (
+        value(
+            scrape(server.metrics_port)[0],
+            "reverb_tf_table_rate_limiter_waiting_calls",
+            table=queue,
+            side="sample",
+        )
+        != 1
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
@@ -125,12 +149,23 @@ def test_rate_limiter_waits_and_checkpoints_are_reported(served):
     client.insert(np.float32(2), {"prio": 1.0})
     client.checkpoint()
     samples, _ = scrape(server.metrics_port)
-    assert value(samples, "reverb_tf_table_rate_limiter_waiting_calls", table=queue,
-                 side="sample") == 0
-    assert value(samples, "reverb_tf_table_rate_limiter_blocked_seconds_total", table=queue,
-                 side="sample") >= 0.2
-    assert value(samples, "reverb_tf_table_removed_total", table=queue,
-                 reason="max_times_sampled") == 1
+    assert (
+        value(samples, "reverb_tf_table_rate_limiter_waiting_calls", table=queue, side="sample")
+        == 0
+    )
+    assert (
+        value(
+            samples,
+            "reverb_tf_table_rate_limiter_blocked_seconds_total",
+            table=queue,
+            side="sample",
+        )
+        >= 0.2
+    )
+    assert (
+        value(samples, "reverb_tf_table_removed_total", table=queue, reason="max_times_sampled")
+        == 1
+    )
     assert value(samples, "reverb_tf_checkpoints_total", outcome="ok") == 1
     assert value(samples, "reverb_tf_checkpoints_total", outcome="failed") == 0
     assert value(samples, "reverb_tf_last_checkpoint_items") == 1
@@ -144,8 +179,9 @@ def test_only_get_of_metrics_and_dashboard_is_served(served):
     with pytest.raises(urllib.error.HTTPError) as not_found:
         urllib.request.urlopen(f"http://localhost:{server.metrics_port}/other", timeout=10)
     assert not_found.value.code == 404
-    request = urllib.request.Request(f"http://localhost:{server.metrics_port}/metrics",
-                                     data=b"x", method="POST")
+    request = urllib.request.Request(
+        f"http://localhost:{server.metrics_port}/metrics", data=b"x", method="POST"
+    )
     with pytest.raises(urllib.error.HTTPError) as not_allowed:
         urllib.request.urlopen(request, timeout=10)
     assert not_allowed.value.code == 405
@@ -168,6 +204,7 @@ def test_localhost_metrics_are_served_on_both_loopbacks_or_not_at_all():
     # Scrapers of localhost:P try [::1]:P first; another process holding it
     # must not answer for us.
     import socket  # pylint: disable=g-import-not-at-top
+
     with reverb_tf.Server([reverb_tf.Table.queue("q", 1)], metrics_port=0) as server:
         for host in ("127.0.0.1", "[::1]"):
             url = f"http://{host}:{server.metrics_port}/metrics"
@@ -177,10 +214,13 @@ def test_localhost_metrics_are_served_on_both_loopbacks_or_not_at_all():
     stranger.bind(("::1", 0))
     stranger.listen()
     try:
-        with pytest.raises(reverb_tf.errors.UnavailableError,
-                           match=r"metrics: cannot listen .*127.0.0.1 and \[::1\]"):
-            reverb_tf.Server([reverb_tf.Table.queue("q", 1)],
-                             metrics_port=stranger.getsockname()[1])
+        with pytest.raises(
+            reverb_tf.errors.UnavailableError,
+            match=r"metrics: cannot listen .*127.0.0.1 and \[::1\]",
+        ):
+            reverb_tf.Server(
+                [reverb_tf.Table.queue("q", 1)], metrics_port=stranger.getsockname()[1]
+            )
     finally:
         stranger.close()
 
@@ -188,8 +228,13 @@ def test_localhost_metrics_are_served_on_both_loopbacks_or_not_at_all():
 def test_the_binary_serves_metrics(server_binary):
     config = uniform_table_config()
     import subprocess  # pylint: disable=g-import-not-at-top
-    process = subprocess.Popen([server_binary, f"--config={config}", "--metrics_port=0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    process = subprocess.Popen(
+        [server_binary, f"--config={config}", "--metrics_port=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         metrics_line = process.stderr.readline()
         port = int(re.search(r"metrics on http://localhost:(\d+)/metrics", metrics_line).group(1))

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """NumpyDataset: batches stacked in C++, over gRPC and in-process."""
+
 import threading
 import time
 
@@ -13,29 +14,42 @@ BOTH_TRANSPORTS = True
 
 
 def _signature():
-    return {"obs": reverb.ArraySpec((3, 2), np.float32),
-            "action": reverb.ArraySpec((), np.int32),
-            "text": reverb.ArraySpec((), object)}
+    return {
+        "obs": reverb.ArraySpec((3, 2), np.float32),
+        "action": reverb.ArraySpec((), np.int32),
+        "text": reverb.ArraySpec((), object),
+    }
 
 
 def _fill(client, table="t", steps=40):
     """Items t = 2.. steps-1: obs rows t-2..t (value = step), action t, text b"s<t>"."""
     with client.trajectory_writer(num_keep_alive_refs=3) as writer:
         for t in range(steps):
-            writer.append({"obs": np.full(2, t, np.float32), "action": np.int32(t),
-                           "text": f"s{t}".encode()})
+            writer.append(
+                {"obs": np.full(2, t, np.float32), "action": np.int32(t), "text": f"s{t}".encode()}
+            )
             if t >= 2:
-                writer.create_item(table, 1.0, {
-                    "obs": writer.history["obs"][-3:],
-                    "action": writer.history["action"][-1],
-                    "text": writer.history["text"][-1]})
+                writer.create_item(
+                    table,
+                    1.0,
+                    {
+                        "obs": writer.history["obs"][-3:],
+                        "action": writer.history["action"][-1],
+                        "text": writer.history["text"][-1],
+                    },
+                )
 
 
 @pytest.fixture
 def server():
     table = reverb.Table.queue("t", 1000, signature=_signature())
-    uniform = reverb.Table("u", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1000,
-                           reverb.rate_limiters.MinSize(1))
+    uniform = reverb.Table(
+        "u",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        1000,
+        reverb.rate_limiters.MinSize(1),
+    )
     with reverb.Server([table, uniform]) as server:
         yield server
 
@@ -57,8 +71,9 @@ def test_batches_hold_exactly_the_written_items_in_the_signature_structure(serve
     actions = np.concatenate([b.data["action"] for b in batches])
     np.testing.assert_array_equal(actions, np.arange(2, 40))
     obs = np.concatenate([b.data["obs"] for b in batches])
-    expected = np.stack([np.repeat(np.arange(t - 2, t + 1, dtype=np.float32)[:, None], 2, 1)
-                         for t in range(2, 40)])
+    expected = np.stack(
+        [np.repeat(np.arange(t - 2, t + 1, dtype=np.float32)[:, None], 2, 1) for t in range(2, 40)]
+    )
     np.testing.assert_array_equal(obs, expected)
     texts = np.concatenate([b.data["text"] for b in batches])
     assert list(texts) == [f"s{t}".encode() for t in range(2, 40)]
@@ -156,15 +171,18 @@ def test_sampling_stats_give_importance_weights(server):
     np.testing.assert_allclose(batch.info.importance_weight(0.4), 1.0)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"batch_size": 0}, "batch_size"),
-    ({"max_in_flight_samples_per_worker": 0}, "max_in_flight_samples_per_worker"),
-    ({"num_workers_per_iterator": 0}, "num_workers_per_iterator"),
-    ({"max_samples_per_stream": -2}, "max_samples_per_stream"),
-    ({"max_samples": 0}, "max_samples"),
-    ({"rate_limiter_timeout_ms": -5}, "rate_limiter_timeout_ms"),
-    ({"prefetch": -1}, "prefetch"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"max_in_flight_samples_per_worker": 0}, "max_in_flight_samples_per_worker"),
+        ({"num_workers_per_iterator": 0}, "num_workers_per_iterator"),
+        ({"max_samples_per_stream": -2}, "max_samples_per_stream"),
+        ({"max_samples": 0}, "max_samples"),
+        ({"rate_limiter_timeout_ms": -5}, "rate_limiter_timeout_ms"),
+        ({"prefetch": -1}, "prefetch"),
+    ],
+)
 def test_arguments_are_checked(kwargs, message):
     arguments = {"server_address": "localhost:1", "table": "t", "batch_size": 4, **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -178,8 +196,9 @@ def test_many_streams_and_short_streams_still_deliver_every_item_once(server):
         for i in range(300):
             writer.append({"x": np.int64(i)})
             writer.create_item("u", 1.0, {"x": writer.history["x"][-1]})
-    dataset = reverb.NumpyDataset(address, "u", 50, num_workers_per_iterator=3,
-                                  max_samples_per_stream=7, max_samples=300)
+    dataset = reverb.NumpyDataset(
+        address, "u", 50, num_workers_per_iterator=3, max_samples_per_stream=7, max_samples=300
+    )
     values = np.concatenate([b.data[0] for b in dataset])
     assert len(values) == 300
     assert set(values.tolist()) <= set(range(300))

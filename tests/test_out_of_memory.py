@@ -13,7 +13,6 @@ server must then answer every kind of call.
 """
 
 import resource
-import subprocess
 
 import grpc
 import numpy as np
@@ -23,31 +22,43 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import reverb_tf as reverb
 from reverb_tf.cc.proto import data_pb2
 from reverb_tf.cc.proto import service_pb2 as pb
-from integration import (port_outside_ephemeral_range, proc_status_bytes, scrape_metrics,
-                         uniform_table_config)
+from integration import (
+    port_outside_ephemeral_range,
+    proc_status_bytes,
+    scrape_metrics,
+    uniform_table_config,
+)
 
 _CHUNK_BYTES = 100 << 20
-_HEADROOM = 640 << 20   # above the server's address space once it is up
-
+_HEADROOM = 640 << 20  # above the server's address space once it is up
 
 
 def _chunk_requests(count: int):
     data = b"\x01" * _CHUNK_BYTES
     for i in range(count):
-        tensor = data_pb2.Tensor(dtype=4, shape=[1, _CHUNK_BYTES], data=data,  # uint8
-                                 uncompressed_size=_CHUNK_BYTES)
-        yield pb.InsertRequest(chunks=[data_pb2.Chunk(key=10_000 + i, tensor=tensor)]
-                               ).SerializeToString()
+        tensor = data_pb2.Tensor(
+            dtype=4,
+            shape=[1, _CHUNK_BYTES],
+            data=data,  # uint8
+            uncompressed_size=_CHUNK_BYTES,
+        )
+        yield pb.InsertRequest(
+            chunks=[data_pb2.Chunk(key=10_000 + i, tensor=tensor)]
+        ).SerializeToString()
 
 
 def _send_chunks_until_refused(address: str) -> grpc.RpcError:
     """Streams 20 chunks of 100 MB (2 GB, far beyond the headroom); the stream's error."""
-    options = [("grpc.max_send_message_length", 256 << 20),
-               ("grpc.max_receive_message_length", 256 << 20)]
+    options = [
+        ("grpc.max_send_message_length", 256 << 20),
+        ("grpc.max_receive_message_length", 256 << 20),
+    ]
     with grpc.insecure_channel(address, options=options) as channel:
-        call = channel.stream_stream("/reverb_tf.proto.ReplayService/InsertStream",
-                                     request_serializer=lambda b: b,
-                                     response_deserializer=pb.InsertResponse.FromString)
+        call = channel.stream_stream(
+            "/reverb_tf.proto.ReplayService/InsertStream",
+            request_serializer=lambda b: b,
+            response_deserializer=pb.InsertResponse.FromString,
+        )
         with pytest.raises(grpc.RpcError) as error:
             for _ in call(_chunk_requests(20), timeout=120):
                 pass
@@ -55,10 +66,12 @@ def _send_chunks_until_refused(address: str) -> grpc.RpcError:
 
 
 def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_server_serves_on(
-        start_server, server_binary):
+    start_server, server_binary
+):
     port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
-    process, port = start_server(server_binary, "--config=" + uniform_table_config(port),
-                                 f"--metrics_port={metrics_port}")
+    process, port = start_server(
+        server_binary, "--config=" + uniform_table_config(port), f"--metrics_port={metrics_port}"
+    )
     try:
         limit = proc_status_bytes(process.pid, "VmSize") + _HEADROOM
         resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
@@ -67,14 +80,15 @@ def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_ser
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
         details = error.details()
         assert "the server ran out of memory while" in details, details
-        assert ("storing chunk" in details or "reading message" in details), details
+        assert "storing chunk" in details or "reading message" in details, details
         assert process.poll() is None, "the server died"
         print(f"address space capped at {limit >> 20} MiB; the stream ended with: {details}")
 
         # Everything else still works: health, metrics, info, insert, sample.
         with grpc.insecure_channel(address) as channel:
             health = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=10)
+                health_pb2.HealthCheckRequest(service=""), timeout=10
+            )
         assert health.status == health_pb2.HealthCheckResponse.SERVING
         samples, _ = scrape_metrics(metrics_port)
         # The failed stream's chunks were given back.

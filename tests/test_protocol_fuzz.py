@@ -29,32 +29,54 @@ def _valid_requests():
     """One valid serialized request per method, plus hostile-but-well-formed ones."""
     tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
     chunk = data_pb2.Chunk(key=11, tensor=tensor)
-    item = data_pb2.Item(key=5, table="t", priority=1.0,
-                   columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, length=1)])])
+    item = data_pb2.Item(
+        key=5,
+        table="t",
+        priority=1.0,
+        columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, length=1)])],
+    )
     return {
         "InsertStream": [
             pb.InsertRequest(chunks=[chunk], items=[item]),
             pb.InsertRequest(items=[item]),  # chunk never sent
-            pb.InsertRequest(chunks=[data_pb2.Chunk(key=12, tensor=data_pb2.Tensor(
-                dtype=1, shape=[1, 2 ** 32, 2 ** 32], uncompressed_size=0))]),
-            pb.InsertRequest(chunks=[chunk], items=[data_pb2.Item(
-                key=6, table="t", priority=float("nan"),
-                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, offset=-3, length=9)])])]),
+            pb.InsertRequest(
+                chunks=[
+                    data_pb2.Chunk(
+                        key=12,
+                        tensor=data_pb2.Tensor(
+                            dtype=1, shape=[1, 2**32, 2**32], uncompressed_size=0
+                        ),
+                    )
+                ]
+            ),
+            pb.InsertRequest(
+                chunks=[chunk],
+                items=[
+                    data_pb2.Item(
+                        key=6,
+                        table="t",
+                        priority=float("nan"),
+                        columns=[
+                            data_pb2.Column(
+                                slices=[data_pb2.Slice(chunk_key=11, offset=-3, length=9)]
+                            )
+                        ],
+                    )
+                ],
+            ),
         ],
         "SampleStream": [
             pb.SampleRequest(table="t", num_samples=2),
-            pb.SampleRequest(table="t", num_samples=2 ** 62, flexible_batch_size=2 ** 31 - 1),
+            pb.SampleRequest(table="t", num_samples=2**62, flexible_batch_size=2**31 - 1),
             pb.SampleRequest(table="t", num_samples=-5),
             pb.SampleRequest(table="x" * 10_000, num_samples=1),
         ],
         "MutatePriorities": [
-            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0],
-                                       deletes=[3]),
+            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0], deletes=[3]),
             pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[]),
         ],
         "MutateStream": [
-            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0],
-                                       deletes=[3]),
+            pb.MutatePrioritiesRequest(table="t", keys=[1, 2], priorities=[1.0, 2.0], deletes=[3]),
             pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[]),
             pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[float("nan")]),
         ],
@@ -77,7 +99,7 @@ def _mutations(rng, valid):
                 base[i] ^= 1 << rng.randrange(8)
             yield bytes(base)
         elif kind == 2:  # truncation
-            yield bytes(base[:rng.randrange(len(base))])
+            yield bytes(base[: rng.randrange(len(base))])
         elif kind == 3:  # splice of random bytes
             i = rng.randrange(len(base) + 1)
             yield bytes(base[:i]) + bytes(rng.getrandbits(8) for _ in range(8)) + bytes(base[i:])
@@ -94,13 +116,27 @@ def _round_trip(address):
     assert client.server_info(timeout=5)["t"].current_size >= 1
 
 
-@pytest.mark.parametrize("method", ["InsertStream", "SampleStream", "MutatePriorities",
-                                    "MutateStream", "Reset", "ServerInfo", "Checkpoint"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "InsertStream",
+        "SampleStream",
+        "MutatePriorities",
+        "MutateStream",
+        "Reset",
+        "ServerInfo",
+        "Checkpoint",
+    ],
+)
 def test_hostile_bytes_never_take_the_server_down(method):
     rng = random.Random(f"reverb_tf-{method}")
-    table = reverb.Table("t", sampler=reverb.selectors.Uniform(),
-                         remover=reverb.selectors.Fifo(), max_size=100,
-                         rate_limiter=reverb.rate_limiters.MinSize(1))
+    table = reverb.Table(
+        "t",
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=100,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
     with reverb.Server([table]) as server:
         address = f"localhost:{server.port}"
         _round_trip(address)
@@ -109,11 +145,13 @@ def test_hostile_bytes_never_take_the_server_down(method):
         started = time.monotonic()
         with grpc.insecure_channel(address) as channel:
             if method.endswith("Stream"):
-                call = channel.stream_stream(_SERVICE + method, request_serializer=identity,
-                                             response_deserializer=identity)
+                call = channel.stream_stream(
+                    _SERVICE + method, request_serializer=identity, response_deserializer=identity
+                )
             else:
-                call = channel.unary_unary(_SERVICE + method, request_serializer=identity,
-                                           response_deserializer=identity)
+                call = channel.unary_unary(
+                    _SERVICE + method, request_serializer=identity, response_deserializer=identity
+                )
             for i, payload in enumerate(_mutations(rng, _valid_requests()[method])):
                 try:
                     if method.endswith("Stream"):

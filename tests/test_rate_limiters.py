@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Rate limiter parameters and validation (no server needed)."""
+
 import math
 import sys
 
@@ -33,17 +34,21 @@ def test_min_size_rejects_non_integers_with_type_error(bad):
 
 def test_min_size_takes_numpy_integers():
     import numpy as np  # pylint: disable=g-import-not-at-top
+
     assert rate_limiters.MinSize(np.int64(4)).min_size_to_sample == 4
 
 
-@pytest.mark.parametrize("spi,min_size,buffer,expected", [
-    # offset = min_size * spi; diffs = offset -/+ buffer (as dm-reverb: no
-    # clamping of a small offset, checked by tests/compat).
-    (2.0, 10, 5.0, (15.0, 25.0)),
-    (4.0, 1000, 2048.0, (4000.0 - 2048.0, 4000.0 + 2048.0)),
-    (0.25, 1, 1.0, (-0.75, 1.25)),  # an offset below 1 is kept
-    (1.0, 1, 1, (0.0, 2.0)),      # int buffer
-])
+@pytest.mark.parametrize(
+    "spi,min_size,buffer,expected",
+    [
+        # offset = min_size * spi; diffs = offset -/+ buffer (as dm-reverb: no
+        # clamping of a small offset, checked by tests/compat).
+        (2.0, 10, 5.0, (15.0, 25.0)),
+        (4.0, 1000, 2048.0, (4000.0 - 2048.0, 4000.0 + 2048.0)),
+        (0.25, 1, 1.0, (-0.75, 1.25)),  # an offset below 1 is kept
+        (1.0, 1, 1, (0.0, 2.0)),  # int buffer
+    ],
+)
 def test_sample_to_insert_ratio_with_number_buffer(spi, min_size, buffer, expected):
     limiter = rate_limiters.SampleToInsertRatio(spi, min_size, buffer)
     assert limiter._key() == (spi, min_size) + expected
@@ -57,11 +62,14 @@ def test_sample_to_insert_ratio_with_pair_buffer_used_verbatim():
     assert limiter._key() == (1.0, 5, 0.0, 10.0)
 
 
-@pytest.mark.parametrize("spi,buffer", [
-    (1.0, 0.5),    # window 1 < 2
-    (3.0, 2.9),    # window 5.8 < 6
-    (1.0, (0.0, 1.0)),
-])
+@pytest.mark.parametrize(
+    "spi,buffer",
+    [
+        (1.0, 0.5),  # window 1 < 2
+        (3.0, 2.9),  # window 5.8 < 6
+        (1.0, (0.0, 1.0)),
+    ],
+)
 def test_sample_to_insert_ratio_rejects_windows_that_can_block_for_good(spi, buffer):
     with pytest.raises(ValueError, match="error_buffer"):
         rate_limiters.SampleToInsertRatio(spi, 10, buffer)
@@ -119,32 +127,38 @@ def test_equality_and_repr():
     assert "samples_per_insert=2.0" in repr(rate_limiters.SampleToInsertRatio(2.0, 1, 10.0))
 
 
-@pytest.mark.parametrize("limiter, why", [
-    # diff 1 after the first insert: inserts need diff <= -0.5, samples
-    # diff >= 1.5.
-    (lambda: rate_limiters.RateLimiter(1.0, 1, 0.5, 1.5), "window of 1 around 1"),
-    # The binary's config without diffs: min_diff = max_diff = 0.
-    (lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 0.0), "empty window"),
-    # Any window narrower than samples_per_insert deadlocks once sampling
-    # has brought diff down to min_diff.
-    (lambda: rate_limiters.RateLimiter(3.0, 2, -1.0, 1.0), "window below one insert"),
-    # Irrational-looking ratio: diffs come arbitrarily close to every point.
-    (lambda: rate_limiters.RateLimiter(0.3, 1, 0.0, 1.0), "dense diffs"),
-])
+@pytest.mark.parametrize(
+    "limiter, why",
+    [
+        # diff 1 after the first insert: inserts need diff <= -0.5, samples
+        # diff >= 1.5.
+        (lambda: rate_limiters.RateLimiter(1.0, 1, 0.5, 1.5), "window of 1 around 1"),
+        # The binary's config without diffs: min_diff = max_diff = 0.
+        (lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 0.0), "empty window"),
+        # Any window narrower than samples_per_insert deadlocks once sampling
+        # has brought diff down to min_diff.
+        (lambda: rate_limiters.RateLimiter(3.0, 2, -1.0, 1.0), "window below one insert"),
+        # Irrational-looking ratio: diffs come arbitrarily close to every point.
+        (lambda: rate_limiters.RateLimiter(0.3, 1, 0.0, 1.0), "dense diffs"),
+    ],
+)
 def test_a_table_refuses_a_limiter_that_can_deadlock(limiter, why):
     with pytest.raises(ValueError, match="can block inserts and samples for good"):
         reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10, limiter())
 
 
-@pytest.mark.parametrize("limiter", [
-    # Queue(1)'s window of 1 is narrow but never deadlocks: diffs are 0 or 1.
-    lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 1.0),
-    # Narrower than dm-reverb's SampleToInsertRatio rule (2 * spi = 4) but
-    # live: the diffs 1, 2 and 3 each allow a call.
-    lambda: rate_limiters.RateLimiter(2.0, 1, 0.5, 3.5),
-    lambda: rate_limiters.SampleToInsertRatio(1.0, 10, 1.0),
-    lambda: rate_limiters.MinSize(5),
-])
+@pytest.mark.parametrize(
+    "limiter",
+    [
+        # Queue(1)'s window of 1 is narrow but never deadlocks: diffs are 0 or 1.
+        lambda: rate_limiters.RateLimiter(1.0, 1, 0.0, 1.0),
+        # Narrower than dm-reverb's SampleToInsertRatio rule (2 * spi = 4) but
+        # live: the diffs 1, 2 and 3 each allow a call.
+        lambda: rate_limiters.RateLimiter(2.0, 1, 0.5, 3.5),
+        lambda: rate_limiters.SampleToInsertRatio(1.0, 10, 1.0),
+        lambda: rate_limiters.MinSize(5),
+    ],
+)
 def test_a_table_accepts_a_narrow_limiter_that_cannot_deadlock(limiter):
     table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10, limiter())
     assert table.can_insert(1)
@@ -160,6 +174,12 @@ def test_the_preset_keeps_dm_reverbs_stricter_window_rule():
 def test_items_that_leave_when_sampled_skip_the_deadlock_check():
     # With max_times_sampled the table shrinks as it samples (inserts then
     # pass below min_size_to_sample), so the same limiter serves a queue of 1.
-    table = reverb.Table("t", reverb.selectors.Fifo(), reverb.selectors.Fifo(), 10,
-                         rate_limiters.RateLimiter(1.0, 1, 0.0, 0.5), max_times_sampled=1)
+    table = reverb.Table(
+        "t",
+        reverb.selectors.Fifo(),
+        reverb.selectors.Fifo(),
+        10,
+        rate_limiters.RateLimiter(1.0, 1, 0.0, 0.5),
+        max_times_sampled=1,
+    )
     assert table.can_insert(1)

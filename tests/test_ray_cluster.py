@@ -22,17 +22,30 @@ SIGNATURE = {"x": tf.TensorSpec([], tf.int32)}
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
 
 def _tables():
-    return [reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100_000,
-                         reverb.rate_limiters.MinSize(1), signature=SIGNATURE),
-            reverb.Table("p", reverb.selectors.Prioritized(1.0), reverb.selectors.Fifo(),
-                         100_000, reverb.rate_limiters.MinSize(1), signature=SIGNATURE)]
+    return [
+        reverb.Table(
+            "t",
+            reverb.selectors.Uniform(),
+            reverb.selectors.Fifo(),
+            100_000,
+            reverb.rate_limiters.MinSize(1),
+            signature=SIGNATURE,
+        ),
+        reverb.Table(
+            "p",
+            reverb.selectors.Prioritized(1.0),
+            reverb.selectors.Fifo(),
+            100_000,
+            reverb.rate_limiters.MinSize(1),
+            signature=SIGNATURE,
+        ),
+    ]
 
 
 @ray.remote(num_cpus=0.1)
@@ -81,10 +94,12 @@ def test_shards_serve_one_dataset_in_proportion_and_info_adds_up(tmp_path):
         assert total["t"].current_size == 600 and total["p"].current_size == 30
 
         dataset = reverb.ReverbDataset.from_table_signature(
-            cluster.addresses, "t", max_in_flight_samples_per_worker=32).batch(100)
+            cluster.addresses, "t", max_in_flight_samples_per_worker=32
+        ).batch(100)
         values = np.concatenate([b.data["x"].numpy() for b in dataset.take(60)])
-        np.testing.assert_allclose(np.bincount(values // 1000, minlength=3) / len(values),
-                                   [1 / 6, 1 / 3, 1 / 2], atol=0.03)
+        np.testing.assert_allclose(
+            np.bincount(values // 1000, minlength=3) / len(values), [1 / 6, 1 / 3, 1 / 2], atol=0.03
+        )
 
 
 def test_priority_updates_from_a_sharded_dataset_change_only_the_owning_shard(tmp_path):
@@ -92,7 +107,8 @@ def test_priority_updates_from_a_sharded_dataset_change_only_the_owning_shard(tm
         for i in range(2):
             _write(cluster.addresses[i], "p", range(i * 1000, i * 1000 + 50))
         dataset = reverb.ReverbDataset.from_table_signature(
-            cluster.addresses, "p", max_in_flight_samples_per_worker=16).batch(25)
+            cluster.addresses, "p", max_in_flight_samples_per_worker=16
+        ).batch(25)
         tf_client = reverb.TFClient(cluster.addresses)
 
         @tf.function
@@ -100,7 +116,9 @@ def test_priority_updates_from_a_sharded_dataset_change_only_the_owning_shard(tm
             # Only shard 0's items are given priority 50.
             mine = tf.equal(batch.data["x"] // 1000, 0)
             keys = tf.boolean_mask(batch.info.key, mine)
-            tf_client.update_priorities("p", keys, tf.fill(tf.shape(keys), tf.constant(50.0, tf.float64)))
+            tf_client.update_priorities(
+                "p", keys, tf.fill(tf.shape(keys), tf.constant(50.0, tf.float64))
+            )
             return keys
 
         updated = set()
@@ -108,14 +126,19 @@ def test_priority_updates_from_a_sharded_dataset_change_only_the_owning_shard(tm
             updated.update(int(k) for k in learner_step(batch).numpy())
         assert updated
         for i, address in enumerate(cluster.addresses):
-            for sample in reverb.Client(address).sample("p", 300, emit_timesteps=False,
-                                                        unpack_as_table_signature=True):
+            for sample in reverb.Client(address).sample(
+                "p", 300, emit_timesteps=False, unpack_as_table_signature=True
+            ):
                 assert int(sample.data["x"]) // 1000 == i
                 want = 50.0 if int(sample.info.key) in updated else 1.0
                 assert sample.info.priority == want
         # Sampling now favours shard 0 by its priority sum.
-        merged = [int(s.data["x"]) // 1000 for s in cluster.client().sample(
-            "p", 400, emit_timesteps=False, unpack_as_table_signature=True)]
+        merged = [
+            int(s.data["x"]) // 1000
+            for s in cluster.client().sample(
+                "p", 400, emit_timesteps=False, unpack_as_table_signature=True
+            )
+        ]
         assert merged.count(0) > 300
 
 
@@ -127,10 +150,15 @@ def test_a_dead_shard_is_restarted_by_ray_from_its_checkpoint(tmp_path, how):
             _write(addresses[i], "t", range(i * 1000, i * 1000 + 100))
         paths = cluster.checkpoint()
         assert [os.path.dirname(p) for p in paths] == [
-            str(tmp_path / "shard-0"), str(tmp_path / "shard-1")]
+            str(tmp_path / "shard-0"),
+            str(tmp_path / "shard-1"),
+        ]
         _write(addresses[1], "t", range(1100, 1110))  # after the checkpoint: lost
-        iterator = iter(reverb.TrajectoryDataset(addresses, "t", tf.int32, tf.TensorShape([]),
-                                                 max_in_flight_samples_per_worker=8))
+        iterator = iter(
+            reverb.TrajectoryDataset(
+                addresses, "t", tf.int32, tf.TensorShape([]), max_in_flight_samples_per_worker=8
+            )
+        )
         seen = {0: 0, 1: 0}
         while min(seen.values()) < 50:
             seen[int(next(iterator).data) // 1000] += 1
@@ -173,20 +201,28 @@ def test_a_dead_shard_is_restarted_by_ray_from_its_checkpoint(tmp_path, how):
         for actor in actors:
             ray.get(actor.open.remote(addresses, "t"))
         ray.get([a.close.remote() for a in actors])
-        sizes = [info["t"].current_size
-                 for info in cluster.client().server_info_by_shard(timeout=30).values()]
+        sizes = [
+            info["t"].current_size
+            for info in cluster.client().server_info_by_shard(timeout=30).values()
+        ]
         assert sizes == [101, 101]
 
 
 def test_shards_with_tls_and_tokens_serve_authorised_clients_only(tmp_path, pki):
     from integration import TOKENS  # pylint: disable=g-import-not-at-top
     from reverb_tf import security  # pylint: disable=g-import-not-at-top
+
     client_tls = security.ClientTls(str(pki / "ca.pem"), server_name="replay.test")
     with reverb_ray.ReplayCluster(
-            _tables(), 2, str(tmp_path), cpus_per_shard=0.25,
-            tls=security.ServerTls(str(pki / "server.pem"), str(pki / "server.key")),
-            auth_tokens_file=str(pki / "tokens.txt"),
-            client_tls=client_tls, client_token=TOKENS["admin"]) as cluster:
+        _tables(),
+        2,
+        str(tmp_path),
+        cpus_per_shard=0.25,
+        tls=security.ServerTls(str(pki / "server.pem"), str(pki / "server.key")),
+        auth_tokens_file=str(pki / "tokens.txt"),
+        client_tls=client_tls,
+        client_token=TOKENS["admin"],
+    ) as cluster:
         writer_client = reverb.Client(cluster.addresses, tls=client_tls, token=TOKENS["writer"])
         with writer_client.trajectory_writer(num_keep_alive_refs=1) as writer:
             for i in range(20):

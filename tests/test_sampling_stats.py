@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Importance-sampling weights from one sample: `sampling_stats=True` (reverb_tf extension)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
-from integration import make_server  # pylint: disable=unused-import
+from integration import make_server  # noqa: F401 (a fixture)
 
 BOTH_TRANSPORTS = True  # conftest: every test over gRPC and in-process
 
@@ -16,9 +17,16 @@ SIGNATURE = {"x": tf.TensorSpec([], tf.float32)}
 
 @pytest.fixture
 def prioritized(make_server):
-    server = make_server(reverb.Table(
-        "p", sampler=reverb.selectors.Prioritized(EXPONENT), remover=reverb.selectors.Fifo(),
-        max_size=100, rate_limiter=reverb.rate_limiters.MinSize(1), signature=SIGNATURE))
+    server = make_server(
+        reverb.Table(
+            "p",
+            sampler=reverb.selectors.Prioritized(EXPONENT),
+            remover=reverb.selectors.Fifo(),
+            max_size=100,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+            signature=SIGNATURE,
+        )
+    )
     client = reverb.Client(f"localhost:{server.port}")
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         for i, priority in enumerate(PRIORITIES):
@@ -50,8 +58,7 @@ def _check(info, x, priorities):
 
 def test_client_sample_with_stats_gives_what_weights_need(prioritized):
     _, client = prioritized
-    for sample in client.sample("p", num_samples=50, emit_timesteps=False,
-                                sampling_stats=True):
+    for sample in client.sample("p", num_samples=50, emit_timesteps=False, sampling_stats=True):
         _check(sample.info, int(sample.data[0]), PRIORITIES)
     # The default is dm-reverb's five fields.
     plain = next(client.sample("p", emit_timesteps=False)).info
@@ -74,7 +81,8 @@ def test_datasets_carry_the_stats_into_the_graph(prioritized):
     server, _ = prioritized
     address = f"localhost:{server.port}"
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        address, "p", max_in_flight_samples_per_worker=8, sampling_stats=True).batch(16)
+        address, "p", max_in_flight_samples_per_worker=8, sampling_stats=True
+    ).batch(16)
     assert isinstance(dataset.element_spec.info, reverb.SampleInfoWithStats)
 
     @tf.function
@@ -89,10 +97,14 @@ def test_datasets_carry_the_stats_into_the_graph(prioritized):
         chosen = probability[probability > 0]
         np.testing.assert_allclose(got.numpy()[i], (probability[x] / chosen.min()) ** -0.6)
     steps = reverb.TimestepDataset.from_table_signature(
-        address, "p", max_in_flight_samples_per_worker=8, sampling_stats=True)
+        address, "p", max_in_flight_samples_per_worker=8, sampling_stats=True
+    )
     step = next(iter(steps))
-    _check(reverb.SampleInfoWithStats(*[v.numpy() for v in step.info]),
-           int(step.data["x"].numpy()), PRIORITIES)
+    _check(
+        reverb.SampleInfoWithStats(*[v.numpy() for v in step.info]),
+        int(step.data["x"].numpy()),
+        PRIORITIES,
+    )
     plain = reverb.TrajectoryDataset.from_table_signature(address, "p", 8)
     assert type(plain.element_spec.info) is reverb.SampleInfo  # noqa: E721
 
@@ -107,16 +119,25 @@ def test_tf_client_sample_carries_the_stats(prioritized):
 
     for _ in range(5):
         got = sample()
-        _check(reverb.SampleInfoWithStats(*[v.numpy() for v in got.info]),
-               int(got.data[0].numpy()), PRIORITIES)
+        _check(
+            reverb.SampleInfoWithStats(*[v.numpy() for v in got.info]),
+            int(got.data[0].numpy()),
+            PRIORITIES,
+        )
     assert type(tf_client.sample("p", [tf.float32]).info) is reverb.SampleInfo  # noqa: E721
 
 
 def test_uniform_and_queue_tables_weigh_every_sample_one(make_server):
     server = make_server(
-        reverb.Table("u", sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
-                     max_size=10, rate_limiter=reverb.rate_limiters.MinSize(1)),
-        reverb.Table.queue("q", 10))
+        reverb.Table(
+            "u",
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=10,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        ),
+        reverb.Table.queue("q", 10),
+    )
     client = reverb.Client(f"localhost:{server.port}")
     for table in ("u", "q"):
         for i in range(4):

@@ -23,8 +23,14 @@ SIGNATURE = {"x": tf.TensorSpec([], tf.int32)}
 
 
 def _table():
-    return reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 1000,
-                        reverb.rate_limiters.MinSize(1), signature=SIGNATURE)
+    return reverb.Table(
+        "t",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        1000,
+        reverb.rate_limiters.MinSize(1),
+        signature=SIGNATURE,
+    )
 
 
 def _round_trip(client):
@@ -39,45 +45,53 @@ def _round_trip(client):
 
 def test_tls_round_trip_and_plaintext_or_untrusted_clients_are_refused(pki):
     table = _table()
-    with reverb.Server([table], tls=security.ServerTls(
-            str(pki / "server.pem"), str(pki / "server.key"))) as server:
+    with reverb.Server(
+        [table], tls=security.ServerTls(str(pki / "server.pem"), str(pki / "server.key"))
+    ) as server:
         address = f"localhost:{server.port}"
-        assert _round_trip(reverb.Client(address, tls=security.ClientTls(
-            str(pki / "ca.pem")))) == 1
+        assert _round_trip(reverb.Client(address, tls=security.ClientTls(str(pki / "ca.pem")))) == 1
         # By IP address, with the name to verify given.
-        by_ip = reverb.Client(f"127.0.0.1:{server.port}", tls=security.ClientTls(
-            str(pki / "ca.pem"), server_name="replay.test"))
+        by_ip = reverb.Client(
+            f"127.0.0.1:{server.port}",
+            tls=security.ClientTls(str(pki / "ca.pem"), server_name="replay.test"),
+        )
         assert by_ip.server_info()["t"].current_size == 1
         with pytest.raises(reverb.errors.UnavailableError):
             reverb.Client(address).server_info()  # plaintext to a TLS server
         with pytest.raises(reverb.errors.UnavailableError):
-            reverb.Client(address, tls=security.ClientTls(
-                str(pki / "stranger.pem"))).server_info()  # does not trust the server
+            reverb.Client(
+                address, tls=security.ClientTls(str(pki / "stranger.pem"))
+            ).server_info()  # does not trust the server
         assert table.info.current_size == 1  # read in-process: no RPC, no TLS needed
 
 
 def test_mutual_tls_requires_a_client_certificate_the_ca_signed(pki):
-    tls = security.ServerTls(str(pki / "server.pem"), str(pki / "server.key"),
-                             client_ca_file=str(pki / "ca.pem"))
+    tls = security.ServerTls(
+        str(pki / "server.pem"), str(pki / "server.key"), client_ca_file=str(pki / "ca.pem")
+    )
     with reverb.Server([_table()], tls=tls) as server:
         address = f"localhost:{server.port}"
-        good = security.ClientTls(str(pki / "ca.pem"), str(pki / "client.pem"),
-                                  str(pki / "client.key"))
+        good = security.ClientTls(
+            str(pki / "ca.pem"), str(pki / "client.pem"), str(pki / "client.key")
+        )
         assert _round_trip(reverb.Client(address, tls=good)) == 1
-        for bad in [security.ClientTls(str(pki / "ca.pem")),  # no certificate
-                    security.ClientTls(str(pki / "ca.pem"), str(pki / "rogue.pem"),
-                                       str(pki / "rogue.key"))]:  # another CA's
+        for bad in [
+            security.ClientTls(str(pki / "ca.pem")),  # no certificate
+            security.ClientTls(str(pki / "ca.pem"), str(pki / "rogue.pem"), str(pki / "rogue.key")),
+        ]:  # another CA's
             with pytest.raises(reverb.errors.UnavailableError):
                 reverb.Client(address, tls=bad).server_info()
 
 
 def test_bad_tls_files_are_clear_errors(pki, tmp_path):
     with pytest.raises(reverb.errors.NotFoundError, match="nope.pem"):
-        reverb.Server([_table()], tls=security.ServerTls(str(tmp_path / "nope.pem"),
-                                                         str(pki / "server.key")))
+        reverb.Server(
+            [_table()], tls=security.ServerTls(str(tmp_path / "nope.pem"), str(pki / "server.key"))
+        )
     with pytest.raises(reverb.errors.InvalidArgumentError, match="does not belong"):
-        reverb.Server([_table()], tls=security.ServerTls(str(pki / "server.pem"),
-                                                         str(pki / "client.key")))
+        reverb.Server(
+            [_table()], tls=security.ServerTls(str(pki / "server.pem"), str(pki / "client.key"))
+        )
     (tmp_path / "junk.pem").write_text("not a certificate")
     with pytest.raises(reverb.errors.InvalidArgumentError, match="no PEM certificate"):
         reverb.Client("localhost:1", tls=security.ClientTls(str(tmp_path / "junk.pem")))
@@ -87,6 +101,7 @@ def test_bad_tls_files_are_clear_errors(pki, tmp_path):
 
 def _every_method(client):
     """Each replay method once, in order of the role it needs."""
+
     def insert():
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             writer.append({"x": np.int32(1)})
@@ -107,8 +122,10 @@ def test_tokens_and_roles_on_every_method(pki):
     with reverb.Server([_table()], auth_tokens_file=str(pki / "tokens.txt")) as server:
         address = f"localhost:{server.port}"
         _write_one(reverb.Client(address, token=TOKENS["writer"]))
-        for token, expected in [(None, reverb.errors.UnauthenticatedError),
-                                ("wrong-token", reverb.errors.UnauthenticatedError)]:
+        for token, expected in [
+            (None, reverb.errors.UnauthenticatedError),
+            ("wrong-token", reverb.errors.UnauthenticatedError),
+        ]:
             for _, name, call in _every_method(reverb.Client(address, token=token)):
                 with pytest.raises(expected) as raised:
                     call()
@@ -120,8 +137,7 @@ def test_tokens_and_roles_on_every_method(pki):
                 if order.index(role) >= order.index(needed):
                     call()
                 else:
-                    with pytest.raises(reverb.errors.PermissionDeniedError,
-                                       match=f"'{needed}'"):
+                    with pytest.raises(reverb.errors.PermissionDeniedError, match=f"'{needed}'"):
                         call()
 
 
@@ -156,30 +172,54 @@ _TF_FIRST = textwrap.dedent("""
 
 def test_tls_and_tokens_in_a_process_that_imported_tensorflow_first(pki, server_binary):
     """The binary with mutual TLS and tokens; a TF-first client on every path."""
-    config = ('port: 0 tables { table_name: "t" sampler { uniform: true } remover { fifo: true } '
-              'max_size: 1000 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-              'min_diff: -1e300 max_diff: 1e300 } }')
+    config = (
+        'port: 0 tables { table_name: "t" sampler { uniform: true } remover { fifo: true } '
+        "max_size: 1000 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+        "min_diff: -1e300 max_diff: 1e300 } }"
+    )
     process = subprocess.Popen(
-        [server_binary, "--config=" + config, f"--tls_cert_file={pki / 'server.pem'}",
-         f"--tls_key_file={pki / 'server.key'}", f"--tls_client_ca_file={pki / 'ca.pem'}",
-         f"--auth_tokens_file={pki / 'tokens.txt'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            server_binary,
+            "--config=" + config,
+            f"--tls_cert_file={pki / 'server.pem'}",
+            f"--tls_key_file={pki / 'server.key'}",
+            f"--tls_client_ca_file={pki / 'ca.pem'}",
+            f"--auth_tokens_file={pki / 'tokens.txt'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
-        env = dict(os.environ, REVERB_TF_TLS_CA_FILE=str(pki / "ca.pem"),
-                   REVERB_TF_TLS_CERT_FILE=str(pki / "client.pem"),
-                   REVERB_TF_TLS_KEY_FILE=str(pki / "client.key"),
-                   REVERB_TF_TOKEN=TOKENS["writer"], TF_CPP_MIN_LOG_LEVEL="2")
-        result = subprocess.run([sys.executable, "-c", _TF_FIRST, f"localhost:{port}"],
-                                env=env, capture_output=True, text=True, timeout=120)
+        env = dict(
+            os.environ,
+            REVERB_TF_TLS_CA_FILE=str(pki / "ca.pem"),
+            REVERB_TF_TLS_CERT_FILE=str(pki / "client.pem"),
+            REVERB_TF_TLS_KEY_FILE=str(pki / "client.key"),
+            REVERB_TF_TOKEN=TOKENS["writer"],
+            TF_CPP_MIN_LOG_LEVEL="2",
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", _TF_FIRST, f"localhost:{port}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.split() == ["ok", "11", "5"], result.stdout
         # The CLI, with flags; a writer token may not checkpoint.
         from reverb_tf import cli  # pylint: disable=g-import-not-at-top
+
         token_file = pki / "admin.token"
         token_file.write_text(TOKENS["admin"] + "\n")
-        flags = [f"localhost:{port}", f"--tls_ca_file={pki / 'ca.pem'}",
-                 f"--tls_cert_file={pki / 'client.pem'}", f"--tls_key_file={pki / 'client.key'}"]
+        flags = [
+            f"localhost:{port}",
+            f"--tls_ca_file={pki / 'ca.pem'}",
+            f"--tls_cert_file={pki / 'client.pem'}",
+            f"--tls_key_file={pki / 'client.key'}",
+        ]
         assert cli.main(["info", *flags, f"--token_file={token_file}", "--json"]) == 0
         assert cli.main(["info", *flags]) == 1  # no token
         writer_token = pki / "writer.token"
@@ -193,9 +233,11 @@ def test_tls_and_tokens_in_a_process_that_imported_tensorflow_first(pki, server_
 
 def test_client_defaults_reach_datasets_and_tf_ops(pki):
     """set_client_defaults: what datasets and TFClient ops (no arguments) use."""
-    with reverb.Server([_table()], tls=security.ServerTls(
-            str(pki / "server.pem"), str(pki / "server.key")),
-            auth_tokens_file=str(pki / "tokens.txt")) as server:
+    with reverb.Server(
+        [_table()],
+        tls=security.ServerTls(str(pki / "server.pem"), str(pki / "server.key")),
+        auth_tokens_file=str(pki / "tokens.txt"),
+    ) as server:
         address = f"localhost:{server.port}"
         tls = security.ClientTls(str(pki / "ca.pem"))
         _write_one(reverb.Client(address, tls=tls, token=TOKENS["writer"]))
@@ -205,7 +247,8 @@ def test_client_defaults_reach_datasets_and_tf_ops(pki):
             assert int(batch.data["x"]) == 3
             with pytest.raises(tf.errors.PermissionDeniedError):
                 reverb.TFClient(address).update_priorities(
-                    "t", [batch.info.key], tf.constant([1.0], tf.float64))
+                    "t", [batch.info.key], tf.constant([1.0], tf.float64)
+                )
         finally:
             security.set_client_defaults()  # plaintext, no token, for the other tests
         with pytest.raises((tf.errors.UnavailableError, reverb.errors.UnavailableError)):

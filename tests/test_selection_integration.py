@@ -1,26 +1,36 @@
 # SPDX-License-Identifier: Apache-2.0
 """Selectors, removers, rate limiters and priority mutation end to end."""
-import collections
-import time
 
-import numpy as np
+import collections
+
 import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import insert_values, value_of, Background, make_server, sample_one, table, wait_until  # noqa: F401  (fixtures)
+from integration import (
+    insert_values,
+    value_of,
+    Background,
+    make_server,  # noqa: F401 (a fixture)
+    sample_one,
+    table,
+    wait_until,
+)  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True
 
 
-@pytest.mark.parametrize("selector,priorities,expected_value", [
-    (reverb.selectors.Fifo(), [1, 1, 1], 0),
-    (reverb.selectors.Lifo(), [1, 1, 1], 2),
-    (reverb.selectors.MinHeap(), [3, 1, 2], 1),
-    (reverb.selectors.MaxHeap(), [3, 1, 2], 0),
-    (reverb.selectors.Prioritized(1.0), [0, 5, 0], 1),
-])
+@pytest.mark.parametrize(
+    "selector,priorities,expected_value",
+    [
+        (reverb.selectors.Fifo(), [1, 1, 1], 0),
+        (reverb.selectors.Lifo(), [1, 1, 1], 2),
+        (reverb.selectors.MinHeap(), [3, 1, 2], 1),
+        (reverb.selectors.MaxHeap(), [3, 1, 2], 0),
+        (reverb.selectors.Prioritized(1.0), [0, 5, 0], 1),
+    ],
+)
 def test_deterministic_choice(make_server, selector, priorities, expected_value):
     server = make_server(table(sampler=selector))
     client = server.localhost_client()
@@ -57,9 +67,15 @@ def test_uniform_probability_and_times_sampled(make_server):
     assert len(counts) == 4
 
 
-@pytest.mark.parametrize("remover,survivors", [
-    (reverb.selectors.Fifo(), {1, 2, 3}), (reverb.selectors.Lifo(), {0, 1, 2}),
-    (reverb.selectors.MinHeap(), {0, 2, 3}), (reverb.selectors.MaxHeap(), {1, 2, 3})])
+@pytest.mark.parametrize(
+    "remover,survivors",
+    [
+        (reverb.selectors.Fifo(), {1, 2, 3}),
+        (reverb.selectors.Lifo(), {0, 1, 2}),
+        (reverb.selectors.MinHeap(), {0, 2, 3}),
+        (reverb.selectors.MaxHeap(), {1, 2, 3}),
+    ],
+)
 def test_removers_evict_when_full(make_server, remover, survivors):
     server = make_server(table(remover=remover, max_size=3))
     client = server.localhost_client()
@@ -85,8 +101,10 @@ def test_min_size_blocks_sampling_until_filled(make_server):
     client = server.localhost_client()
     insert_values(client, "t", [1])
     sampler = Background(lambda: sample_one(client))
-    wait_until(lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
-               "the sample is blocked")
+    wait_until(
+        lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
+        "the sample is blocked",
+    )
     insert_values(client, "t", [1])
     assert isinstance(sampler.join(), reverb.ReplaySample)
 
@@ -102,8 +120,10 @@ def test_sample_to_insert_ratio(make_server):
         writer.create_item("t", 1.0, writer.history["x"][-1])
     with pytest.raises(errors.DeadlineExceededError):
         writer.flush(timeout_ms=300)
-    wait_until(lambda: client.server_info()["t"].rate_limiter_info.insert_stats.pending == 1,
-               "the third insert is blocked")
+    wait_until(
+        lambda: client.server_info()["t"].rate_limiter_info.insert_stats.pending == 1,
+        "the third insert is blocked",
+    )
     assert client.server_info()["t"].current_size == 2
     sample_one(client)
     writer.flush(timeout_ms=10_000)
@@ -111,8 +131,10 @@ def test_sample_to_insert_ratio(make_server):
     sample_one(client)
     sample_one(client)
     blocked = Background(lambda: sample_one(client))
-    wait_until(lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
-               "the fourth sample is blocked")
+    wait_until(
+        lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
+        "the fourth sample is blocked",
+    )
     writer.append({"x": 3})
     writer.create_item("t", 1.0, writer.history["x"][-1])
     writer.flush(timeout_ms=10_000)
@@ -122,8 +144,9 @@ def test_sample_to_insert_ratio(make_server):
     writer.close()
 
 
-@pytest.mark.parametrize("factory,order", [
-    (reverb.Table.queue, [0, 1, 2]), (reverb.Table.stack, [2, 1, 0])])
+@pytest.mark.parametrize(
+    "factory,order", [(reverb.Table.queue, [0, 1, 2]), (reverb.Table.stack, [2, 1, 0])]
+)
 def test_queue_and_stack(make_server, factory, order):
     server = make_server(factory("q", 3))
     client = server.localhost_client()
@@ -131,8 +154,10 @@ def test_queue_and_stack(make_server, factory, order):
     assert [value_of(s) for s in client.sample("q", 3, emit_timesteps=False)] == order
     assert client.server_info()["q"].current_size == 0
     blocked = Background(lambda: sample_one(client, "q"))
-    wait_until(lambda: client.server_info()["q"].rate_limiter_info.sample_stats.pending == 1,
-               "sampling an empty queue blocks")
+    wait_until(
+        lambda: client.server_info()["q"].rate_limiter_info.sample_stats.pending == 1,
+        "sampling an empty queue blocks",
+    )
     insert_values(client, "q", [1])
     assert value_of(blocked.join()) == 0
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The reverb_tf_server binary: textproto configs, readiness, clean shutdown."""
-import re
+
 import signal
 import subprocess
 import sys
@@ -45,7 +45,9 @@ def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, start_
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             for step in range(5):
                 writer.append({"obs": np.full(3, step, np.float32)})
-                writer.create_item("replay", priority=1.0, trajectory={"obs": writer.history["obs"][-1]})
+                writer.create_item(
+                    "replay", priority=1.0, trajectory={"obs": writer.history["obs"][-1]}
+                )
             writer.flush()
         assert client.server_info(timeout=10)["replay"].current_size == 5
         sample = next(client.sample("replay", num_samples=1, emit_timesteps=False))
@@ -59,8 +61,11 @@ def test_serves_the_configured_tables_and_stops_on_sigterm(server_binary, start_
 def test_python_entry_point_execs_the_binary(server_binary, start_server):
     # What the wheel's `reverb_tf_server` console script runs.
     from reverb_tf import _server_binary
+
     assert str(_server_binary.path()) == server_binary
-    process, port = start_server(sys.executable, "-m", "reverb_tf._server_binary", "--config=" + GOOD_CONFIG)
+    process, port = start_server(
+        sys.executable, "-m", "reverb_tf._server_binary", "--config=" + GOOD_CONFIG
+    )
     try:
         assert "replay" in reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
     finally:
@@ -70,10 +75,14 @@ def test_python_entry_point_execs_the_binary(server_binary, start_server):
 
 
 def test_python_entry_point_without_the_binary_exits_2(tmp_path):
-    code = ("import pathlib, reverb_tf._server_binary as entry\n"
-            f"entry.path = lambda: pathlib.Path({str(tmp_path / 'missing')!r})\n"
-            "entry.main()")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    code = (
+        "import pathlib, reverb_tf._server_binary as entry\n"
+        f"entry.path = lambda: pathlib.Path({str(tmp_path / 'missing')!r})\n"
+        "entry.main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert "missing or not executable" in result.stderr
 
@@ -87,46 +96,69 @@ def test_config_flag_takes_the_textproto_inline(server_binary, start_server):
         assert process.wait(timeout=10) == 0
 
 
-@pytest.mark.parametrize("config, message", [
-    ("port: 0 tables { table_nam: \"t\" }", "no field named \"table_nam\""),
-    ("port: 0 tables { table_name: \"t\" max_size: 10 }", "sampler must be one of"),
-    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 }",
-     "rate_limiter is required"),
-    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 0 "
-     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
-     "max_size (0) must be a positive integer"),
-    # A limiter that can deadlock: the diffs left unset are 0 (the window is
-    # empty), or a SampleToInsertRatio-like window of 1 around the start.
-    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 "
-     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
-     "table 't': rate limiter can block inserts and samples for good"),
-    ("port: 0 tables { table_name: \"t\" sampler { uniform: true } remover { fifo: true } max_size: 10 "
-     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: 0.5 max_diff: 1.5 } }",
-     "rate limiter can block inserts and samples for good"),
-    ("port: 0 tables { table_name: \"t\" sampler { prioritized { priority_exponent: -1 } } "
-     "remover { fifo: true } max_size: 10 "
-     "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 min_diff: -10 max_diff: 10 } }",
-     "table 't': sampler: priority_exponent must be finite and >= 0"),
-    ("port: 0", "no tables"),
-])
+# The start of a config of one uniform table "t" with a fifo remover.
+_UNIFORM_T = 'port: 0 tables { table_name: "t" sampler { uniform: true } remover { fifo: true } '
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ('port: 0 tables { table_nam: "t" }', 'no field named "table_nam"'),
+        ('port: 0 tables { table_name: "t" max_size: 10 }', "sampler must be one of"),
+        (
+            _UNIFORM_T + "max_size: 10 }",
+            "rate_limiter is required",
+        ),
+        (
+            _UNIFORM_T + "max_size: 0 "
+            "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
+            "max_size (0) must be a positive integer",
+        ),
+        # A limiter that can deadlock: the diffs left unset are 0 (the window is
+        # empty), or a SampleToInsertRatio-like window of 1 around the start.
+        (
+            _UNIFORM_T + "max_size: 10 "
+            "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 } }",
+            "table 't': rate limiter can block inserts and samples for good",
+        ),
+        (
+            _UNIFORM_T + "max_size: 10 "
+            "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+            "min_diff: 0.5 max_diff: 1.5 } }",
+            "rate limiter can block inserts and samples for good",
+        ),
+        (
+            'port: 0 tables { table_name: "t" sampler { prioritized { priority_exponent: -1 } } '
+            "remover { fifo: true } max_size: 10 "
+            "rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+            "min_diff: -10 max_diff: 10 } }",
+            "table 't': sampler: priority_exponent must be finite and >= 0",
+        ),
+        ("port: 0", "no tables"),
+    ],
+)
 def test_bad_configs_exit_2_naming_the_problem(server_binary, config, message):
-    result = subprocess.run([server_binary, "--config=" + config], capture_output=True,
-                            text=True, timeout=30)
+    result = subprocess.run(
+        [server_binary, "--config=" + config], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2
     assert message in result.stderr
 
 
 def test_a_narrow_but_live_limiter_serves_and_a_late_start_is_warned_about(
-        server_binary, start_server):
+    server_binary, start_server
+):
     # Queue(1)'s window (min_diff 0, max_diff 1) on a table that keeps its
     # items: diff only takes the values 0 and 1, so calls alternate and never
     # deadlock. The second table's max_diff is below its start (100).
-    config = ('port: 0 tables { table_name: "narrow" sampler { fifo: true } remover { fifo: true } '
-              'max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-              'min_diff: 0 max_diff: 1 } } '
-              'tables { table_name: "late" sampler { uniform: true } remover { fifo: true } '
-              'max_size: 1000 rate_limiter { samples_per_insert: 1 min_size_to_sample: 100 '
-              'min_diff: -10 max_diff: 10 } }')
+    config = (
+        'port: 0 tables { table_name: "narrow" sampler { fifo: true } remover { fifo: true } '
+        "max_size: 10 rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 "
+        "min_diff: 0 max_diff: 1 } } "
+        'tables { table_name: "late" sampler { uniform: true } remover { fifo: true } '
+        "max_size: 1000 rate_limiter { samples_per_insert: 1 min_size_to_sample: 100 "
+        "min_diff: -10 max_diff: 10 } }"
+    )
     process, port = start_server(server_binary, "--config=" + config)
     try:
         client = reverb_tf.Client(f"localhost:{port}")
@@ -138,13 +170,19 @@ def test_a_narrow_but_live_limiter_serves_and_a_late_start_is_warned_about(
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
-    assert ("warning: table 'late': max_diff (10.0) is below min_size_to_sample * "
-            "samples_per_insert (100.0)") in process.stderr.read()
+    assert (
+        "warning: table 'late': max_diff (10.0) is below min_size_to_sample * "
+        "samples_per_insert (100.0)"
+    ) in process.stderr.read()
 
 
 def test_missing_config_file_is_a_clear_error(server_binary, tmp_path):
-    result = subprocess.run([server_binary, f"--config_file={tmp_path / 'nope'}"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [server_binary, f"--config_file={tmp_path / 'nope'}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "cannot read --config_file" in result.stderr
 
@@ -161,10 +199,15 @@ def test_binds_loopback_unless_told_otherwise(server_binary, start_server, flags
 
 
 def test_sigterm_fails_blocked_writers_clearly_and_checkpoints_on_exit(
-        server_binary, start_server, tmp_path):
+    server_binary, start_server, tmp_path
+):
     # A queue of 10 that nobody samples: the 11th item waits for room.
-    process, port = start_server(server_binary, f"--config={GOOD_CONFIG}",
-                                 f"--checkpoint_dir={tmp_path}", "--checkpoint_on_exit")
+    process, port = start_server(
+        server_binary,
+        f"--config={GOOD_CONFIG}",
+        f"--checkpoint_dir={tmp_path}",
+        "--checkpoint_on_exit",
+    )
     client = reverb_tf.Client(f"localhost:{port}")
     writer = client.trajectory_writer(num_keep_alive_refs=1)
     for step in range(11):
@@ -178,15 +221,17 @@ def test_sigterm_fails_blocked_writers_clearly_and_checkpoints_on_exit(
     out = process.stdout.read()
     assert "final checkpoint" in out and "stopped in" in out, out
     # The blocked item's stream ends with a status that says why.
-    with pytest.raises(reverb_tf.errors.CancelledError,
-                       match="table 'queue' was closed while waiting to insert: the server "
-                             "is stopping"):
+    with pytest.raises(
+        reverb_tf.errors.CancelledError,
+        match="table 'queue' was closed while waiting to insert: the server is stopping",
+    ):
         writer.flush(timeout_ms=10_000)
     writer.close()
 
     # What was acknowledged is in the final checkpoint.
-    restarted, port = start_server(server_binary, f"--config={GOOD_CONFIG}",
-                                   f"--checkpoint_dir={tmp_path}")
+    restarted, port = start_server(
+        server_binary, f"--config={GOOD_CONFIG}", f"--checkpoint_dir={tmp_path}"
+    )
     try:
         info = reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)
         assert info["queue"].current_size == 10
@@ -197,8 +242,11 @@ def test_sigterm_fails_blocked_writers_clearly_and_checkpoints_on_exit(
 
 
 def test_checkpoint_on_exit_needs_a_checkpoint_dir(server_binary):
-    result = subprocess.run([server_binary, f"--config={GOOD_CONFIG}", "--checkpoint_on_exit"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [server_binary, f"--config={GOOD_CONFIG}", "--checkpoint_on_exit"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "checkpoint_on_exit need a checkpoint_dir" in result.stderr
-

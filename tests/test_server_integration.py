@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Python API end to end: servers, clients, sampling and errors, against
 real servers on free loopback ports."""
+
 import collections
 import itertools
 import pickle
@@ -12,7 +13,15 @@ import tensorflow as tf
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import listening_addresses, insert_values, Background, make_server, sample_one, table, wait_until  # noqa: F401  (fixtures)
+from integration import (
+    listening_addresses,
+    insert_values,
+    Background,
+    make_server,  # noqa: F401 (a fixture)
+    sample_one,
+    table,
+    wait_until,
+)  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True
@@ -20,16 +29,25 @@ BOTH_TRANSPORTS = True
 
 def test_quick_start(make_server):
     server = make_server(
-        reverb.Table(name="my_table", sampler=reverb.selectors.Prioritized(0.8),
-                     remover=reverb.selectors.Fifo(), max_size=1000,
-                     rate_limiter=reverb.rate_limiters.MinSize(1)),
-        reverb.Table(name="trajectories", sampler=reverb.selectors.Uniform(),
-                     remover=reverb.selectors.Fifo(), max_size=1000,
-                     rate_limiter=reverb.rate_limiters.MinSize(1),
-                     signature={
-                         "actions": tf.TensorSpec([3, 2], tf.float32),
-                         "observations": tf.TensorSpec([3, 10, 10], tf.uint8),
-                     }))
+        reverb.Table(
+            name="my_table",
+            sampler=reverb.selectors.Prioritized(0.8),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        ),
+        reverb.Table(
+            name="trajectories",
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+            signature={
+                "actions": tf.TensorSpec([3, 2], tf.float32),
+                "observations": tf.TensorSpec([3, 10, 10], tf.uint8),
+            },
+        ),
+    )
     assert server.port > 0
     client = reverb.Client(f"localhost:{server.port}")
 
@@ -46,18 +64,27 @@ def test_quick_start(make_server):
     # Trajectories of 3 steps, one item per step once 3 steps exist.
     with client.trajectory_writer(num_keep_alive_refs=3) as writer:
         for step in range(5):
-            writer.append({"action": np.full(2, step, np.float32),
-                           "observation": np.full((10, 10), step, np.uint8)})
+            writer.append(
+                {
+                    "action": np.full(2, step, np.float32),
+                    "observation": np.full((10, 10), step, np.uint8),
+                }
+            )
             if writer.episode_steps >= 3:
                 writer.create_item(
-                    table="trajectories", priority=1.5,
-                    trajectory={"actions": writer.history["action"][-3:],
-                                "observations": writer.history["observation"][-3:]})
+                    table="trajectories",
+                    priority=1.5,
+                    trajectory={
+                        "actions": writer.history["action"][-3:],
+                        "observations": writer.history["observation"][-3:],
+                    },
+                )
         writer.end_episode()
     assert client.server_info()["trajectories"].current_size == 3
 
-    for sample in client.sample("trajectories", 10, emit_timesteps=False,
-                                unpack_as_table_signature=True):
+    for sample in client.sample(
+        "trajectories", 10, emit_timesteps=False, unpack_as_table_signature=True
+    ):
         actions, observations = sample.data["actions"], sample.data["observations"]
         assert actions.shape == (3, 2) and actions.dtype == np.float32
         assert observations.shape == (3, 10, 10) and observations.dtype == np.uint8
@@ -86,6 +113,7 @@ def test_server_lifecycle(make_server):
 
 def test_explicit_port_and_pickled_client(make_server):
     import portpicker
+
     port = portpicker.pick_unused_port()
     server = make_server(table(), port=port)
     assert server.port == port
@@ -104,14 +132,22 @@ Obs = collections.namedtuple("Obs", ["pixels", "reward"])
 
 
 def test_server_info_fields(make_server):
-    signature = {"obs": Obs(tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([], tf.float64)),
-                 "action": tf.TensorSpec([], tf.int32)}
+    signature = {
+        "obs": Obs(tf.TensorSpec([None, 4], tf.float32), tf.TensorSpec([], tf.float64)),
+        "action": tf.TensorSpec([], tf.int32),
+    }
     server = make_server(
-        table("rich", sampler=reverb.selectors.Prioritized(0.7),
-              remover=reverb.selectors.MinHeap(), max_size=50, max_times_sampled=4,
-              limiter=reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 10.0),
-              signature=signature),
-        table("plain"))
+        table(
+            "rich",
+            sampler=reverb.selectors.Prioritized(0.7),
+            remover=reverb.selectors.MinHeap(),
+            max_size=50,
+            max_times_sampled=4,
+            limiter=reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 10.0),
+            signature=signature,
+        ),
+        table("plain"),
+    )
     client = server.localhost_client()
     infos = client.server_info(timeout=10)
     assert set(infos) == {"rich", "plain"}
@@ -131,12 +167,15 @@ def test_server_info_fields(make_server):
 
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         for i in range(3):
-            writer.append({"obs": Obs(np.zeros(4, np.float32), np.float64(i)),
-                           "action": np.int32(i)})
+            writer.append(
+                {"obs": Obs(np.zeros(4, np.float32), np.float64(i)), "action": np.int32(i)}
+            )
             h = writer.history
-            writer.create_item("rich", 1.0 + i, {"obs": Obs(h["obs"].pixels[-1:],
-                                                            h["obs"].reward[-1]),
-                                                 "action": h["action"][-1]})
+            writer.create_item(
+                "rich",
+                1.0 + i,
+                {"obs": Obs(h["obs"].pixels[-1:], h["obs"].reward[-1]), "action": h["action"][-1]},
+            )
     sample = next(client.sample("rich", 1, emit_timesteps=False, unpack_as_table_signature=True))
     assert sample.data["obs"].pixels.shape == (1, 4)
     info = client.server_info()["rich"]
@@ -157,8 +196,9 @@ def test_concurrent_writers_and_samplers(make_server):
                 value = writer_id * 100_000 + i
                 writer.append({"v": np.int64(value), "w": np.full(3, value, np.int64)})
                 if i >= 1:
-                    writer.create_item("t", 1.0, {"v": writer.history["v"][-2:],
-                                                  "w": writer.history["w"][-1]})
+                    writer.create_item(
+                        "t", 1.0, {"v": writer.history["v"][-2:], "w": writer.history["w"][-1]}
+                    )
                 if i % 25 == 0:
                     writer.flush(block_until_num_items=10)
         return items_per_writer - 1
@@ -198,8 +238,10 @@ def test_blocked_sample_cancelled_by_stop(make_server):
     server = make_server(table())
     client = server.localhost_client()
     blocked = Background(lambda: sample_one(client))
-    wait_until(lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
-               "the sample is blocked")
+    wait_until(
+        lambda: client.server_info()["t"].rate_limiter_info.sample_stats.pending == 1,
+        "the sample is blocked",
+    )
     server.stop()
     with pytest.raises(errors.ReverbError) as info:
         blocked.join()
@@ -210,6 +252,7 @@ def test_blocked_sample_cancelled_by_stop(make_server):
 
 def test_unreachable_server():
     import portpicker
+
     client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)):
         client.server_info(timeout=2)
@@ -263,11 +306,14 @@ _LOOPBACK_V4, _LOOPBACK_V4_IN_V6 = "0100007F", "0000000000000000FFFF00000100007F
 _LOOPBACK_V6 = "00000000000000000000000001000000"  # ::1 as /proc/net/tcp6 writes it
 
 
-@pytest.mark.parametrize("host,expected", [
-    (None, {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6, _LOOPBACK_V6}),  # the default
-    ("127.0.0.1", {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),
-    ("0.0.0.0", {_ANY_V4, _ANY_V6}),
-])
+@pytest.mark.parametrize(
+    "host,expected",
+    [
+        (None, {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6, _LOOPBACK_V6}),  # the default
+        ("127.0.0.1", {_LOOPBACK_V4, _LOOPBACK_V4_IN_V6}),
+        ("0.0.0.0", {_ANY_V4, _ANY_V6}),
+    ],
+)
 def test_listens_on_loopback_unless_told_otherwise(host, expected):
     kwargs = {} if host is None else {"host": host}
     with reverb.Server([table()], **kwargs) as server:
@@ -283,19 +329,24 @@ def test_localhost_is_served_on_both_loopbacks_or_not_at_all(over_grpc):
     # server took 127.0.0.1:P alone: clients of localhost:P, which try ::1
     # first, met that process ("Method not found").
     import socket  # pylint: disable=g-import-not-at-top
+
     stranger = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     stranger.bind(("::1", 0))
     stranger.listen()
     try:
         port = stranger.getsockname()[1]
-        with pytest.raises(errors.UnavailableError,
-                           match=rf"127.0.0.1 and \[::1\]:{port} \(the port must be free on each\)"):
+        with pytest.raises(
+            errors.UnavailableError,
+            match=rf"127.0.0.1 and \[::1\]:{port} \(the port must be free on each\)",
+        ):
             reverb.Server([table()], port=port)
         # Port 0 never picks a port half taken: many starts, each on both.
         for _ in range(20):
             with reverb.Server([table()]) as server:
                 assert _LOOPBACK_V6 in listening_addresses(server.port)
-                assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {"t"}
+                assert set(reverb.Client(f"localhost:{server.port}").server_info(timeout=10)) == {
+                    "t"
+                }
     finally:
         stranger.close()
 
@@ -313,6 +364,7 @@ def test_no_other_socket_can_share_a_served_port():
     # kernel would split connections between them ("Method not found" from a
     # stranger). A served port is the server's alone.
     import socket  # pylint: disable=g-import-not-at-top
+
     with reverb.Server([table()]) as server:
         with pytest.raises(errors.UnavailableError, match="could not start a gRPC server"):
             reverb.Server([table()], port=server.port)

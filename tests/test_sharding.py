@@ -23,8 +23,15 @@ SIGNATURE = {"x": tf.TensorSpec([], tf.int32)}
 
 
 def _table(name="t", sampler=None, max_size=10_000, **kwargs):
-    return reverb.Table(name, sampler or reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                        max_size, reverb.rate_limiters.MinSize(1), signature=SIGNATURE, **kwargs)
+    return reverb.Table(
+        name,
+        sampler or reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        max_size,
+        reverb.rate_limiters.MinSize(1),
+        signature=SIGNATURE,
+        **kwargs,
+    )
 
 
 def _write(address, values, table="t", priority=1.0):
@@ -38,8 +45,9 @@ def _write(address, values, table="t", priority=1.0):
 @pytest.fixture
 def shards():
     """Three in-process servers of tables "t" (uniform) and "p" (prioritized)."""
-    servers = [reverb.Server([_table(), _table("p", reverb.selectors.Prioritized(1.0))])
-               for _ in range(3)]
+    servers = [
+        reverb.Server([_table(), _table("p", reverb.selectors.Prioritized(1.0))]) for _ in range(3)
+    ]
     yield [f"localhost:{s.port}" for s in servers], servers
     for server in servers:
         server.stop()
@@ -77,8 +85,9 @@ def test_writers_spread_over_shards_and_info_adds_them_up(shards):
     assert total.rate_limiter_info.inserts == 21
     assert total.signature == SIGNATURE
     client.reset("t")
-    assert all(info["t"].current_size == 0
-               for info in client.server_info_by_shard(timeout=10).values())
+    assert all(
+        info["t"].current_size == 0 for info in client.server_info_by_shard(timeout=10).values()
+    )
 
 
 def test_one_dataset_samples_every_shard_in_proportion_to_its_size(shards):
@@ -86,16 +95,24 @@ def test_one_dataset_samples_every_shard_in_proportion_to_its_size(shards):
     for i, count in enumerate([100, 200, 300]):
         _write(addresses[i], range(i * 1000, i * 1000 + count))
     dataset = reverb.ReverbDataset.from_table_signature(
-        addresses, "t", max_in_flight_samples_per_worker=32).batch(100)
+        addresses, "t", max_in_flight_samples_per_worker=32
+    ).batch(100)
     values = np.concatenate([b.data["x"].numpy() for b in dataset.take(60)])
     shares = np.bincount(values // 1000, minlength=3) / len(values)
     # 1/6, 1/3, 1/2 of 6000 samples: binomial deviations are below 0.01.
     np.testing.assert_allclose(shares, [1 / 6, 1 / 3, 1 / 2], atol=0.03)
     # Client.sample merges the same way.
-    values = np.array([s.data["x"] for s in reverb.Client(addresses).sample(
-        "t", 3000, emit_timesteps=False, unpack_as_table_signature=True)])
-    np.testing.assert_allclose(np.bincount(values // 1000, minlength=3) / 3000,
-                               [1 / 6, 1 / 3, 1 / 2], atol=0.04)
+    values = np.array(
+        [
+            s.data["x"]
+            for s in reverb.Client(addresses).sample(
+                "t", 3000, emit_timesteps=False, unpack_as_table_signature=True
+            )
+        ]
+    )
+    np.testing.assert_allclose(
+        np.bincount(values // 1000, minlength=3) / 3000, [1 / 6, 1 / 3, 1 / 2], atol=0.04
+    )
 
 
 # Prioritized(1.0) table "p", by shard: the priority of item x = 10 * shard + i.
@@ -123,14 +140,16 @@ def test_sample_infos_are_those_of_one_table_holding_every_shards_items(shards):
                 writer.append({"x": np.int32(10 * shard + i)})
                 writer.create_item("p", priority, {"x": writer.history["x"][-1]})
     seen = set()
-    for sample in reverb.Client(addresses).sample("p", 300, emit_timesteps=False,
-                                                  sampling_stats=True):
+    for sample in reverb.Client(addresses).sample(
+        "p", 300, emit_timesteps=False, sampling_stats=True
+    ):
         x = int(sample.data[0])
         seen.add(x)
         _check_merged_info(sample.info, x)
     assert seen == {0, 1, 10, 20, 21}
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        addresses, "p", max_in_flight_samples_per_worker=8, sampling_stats=True)
+        addresses, "p", max_in_flight_samples_per_worker=8, sampling_stats=True
+    )
     seen = set()
     for sample in dataset.take(300):
         x = int(sample.data["x"])
@@ -144,7 +163,8 @@ def test_priority_updates_from_a_sharded_dataset_reach_the_owning_shard_only(sha
     for i in range(3):
         _write(addresses[i], range(i * 1000, i * 1000 + 20), table="p")
     dataset = reverb.ReverbDataset.from_table_signature(
-        addresses, "p", max_in_flight_samples_per_worker=16).batch(30)
+        addresses, "p", max_in_flight_samples_per_worker=16
+    ).batch(30)
     tf_client = reverb.TFClient(addresses)
 
     @tf.function
@@ -161,28 +181,39 @@ def test_priority_updates_from_a_sharded_dataset_reach_the_owning_shard_only(sha
         updated.update(int(k) for k in raise_shard_one(batch).numpy())
     assert updated
     for i, address in enumerate(addresses):
-        for sample in reverb.Client(address).sample("p", 200, emit_timesteps=False,
-                                                    unpack_as_table_signature=True):
+        for sample in reverb.Client(address).sample(
+            "p", 200, emit_timesteps=False, unpack_as_table_signature=True
+        ):
             value = int(sample.data["x"])
             assert value // 1000 == i
             want = 100.0 + value if int(sample.info.key) in updated else 1.0
             assert sample.info.priority == want, (i, value, sample.info)
     # After those updates shard 1 dominates the merged sampling: its weight
     # went from 20 to about 20 * 1100.
-    merged = [int(s.data["x"]) // 1000 for s in reverb.Client(addresses).sample(
-        "p", 500, emit_timesteps=False, unpack_as_table_signature=True)]
+    merged = [
+        int(s.data["x"]) // 1000
+        for s in reverb.Client(addresses).sample(
+            "p", 500, emit_timesteps=False, unpack_as_table_signature=True
+        )
+    ]
     assert merged.count(1) > 450
 
     # A key that no shard holds is reported (logged), not silently dropped.
     with caplog.at_level(logging.WARNING):
         reverb.Client(addresses).mutate_priorities("p", updates={12345: 1.0})
-    assert any("no server of" in r.getMessage() and "skipped" in r.getMessage()
-               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert any(
+        "no server of" in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
 
 
 def test_checkpoint_writes_one_checkpoint_per_shard(tmp_path):
-    servers = [reverb.Server([_table()], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-        str(tmp_path / f"shard-{i}"))) for i in range(2)]
+    servers = [
+        reverb.Server(
+            [_table()],
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / f"shard-{i}")),
+        )
+        for i in range(2)
+    ]
     try:
         addresses = [f"localhost:{s.port}" for s in servers]
         _write(addresses[0], range(3))
@@ -190,17 +221,25 @@ def test_checkpoint_writes_one_checkpoint_per_shard(tmp_path):
         paths = reverb.Client(addresses).checkpoint()
         assert isinstance(paths, list) and len(paths) == 2
         assert [p.startswith(str(tmp_path / f"shard-{i}")) for i, p in enumerate(paths)] == [
-            True, True]
+            True,
+            True,
+        ]
         # A single server still answers with one path, as dm-reverb does.
         assert isinstance(reverb.Client(addresses[0]).checkpoint(), str)
     finally:
         for server in servers:
             server.stop()
-    restored = [reverb.Server([_table()], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-        str(tmp_path / f"shard-{i}"))) for i in range(2)]
+    restored = [
+        reverb.Server(
+            [_table()],
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / f"shard-{i}")),
+        )
+        for i in range(2)
+    ]
     try:
-        sizes = [reverb.Client(f"localhost:{s.port}").server_info()["t"].current_size
-                 for s in restored]
+        sizes = [
+            reverb.Client(f"localhost:{s.port}").server_info()["t"].current_size for s in restored
+        ]
         assert sizes == [3, 5]
     finally:
         for server in restored:
@@ -208,8 +247,7 @@ def test_checkpoint_writes_one_checkpoint_per_shard(tmp_path):
 
 
 def _active_streams(server):
-    return int(re.search(r"^reverb_tf_active_streams (\d+)", server.metrics_text(),
-                         re.M).group(1))
+    return int(re.search(r"^reverb_tf_active_streams (\d+)", server.metrics_text(), re.M).group(1))
 
 
 def _wait_for_active_streams(server, want, timeout=10):
@@ -226,7 +264,8 @@ def test_num_workers_per_iterator_runs_that_many_streams_on_one_server():
         _write(address, range(100))
         _write(address, range(100), table="q")
         dataset = reverb.ReverbDataset.from_table_signature(
-            address, "t", max_in_flight_samples_per_worker=4, num_workers_per_iterator=4)
+            address, "t", max_in_flight_samples_per_worker=4, num_workers_per_iterator=4
+        )
         iterator = iter(dataset)
         for _ in range(200):
             next(iterator)
@@ -235,18 +274,24 @@ def test_num_workers_per_iterator_runs_that_many_streams_on_one_server():
         assert _wait_for_active_streams(server, 0) == 0
         # A queue keeps one stream, and its order, whatever is asked.
         dataset = reverb.ReverbDataset.from_table_signature(
-            address, "q", max_in_flight_samples_per_worker=1, num_workers_per_iterator=4)
+            address, "q", max_in_flight_samples_per_worker=1, num_workers_per_iterator=4
+        )
         values = [int(s.data["x"]) for s in dataset.take(100)]
         assert values == list(range(100))
 
 
 def _start_binary(server_binary, port, checkpoint_dir):
-    config = (f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
-              'remover { fifo: true } max_size: 10000 rate_limiter { samples_per_insert: 1 '
-              'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }')
-    process = subprocess.Popen([server_binary, "--config=" + config,
-                                f"--checkpoint_dir={checkpoint_dir}"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    config = (
+        f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
+        "remover { fifo: true } max_size: 10000 rate_limiter { samples_per_insert: 1 "
+        "min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }"
+    )
+    process = subprocess.Popen(
+        [server_binary, "--config=" + config, f"--checkpoint_dir={checkpoint_dir}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     match = re.search(r"on port (\d+)", process.stdout.readline())
     if match is None:
         process.kill()
@@ -255,18 +300,21 @@ def _start_binary(server_binary, port, checkpoint_dir):
 
 
 def test_a_killed_shard_process_restarts_from_its_checkpoint_and_clients_recover(
-        server_binary, tmp_path):
+    server_binary, tmp_path
+):
     ports = [port_outside_ephemeral_range() for _ in range(2)]
-    processes = [_start_binary(server_binary, p, tmp_path / f"shard-{i}")
-                 for i, p in enumerate(ports)]
+    processes = [
+        _start_binary(server_binary, p, tmp_path / f"shard-{i}") for i, p in enumerate(ports)
+    ]
     addresses = [f"localhost:{p}" for p in ports]
     try:
         for i, address in enumerate(addresses):
             _write(address, range(i * 1000, i * 1000 + 50))
         client = reverb.Client(addresses)
         client.checkpoint()
-        dataset = reverb.TrajectoryDataset(addresses, "t", tf.int32, tf.TensorShape([]),
-                                           max_in_flight_samples_per_worker=8)
+        dataset = reverb.TrajectoryDataset(
+            addresses, "t", tf.int32, tf.TensorShape([]), max_in_flight_samples_per_worker=8
+        )
         shard_counts = [0, 0]
         counts_lock = threading.Lock()
         stop = threading.Event()

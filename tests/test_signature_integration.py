@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Table signatures checked by writers and by the server, end to end."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,8 +11,9 @@ from integration import make_server, table  # noqa: F401  (fixtures)
 
 
 def signed_table():
-    return table(signature={"obs": tf.TensorSpec([4], tf.float32),
-                            "r": tf.TensorSpec([], tf.float32)})
+    return table(
+        signature={"obs": tf.TensorSpec([4], tf.float32), "r": tf.TensorSpec([], tf.float32)}
+    )
 
 
 def test_signature_mismatch_at_create_item(make_server):
@@ -19,8 +21,9 @@ def test_signature_mismatch_at_create_item(make_server):
     writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=1)
     writer.append({"obs": np.zeros(5, np.float32), "r": np.float32(0)})
     with pytest.raises(errors.InvalidArgumentError, match=r"'obs'.*float32\[4\].*float32\[5\]"):
-        writer.create_item("t", 1.0, {"obs": writer.history["obs"][-1],
-                                      "r": writer.history["r"][-1]})
+        writer.create_item(
+            "t", 1.0, {"obs": writer.history["obs"][-1], "r": writer.history["r"][-1]}
+        )
     writer.close()
 
 
@@ -30,8 +33,9 @@ def test_signature_mismatch_rejected_by_the_server(make_server):
     writer = client.trajectory_writer(num_keep_alive_refs=1, get_signature_timeout_ms=None)
     writer.append({"obs": np.zeros(4, np.float64), "r": np.float32(0)})
     with pytest.raises(errors.InvalidArgumentError, match="obs"):
-        writer.create_item("t", 1.0, {"obs": writer.history["obs"][-1],
-                                      "r": writer.history["r"][-1]})
+        writer.create_item(
+            "t", 1.0, {"obs": writer.history["obs"][-1], "r": writer.history["r"][-1]}
+        )
         writer.flush(timeout_ms=10_000)
     assert client.server_info()["t"].current_size == 0
 
@@ -56,19 +60,27 @@ def test_insert_checked_by_signature(make_server):
 
 def test_validate_items_false_inserts_off_signature_items_and_counts_them():
     """dm-reverb checks signatures in the writer only; its validate_items=False gets through."""
-    table = reverb_tf.Table("t", reverb_tf.selectors.Fifo(), reverb_tf.selectors.Fifo(), 10,
-                            reverb_tf.rate_limiters.MinSize(1), max_times_sampled=1,
-                            signature={"a": tf.TensorSpec([], tf.float32)})
+    table = reverb_tf.Table(
+        "t",
+        reverb_tf.selectors.Fifo(),
+        reverb_tf.selectors.Fifo(),
+        10,
+        reverb_tf.rate_limiters.MinSize(1),
+        max_times_sampled=1,
+        signature={"a": tf.TensorSpec([], tf.float32)},
+    )
     with reverb_tf.Server([table]) as server:
         client = reverb_tf.Client(f"localhost:{server.port}")
         with client.trajectory_writer(1, validate_items=False) as writer:
             writer.append({"a": np.float32(1.5), "b": np.int32(7)})
-            writer.create_item("t", 1.0, {"a": writer.history["a"][-1],
-                                          "b": writer.history["b"][-1]})
+            writer.create_item(
+                "t", 1.0, {"a": writer.history["a"][-1], "b": writer.history["b"][-1]}
+            )
             writer.append({"a": np.float32(2.5), "b": np.int32(8)})
             writer.create_item("t", 1.0, {"a": writer.history["a"][-1]})
-        with pytest.raises(reverb_tf.errors.InvalidArgumentError,
-                           match="inconsistent with the table signature"):
+        with pytest.raises(
+            reverb_tf.errors.InvalidArgumentError, match="inconsistent with the table signature"
+        ):
             with client.trajectory_writer(1) as writer:
                 writer.append({"a": np.int64(3)})
                 writer.create_item("t", 1.0, {"a": writer.history["a"][-1]})
@@ -78,4 +90,5 @@ def test_validate_items_false_inserts_off_signature_items_and_counts_them():
         metrics = server.metrics_text()
         # One of the two unchecked items is off the signature (an extra column).
         assert 'reverb_tf_table_off_signature_items_total{table="t"} 1' in metrics, [
-            line for line in metrics.splitlines() if "off_signature" in line]
+            line for line in metrics.splitlines() if "off_signature" in line
+        ]

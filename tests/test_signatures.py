@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Signature flattening, encoding round trips and column checks."""
+
 import collections
 import subprocess
 import sys
@@ -15,8 +16,10 @@ Step = collections.namedtuple("Step", ["observation", "reward"])
 
 def nested_signature():
     return {
-        "obs": Step(observation=tf.TensorSpec([None, 84, 84], tf.uint8),
-                    reward=tf.TensorSpec([], tf.float32)),
+        "obs": Step(
+            observation=tf.TensorSpec([None, 84, 84], tf.uint8),
+            reward=tf.TensorSpec([], tf.float32),
+        ),
         "action": tf.TensorSpec([3], tf.int64, name="act"),
         "info": [tf.TensorSpec([], tf.string), (tf.TensorSpec([2, None], tf.bool),)],
     }
@@ -50,11 +53,20 @@ def test_decoding_in_another_process():
         "import sys, tensorflow as tf\n"
         "from reverb_tf import signatures\n"
         "s = signatures.decode_structure(sys.stdin.buffer.read())\n"
-        "print([(x.shape.as_list(), x.dtype.name) for x in tf.nest.flatten(s)])\n")
-    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
-                         check=True).stdout.decode()
-    assert out.strip() == str([([3], "int64"), ([], "string"), ([2, None], "bool"),
-                               ([None, 84, 84], "uint8"), ([], "float32")])
+        "print([(x.shape.as_list(), x.dtype.name) for x in tf.nest.flatten(s)])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=blob, capture_output=True, check=True
+    ).stdout.decode()
+    assert out.strip() == str(
+        [
+            ([3], "int64"),
+            ([], "string"),
+            ([2, None], "bool"),
+            ([None, 84, 84], "uint8"),
+            ([], "float32"),
+        ]
+    )
 
 
 def test_single_spec_signature():
@@ -68,11 +80,14 @@ def test_no_signature(empty):
     assert signatures.flatten_signature(empty) is None
 
 
-@pytest.mark.parametrize("bad,match", [
-    ({"a": tf.TensorSpec([1], tf.float32), "b": np.zeros(3)}, "'b' must be a tf.TensorSpec"),
-    ({"a": tf.TensorSpec(None, tf.float32)}, "unknown rank"),
-    ({"a": {"b": 3}}, "'a/b' must be a tf.TensorSpec"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"a": tf.TensorSpec([1], tf.float32), "b": np.zeros(3)}, "'b' must be a tf.TensorSpec"),
+        ({"a": tf.TensorSpec(None, tf.float32)}, "unknown rank"),
+        ({"a": {"b": 3}}, "'a/b' must be a tf.TensorSpec"),
+    ],
+)
 def test_bad_signatures(bad, match):
     with pytest.raises(ValueError, match=match):
         signatures.flatten_signature(bad)

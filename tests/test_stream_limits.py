@@ -7,7 +7,6 @@ so what is tested is the server's answer to what a hostile or broken client
 can put on the wire.
 """
 
-import threading
 import time
 
 import grpc
@@ -31,17 +30,27 @@ def _identity(payload: bytes) -> bytes:
 
 
 def _table(name="t", max_size=100, min_size=1):
-    return reverb.Table(name, sampler=reverb.selectors.Uniform(),
-                        remover=reverb.selectors.Fifo(), max_size=max_size,
-                        rate_limiter=reverb.rate_limiters.MinSize(min_size))
+    return reverb.Table(
+        name,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=max_size,
+        rate_limiter=reverb.rate_limiters.MinSize(min_size),
+    )
 
 
 def _insert_request(key: int) -> bytes:
     tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
     return pb.InsertRequest(
         chunks=[data_pb2.Chunk(key=1000 + key, tensor=tensor)],
-        items=[data_pb2.Item(key=key, table="t", priority=1.0,
-                       columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1000 + key, length=1)])])],
+        items=[
+            data_pb2.Item(
+                key=key,
+                table="t",
+                priority=1.0,
+                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1000 + key, length=1)])],
+            )
+        ],
     ).SerializeToString()
 
 
@@ -52,19 +61,26 @@ _GARBAGE = b"\x0a\xff\xff\x03\x01"
 
 def _blocking_sample_request(table: str) -> bytes:
     """A sample request that waits for its rate limiter without a timeout."""
-    return pb.SampleRequest(table=table, num_samples=1,
-                            rate_limiter_timeout_ms=-1).SerializeToString()
+    return pb.SampleRequest(
+        table=table, num_samples=1, rate_limiter_timeout_ms=-1
+    ).SerializeToString()
 
 
 def test_a_malformed_insert_message_fails_its_stream_and_nothing_after_it_is_stored():
-    with reverb.Server([_table()]) as server, \
-            grpc.insecure_channel(f"localhost:{server.port}") as channel:
-        call = channel.stream_stream(_SERVICE + "InsertStream", request_serializer=_identity,
-                                     response_deserializer=pb.InsertResponse.FromString)
+    with (
+        reverb.Server([_table()]) as server,
+        grpc.insecure_channel(f"localhost:{server.port}") as channel,
+    ):
+        call = channel.stream_stream(
+            _SERVICE + "InsertStream",
+            request_serializer=_identity,
+            response_deserializer=pb.InsertResponse.FromString,
+        )
         acked = []
         with pytest.raises(grpc.RpcError) as error:
-            for response in call(iter([_insert_request(1), _GARBAGE, _insert_request(2)]),
-                                 timeout=10):
+            for response in call(
+                iter([_insert_request(1), _GARBAGE, _insert_request(2)]), timeout=10
+            ):
                 acked.extend(response.keys)
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "message 2 of this stream is not a valid InsertRequest" in error.value.details()
@@ -74,11 +90,16 @@ def test_a_malformed_insert_message_fails_its_stream_and_nothing_after_it_is_sto
 
 
 def test_a_malformed_sample_message_fails_its_stream():
-    with reverb.Server([_table()]) as server, \
-            grpc.insecure_channel(f"localhost:{server.port}") as channel:
+    with (
+        reverb.Server([_table()]) as server,
+        grpc.insecure_channel(f"localhost:{server.port}") as channel,
+    ):
         reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"t": 1.0})
-        call = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
-                                     response_deserializer=pb.SampleResponse.FromString)
+        call = channel.stream_stream(
+            _SERVICE + "SampleStream",
+            request_serializer=_identity,
+            response_deserializer=pb.SampleResponse.FromString,
+        )
         first = pb.SampleRequest(table="t", num_samples=1).SerializeToString()
         again = pb.SampleRequest(num_samples=1).SerializeToString()
         received = 0
@@ -97,8 +118,9 @@ def test_a_malformed_sample_message_fails_its_stream():
 
 def test_streams_beyond_the_limit_are_refused_until_one_ends():
     limit = 3
-    with reverb.Server([_table(), _table("never", min_size=10**6)],
-                       max_active_streams=limit) as server:
+    with reverb.Server(
+        [_table(), _table("never", min_size=10**6)], max_active_streams=limit
+    ) as server:
         address = f"localhost:{server.port}"
         client = reverb.Client(address)
         # Samplers blocked on a table that never fills hold their streams.
@@ -106,8 +128,11 @@ def test_streams_beyond_the_limit_are_refused_until_one_ends():
         calls = []
         request = _blocking_sample_request("never")
         for channel in channels:
-            stream = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
-                                           response_deserializer=_identity)
+            stream = channel.stream_stream(
+                _SERVICE + "SampleStream",
+                request_serializer=_identity,
+                response_deserializer=_identity,
+            )
             calls.append(stream(iter([request]), timeout=60))
         deadline = time.monotonic() + 10
         while True:  # until the server has taken all of them
@@ -154,8 +179,11 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
         channels, calls = [], []
         for _ in range(200):
             channel = grpc.insecure_channel(address)
-            stream = channel.stream_stream(_SERVICE + "SampleStream", request_serializer=_identity,
-                                           response_deserializer=_identity)
+            stream = channel.stream_stream(
+                _SERVICE + "SampleStream",
+                request_serializer=_identity,
+                response_deserializer=_identity,
+            )
             calls.append(stream(iter([_blocking_sample_request("t")]), timeout=120))
             channels.append(channel)
         deadline = time.monotonic() + 20
@@ -167,8 +195,10 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
         for call, channel in zip(calls, channels):
             call.cancel()
             channel.close()
-        while ((proc_count(process.pid, "task") > baseline + 5 or proc_count(process.pid, "fd") > baseline_fds + 5)
-               and time.monotonic() - started < 20):
+        while (
+            proc_count(process.pid, "task") > baseline + 5
+            or proc_count(process.pid, "fd") > baseline_fds + 5
+        ) and time.monotonic() - started < 20:
             time.sleep(0.05)
         released_s = time.monotonic() - started
         assert proc_count(process.pid, "task") <= baseline + 5, released_s

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Table descriptions (validation, queue/stack presets); no server needed."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,8 +12,13 @@ from reverb_tf import errors
 
 
 def table(**overrides):
-    args = dict(name="t", sampler=selectors.Uniform(), remover=selectors.Fifo(),
-                max_size=10, rate_limiter=rate_limiters.MinSize(1))
+    args = dict(
+        name="t",
+        sampler=selectors.Uniform(),
+        remover=selectors.Fifo(),
+        max_size=10,
+        rate_limiter=rate_limiters.MinSize(1),
+    )
     args.update(overrides)
     return reverb_tf.Table(**args)
 
@@ -23,17 +29,20 @@ def test_defaults():
     assert t._columns is None and t._nested_structure == b""
 
 
-@pytest.mark.parametrize("overrides,error", [
-    (dict(name=""), ValueError),
-    (dict(max_size=0), ValueError),
-    (dict(max_size=-3), ValueError),
-    (dict(max_size=2.5), TypeError),
-    (dict(sampler="uniform"), TypeError),
-    (dict(remover=None), TypeError),
-    (dict(rate_limiter=3), TypeError),
-    (dict(extensions=[object()]), NotImplementedError),
-    (dict(signature={"a": np.zeros(3)}), ValueError),
-])
+@pytest.mark.parametrize(
+    "overrides,error",
+    [
+        (dict(name=""), ValueError),
+        (dict(max_size=0), ValueError),
+        (dict(max_size=-3), ValueError),
+        (dict(max_size=2.5), TypeError),
+        (dict(sampler="uniform"), TypeError),
+        (dict(remover=None), TypeError),
+        (dict(rate_limiter=3), TypeError),
+        (dict(extensions=[object()]), NotImplementedError),
+        (dict(signature={"a": np.zeros(3)}), ValueError),
+    ],
+)
 def test_invalid_tables(overrides, error):
     with pytest.raises(error):
         table(**overrides)
@@ -54,15 +63,17 @@ def test_max_times_sampled_below_one_means_unlimited():
 
 
 def test_signature_is_flattened():
-    t = table(signature={"obs": tf.TensorSpec([None, 4], tf.float32),
-                         "a": tf.TensorSpec([], tf.int32)})
-    assert t._columns == [("a", np.dtype(np.int32), ()),
-                          ("obs", np.dtype(np.float32), (-1, 4))]
+    t = table(
+        signature={"obs": tf.TensorSpec([None, 4], tf.float32), "a": tf.TensorSpec([], tf.int32)}
+    )
+    assert t._columns == [("a", np.dtype(np.int32), ()), ("obs", np.dtype(np.float32), (-1, 4))]
     assert t._nested_structure
 
 
-@pytest.mark.parametrize("factory,selector", [
-    (reverb_tf.Table.queue, selectors.Fifo()), (reverb_tf.Table.stack, selectors.Lifo())])
+@pytest.mark.parametrize(
+    "factory,selector",
+    [(reverb_tf.Table.queue, selectors.Fifo()), (reverb_tf.Table.stack, selectors.Lifo())],
+)
 def test_queue_and_stack_presets(factory, selector):
     t = factory("q", 5)
     assert t.sampler == selector and t.remover == selector
@@ -71,8 +82,9 @@ def test_queue_and_stack_presets(factory, selector):
 
 
 def test_a_table_is_live_before_during_and_after_its_server():
-    t = reverb_tf.Table("live", selectors.Uniform(), selectors.Fifo(), 10,
-                        reverb_tf.rate_limiters.MinSize(2))
+    t = reverb_tf.Table(
+        "live", selectors.Uniform(), selectors.Fifo(), 10, reverb_tf.rate_limiters.MinSize(2)
+    )
     info = t.info
     assert (info.current_size, info.max_size, info.num_episodes) == (0, 10, 0)
     assert info.rate_limiter_info.min_size_to_sample == 2

@@ -6,6 +6,7 @@ dm-reverb 0.14's datasets take a tensor address (tests/compat scenario
 `from_table_signature` take only a str. reverb_tf's ops take the address as
 a tensor input, so these accept tensors too (docs/compatibility.md).
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,9 +15,14 @@ import reverb_tf as reverb
 
 
 def _table(name):
-    return reverb.Table(name, sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
-                        max_size=10, rate_limiter=reverb.rate_limiters.MinSize(1),
-                        signature={"x": tf.TensorSpec([1], tf.int64)})
+    return reverb.Table(
+        name,
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=10,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature={"x": tf.TensorSpec([1], tf.int64)},
+    )
 
 
 @pytest.fixture
@@ -37,8 +43,9 @@ def test_tf_client_takes_a_graph_tensor(server):
     def sample_and_insert(address):
         client = reverb.TFClient(address)
         assert isinstance(client.server_address, tf.Tensor)
-        insert = client.insert([tf.constant(8, tf.int64)], tf.constant(["t"]),
-                               tf.constant([1.0], tf.float64))
+        insert = client.insert(
+            [tf.constant(8, tf.int64)], tf.constant(["t"]), tf.constant([1.0], tf.float64)
+        )
         with tf.control_dependencies([insert]):
             return client.sample("t", {"x": tf.int64}).data["x"]
 
@@ -48,7 +55,8 @@ def test_tf_client_takes_a_graph_tensor(server):
 
 def test_from_table_signature_takes_an_eager_tensor(server):
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        tf.constant(f"localhost:{server.port}"), "t", max_in_flight_samples_per_worker=1)
+        tf.constant(f"localhost:{server.port}"), "t", max_in_flight_samples_per_worker=1
+    )
     assert next(iter(dataset)).data["x"].numpy().tolist() == [7]
 
 
@@ -68,8 +76,9 @@ def test_a_graph_tensor_may_name_several_shards():
 
         @tf.function(input_signature=[tf.TensorSpec([], tf.string)])
         def first_values(address):
-            dataset = reverb.TrajectoryDataset(address, "t", {"x": tf.int64},
-                                               {"x": tf.TensorShape([1])}, 1)
+            dataset = reverb.TrajectoryDataset(
+                address, "t", {"x": tf.int64}, {"x": tf.TensorShape([1])}, 1
+            )
             return dataset.take(20).map(lambda s: s.data["x"][0]).batch(20).get_single_element()
 
         values = first_values(tf.constant(f"localhost:{a.port},localhost:{b.port}")).numpy()
@@ -80,5 +89,6 @@ def test_address_tensors_must_be_scalar_strings(server):
     with pytest.raises(TypeError, match="tf.string"):
         reverb.TFClient(tf.constant(3))
     with pytest.raises(ValueError, match="scalar"):
-        reverb.TrajectoryDataset(tf.constant(["a:1", "b:2"]), "t", {"x": tf.int64},
-                                 {"x": tf.TensorShape([1])}, 1)
+        reverb.TrajectoryDataset(
+            tf.constant(["a:1", "b:2"]), "t", {"x": tf.int64}, {"x": tf.TensorShape([1])}, 1
+        )

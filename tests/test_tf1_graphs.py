@@ -8,6 +8,7 @@ so the comparison cannot be made reliably. Run by hand the same day, the
 trajectory datasets (initializable and one-shot iterators, after .batch()
 and .map(), and with a placeholder address) gave dm-reverb's results.
 """
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,9 +18,14 @@ import reverb_tf as reverb
 
 @pytest.fixture(scope="module")
 def address():
-    table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
-                         reverb.rate_limiters.MinSize(1),
-                         signature={"x": tf.TensorSpec([2], tf.float32)})
+    table = reverb.Table(
+        "t",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        100,
+        reverb.rate_limiters.MinSize(1),
+        signature={"x": tf.TensorSpec([2], tf.float32)},
+    )
     with reverb.Server([table]) as server:
         with reverb.Client(f"localhost:{server.port}").trajectory_writer(1) as writer:
             for i in range(20):
@@ -30,15 +36,21 @@ def address():
 
 CASES = {
     "trajectory": lambda a: reverb.TrajectoryDataset.from_table_signature(a, "t", 10),
-    "batch_map": lambda a: reverb.TrajectoryDataset.from_table_signature(a, "t", 10)
-                 .batch(3).map(lambda s: s.data["x"] * 2),
+    "batch_map": lambda a: (
+        reverb.TrajectoryDataset.from_table_signature(a, "t", 10)
+        .batch(3)
+        .map(lambda s: s.data["x"] * 2)
+    ),
     "timestep": lambda a: reverb.TimestepDataset.from_table_signature(a, "t", 10),
-    "constructor": lambda a: reverb.TrajectoryDataset(a, "t", {"x": tf.float32},
-                                                      {"x": tf.TensorShape([2])}, 10),
-    "reverb_dataset": lambda a: reverb.ReverbDataset(a, "t", (tf.float32,),
-                                                     (tf.TensorShape([2]),), 10),
+    "constructor": lambda a: reverb.TrajectoryDataset(
+        a, "t", {"x": tf.float32}, {"x": tf.TensorShape([2])}, 10
+    ),
+    "reverb_dataset": lambda a: reverb.ReverbDataset(
+        a, "t", (tf.float32,), (tf.TensorShape([2]),), 10
+    ),
     "constant_address": lambda a: reverb.TrajectoryDataset(
-        tf.constant(a), "t", {"x": tf.float32}, {"x": tf.TensorShape([2])}, 10),
+        tf.constant(a), "t", {"x": tf.float32}, {"x": tf.TensorShape([2])}, 10
+    ),
 }
 
 
@@ -57,8 +69,11 @@ def test_dataset_in_a_tf1_graph(address, name, kind):
                 session.run(iterator.initializer)
             values = [session.run(element) for _ in range(3)]
     for value in values:
-        x = value if isinstance(value, np.ndarray) else (
-            value.data[0] if isinstance(value.data, (list, tuple)) else value.data["x"])
+        x = (
+            value
+            if isinstance(value, np.ndarray)
+            else (value.data[0] if isinstance(value.data, (list, tuple)) else value.data["x"])
+        )
         assert x.dtype == np.float32 and x.shape[-1] == 2
         if name == "batch_map":
             assert x.shape == (3, 2) and np.all(x % 2 == 0)

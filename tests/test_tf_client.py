@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """TFClient ops in tf.function actors and learners, against a real server."""
+
 import collections
 
 import numpy as np
@@ -14,13 +15,16 @@ BOTH_TRANSPORTS = True
 
 @pytest.fixture
 def server():
-    table = reverb.Table(name="p", sampler=reverb.selectors.Prioritized(1.0),
-                         remover=reverb.selectors.Fifo(), max_size=1000,
-                         rate_limiter=reverb.rate_limiters.MinSize(1),
-                         # TFClient.insert writes one step with a time
-                         # dimension (as dm-reverb's does).
-                         signature={"x": tf.TensorSpec([1], tf.int64),
-                                    "obs": tf.TensorSpec([1, 2], tf.float32)})
+    table = reverb.Table(
+        name="p",
+        sampler=reverb.selectors.Prioritized(1.0),
+        remover=reverb.selectors.Fifo(),
+        max_size=1000,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        # TFClient.insert writes one step with a time
+        # dimension (as dm-reverb's does).
+        signature={"x": tf.TensorSpec([1], tf.int64), "obs": tf.TensorSpec([1, 2], tf.float32)},
+    )
     with reverb.Server([table]) as srv:
         yield srv
 
@@ -33,8 +37,11 @@ def test_actor_inserts_and_learner_updates_priorities_in_tf_functions(server):
     def act(i):
         obs = tf.fill([2], tf.cast(i, tf.float32))
         # Columns in the signature's flattened (sorted-key) order: obs, x.
-        client.insert([obs, tf.cast(i, tf.int64)], tables=tf.constant(["p"]),
-                      priorities=tf.constant([1.0], tf.float64))
+        client.insert(
+            [obs, tf.cast(i, tf.int64)],
+            tables=tf.constant(["p"]),
+            priorities=tf.constant([1.0], tf.float64),
+        )
 
     for i in range(10):
         act(tf.constant(i))
@@ -55,15 +62,20 @@ def test_actor_inserts_and_learner_updates_priorities_in_tf_functions(server):
     # A fresh stream (the old one prefetched samples drawn before the update):
     # x=7 now carries ~all the priority mass.
     fresh = reverb.TrajectoryDataset.from_table_signature(address, "p", 10).batch(10)
-    counts = collections.Counter(int(x) for batch in fresh.take(6) for x in batch.data["x"].numpy().ravel())
+    counts = collections.Counter(
+        int(x) for batch in fresh.take(6) for x in batch.data["x"].numpy().ravel()
+    )
     assert counts[7] >= 55, counts
 
 
 def test_sample_op_returns_info_and_typed_data(server):
     address = f"localhost:{server.port}"
     client = reverb.TFClient(address)
-    client.insert([tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)],
-                  tables=tf.constant(["p"]), priorities=tf.constant([2.0], tf.float64))
+    client.insert(
+        [tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)],
+        tables=tf.constant(["p"]),
+        priorities=tf.constant([2.0], tf.float64),
+    )
     sample = client.sample("p", [tf.float32, tf.int64])
     # The op returns the item's first timestep, as dm-reverb's does.
     assert sample.data[1].numpy().tolist() == 5
@@ -77,14 +89,18 @@ def test_sample_op_returns_info_and_typed_data(server):
 def test_errors_surface_as_tf_errors(server):
     client = reverb.TFClient(f"localhost:{server.port}")
     with pytest.raises(tf.errors.NotFoundError, match="Priority table nope was not found"):
-        client.update_priorities("nope", tf.constant([1], tf.uint64), tf.constant([1.0], tf.float64))
+        client.update_priorities(
+            "nope", tf.constant([1], tf.uint64), tf.constant([1.0], tf.float64)
+        )
     with pytest.raises(tf.errors.InvalidArgumentError, match="signature"):
-        client.insert([tf.constant(1.5)], tables=tf.constant(["p"]),
-                      priorities=tf.constant([1.0], tf.float64))
+        client.insert(
+            [tf.constant(1.5)], tables=tf.constant(["p"]), priorities=tf.constant([1.0], tf.float64)
+        )
     mismatch = r"Tensors `keys` and `priorities` do not match in shape \(\[3\] vs. \[2\]\)"
     with pytest.raises(tf.errors.InvalidArgumentError, match=mismatch):
-        client.update_priorities("p", tf.constant([1, 2, 3], tf.uint64),
-                                 tf.constant([1.0, 2.0], tf.float64))
+        client.update_priorities(
+            "p", tf.constant([1, 2, 3], tf.uint64), tf.constant([1.0, 2.0], tf.float64)
+        )
 
 
 def test_sampled_keys_and_data_stay_together_while_a_learner_updates(server):
@@ -96,13 +112,18 @@ def test_sampled_keys_and_data_stay_together_while_a_learner_updates(server):
 
     @tf.function
     def act(i):
-        client.insert([tf.fill([2], tf.cast(i, tf.float32)), tf.cast(i, tf.int64)],
-                      tables=tf.constant(["p"]), priorities=tf.constant([1.0], tf.float64))
+        client.insert(
+            [tf.fill([2], tf.cast(i, tf.float32)), tf.cast(i, tf.int64)],
+            tables=tf.constant(["p"]),
+            priorities=tf.constant([1.0], tf.float64),
+        )
 
     for i in range(10):
         act(tf.constant(i))
-    x_of = {int(s.info.key): int(np.asarray(s.data[1]).ravel()[0])
-            for s in reverb.Client(address).sample("p", 300, emit_timesteps=False)}
+    x_of = {
+        int(s.info.key): int(np.asarray(s.data[1]).ravel()[0])
+        for s in reverb.Client(address).sample("p", 300, emit_timesteps=False)
+    }
     assert sorted(x_of.values()) == list(range(10))
 
     @tf.function

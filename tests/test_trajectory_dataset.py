@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """ReverbDataset / TrajectoryDataset: a table as a tf.data source (C++ kernel)."""
+
 import json
 import os
 import subprocess
@@ -20,10 +21,15 @@ BOTH_TRANSPORTS = True
 
 
 def _table(name="t", signature=None, limiter=None, max_times_sampled=0, sampler=None):
-    return reverb.Table(name=name, sampler=sampler or reverb.selectors.Uniform(),
-                        remover=reverb.selectors.Fifo(), max_size=10_000,
-                        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
-                        max_times_sampled=max_times_sampled, signature=signature)
+    return reverb.Table(
+        name=name,
+        sampler=sampler or reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=10_000,
+        rate_limiter=limiter or reverb.rate_limiters.MinSize(1),
+        max_times_sampled=max_times_sampled,
+        signature=signature,
+    )
 
 
 OBS = {"obs": tf.TensorSpec([3, 4], tf.float32), "action": tf.TensorSpec([], tf.int32)}
@@ -34,8 +40,11 @@ def _fill(client, table="t", steps=20):
         for t in range(steps):
             writer.append({"obs": np.full(4, t, np.float32), "action": np.int32(t)})
             if t >= 2:
-                writer.create_item(table, 1.0, {"obs": writer.history["obs"][-3:],
-                                                "action": writer.history["action"][-1]})
+                writer.create_item(
+                    table,
+                    1.0,
+                    {"obs": writer.history["obs"][-3:], "action": writer.history["action"][-1]},
+                )
         writer.flush()
 
 
@@ -140,24 +149,43 @@ def test_mirrored_strategy_distribute_datasets_from_function():
             assert strategy.num_replicas_in_sync == 2
         print("OK")
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=180, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("OK")
 
 
 def test_every_dtype_round_trips():
     values = {
-        "f16": np.float16(1.5), "f32": np.float32(2.5), "f64": np.float64(3.5),
-        "i8": np.int8(-4), "i16": np.int16(-5), "i32": np.int32(-6), "i64": np.int64(-7),
-        "u8": np.uint8(8), "u16": np.uint16(9), "u32": np.uint32(10), "u64": np.uint64(11),
-        "b": np.bool_(True), "c64": np.complex64(1 + 2j), "c128": np.complex128(3 - 4j),
+        "f16": np.float16(1.5),
+        "f32": np.float32(2.5),
+        "f64": np.float64(3.5),
+        "i8": np.int8(-4),
+        "i16": np.int16(-5),
+        "i32": np.int32(-6),
+        "i64": np.int64(-7),
+        "u8": np.uint8(8),
+        "u16": np.uint16(9),
+        "u32": np.uint32(10),
+        "u64": np.uint64(11),
+        "b": np.bool_(True),
+        "c64": np.complex64(1 + 2j),
+        "c128": np.complex128(3 - 4j),
         "s": np.array(b"bytes\x00with nul", dtype=object),
         "nested": {"m": np.arange(6, dtype=np.float32).reshape(2, 3)},
     }
     signature = tf.nest.map_structure(
-        lambda v: tf.TensorSpec(np.shape(v), tf.string if np.asarray(v).dtype == object
-                                else tf.as_dtype(np.asarray(v).dtype)), values)
+        lambda v: tf.TensorSpec(
+            np.shape(v),
+            tf.string if np.asarray(v).dtype == object else tf.as_dtype(np.asarray(v).dtype),
+        ),
+        values,
+    )
     with reverb.Server([_table(signature=signature)]) as srv:
         client = reverb.Client(_address(srv))
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
@@ -166,7 +194,11 @@ def test_every_dtype_round_trips():
             writer.flush()
         sample = next(iter(reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 1)))
         got = tf.nest.map_structure(lambda t: t.numpy(), sample.data)
-        for path, want in [("f16", values["f16"]), ("c128", values["c128"]), ("u64", values["u64"])]:
+        for path, want in [
+            ("f16", values["f16"]),
+            ("c128", values["c128"]),
+            ("u64", values["u64"]),
+        ]:
             assert got[path] == want and got[path].dtype == np.asarray(want).dtype
         assert got["s"] == b"bytes\x00with nul"
         np.testing.assert_array_equal(got["nested"]["m"], values["nested"]["m"])
@@ -193,8 +225,9 @@ def test_variable_length_trajectories():
 def test_rate_limiter_timeout_ends_the_dataset_cleanly():
     with reverb.Server([_table(signature=OBS, limiter=reverb.rate_limiters.MinSize(100))]) as srv:
         _fill(reverb.Client(_address(srv)))  # 18 items < 100: sampling stays blocked
-        ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4,
-                                                           rate_limiter_timeout_ms=200)
+        ds = reverb.TrajectoryDataset.from_table_signature(
+            _address(srv), "t", 4, rate_limiter_timeout_ms=200
+        )
         start = time.monotonic()
         assert list(ds) == []
         assert time.monotonic() - start < 10
@@ -206,8 +239,9 @@ def test_max_samples_ends_each_iterator_and_max_samples_per_stream_does_not(serv
     assert len(list(ds)) == 7  # a new iterator, a new stream
     # As in dm-reverb, max_samples_per_stream only makes the iterator open a
     # new stream after that many samples; the iterator goes on.
-    ds = reverb.TrajectoryDataset.from_table_signature(_address(server), "t", 4,
-                                                       max_samples_per_stream=7)
+    ds = reverb.TrajectoryDataset.from_table_signature(
+        _address(server), "t", 4, max_samples_per_stream=7
+    )
     assert len(list(ds.take(30))) == 30
 
 
@@ -252,8 +286,13 @@ def test_cancelled_step_in_a_subprocess_does_not_hang():
         print("deleted", round(time.monotonic() - start, 2))
         server.stop()
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.split()[-1]) < 5
 
@@ -262,19 +301,25 @@ def test_signature_problems_are_reported_at_construction():
     with reverb.Server([_table(signature=None)]) as srv:
         with pytest.raises(ValueError, match="does not have a signature"):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
-        with pytest.raises(reverb.errors.InvalidArgumentError, match="does not contain any table named nope"):
+        with pytest.raises(
+            reverb.errors.InvalidArgumentError, match="does not contain any table named nope"
+        ):
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
     with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
         reverb.TrajectoryDataset("localhost:1", "t", {"x": tf.int32}, {"x": [2]}, 0)
 
 
 def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
-    ds = reverb.TrajectoryDataset(_address(server), "t",
-                                  shapes={"action": [], "obs": [3, 4]},
-                                  dtypes={"action": tf.int64, "obs": tf.float32},
-                                  max_in_flight_samples_per_worker=4)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="column 'action': column 0 .* int32 .* expects int64"):
+    ds = reverb.TrajectoryDataset(
+        _address(server),
+        "t",
+        shapes={"action": [], "obs": [3, 4]},
+        dtypes={"action": tf.int64, "obs": tf.float32},
+        max_in_flight_samples_per_worker=4,
+    )
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="column 'action': column 0 .* int32 .* expects int64"
+    ):
         next(iter(ds))
 
 
@@ -284,7 +329,8 @@ def test_dataset_survives_graph_serialization(server):
     assert b"ReverbTfTrajectoryDataset" in graph_def.numpy()
     # Rebuild it from the graph (what tf.data rewrites and tf.distribute do).
     restored = tf.data.experimental.from_variant(
-        tf.raw_ops.DatasetFromGraph(graph_def=graph_def), ds.element_spec)
+        tf.raw_ops.DatasetFromGraph(graph_def=graph_def), ds.element_spec
+    )
     batch = next(iter(restored))
     assert batch.data["obs"].shape == (2, 3, 4)
 
@@ -332,13 +378,18 @@ def test_timestep_dataset_splits_items_into_steps():
         with client.trajectory_writer(num_keep_alive_refs=4) as writer:
             for t in range(4):
                 writer.append({"obs": np.full(2, t, np.float32), "t": np.int32(t)})
-            writer.create_item("t", 1.0, {"obs": writer.history["obs"][-4:],
-                                          "t": writer.history["t"][-4:]})
+            writer.create_item(
+                "t", 1.0, {"obs": writer.history["obs"][-4:], "t": writer.history["t"][-4:]}
+            )
             writer.flush()
-        ds = reverb.TimestepDataset(_address(srv), "t",
-                                    dtypes={"obs": tf.float32, "t": tf.int32},
-                                    shapes={"obs": tf.TensorShape([2]), "t": tf.TensorShape([])},
-                                    max_in_flight_samples_per_worker=2, max_samples=1)
+        ds = reverb.TimestepDataset(
+            _address(srv),
+            "t",
+            dtypes={"obs": tf.float32, "t": tf.int32},
+            shapes={"obs": tf.TensorShape([2]), "t": tf.TensorShape([])},
+            max_in_flight_samples_per_worker=2,
+            max_samples=1,
+        )
         assert ds.element_spec.data["obs"].shape == (2,)
         steps = list(ds)
         assert [int(s.data["t"]) for s in steps] == [0, 1, 2, 3]
@@ -355,8 +406,7 @@ def test_timestep_dataset_from_a_single_step_signature():
                 writer.append({"x": np.full(3, i, np.float32)})
                 writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
             writer.flush()
-        ds = reverb.TimestepDataset.from_table_signature(_address(srv), "t", 4,
-                                                         max_samples=20)
+        ds = reverb.TimestepDataset.from_table_signature(_address(srv), "t", 4, max_samples=20)
         values = [float(s.data["x"][0]) for s in ds]
         assert len(values) == 20 and set(values) <= {0.0, 1.0, 2.0, 3.0, 4.0}
 
@@ -393,10 +443,15 @@ def test_closing_a_session_cancels_a_blocked_get_next():
 
 def test_dataset_waits_a_bounded_time_for_a_server_that_is_starting():
     import portpicker  # pylint: disable=g-import-not-at-top
+
     port = portpicker.pick_unused_port()
-    ds = reverb.TrajectoryDataset(f"localhost:{port}", "t",
-                                  shapes={"x": tf.TensorShape([])}, dtypes={"x": tf.int32},
-                                  max_in_flight_samples_per_worker=2)
+    ds = reverb.TrajectoryDataset(
+        f"localhost:{port}",
+        "t",
+        shapes={"x": tf.TensorShape([])},
+        dtypes={"x": tf.int32},
+        max_in_flight_samples_per_worker=2,
+    )
     holder = {}
 
     def start_later():
@@ -421,9 +476,14 @@ def test_dataset_waits_a_bounded_time_for_a_server_that_is_starting():
 
 def test_dataset_gives_up_on_an_absent_server():
     import portpicker  # pylint: disable=g-import-not-at-top
-    ds = reverb.TrajectoryDataset(f"localhost:{portpicker.pick_unused_port()}", "t",
-                                  shapes={"x": tf.TensorShape([])}, dtypes={"x": tf.int32},
-                                  max_in_flight_samples_per_worker=2)
+
+    ds = reverb.TrajectoryDataset(
+        f"localhost:{portpicker.pick_unused_port()}",
+        "t",
+        shapes={"x": tf.TensorShape([])},
+        dtypes={"x": tf.int32},
+        max_in_flight_samples_per_worker=2,
+    )
     start = time.monotonic()
     with pytest.raises(tf.errors.UnavailableError):
         next(iter(ds))

@@ -9,6 +9,7 @@ does in production: numbering steps, keeping the keep-alive window, checking
 values and signatures, serving `numpy()`. Behaviour against the server's
 tables is in test_writer_integration.py.
 """
+
 import collections
 
 import numpy as np
@@ -22,8 +23,9 @@ from reverb_tf import trajectory_writer
 
 @pytest.fixture(scope="module")
 def server():
-    server = reverb_tf.Server([reverb_tf.Table.queue("t", 1000),
-                               reverb_tf.Table.queue("free", 1000)])
+    server = reverb_tf.Server(
+        [reverb_tf.Table.queue("t", 1000), reverb_tf.Table.queue("free", 1000)]
+    )
     yield server
     server.stop()
 
@@ -108,18 +110,27 @@ def test_history_indexing_to_entries(make_writer):
     for i in range(4):
         writer.append({"x": np.float32(i), "y": np.int32(i)})
     h = writer.history
-    writer.create_item("t", 2.0, {
-        "last": h["x"][-1],
-        "first": h["y"][0],
-        "all": h["x"][:],
-        "pair": h["y"][[0, 3]],
-        "mid": h["x"][1:3],
-    })
+    writer.create_item(
+        "t",
+        2.0,
+        {
+            "last": h["x"][-1],
+            "first": h["y"][0],
+            "all": h["x"][:],
+            "pair": h["y"][[0, 3]],
+            "mid": h["x"][1:3],
+        },
+    )
     table, priority, columns = core.items[0]
     assert (table, priority) == ("t", 2.0)
     # tree.flatten order of the trajectory: all, first, last, mid, pair.
-    assert columns == [(0, [0, 1, 2, 3], False), (1, [0], True), (0, [3], True),
-                       (0, [1, 2], False), (1, [0, 3], False)]
+    assert columns == [
+        (0, [0, 1, 2, 3], False),
+        (1, [0], True),
+        (0, [3], True),
+        (0, [1, 2], False),
+        (1, [0, 3], False),
+    ]
 
 
 def test_trajectory_column_shape_dtype_numpy_and_copying(make_writer):
@@ -167,7 +178,7 @@ def test_new_fields_and_missing_fields(make_writer):
     with pytest.raises(ValueError, match="no value"):
         h["action"][0]  # Before the field existed.
     with pytest.raises(ValueError, match="no value"):
-        h["obs"][-1]    # Omitted in the last step.
+        h["obs"][-1]  # Omitted in the last step.
     assert h["action"][1:]._entry == (1, [1, 2], False)
 
 
@@ -189,12 +200,16 @@ def test_nested_steps_and_history_structure(make_writer):
 def test_dtype_and_shape_fixed_by_first_value(make_writer):
     writer, _ = make_writer()
     writer.append({"obs": np.zeros(3, np.float32)})
-    with pytest.raises(errors.InvalidArgumentError,
-                       match="wrong dtype provided for column 'obs'. Got float64 but expected "
-                             "float32"):
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match="wrong dtype provided for column 'obs'. Got float64 but expected float32",
+    ):
         writer.append({"obs": np.zeros(3, np.float64)})
-    with pytest.raises(ValueError, match="incompatible shape provided for column 'obs'. Got "
-                                         "\\[4\\] which is incompatible with \\[3\\]"):
+    with pytest.raises(
+        ValueError,
+        match="incompatible shape provided for column 'obs'. Got "
+        "\\[4\\] which is incompatible with \\[3\\]",
+    ):
         writer.append({"obs": np.zeros(4, np.float32)})
 
 
@@ -221,7 +236,11 @@ def test_partial_steps_fill_the_same_step(make_writer):
     writer.create_item("t", 1.0, writer.history["obs"][-1])
     writer.append({"action": 7})
     assert writer.episode_steps == 1
-    assert len(core.rows) == 1 and np.asarray(core.rows[0][0]).tolist() == 1 and np.asarray(core.rows[0][1]).tolist() == 7
+    assert (
+        len(core.rows) == 1
+        and np.asarray(core.rows[0][0]).tolist() == 1
+        and np.asarray(core.rows[0][1]).tolist() == 7
+    )
     assert core.calls[:2] == [("append", True), ("append", False)]
     assert writer.history["action"][-1]._entry == (1, [0], True)
     writer.append({"obs": 2}, partial_step=True)
@@ -271,20 +290,29 @@ def test_create_item_rejects_non_columns(make_writer):
 
 
 def test_signature_check_names_the_column(make_writer):
-    signature = {"t": [signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
-                       signatures.Column("r", np.dtype(np.float32), ())],
-                 "free": None}
+    signature = {
+        "t": [
+            signatures.Column("obs", np.dtype(np.float32), (-1, 4)),
+            signatures.Column("r", np.dtype(np.float32), ()),
+        ],
+        "free": None,
+    }
     writer, core = make_writer(signature=signature)
     for _ in range(3):
-        writer.append({"obs": np.zeros(4, np.float32), "r": np.float32(0),
-                       "bad": np.zeros(5, np.float32)})
+        writer.append(
+            {"obs": np.zeros(4, np.float32), "r": np.float32(0), "bad": np.zeros(5, np.float32)}
+        )
     h = writer.history
     writer.create_item("t", 1.0, {"obs": h["obs"][-3:], "r": h["r"][-1]})
     writer.create_item("t", 1.0, {"obs": h["obs"][-2:], "r": h["r"][-1]})
-    with pytest.raises(errors.InvalidArgumentError,
-                       match=r"table 't'.*column 'obs' must be float32\[-1, 4\] .* but the item has float32\[4\]"):
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match=r"table 't'.*column 'obs' must be float32\[-1, 4\] .* but the item has float32\[4\]",
+    ):
         writer.create_item("t", 1.0, {"obs": h["obs"][-1], "r": h["r"][-1]})
-    with pytest.raises(errors.InvalidArgumentError, match=r"'obs' \(data path 'bad'\) .* float32\[2, 5\]"):
+    with pytest.raises(
+        errors.InvalidArgumentError, match=r"'obs' \(data path 'bad'\) .* float32\[2, 5\]"
+    ):
         writer.create_item("t", 1.0, {"obs": h["bad"][-2:], "r": h["r"][-1]})
     with pytest.raises(errors.InvalidArgumentError, match="column 'obs' \\(data path 'bad'\\)"):
         writer.create_item("t", 1.0, [h["bad"][-2:], h["r"][-1]])
@@ -333,7 +361,7 @@ def test_cells_and_columns_read_their_values_from_the_native_writer(make_writer)
     writer, _ = make_writer(keep_alive=2)
     writer.append({"x": np.array([1, 2], np.int16)})
     writer.append({"x": np.array([3, 4], np.int16)})
-    column = writer.history["x"][np.int64(-2):]
+    column = writer.history["x"][np.int64(-2) :]
     cells = list(column)
     assert [c.shape for c in cells] == [[2], [2]] and cells[0].dtype == np.int16
     assert not any(c.expired for c in cells)

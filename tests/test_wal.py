@@ -23,18 +23,28 @@ import pytest
 import reverb_tf as reverb
 from integration import port_outside_ephemeral_range
 
-_CONFIG = ('port: {port} tables {{ table_name: "t" sampler {{ heap {{ min_heap: false }} }} '
-           'remover {{ fifo: true }} max_size: 1000000 rate_limiter {{ samples_per_insert: 1 '
-           'min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}')
+_CONFIG = (
+    'port: {port} tables {{ table_name: "t" sampler {{ heap {{ min_heap: false }} }} '
+    "remover {{ fifo: true }} max_size: 1000000 rate_limiter {{ samples_per_insert: 1 "
+    "min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}"
+)
 
 
 def _start(server_binary, port, tmp_path, sync, checkpoint_interval="300ms"):
     process = subprocess.Popen(
-        [server_binary, "--config=" + _CONFIG.format(port=port),
-         f"--checkpoint_dir={tmp_path / 'checkpoints'}",
-         f"--checkpoint_interval={checkpoint_interval}",
-         f"--wal_dir={tmp_path / 'wal'}", f"--wal_sync={sync}", "--wal_sync_interval=5ms"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            server_binary,
+            "--config=" + _CONFIG.format(port=port),
+            f"--checkpoint_dir={tmp_path / 'checkpoints'}",
+            f"--checkpoint_interval={checkpoint_interval}",
+            f"--wal_dir={tmp_path / 'wal'}",
+            f"--wal_sync={sync}",
+            "--wal_sync_interval=5ms",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = process.stdout.readline()
     if "on port" not in line:
         process.kill()
@@ -47,14 +57,16 @@ class _Load:
 
     def __init__(self, address, first_value, writers=3):
         self.address = address
-        self.acked = set()            # values whose insert was acknowledged
-        self.created = set()          # values an insert was attempted for
-        self.acked_priority = {}      # value -> priority of its last acknowledged update
-        self.tried_priority = {}      # value -> every priority an update tried
+        self.acked = set()  # values whose insert was acknowledged
+        self.created = set()  # values an insert was attempted for
+        self.acked_priority = {}  # value -> priority of its last acknowledged update
+        self.tried_priority = {}  # value -> every priority an update tried
         self.lock = threading.Lock()
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._write, args=(first_value + w * 10**6,),
-                                         daemon=True) for w in range(writers)]
+        self.threads = [
+            threading.Thread(target=self._write, args=(first_value + w * 10**6,), daemon=True)
+            for w in range(writers)
+        ]
         self.threads.append(threading.Thread(target=self._update, daemon=True))
         for thread in self.threads:
             thread.start()
@@ -82,8 +94,9 @@ class _Load:
         try:
             while not self.stop.is_set():
                 try:
-                    sample = next(client.sample("t", emit_timesteps=False,
-                                                rate_limiter_timeout_ms=200))
+                    sample = next(
+                        client.sample("t", emit_timesteps=False, rate_limiter_timeout_ms=200)
+                    )
                 except reverb.errors.DeadlineExceededError:
                     continue  # nothing written yet
                 value = int(sample.data[0][0])
@@ -135,8 +148,9 @@ def test_sigkill_under_concurrent_writers_loses_no_acknowledged_item(server_bina
             process = _start(server_binary, port, tmp_path, policies[(round_index + 1) % 3])
             items = _drain(address)
             missing = sorted(load.acked - set(items))
-            assert not missing, (f"round {round_index}: {len(missing)} acknowledged items lost, "
-                                 f"e.g. {missing[:5]}")
+            assert not missing, (
+                f"round {round_index}: {len(missing)} acknowledged items lost, e.g. {missing[:5]}"
+            )
             assert set(items) <= load.created, "an item nobody inserted"
             for value, priority in items.items():
                 tried = load.tried_priority.get(value, set())
@@ -147,13 +161,17 @@ def test_sigkill_under_concurrent_writers_loses_no_acknowledged_item(server_bina
                 else:
                     assert priority == 1e12 + value or priority in tried, (value, priority)
             checked += len(load.acked)
-            print(f"round {round_index} ({policies[round_index % 3]}): {len(load.acked)} "
-                  f"acknowledged items and {len(load.acked_priority)} updates, all back")
+            print(
+                f"round {round_index} ({policies[round_index % 3]}): {len(load.acked)} "
+                f"acknowledged items and {len(load.acked_priority)} updates, all back"
+            )
     finally:
         process.kill()
         process.wait()
-    print(f"{rounds} kills, {checked} acknowledged items checked, "
-          f"{updates_checked} acknowledged priority updates checked")
+    print(
+        f"{rounds} kills, {checked} acknowledged items checked, "
+        f"{updates_checked} acknowledged priority updates checked"
+    )
     assert checked > 1000 and updates_checked > 100
 
 
@@ -192,15 +210,22 @@ def test_a_torn_log_recovers_up_to_the_last_good_record_with_a_warning(server_bi
 
 def test_in_process_server_with_a_log_restarts_with_every_item_and_reports_it(tmp_path):
     def table():
-        return reverb.Table("t", reverb.selectors.Prioritized(1.0), reverb.selectors.Fifo(),
-                            1000, reverb.rate_limiters.MinSize(1))
+        return reverb.Table(
+            "t",
+            reverb.selectors.Prioritized(1.0),
+            reverb.selectors.Fifo(),
+            1000,
+            reverb.rate_limiters.MinSize(1),
+        )
 
     def server():
         return reverb.Server(
-            [table()], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-                str(tmp_path / "checkpoints")),
-            wal=reverb.checkpointers.WriteAheadLog(str(tmp_path / "wal"), sync="every_n_ms",
-                                                   sync_interval_ms=5))
+            [table()],
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / "checkpoints")),
+            wal=reverb.checkpointers.WriteAheadLog(
+                str(tmp_path / "wal"), sync="every_n_ms", sync_interval_ms=5
+            ),
+        )
 
     first = server()
     client = reverb.Client(f"localhost:{first.port}")
@@ -213,6 +238,7 @@ def test_in_process_server_with_a_log_restarts_with_every_item_and_reports_it(tm
         for v in range(30, 50):
             writer.append([np.int64(v)])
             writer.create_item("t", 2.0, writer.history[0][-1:])
+
     def metric(name):
         return int(re.search(rf"^{name} (\d+)", first.metrics_text(), re.M).group(1))
 
@@ -233,8 +259,13 @@ def test_in_process_server_with_a_log_restarts_with_every_item_and_reports_it(tm
 
 
 def test_a_log_needs_a_lasting_checkpointer_and_a_known_policy(tmp_path):
-    table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10,
-                         reverb.rate_limiters.MinSize(1))
+    table = reverb.Table(
+        "t",
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        10,
+        reverb.rate_limiters.MinSize(1),
+    )
     with pytest.raises(ValueError, match="checkpointer"):
         reverb.Server([table], wal=reverb.checkpointers.WriteAheadLog(str(tmp_path)))
     with pytest.raises(ValueError, match="every_write"):

@@ -7,6 +7,7 @@ every licence source the real build copies. Against an installed wheel
 (REVERB_TF_TEST_INSTALLED=1, scripts/check_wheel.sh --pytest) they check
 the installed distribution's metadata instead.
 """
+
 import email.parser
 import importlib.metadata
 import importlib.util
@@ -22,9 +23,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILDER = ROOT / "pip_package" / "build_pip_package.py"
 INSTALLED = bool(os.environ.get("REVERB_TF_TEST_INSTALLED"))
 checkout_only = pytest.mark.skipif(
-    INSTALLED, reason="the wheel builder is not part of the installed package")
+    INSTALLED, reason="the wheel builder is not part of the installed package"
+)
 installed_only = pytest.mark.skipif(
-    not INSTALLED, reason="needs an installed wheel (scripts/check_wheel.sh --pytest)")
+    not INSTALLED, reason="needs an installed wheel (scripts/check_wheel.sh --pytest)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +53,12 @@ def fake_sources(builder: types.ModuleType, base: pathlib.Path) -> dict:
         (common / text).write_text(f"licence {text}\n")
     pybind11 = base / "pybind11-LICENSE"
     pybind11.write_text("pybind11 licence\n")
-    return {"project_root": project, "doc_root": docs, "common_licenses": common,
-            "pybind11": pybind11}
+    return {
+        "project_root": project,
+        "doc_root": docs,
+        "common_licenses": common,
+        "pybind11": pybind11,
+    }
 
 
 def build_fake_wheel(builder: types.ModuleType, base: pathlib.Path) -> pathlib.Path:
@@ -62,8 +69,14 @@ def build_fake_wheel(builder: types.ModuleType, base: pathlib.Path) -> pathlib.P
     (root / "reverb_tf" / "__init__.py").write_text('__version__ = "0.0.1"\n')
     info_name = "reverb_tf-0.0.1.dist-info"
     license_files = builder.write_licenses(root / info_name, **sources)
-    info = builder.write_dist_info(root, "0.0.1", ["numpy"], tag="cp311-cp311-linux_x86_64",
-                                   python_requires="==3.11.*", license_files=license_files)
+    info = builder.write_dist_info(
+        root,
+        "0.0.1",
+        ["numpy"],
+        tag="cp311-cp311-linux_x86_64",
+        python_requires="==3.11.*",
+        license_files=license_files,
+    )
     assert info.name == info_name
     wheel = base / "reverb_tf-0.0.1-cp311-cp311-linux_x86_64.whl"
     builder.zip_wheel(root, info, wheel, builder.ZIP_EPOCH)
@@ -92,7 +105,7 @@ def test_metadata_declares_apache_and_lists_every_licence_file(builder, tmp_path
     assert texts[prefix + "third_party/grpc.copyright"] == "copyright of libgrpc-dev\n"
     assert texts[prefix + "third_party/libmicrohttpd.LGPL-2.1.txt"] == "licence LGPL-2.1\n"
     assert texts[prefix + "third_party/pybind11.LICENSE"] == "pybind11 licence\n"
-    assert sorted(n[len(prefix):] for n in texts) == builder.expected_license_files()
+    assert sorted(n[len(prefix) :] for n in texts) == builder.expected_license_files()
     # RECORD covers them like every other file.
     with zipfile.ZipFile(tmp_path / "reverb_tf-0.0.1-cp311-cp311-linux_x86_64.whl") as archive:
         record = archive.read("reverb_tf-0.0.1.dist-info/RECORD").decode()
@@ -106,15 +119,27 @@ def without_line(line: str):
 
 
 @checkout_only
-@pytest.mark.parametrize("damage, message", [
-    (without_line("License-Expression: Apache-2.0"), "no License-Expression"),
-    (lambda names, metadata: (names, metadata.replace("Metadata-Version: 2.4",
-                                                      "Metadata-Version: 2.1")),
-     "Metadata-Version is not 2.4"),
-    (lambda names, metadata: ([n for n in names if not n.endswith("licenses/LICENSE")], metadata),
-     "not in reverb_tf-0.0.1.dist-info/licenses/: ['LICENSE']"),
-    (without_line("License-File: third_party/zstd.copyright"), "License-File entries"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (without_line("License-Expression: Apache-2.0"), "no License-Expression"),
+        (
+            lambda names, metadata: (
+                names,
+                metadata.replace("Metadata-Version: 2.4", "Metadata-Version: 2.1"),
+            ),
+            "Metadata-Version is not 2.4",
+        ),
+        (
+            lambda names, metadata: (
+                [n for n in names if not n.endswith("licenses/LICENSE")],
+                metadata,
+            ),
+            "not in reverb_tf-0.0.1.dist-info/licenses/: ['LICENSE']",
+        ),
+        (without_line("License-File: third_party/zstd.copyright"), "License-File entries"),
+    ],
+)
 def test_check_rejects_a_wheel_without_its_licences(builder, tmp_path, damage, message):
     names, metadata, _ = wheel_contents(build_fake_wheel(builder, tmp_path))
     names, metadata = damage(names, metadata)
@@ -137,8 +162,10 @@ def test_this_machine_has_every_licence_source(builder, tmp_path):
     assert copied == builder.expected_license_files()
     licenses = tmp_path / "info" / "licenses"
     assert "Apache License" in (licenses / "LICENSE").read_text()
-    assert "GNU LESSER GENERAL PUBLIC LICENSE" in (
-        licenses / "third_party" / "libmicrohttpd.LGPL-2.1.txt").read_text()
+    assert (
+        "GNU LESSER GENERAL PUBLIC LICENSE"
+        in (licenses / "third_party" / "libmicrohttpd.LGPL-2.1.txt").read_text()
+    )
     assert "Wenzel Jakob" in (licenses / "third_party" / "pybind11.LICENSE").read_text()
     assert "grpc" in (licenses / "third_party" / "grpc.copyright").read_text().lower()
 

@@ -8,10 +8,10 @@ checkout's in development, the installed wheel's under
 scripts/check_wheel.sh. Without that venv these tests fail; they do not
 skip.
 """
+
 import os
 import pathlib
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -30,8 +30,9 @@ def interop_python() -> str:
     setup = ROOT / "scripts" / "setup_interop.sh"
     if not setup.exists():  # a copy of tests/ run against a wheel
         pytest.fail("set REVERB_TF_INTEROP_PYTHON to the venv scripts/setup_interop.sh makes")
-    result = subprocess.run(["bash", str(setup)], capture_output=True, text=True, timeout=1200,
-                            check=False)
+    result = subprocess.run(
+        ["bash", str(setup)], capture_output=True, text=True, timeout=1200, check=False
+    )
     if result.returncode != 0:
         pytest.fail(f"scripts/setup_interop.sh failed:\n{result.stderr[-3000:]}")
     return result.stdout.strip().splitlines()[-1]
@@ -45,18 +46,27 @@ def package_path(package_dir, tmp_path_factory) -> str:
     return str(path)
 
 
-def run_without_tf(interop_python: str, package_path: str, script: str,
-                   *args: str, timeout: int = 240) -> str:
+def run_without_tf(
+    interop_python: str, package_path: str, script: str, *args: str, timeout: int = 240
+) -> str:
     """Runs `script` in the TF-free venv; fails the test with its output unless it exits 0."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PYTHONPATH"] = package_path
     env["JAX_PLATFORMS"] = "cpu"
-    result = subprocess.run([interop_python, "-c", textwrap.dedent(script), *args],
-                            capture_output=True, text=True, timeout=timeout, env=env,
-                            cwd="/", check=False)
+    result = subprocess.run(
+        [interop_python, "-c", textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd="/",
+        check=False,
+    )
     if result.returncode != 0:
-        pytest.fail(f"exit {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n"
-                    f"stderr:\n{result.stderr[-4000:]}")
+        pytest.fail(
+            f"exit {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n"
+            f"stderr:\n{result.stderr[-4000:]}"
+        )
     return result.stdout
 
 
@@ -71,7 +81,11 @@ import reverb_tf as reverb
 
 
 def test_core_serves_writes_samples_and_checkpoints(interop_python, package_path, tmp_path):
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import collections, tree
 Step = collections.namedtuple("Step", ["obs", "reward"])
 signature = Step(obs=reverb.ArraySpec((2, 3), np.float32, "obs"),
@@ -80,7 +94,8 @@ checkpoints = sys.argv[1]
 table = reverb.Table("replay", reverb.selectors.Prioritized(0.8), reverb.selectors.Fifo(), 100,
                      reverb.rate_limiters.MinSize(1), signature=signature)
 queue = reverb.Table.queue("queue", 10)
-server = reverb.Server([table, queue], checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoints))
+checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoints)
+server = reverb.Server([table, queue], checkpointer=checkpointer)
 client = reverb.Client(f"localhost:{server.port}")
 info = client.server_info()["replay"]
 assert type(info.signature).__name__ == "Step", info.signature
@@ -131,16 +146,23 @@ restored = reverb.Server([reverb.Table("replay", reverb.selectors.Uniform(),
                                        reverb.rate_limiters.MinSize(1), signature=signature),
                           reverb.Table.queue("queue", 10)],
                          checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoints))
-sizes = {k: v.current_size for k, v in reverb.Client(f"localhost:{restored.port}").server_info().items()}
+infos = reverb.Client(f"localhost:{restored.port}").server_info()
+sizes = {k: v.current_size for k, v in infos.items()}
 assert sizes == {"replay": 4, "queue": 0}, sizes
 restored.stop()
 print("tensorflow imported:", "tensorflow" in sys.modules)
-""", str(tmp_path))
+""",
+        str(tmp_path),
+    )
     assert "tensorflow imported: False" in out
 
 
 def test_tensorflow_features_say_which_extra_to_install(interop_python, package_path):
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import importlib
 for attempt in [lambda: reverb.TrajectoryDataset, lambda: reverb.TFClient,
                 lambda: reverb.ReverbDataset, lambda: reverb.TimestepDataset,
@@ -153,12 +175,17 @@ for attempt in [lambda: reverb.TrajectoryDataset, lambda: reverb.TFClient,
     except ImportError as e:
         assert "reverb-tf[tensorflow-cpu]" in str(e), e
         print("ok:", str(e).split(" needs")[0])
-""")
+""",
+    )
     assert out.count("ok:") == 7, out
 
 
 def test_server_binary_and_cli_without_tensorflow(interop_python, package_path, package_dir):
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import re, subprocess
 from reverb_tf import cli
 binary = str(__import__("pathlib").Path(reverb.__file__).parent / "reverb_tf_server")
@@ -180,13 +207,18 @@ finally:
     process.terminate()
     process.wait(10)
 print("tensorflow imported:", "tensorflow" in sys.modules)
-""")
+""",
+    )
     assert "replay" in out and "items/s" in out, out
     assert "tensorflow imported: False" in out
 
 
 def test_numpy_dataset_serves_a_jax_training_loop(interop_python, package_path):
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import jax, jax.numpy as jnp
 from reverb_tf.interop import jax as reverb_jax
 # y = 3x - 1 with noise-free samples; a prioritized table of (x, y) pairs.
@@ -231,12 +263,17 @@ assert losses[-1] < 1e-3 * losses[0], losses[::15]
 assert abs(float(params["w"]) - 3) < 0.05 and abs(float(params["b"]) + 1) < 0.05, params
 server.stop()
 print("tensorflow imported:", "tensorflow" in sys.modules)
-""")
+""",
+    )
     assert "tensorflow imported: False" in out, out
 
 
 def test_torch_dataset_serves_a_pytorch_training_loop(interop_python, package_path):
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import torch
 from reverb_tf.interop import torch as reverb_torch
 torch.manual_seed(0)
@@ -271,14 +308,18 @@ import pickle
 assert pickle.loads(pickle.dumps(dataset))._arguments == (address, "replay", 128)
 server.stop()
 print("tensorflow imported:", "tensorflow" in sys.modules)
-""")
+""",
+    )
     assert "tensorflow imported: False" in out, out
 
 
-def test_a_signature_made_without_tensorflow_reads_back_as_tf_specs(interop_python,
-                                                                   package_path):
+def test_a_signature_made_without_tensorflow_reads_back_as_tf_specs(interop_python, package_path):
     """A TF-free process's table signature, as a process with TF reads it from the server."""
-    out = run_without_tf(interop_python, package_path, _PRELUDE + """
+    out = run_without_tf(
+        interop_python,
+        package_path,
+        _PRELUDE
+        + """
 import collections
 from reverb_tf import signatures
 Pair = collections.namedtuple("Pair", ["a", "b"])
@@ -287,9 +328,11 @@ signature = {"pair": Pair(reverb.ArraySpec((None, 2), np.float32, "a"),
              "list": [reverb.ArraySpec((3,), np.int64)],
              "text": reverb.ArraySpec((), object)}
 print(signatures.flatten_signature(signature)[1].hex())
-""")
+""",
+    )
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
+
     signature = signatures.decode_structure(bytes.fromhex(out.strip().splitlines()[-1]))
     assert signature["pair"].a == tf.TensorSpec((None, 2), tf.float32, "a")
     assert signature["pair"].b == tf.TensorSpec((), tf.uint8)
@@ -303,11 +346,16 @@ def test_tf_free_encoding_equals_tensorflows():
     import collections  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
+
     Step = collections.namedtuple("Step", ["obs", "done"])
-    structure = {"step": Step(tf.TensorSpec((None, 84, 84, 4), tf.uint8, "pixels"),
-                              tf.TensorSpec((), tf.bool)),
-                 "extras": (tf.TensorSpec((2,), tf.float16), [tf.TensorSpec((), tf.string)]),
-                 "nothing": None, "b": tf.TensorSpec((1, 0), tf.complex64)}
+    structure = {
+        "step": Step(
+            tf.TensorSpec((None, 84, 84, 4), tf.uint8, "pixels"), tf.TensorSpec((), tf.bool)
+        ),
+        "extras": (tf.TensorSpec((2,), tf.float16), [tf.TensorSpec((), tf.string)]),
+        "nothing": None,
+        "b": tf.TensorSpec((1, 0), tf.complex64),
+    }
     ours = signatures.encode_structured_value(structure)
     theirs = tf.__internal__.saved_model.encode_structure(structure)
     assert ours == theirs

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """TrajectoryWriter and the legacy Writer end to end, against real servers."""
+
 import collections
 import time
 
@@ -53,8 +54,7 @@ def test_end_episode(make_server):
         for step in range(3):
             writer.append({"e": episode, "s": step})
         assert writer.episode_steps == 3
-        writer.create_item("t", 1.0, {"e": writer.history["e"][-1],
-                                      "s": writer.history["s"][:]})
+        writer.create_item("t", 1.0, {"e": writer.history["e"][-1], "s": writer.history["s"][:]})
         writer.end_episode()
         assert writer.episode_steps == 0
         with pytest.raises(IndexError):
@@ -137,8 +137,15 @@ def test_close_does_not_wait_for_rate_limited_items(make_server):
 def test_strings_and_many_dtypes(make_server):
     server = make_server(table())
     client = server.localhost_client()
-    step = {"s": "hello", "b": b"\x00bytes", "f16": np.float16(1.5), "u64": np.uint64(2**63),
-            "bool": np.array([True, False]), "c": np.complex64(1 + 2j), "i8": np.int8(-3)}
+    step = {
+        "s": "hello",
+        "b": b"\x00bytes",
+        "f16": np.float16(1.5),
+        "u64": np.uint64(2**63),
+        "bool": np.array([True, False]),
+        "c": np.complex64(1 + 2j),
+        "i8": np.int8(-3),
+    }
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         writer.append(step)
         writer.create_item("t", 1.0, {k: writer.history[k][-1] for k in step})

@@ -32,8 +32,9 @@ def import_framework(name: str, adapter: str) -> ModuleType:
         raise ImportError(f"{adapter} needs {name}: pip install {name}") from None
 
 
-def map_arrays(batch: replay_sample.ReplaySample,
-               convert: Callable[[np.ndarray], Any]) -> replay_sample.ReplaySample:
+def map_arrays(
+    batch: replay_sample.ReplaySample, convert: Callable[[np.ndarray], Any]
+) -> replay_sample.ReplaySample:
     """Applies `convert` to a batch's numeric arrays.
 
     `info.key` stays a numpy uint64 array (what `Client.mutate_priorities`
@@ -47,11 +48,17 @@ def map_arrays(batch: replay_sample.ReplaySample,
     Returns:
       The converted batch.
     """
+
     def leaf(value: Any) -> Any:
         if isinstance(value, np.ndarray) and value.dtype != object:
             return convert(value)
         return value
 
-    info = batch.info._replace(**{field: leaf(getattr(batch.info, field))
-                                  for field in batch.info._fields if field != "key"})
+    info = batch.info._replace(
+        **{
+            field: leaf(getattr(batch.info, field))
+            for field in batch.info._fields
+            if field != "key"
+        }
+    )
     return replay_sample.ReplaySample(info, tree.map_structure(leaf, batch.data))

@@ -22,8 +22,9 @@ def _jax() -> Any:
     return _batches.import_framework("jax", "reverb_tf.interop.jax")
 
 
-def to_device(batch: replay_sample.ReplaySample, target: Optional[Any] = None
-              ) -> replay_sample.ReplaySample:
+def to_device(
+    batch: replay_sample.ReplaySample, target: Optional[Any] = None
+) -> replay_sample.ReplaySample:
     """Starts the transfer of one batch to a device.
 
     `info.key` stays a numpy uint64 array on the host: keys are what
@@ -42,9 +43,12 @@ def to_device(batch: replay_sample.ReplaySample, target: Optional[Any] = None
     return _batches.map_arrays(batch, lambda array: jax.device_put(array, target))
 
 
-def device_put_iterator(batches: Iterable[replay_sample.ReplaySample], *,
-                        target: Optional[Any] = None,
-                        buffer_size: int = 2) -> Iterator[replay_sample.ReplaySample]:
+def device_put_iterator(
+    batches: Iterable[replay_sample.ReplaySample],
+    *,
+    target: Optional[Any] = None,
+    buffer_size: int = 2,
+) -> Iterator[replay_sample.ReplaySample]:
     """Yields `batches` on a device, `buffer_size` transfers started ahead.
 
     Args:

@@ -53,8 +53,9 @@ class TorchDataset(_iterable_dataset_base()):  # type: ignore[misc]
     handed to DataLoader workers started with "spawn".
     """
 
-    def __init__(self, server_address: Union[str, Sequence[str]], table: str,
-                 batch_size: int, **kwargs: Any) -> None:
+    def __init__(
+        self, server_address: Union[str, Sequence[str]], table: str, batch_size: int, **kwargs: Any
+    ) -> None:
         """Describes the batches (see `NumpyDataset` for the arguments).
 
         Args:

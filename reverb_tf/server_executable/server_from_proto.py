@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Builds `Table`s from configuration messages (dm-reverb's server_from_proto).
 
-    config = text_format.Parse(text, reverb_config_pb2.ReverbServerConfig())
-    server = reverb_tf.Server(tables_from_proto(config.tables), port=config.port)
+config = text_format.Parse(text, reverb_config_pb2.ReverbServerConfig())
+server = reverb_tf.Server(tables_from_proto(config.tables), port=config.port)
 """
 
 from typing import Sequence
@@ -43,11 +43,13 @@ def rate_limiter_from_proto(proto: schema_pb2.RateLimiterCheckpoint) -> rate_lim
         samples_per_insert=proto.samples_per_insert,
         min_size_to_sample=proto.min_size_to_sample,
         min_diff=proto.min_diff,
-        max_diff=proto.max_diff)
+        max_diff=proto.max_diff,
+    )
 
 
-def tables_from_proto(configs: Sequence[schema_pb2.PriorityTableCheckpoint]
-                      ) -> Sequence[server_lib.Table]:
+def tables_from_proto(
+    configs: Sequence[schema_pb2.PriorityTableCheckpoint],
+) -> Sequence[server_lib.Table]:
     """Returns one `Table` per `PriorityTableCheckpoint` message.
 
     Args:
@@ -66,6 +68,7 @@ def tables_from_proto(configs: Sequence[schema_pb2.PriorityTableCheckpoint]
             remover=selector_from_proto(config.remover),
             max_size=config.max_size,
             rate_limiter=rate_limiter_from_proto(config.rate_limiter),
-            max_times_sampled=config.max_times_sampled)
+            max_times_sampled=config.max_times_sampled,
+        )
         for config in configs
     ]

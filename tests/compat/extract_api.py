@@ -53,10 +53,29 @@ PUBLIC_MODULES = [
 ]
 
 # Names a module imports for its own use rather than offers.
-_IMPORTED_MODULES = {"tf", "np", "tree", "typing", "logging", "dataclasses",
-                     "functools", "collections", "itertools", "abc", "os",
-                     "tempfile", "time", "threading", "datetime", "weakref",
-                     "contextlib", "pybind", "errors", "dataset_ops", "nest"}
+_IMPORTED_MODULES = {
+    "tf",
+    "np",
+    "tree",
+    "typing",
+    "logging",
+    "dataclasses",
+    "functools",
+    "collections",
+    "itertools",
+    "abc",
+    "os",
+    "tempfile",
+    "time",
+    "threading",
+    "datetime",
+    "weakref",
+    "contextlib",
+    "pybind",
+    "errors",
+    "dataset_ops",
+    "nest",
+}
 
 
 def _kind(value: Any) -> str:
@@ -85,8 +104,11 @@ def _parameters(fn: Any) -> Optional[List[Dict[str, Any]]]:
             default = p.default
             if isinstance(default, enum.Enum):
                 default = default.name
-            entry["default"] = (default if isinstance(default, (int, float, str, bool, type(None)))
-                                else repr(type(default).__name__))
+            entry["default"] = (
+                default
+                if isinstance(default, (int, float, str, bool, type(None)))
+                else repr(type(default).__name__)
+            )
         result.append(entry)
     return result
 
@@ -94,22 +116,33 @@ def _parameters(fn: Any) -> Optional[List[Dict[str, Any]]]:
 def _members(cls: type) -> Dict[str, Any]:
     members = {}
     for name in dir(cls):
-        if name.startswith("_") and name not in ("__init__", "__enter__", "__exit__",
-                                                 "__iter__", "__next__", "__call__"):
+        if name.startswith("_") and name not in (
+            "__init__",
+            "__enter__",
+            "__exit__",
+            "__iter__",
+            "__next__",
+            "__call__",
+        ):
             continue
         try:
             raw = inspect.getattr_static(cls, name)
         except AttributeError:
             continue
         # What every object or tuple has is not part of the API.
-        if any(name in vars(base) for base in (object, tuple, Exception, BaseException, dict)
-               if base not in cls.__mro__[:1]) and name not in vars(cls):
+        if any(
+            name in vars(base)
+            for base in (object, tuple, Exception, BaseException, dict)
+            if base not in cls.__mro__[:1]
+        ) and name not in vars(cls):
             continue
         if isinstance(raw, property):
             members[name] = {"kind": "property"}
         elif isinstance(raw, (staticmethod, classmethod)):
-            members[name] = {"kind": type(raw).__name__,
-                             "parameters": _parameters(getattr(cls, name))}
+            members[name] = {
+                "kind": type(raw).__name__,
+                "parameters": _parameters(getattr(cls, name)),
+            }
         elif callable(raw):
             members[name] = {"kind": "method", "parameters": _parameters(raw)}
         else:
@@ -129,23 +162,31 @@ def extract() -> Dict[str, Any]:
             # Modules imported for internal use, and typing aliases of other
             # packages, are not part of reverb's API.
             if isinstance(value, types.ModuleType) and (
-                    module_name != "reverb" or not value.__name__.startswith("reverb")
-                    or name == "libpybind"):
+                module_name != "reverb"
+                or not value.__name__.startswith("reverb")
+                or name == "libpybind"
+            ):
                 continue
             if name in ("DESCRIPTOR", "annotations") or value is getattr(typing, name, None):
                 continue
             owner = getattr(value, "__module__", None) or ""
             if (inspect.isclass(value) or inspect.isfunction(value)) and not (
-                    owner.startswith("reverb") or owner.startswith("_reverb")
-                    or owner == "builtins" or owner.endswith("_pb2")):
+                owner.startswith("reverb")
+                or owner.startswith("_reverb")
+                or owner == "builtins"
+                or owner.endswith("_pb2")
+            ):
                 continue
             entry = {"kind": _kind(value)}
             if entry["kind"] == "function":
                 entry["parameters"] = _parameters(value)
             elif entry["kind"] == "class":
                 entry["parameters"] = _parameters(value)
-                entry["bases"] = [b.__name__ for b in value.__mro__[1:]
-                                  if b.__module__ == "builtins" and b is not object]
+                entry["bases"] = [
+                    b.__name__
+                    for b in value.__mro__[1:]
+                    if b.__module__ == "builtins" and b is not object
+                ]
                 entry["members"] = _members(value)
             names[name] = entry
         api[module_name] = names
@@ -153,6 +194,7 @@ def extract() -> Dict[str, Any]:
 
 
 if __name__ == "__main__":
-    json.dump({"dm_reverb_version": "0.14.0", "modules": extract()}, sys.stdout,
-              indent=1, sort_keys=True)
+    json.dump(
+        {"dm_reverb_version": "0.14.0", "modules": extract()}, sys.stdout, indent=1, sort_keys=True
+    )
     sys.stdout.write("\n")

@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 import math
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -28,21 +28,30 @@ def _class_name(cls: type) -> str:
 
 def _tf():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     return tf
 
 
 def _exception(error: BaseException) -> Dict[str, Any]:
     tf = _tf()
     mro = type(error).__mro__
-    return {"__raises__": {
-        "builtin_bases": sorted(c.__name__ for c in mro
-                                if c.__module__ == "builtins" and c not in
-                                (BaseException, Exception, object)),
-        "tf_errors": sorted(c.__name__ for c in mro
-                            if issubclass(c, tf.errors.OpError) and c is not tf.errors.OpError),
-        "reverb_errors": sorted(c.__name__ for c in mro
-                                if c.__module__ in ("reverb.errors", "reverb_tf.errors")),
-    }}
+    return {
+        "__raises__": {
+            "builtin_bases": sorted(
+                c.__name__
+                for c in mro
+                if c.__module__ == "builtins" and c not in (BaseException, Exception, object)
+            ),
+            "tf_errors": sorted(
+                c.__name__
+                for c in mro
+                if issubclass(c, tf.errors.OpError) and c is not tf.errors.OpError
+            ),
+            "reverb_errors": sorted(
+                c.__name__ for c in mro if c.__module__ in ("reverb.errors", "reverb_tf.errors")
+            ),
+        }
+    }
 
 
 class PhrasedError:
@@ -85,12 +94,15 @@ _INCIDENTAL = re.compile(
     r"|(not enough|too many) values to unpack"
     # The protobuf library's own wording, which changed between versions.
     r"|Parameter to MergeFrom\(\) must be instance of same class"
-    r"|Message must be initialized with a dict")
+    r"|Message must be initialized with a dict"
+)
 
 
 def incidental(message: str) -> bool:
     """Whether dm-reverb's `message` is one whose wording no program relies on."""
     return bool(_INCIDENTAL.search(message))
+
+
 _VOLATILE = re.compile(r"0x[0-9a-fA-F]+|[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?")
 
 
@@ -103,8 +115,12 @@ def _essential(message: str) -> str:
     lines = [line for line in message.splitlines() if line.strip()]
     if "in user code:" in message and lines:
         return re.sub(r"^[A-Za-z_.]+(Error|Exception): ", "", lines[-1].strip())
-    kept = [line for line in lines if not line[0].isspace()
-            and not line.startswith(("Graph execution error:", "Detected at node"))]
+    kept = [
+        line
+        for line in lines
+        if not line[0].isspace()
+        and not line.startswith(("Graph execution error:", "Detected at node"))
+    ]
     text = " ".join(kept)
     text = re.sub(r"\{\{function_node [^}]*\}\}", "", text)
     return re.sub(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]", "", text)
@@ -132,7 +148,8 @@ def messages_agree(want: str, got: str) -> bool:
     if w in g:
         return True
     match = difflib.SequenceMatcher(None, w, g, autojunk=False).find_longest_match(
-        0, len(w), 0, len(g))
+        0, len(w), 0, len(g)
+    )
     return match.size >= 16 and match.size >= len(w) / 2
 
 
@@ -172,8 +189,11 @@ def normalize(value: Any) -> Any:
     if module.startswith("tensorflow"):
         tf = _tf()
         if isinstance(value, tf.TensorSpec):
-            return {"__spec__": value.dtype.name, "shape": value.shape.as_list()
-                    if value.shape.rank is not None else None, "name": value.name}
+            return {
+                "__spec__": value.dtype.name,
+                "shape": value.shape.as_list() if value.shape.rank is not None else None,
+                "name": value.name,
+            }
         if isinstance(value, tf.TensorShape):
             return {"__shape__": value.as_list() if value.rank is not None else None}
         if isinstance(value, tf.DType):
@@ -183,18 +203,28 @@ def normalize(value: Any) -> Any:
             return {"__tensor__": value.dtype.name, "value": normalize(np.asarray(array))}
     if hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields"):
         from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
-        return {"__proto__": value.DESCRIPTOR.name,
-                "fields": json_format.MessageToDict(value, preserving_proto_field_name=True)}
+
+        return {
+            "__proto__": value.DESCRIPTOR.name,
+            "fields": json_format.MessageToDict(value, preserving_proto_field_name=True),
+        }
     if dataclasses.is_dataclass(value):
-        return {"__dataclass__": _class_name(type(value)),
-                "fields": {f.name: normalize(getattr(value, f.name))
-                           for f in dataclasses.fields(value)}}
+        return {
+            "__dataclass__": _class_name(type(value)),
+            "fields": {
+                f.name: normalize(getattr(value, f.name)) for f in dataclasses.fields(value)
+            },
+        }
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {"__namedtuple__": _class_name(type(value)),
-                "fields": {f: normalize(getattr(value, f)) for f in value._fields}}
+        return {
+            "__namedtuple__": _class_name(type(value)),
+            "fields": {f: normalize(getattr(value, f)) for f in value._fields},
+        }
     if isinstance(value, dict):
-        return {"__dict__": _class_name(type(value)),
-                "items": [[normalize(k), normalize(v)] for k, v in value.items()]}
+        return {
+            "__dict__": _class_name(type(value)),
+            "items": [[normalize(k), normalize(v)] for k, v in value.items()],
+        }
     if isinstance(value, (list, tuple)):
         return {"__" + type(value).__name__ + "__": [normalize(v) for v in value]}
     return {"__object__": _class_name(type(value))}
@@ -220,8 +250,7 @@ class Context:
         except Exception as e:  # pylint: disable=broad-except
             return e
 
-    def call_expecting(self, phrase: str, fn: Callable[..., Any], *args: Any,
-                       **kwargs: Any) -> Any:
+    def call_expecting(self, phrase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Calls `fn`; returns its result or, if it raised, the exception
         with `phrase`, which both implementations' messages must contain.
 
@@ -268,18 +297,23 @@ def _phrase_differences(want: Dict[str, Any], got: Dict[str, Any], path: str) ->
     if want.get("auto_phrase"):
         if messages_agree(want["message"], got.get("message", "")):
             return []
-        return [f"{path}: message {got.get('message')!r:.300} does not say dm-reverb's "
-                f"{want['message']!r:.300}"]
+        return [
+            f"{path}: message {got.get('message')!r:.300} does not say dm-reverb's "
+            f"{want['message']!r:.300}"
+        ]
     phrase = want.get("phrase")
     if phrase is None:
         return []
     out = []
     if phrase not in want["message"]:
-        out.append(f"{path}: the scenario's phrase {phrase!r} is not in dm-reverb's own "
-                   f"message {want['message']!r:.300}")
+        out.append(
+            f"{path}: the scenario's phrase {phrase!r} is not in dm-reverb's own "
+            f"message {want['message']!r:.300}"
+        )
     if phrase not in got.get("message", ""):
-        out.append(f"{path}: message {got.get('message')!r:.300} lacks dm-reverb's phrase "
-                   f"{phrase!r}")
+        out.append(
+            f"{path}: message {got.get('message')!r:.300} lacks dm-reverb's phrase {phrase!r}"
+        )
     return out
 
 
@@ -294,19 +328,27 @@ def differences(want: Any, got: Any, path: str = "") -> List[str]:
     if want == ABORTS_DM_REVERB:
         if isinstance(got, dict) and "__raises__" in got:
             return []
-        return [f"{path}: dm-reverb aborts its process here; reverb_tf must raise, "
-                f"not give {got!r:.300}"]
+        return [
+            f"{path}: dm-reverb aborts its process here; reverb_tf must raise, "
+            f"not give {got!r:.300}"
+        ]
     if isinstance(want, dict) and "__raises__" in want:
         if not (isinstance(got, dict) and "__raises__" in got):
             return [f"{path}: dm-reverb raises {want['__raises__']}, reverb_tf gives {got!r:.300}"]
         w, g = want["__raises__"], got["__raises__"]
-        if (w.get("auto_phrase") and w["builtin_bases"] == ["AttributeError"]
-                and incidental(w.get("message", "")) and g["builtin_bases"] == ["TypeError"]):
+        if (
+            w.get("auto_phrase")
+            and w["builtin_bases"] == ["AttributeError"]
+            and incidental(w.get("message", ""))
+            and g["builtin_bases"] == ["TypeError"]
+        ):
             # dm-reverb looked up an attribute on an argument of the wrong
             # type; reverb_tf checks the argument and raises TypeError.
             w = dict(w, builtin_bases=["TypeError"])
         allowed = set().union(*[_EXTRA_BASES.get(c, set()) for c in w["reverb_errors"]])
-        g = dict(g, builtin_bases=sorted(set(g["builtin_bases"]) - (allowed - set(w["builtin_bases"]))))
+        g = dict(
+            g, builtin_bases=sorted(set(g["builtin_bases"]) - (allowed - set(w["builtin_bases"])))
+        )
         out = []
         for field in ("builtin_bases", "tf_errors"):
             if w[field] != g[field]:
@@ -316,9 +358,13 @@ def differences(want: Any, got: Any, path: str = "") -> List[str]:
         out.extend(_phrase_differences(w, g, path))
         return out
     if isinstance(want, float) or isinstance(got, float):
-        if (isinstance(want, (int, float)) and isinstance(got, (int, float))
-                and not isinstance(want, bool) and not isinstance(got, bool)
-                and math.isclose(want, got, rel_tol=_REL_TOL, abs_tol=1e-12)):
+        if (
+            isinstance(want, (int, float))
+            and isinstance(got, (int, float))
+            and not isinstance(want, bool)
+            and not isinstance(got, bool)
+            and math.isclose(want, got, rel_tol=_REL_TOL, abs_tol=1e-12)
+        ):
             return []
         return [f"{path}: {got!r} != dm-reverb's {want!r}"]
     if isinstance(want, dict) and isinstance(got, dict):
@@ -333,8 +379,10 @@ def differences(want: Any, got: Any, path: str = "") -> List[str]:
         return out
     if isinstance(want, list) and isinstance(got, list):
         if len(want) != len(got):
-            return [f"{path}: {len(got)} elements != dm-reverb's {len(want)}: "
-                    f"{got!r:.300} vs {want!r:.300}"]
+            return [
+                f"{path}: {len(got)} elements != dm-reverb's {len(want)}: "
+                f"{got!r:.300} vs {want!r:.300}"
+            ]
         out = []
         for i, (w, g) in enumerate(zip(want, got)):
             out.extend(differences(w, g, f"{path}[{i}]"))

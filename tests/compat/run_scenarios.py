@@ -34,9 +34,10 @@ def scenario_functions():
         with open(path) as f:
             source = f.read()
         import ast  # pylint: disable=g-import-not-at-top
+
         for node in ast.parse(source).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("scenario_"):
-                yield f"{prefix}.{node.name[len('scenario_'):]}", path, node.name
+                yield f"{prefix}.{node.name[len('scenario_') :]}", path, node.name
 
 
 def _load(path, cache={}):  # pylint: disable=dangerous-default-value
@@ -57,7 +58,9 @@ def main() -> int:
     parser.add_argument("--timeout_s", type=float, default=120.0)
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    # TensorFlow first, as real programs import it (coexistence).
+    import tensorflow  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
+
     reverb = importlib.import_module(args.module)
     with open(args.out, "a") as out:
         for scenario_id, path, function in scenario_functions():
@@ -76,8 +79,9 @@ def main() -> int:
             faulthandler.cancel_dump_traceback_later()
             out.write(json.dumps({"id": scenario_id, "observation": observation}) + "\n")
             out.flush()
-            print(f"done {scenario_id} {time.monotonic() - started:.2f}s",
-                  file=sys.stderr, flush=True)
+            print(
+                f"done {scenario_id} {time.monotonic() - started:.2f}s", file=sys.stderr, flush=True
+            )
     # Not a normal interpreter exit: calls the API walk recorded as blocking
     # (on a stopped server, dm-reverb waits for it forever) still sit in
     # daemon threads, and tearing down the native libraries under them can

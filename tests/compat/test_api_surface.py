@@ -24,14 +24,19 @@ _API = json.load(open(os.path.join(os.path.dirname(__file__), "dm_reverb_0_14_ap
 _BUILT_BY_THE_CLIENT = (
     "constructed by the Client from a native "
     "object, in dm-reverb as in reverb_tf; the native objects differ, so no program "
-    "can call this constructor portably")
+    "can call this constructor portably"
+)
 _NATIVE_METHODS = (
     "dm-reverb's native methods (CamelCase) are the interface between its C++ and its "
-    "Python layer, which programs do not call; reverb_tf's native classes have their own")
+    "Python layer, which programs do not call; reverb_tf's native classes have their own"
+)
 # Methods of tf.data.Dataset that TensorFlow 2.21 no longer has (dm-reverb's
 # datasets inherit them from TF 2.14's); not reverb's to provide.
-_TF_REMOVED = {"filter_with_legacy_function", "map_with_legacy_function",
-               "from_sparse_tensor_slices"}
+_TF_REMOVED = {
+    "filter_with_legacy_function",
+    "map_with_legacy_function",
+    "from_sparse_tensor_slices",
+}
 
 DELIBERATE = {
     "reverb:Writer.__init__": _BUILT_BY_THE_CLIENT,
@@ -49,7 +54,7 @@ DELIBERATE = {
 
 
 def _ours(module_name: str) -> str:
-    return "reverb_tf" + module_name[len("reverb"):]
+    return "reverb_tf" + module_name[len("reverb") :]
 
 
 def _entries():
@@ -67,13 +72,18 @@ def _check_parameters(where: str, want: Optional[List[Dict[str, Any]]], got_fn: 
         pytest.fail(f"{where}: no Python signature to check against dm-reverb's {want}")
     by_name = {p.name: p for p in got}
     var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in got)
-    positional = [p.name for p in got if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                                     inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    want_positional = [w["name"] for w in want if w["kind"] in ("POSITIONAL_ONLY",
-                                                                  "POSITIONAL_OR_KEYWORD")]
-    assert positional[:len(want_positional)] == want_positional, (
+    positional = [
+        p.name
+        for p in got
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    want_positional = [
+        w["name"] for w in want if w["kind"] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
+    ]
+    assert positional[: len(want_positional)] == want_positional, (
         f"{where}: positional parameters {positional} do not start with dm-reverb's "
-        f"{want_positional}")
+        f"{want_positional}"
+    )
     for w in want:
         if w["kind"] in ("VAR_POSITIONAL", "VAR_KEYWORD"):
             assert any(p.kind.name == w["kind"] for p in got), f"{where}: no {w['kind']}"
@@ -84,16 +94,21 @@ def _check_parameters(where: str, want: Optional[List[Dict[str, Any]]], got_fn: 
             continue
         if "default" in w:
             assert p.default is not inspect.Parameter.empty, (
-                f"{where}: {w['name']!r} needs a default ({w['default']!r} in dm-reverb)")
+                f"{where}: {w['name']!r} needs a default ({w['default']!r} in dm-reverb)"
+            )
             if not isinstance(w["default"], str) or not w["default"].startswith("'"):
                 assert p.default == w["default"], (
                     f"{where}: default of {w['name']!r} is {p.default!r}, dm-reverb's is "
-                    f"{w['default']!r}")
+                    f"{w['default']!r}"
+                )
     for p in got:
         if p.name not in {w["name"] for w in want} and p.kind not in (
-                inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.VAR_KEYWORD,
+        ):
             assert p.default is not inspect.Parameter.empty, (
-                f"{where}: extra parameter {p.name!r} must have a default")
+                f"{where}: extra parameter {p.name!r} must have a default"
+            )
 
 
 @pytest.mark.parametrize("module_name,name,entry", list(_entries()))
@@ -117,6 +132,7 @@ def test_name(module_name: str, name: str, entry: Dict[str, Any]) -> None:
             _check_parameters(key, entry["parameters"], value)
         is_proto = hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields")
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
         is_dataset = issubclass(value, tf.data.Dataset)
         failures = []  # every member is checked; all failures are reported
         for member, spec in sorted(entry["members"].items()):
@@ -125,16 +141,21 @@ def test_name(module_name: str, name: str, entry: Dict[str, Any]) -> None:
                 continue
             if is_proto and spec["kind"] != "attribute" and spec["kind"] != "property":
                 continue  # the protobuf library's Message API, not reverb's
-            if is_dataset and (member in _TF_REMOVED or (
-                    hasattr(tf.data.Dataset, member) and member not in vars(value))):
+            if is_dataset and (
+                member in _TF_REMOVED
+                or (hasattr(tf.data.Dataset, member) and member not in vars(value))
+            ):
                 continue  # tf.data.Dataset's own API, as this TensorFlow defines it
             try:
                 assert hasattr(value, member), f"{where} missing"
                 if spec["kind"] == "property":
                     assert isinstance(inspect.getattr_static(value, member), property), (
-                        f"{where} should be a property")
-                elif (spec["kind"] in ("method", "staticmethod", "classmethod")
-                      and member != "__init__"):
+                        f"{where} should be a property"
+                    )
+                elif (
+                    spec["kind"] in ("method", "staticmethod", "classmethod")
+                    and member != "__init__"
+                ):
                     _check_parameters(where, spec.get("parameters"), getattr(value, member))
             except AssertionError as e:
                 failures.append(str(e).splitlines()[0])

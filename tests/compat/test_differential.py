@@ -66,9 +66,11 @@ def _sort_dict_items(observation: Any) -> Any:
 
 def _without(*paths: str) -> Callable[[Any], Any]:
     """Drops the named top-level entries of a dict observation."""
+
     def strip(observation: Any) -> Any:
         items = [item for item in observation["items"] if item[0] not in paths]
         return dict(observation, items=items)
+
     return strip
 
 
@@ -77,43 +79,52 @@ DELIBERATE: Dict[str, Tuple[str, Callable[[Any], Any]]] = {
         "reverb_tf hands signatures back with every dict's keys sorted (tree.flatten's "
         "order); dm-reverb's order for nested dicts is whatever its protobuf map "
         "iteration gives, which is unspecified. Same keys and values.",
-        _sort_dict_items),
+        _sort_dict_items,
+    ),
     "structured.signature_and_trajectory_dataset": (
         "reverb_tf gives dicts decoded from a pattern's or a table's nested structure "
         "with sorted keys (tree.flatten's order); dm-reverb's order is its protobuf "
         "map iteration order, which is unspecified. Same keys and values.",
-        _sort_dict_items),
+        _sort_dict_items,
+    ),
     "structured.pattern_dataset_dict_specs": (
         "as structured.signature_and_trajectory_dataset: dict keys of a PatternDataset's "
         "element_spec, elements and unpack_pattern are sorted",
-        _sort_dict_items),
+        _sort_dict_items,
+    ),
     "client.mutate_priorities_and_delete": (
         "a NaN priority is rejected (InvalidArgumentError) on every path; dm-reverb "
         "rejects it on insert but accepts it in mutate_priorities, where it breaks a "
         "heap's order",
-        _without("nan")),
+        _without("nan"),
+    ),
     "module_surface.tables_and_limiters": (
         "Queue(0) and Prioritized(-1.0) raise ValueError at once; dm-reverb accepts "
         "them and the table then never serves (queue) or fails on first use",
-        lambda o: _without("limiter_errors", "selector_errors")(o)),
+        lambda o: _without("limiter_errors", "selector_errors")(o),
+    ),
     "constructors.server_arguments": (
         "a second Server on a port in use raises UnavailableError; dm-reverb's gRPC "
         "sets SO_REUSEPORT, so its second server binds the same port and the kernel "
         "splits clients' connections between the two (tested in "
         "test_server_integration.py)",
-        _without("port_in_use")),
+        _without("port_in_use"),
+    ),
     "constructors.table_arguments": (
         "Table(extensions=[...]) raises NotImplementedError: reverb_tf has no table "
         "extensions (dm-reverb fails with AttributeError on an object that is not one)",
-        _without("extensions")),
+        _without("extensions"),
+    ),
     "constructors.rate_limiter_arguments": (
         "RateLimiter(min_diff > max_diff) raises ValueError at once; dm-reverb accepts it "
         "and the table can then never insert",
-        _without("raw_inverted")),
+        _without("raw_inverted"),
+    ),
     "module_surface.errors_module": (
         "DeadlineExceededError is also a TimeoutError (an extra base: code catching "
         "dm-reverb's classes still catches it)",
-        _without("deadline_bases")),
+        _without("deadline_bases"),
+    ),
 }
 
 
@@ -131,10 +142,26 @@ def _run_all(python: str, module: str, out: str, ids) -> Dict[str, Any]:
         # A neutral working directory: dm-reverb's package holds a `platform`
         # module that shadows the standard one when its directory is the cwd.
         process = subprocess.run(
-            [python, os.path.join(HERE, "run_scenarios.py"), "--module", module,
-             "--out", out, "--only", ",".join(pending), "--timeout_s", str(_SCENARIO_TIMEOUT_S)],
-            cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            timeout=_TIMEOUT_S, check=False)
+            [
+                python,
+                os.path.join(HERE, "run_scenarios.py"),
+                "--module",
+                module,
+                "--out",
+                out,
+                "--only",
+                ",".join(pending),
+                "--timeout_s",
+                str(_SCENARIO_TIMEOUT_S),
+            ],
+            cwd="/",
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=_TIMEOUT_S,
+            check=False,
+        )
         # Each process's own log beside its observations: what a slow or
         # retried scenario leaves to look at.
         with open(out + ".log", "a") as log:
@@ -149,8 +176,10 @@ def _run_all(python: str, module: str, out: str, ids) -> Dict[str, Any]:
         logs.append(process.stdout[-4000:])
         broken = pending[0]
         if broken in retried:
-            results[broken] = {"__scenario_failed__": f"{module}: the process died or hung "
-                               f"running it (exit {process.returncode}):\n{logs[-1]}"}
+            results[broken] = {
+                "__scenario_failed__": f"{module}: the process died or hung "
+                f"running it (exit {process.returncode}):\n{logs[-1]}"
+            }
             pending = pending[1:]
         else:
             retried.add(broken)
@@ -164,21 +193,29 @@ def _run_all(python: str, module: str, out: str, ids) -> Dict[str, Any]:
 def observations(tmp_path_factory) -> Dict[str, Dict[str, Any]]:
     oracle = oracle_python()
     assert os.path.exists(oracle), (
-        f"the dm-reverb 0.14 oracle venv is missing ({oracle}); run scripts/setup_oracle.sh")
+        f"the dm-reverb 0.14 oracle venv is missing ({oracle}); run scripts/setup_oracle.sh"
+    )
     tmp = tmp_path_factory.mktemp("differential")
     ids = _scenario_ids()
     # Two processes per module: the API walk, which spends most of its time
     # waiting out calls that block, beside the other scenarios.
-    groups = {"walk": [i for i in ids if i.startswith("api_walk.")],
-              "rest": [i for i in ids if not i.startswith("api_walk.")]}
+    groups = {
+        "walk": [i for i in ids if i.startswith("api_walk.")],
+        "rest": [i for i in ids if not i.startswith("api_walk.")],
+    }
     runs = {}
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         for group, group_ids in groups.items():
             runs["reverb", group] = pool.submit(
-                _run_all, oracle, "reverb", str(tmp / f"reverb-{group}.jsonl"), group_ids)
+                _run_all, oracle, "reverb", str(tmp / f"reverb-{group}.jsonl"), group_ids
+            )
             runs["reverb_tf", group] = pool.submit(
-                _run_all, sys.executable, "reverb_tf", str(tmp / f"reverb_tf-{group}.jsonl"),
-                group_ids)
+                _run_all,
+                sys.executable,
+                "reverb_tf",
+                str(tmp / f"reverb_tf-{group}.jsonl"),
+                group_ids,
+            )
         out: Dict[str, Dict[str, Any]] = {"reverb": {}, "reverb_tf": {}}
         for (module, _), run in runs.items():
             out[module].update(run.result())
@@ -191,7 +228,8 @@ def test_same_observations(observations, scenario_id: str) -> None:
     got = observations["reverb_tf"].get(scenario_id)
     assert want is not None and got is not None, f"{scenario_id} did not run"
     assert not (isinstance(want, dict) and "__scenario_failed__" in want), (
-        f"the scenario itself fails under dm-reverb:\n{want['__scenario_failed__']}")
+        f"the scenario itself fails under dm-reverb:\n{want['__scenario_failed__']}"
+    )
     if isinstance(got, dict) and "__scenario_failed__" in got:
         pytest.fail(f"fails under reverb_tf only:\n{got['__scenario_failed__']}")
     if scenario_id.startswith("api_walk."):
@@ -211,20 +249,27 @@ def _walk_differences(scenario_id: str, want: Any, got: Any) -> Dict[str, List[s
     for key, value in want["items"]:
         found = harness.differences(value, got_items.get(json.dumps(key), "<not made>"), key)
         if found:
-            out[f"{scenario_id[len('api_walk.'):]}:{key}"] = found
+            out[f"{scenario_id[len('api_walk.') :]}:{key}"] = found
     return out
 
 
 def _check_walk(scenario_id: str, want: Any, got: Any) -> None:
     """Every differing call is DELIBERATE or PENDING; no entry is stale."""
-    prefix = scenario_id[len("api_walk."):] + ":"
+    prefix = scenario_id[len("api_walk.") :] + ":"
     differing = _walk_differences(scenario_id, want, got)
-    entries = [p for p, _ in walk_differences.DELIBERATE + walk_differences.PENDING
-               if fnmatch.fnmatchcase(prefix, p.split(":")[0] + ":")]
-    unexpected = [f"{label}: {found[0]}" for label, found in differing.items()
-                  if not any(fnmatch.fnmatchcase(label, p) for p in entries)]
-    assert not unexpected, (
-        f"{len(unexpected)} walked calls differ from dm-reverb:\n" + "\n".join(unexpected[:40]))
+    entries = [
+        p
+        for p, _ in walk_differences.DELIBERATE + walk_differences.PENDING
+        if fnmatch.fnmatchcase(prefix, p.split(":")[0] + ":")
+    ]
+    unexpected = [
+        f"{label}: {found[0]}"
+        for label, found in differing.items()
+        if not any(fnmatch.fnmatchcase(label, p) for p in entries)
+    ]
+    assert not unexpected, f"{len(unexpected)} walked calls differ from dm-reverb:\n" + "\n".join(
+        unexpected[:40]
+    )
 
 
 def test_every_scenario_is_compared(observations) -> None:
@@ -259,8 +304,13 @@ def test_api_walk_covers_the_api_list(observations) -> None:
     member, or named in NOT_WALKED with the reason."""
     api_walk = _api_walk_module()
     walked_names = {name for _, name in api_walk.WALKED}
-    listed = {name for module, names in walk.api_members().items() if "pb2" not in module
-              for name, d in names.items() if d.get("kind") in ("class", "function")}
+    listed = {
+        name
+        for module, names in walk.api_members().items()
+        if "pb2" not in module
+        for name, d in names.items()
+        if d.get("kind") in ("class", "function")
+    }
     unaccounted = listed - walked_names - set(api_walk.NOT_WALKED)
     assert not unaccounted, f"neither walked nor in NOT_WALKED: {sorted(unaccounted)}"
     stale = (walked_names | set(api_walk.NOT_WALKED)) - listed
@@ -273,11 +323,19 @@ def test_api_walk_covers_the_api_list(observations) -> None:
         members = set(walk.api_members()[module][name].get("members") or {}) or {"__call__"}
         if name in ("TrajectoryDataset", "TimestepDataset"):
             members &= _DATASET_OWN
-        members = {m for m in members if not (m.startswith("__") and m not in
-                                               ("__init__", "__iter__", "__enter__",
-                                                "__exit__", "__call__"))}
-        missing += [f"{name}.{m}" for m in sorted(members - called)
-                    if f"{name}.{m}" not in _MEMBERS_NOT_WALKED]
+        members = {
+            m
+            for m in members
+            if not (
+                m.startswith("__")
+                and m not in ("__init__", "__iter__", "__enter__", "__exit__", "__call__")
+            )
+        }
+        missing += [
+            f"{name}.{m}"
+            for m in sorted(members - called)
+            if f"{name}.{m}" not in _MEMBERS_NOT_WALKED
+        ]
     assert not missing, f"members of walked classes that no walk calls: {missing}"
 
 
@@ -291,13 +349,22 @@ def test_api_walk_counts(observations) -> None:
             continue
         total += walk.count(want)
         differing.update(_walk_differences(scenario_id, want, got))
-    deliberate = [label for label in differing if any(
-        fnmatch.fnmatchcase(label, p) for p, _ in walk_differences.DELIBERATE)]
-    pending = collections.Counter(label.split(":")[0] for label in differing
-                                  if label not in deliberate)
-    print(f"API walk: {total} calls compared; {len(differing)} differ, {len(deliberate)} of "
-          f"them deliberately, {len(differing) - len(deliberate)} pending: {dict(pending)}")
+    deliberate = [
+        label
+        for label in differing
+        if any(fnmatch.fnmatchcase(label, p) for p, _ in walk_differences.DELIBERATE)
+    ]
+    pending = collections.Counter(
+        label.split(":")[0] for label in differing if label not in deliberate
+    )
+    print(
+        f"API walk: {total} calls compared; {len(differing)} differ, {len(deliberate)} of "
+        f"them deliberately, {len(differing) - len(deliberate)} pending: {dict(pending)}"
+    )
     assert total >= 1000
-    stale = [p for p, _ in walk_differences.DELIBERATE + walk_differences.PENDING
-             if not any(fnmatch.fnmatchcase(label, p) for label in differing)]
+    stale = [
+        p
+        for p, _ in walk_differences.DELIBERATE + walk_differences.PENDING
+        if not any(fnmatch.fnmatchcase(label, p) for label in differing)
+    ]
     assert not stale, f"entries of walk_differences.py that no call needs any more: {stale}"

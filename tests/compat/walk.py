@@ -86,14 +86,18 @@ def api_members() -> Dict[str, Dict[str, Any]]:
 # A parameter a walk names that is missing here fails the walk.
 _COUNT = [("zero", 0), ("negative", -1), ("float", 1.5), ("str", "2"), ("none", None)]
 _OPTIONAL_COUNT = [("zero", 0), ("negative", -1), ("float", 1.5), ("str", "2")]
-_PRIORITY = [("negative", -1.0), ("nan", NAN), ("inf", math.inf), ("str", "high"),
-             ("none", None)]
+_PRIORITY = [("negative", -1.0), ("nan", NAN), ("inf", math.inf), ("str", "high"), ("none", None)]
 _TIMEOUT_MS = [("negative", -5), ("zero", 0), ("str", "x"), ("float", 2.5)]
 _BOOL = [("str", "yes"), ("none", None), ("int", 2)]
 _TABLE_NAME = [("missing", "missing"), ("int", 7), ("none", None), ("empty", "")]
 _NAME = [("int", 7), ("none", None), ("empty", "")]
-_ADDRESS = [("none", None), ("int", 7), ("empty", ""), ("no_port", "localhost"),
-            ("closed_port", "localhost:1")]
+_ADDRESS = [
+    ("none", None),
+    ("int", 7),
+    ("empty", ""),
+    ("no_port", "localhost"),
+    ("closed_port", "localhost:1"),
+]
 _SELECTOR = [("none", None), ("str", "uniform"), ("class", "<selector class>")]
 _LIMITER = [("none", None), ("str", "min_size")]
 _SIGNATURE = [("not_spec", {"a": 1}), ("str", "spec")]
@@ -118,14 +122,32 @@ INVALID: Dict[str, List[Tuple[str, Any]]] = {
     "timeout": [("negative", -1), ("zero", 0), ("str", "x")],
     "path": [("str", "p"), ("int", 7), ("none", None)],
     # Data.
-    "data": [("none", None), ("object", "<object>"), ("empty_list", []),
-             ("none_leaf", {"a": None}), ("str_leaf", {"a": "text"})],
+    "data": [
+        ("none", None),
+        ("object", "<object>"),
+        ("empty_list", []),
+        ("none_leaf", {"a": None}),
+        ("str_leaf", {"a": "text"}),
+    ],
     "sequence": [("none", None), ("scalar", np.int32(1)), ("empty", [])],
-    "priorities": [("missing_table", {"missing": 1.0}), ("empty", {}), ("negative", "<-1>"),
-                   ("nan", "<nan>"), ("str", "<str>"), ("float", 1.0), ("none", None)],
+    "priorities": [
+        ("missing_table", {"missing": 1.0}),
+        ("empty", {}),
+        ("negative", "<-1>"),
+        ("nan", "<nan>"),
+        ("str", "<str>"),
+        ("float", 1.0),
+        ("none", None),
+    ],
     "priority": _PRIORITY,
-    "updates": [("unknown_key", {12345: 1.0}), ("str_key", {"k": 1.0}), ("nan", "<nan>"),
-                ("negative", "<-1>"), ("str_value", "<str>"), ("list", [1.0])],
+    "updates": [
+        ("unknown_key", {12345: 1.0}),
+        ("str_key", {"k": 1.0}),
+        ("nan", "<nan>"),
+        ("negative", "<-1>"),
+        ("str_value", "<str>"),
+        ("list", [1.0]),
+    ],
     "deletes": [("unknown_key", [12345]), ("str_key", ["k"]), ("int", 5), ("none_leaf", [None])],
     # Writers.
     "num_keep_alive_refs": _COUNT,
@@ -144,16 +166,29 @@ INVALID: Dict[str, List[Tuple[str, Any]]] = {
     "unpack_as_table_signature": _BOOL,
     "block_until_num_items": [("negative", -1), ("str", "x"), ("float", 1.5)],
     "timeout_ms": _TIMEOUT_MS,
-    "trajectory": [("none", None), ("empty_dict", {}), ("empty_list", []), ("array", "<array>"),
-                   ("empty_column", "<empty column>")],
-    "data_references": [("empty", []), ("none_leaf", [None]), ("str", "refs"),
-                        ("mixed_shapes", "<mixed shapes>")],
+    "trajectory": [
+        ("none", None),
+        ("empty_dict", {}),
+        ("empty_list", []),
+        ("array", "<array>"),
+        ("empty_column", "<empty column>"),
+    ],
+    "data_references": [
+        ("empty", []),
+        ("none_leaf", [None]),
+        ("str", "refs"),
+        ("mixed_shapes", "<mixed shapes>"),
+    ],
     "configs": [("none", None), ("empty", []), ("str", ["config"])],
     # Rate limiters and selectors.
     "min_size_to_sample": [("zero", 0), ("negative", -1), ("float", 1.5), ("str", "2")],
     "samples_per_insert": [("zero", 0.0), ("negative", -1.0), ("nan", NAN), ("str", "x")],
-    "error_buffer": [("negative", -1.0), ("inverted_tuple", (5.0, 1.0)), ("str", "x"),
-                     ("triple", (1.0, 2.0, 3.0))],
+    "error_buffer": [
+        ("negative", -1.0),
+        ("inverted_tuple", (5.0, 1.0)),
+        ("str", "x"),
+        ("triple", (1.0, 2.0, 3.0)),
+    ],
     "min_diff": [("nan", NAN), ("str", "x"), ("above_max", 100.0)],
     "max_diff": [("nan", NAN), ("str", "x"), ("below_min", -100.0)],
     "size": [("zero", 0), ("negative", -1), ("float", 1.5), ("str", "2")],
@@ -169,21 +204,32 @@ INVALID: Dict[str, List[Tuple[str, Any]]] = {
     # Not a negative timeout: whether dm-reverb then waits depends on timing.
     "get_signature_timeout_secs": [("str", "x")],
     "data_dtypes": [("empty", []), ("mismatch", "<mismatch>"), ("str", "float32")],
-    "keys": [("unknown", "<unknown keys>"), ("wrong_dtype", "<float keys>"),
-             ("wrong_rank", "<scalar key>")],
+    "keys": [
+        ("unknown", "<unknown keys>"),
+        ("wrong_dtype", "<float keys>"),
+        ("wrong_rank", "<scalar key>"),
+    ],
     "shared_name": [("int", 7)],
     # Structured writer helpers and the server binary's config functions.
     "pattern": [("none", None), ("empty", []), ("array", np.zeros(2)), ("str", "pattern")],
     "conditions": [("none", None), ("str", ["condition"]), ("array", [np.zeros(2)])],
     "step_structure": [("none", None), ("str", "step"), ("empty", {})],
-    "transform": [("none", None), ("not_callable", 7), ("raises", "<raises>"),
-                  ("returns_none", "<returns none>"), ("out_of_range", "<out of range>")],
+    "transform": [
+        ("none", None),
+        ("not_callable", 7),
+        ("raises", "<raises>"),
+        ("returns_none", "<returns none>"),
+        ("out_of_range", "<out of range>"),
+    ],
     "step_spec": [("none", None), ("str", "spec"), ("other_structure", "<other structure>")],
     "config": [("none", None), ("str", "config"), ("empty", "<empty config>")],
     "value": [("str", "high"), ("none", None), ("nan", NAN)],
     "max_priority_weight": [("negative", -0.5), ("above_one", 1.5), ("str", "x"), ("nan", NAN)],
-    "get_field_from_step_fn": [("none", None), ("not_callable", 7),
-                               ("missing_field", "<missing field>")],
+    "get_field_from_step_fn": [
+        ("none", None),
+        ("not_callable", 7),
+        ("missing_field", "<missing field>"),
+    ],
     "s": [("none", None), ("empty", "<empty selector>"), ("str", "uniform")],
     "proto": [("none", None), ("empty", "<empty limiter>"), ("str", "limiter")],
 }
@@ -228,6 +274,7 @@ class Call:
         blocks (a stopped server, an empty table) the variants would each
         only wait out `BLOCK_S` again.
     """
+
     member: str
     args: Dict[str, Any] = dataclasses.field(default_factory=dict)
     call: Optional[Callable[[Any, Dict[str, Any]], Any]] = None
@@ -262,7 +309,8 @@ def materialize(value: Any) -> Any:
     """What of a call's result a program sees: iterators are consumed (at
     most three elements), so the lazy errors of generators show."""
     if isinstance(value, (types.GeneratorType, Iterator)) and not isinstance(
-            value, (str, bytes, np.ndarray)):
+        value, (str, bytes, np.ndarray)
+    ):
         return list(itertools.islice(value, 3))
     return value
 
@@ -294,13 +342,20 @@ def _parameters(api: Dict[str, Any], member: str) -> Optional[List[str]]:
         raise KeyError(f"{member} is not in dm-reverb 0.14's API list")
     if description.get("kind") in ("property", "attribute"):
         return None
-    return [p["name"] for p in description.get("parameters") or []
-            if p["kind"] not in ("VAR_POSITIONAL", "VAR_KEYWORD")]
+    return [
+        p["name"]
+        for p in description.get("parameters") or []
+        if p["kind"] not in ("VAR_POSITIONAL", "VAR_KEYWORD")
+    ]
 
 
-def walk(receiver_api: Dict[str, Any], states: Dict[str, Callable[[], Any]],
-         calls: Sequence[Call], placeholders: Optional[Dict[str, Any]] = None,
-         post_all: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
+def walk(
+    receiver_api: Dict[str, Any],
+    states: Dict[str, Callable[[], Any]],
+    calls: Sequence[Call],
+    placeholders: Optional[Dict[str, Any]] = None,
+    post_all: Optional[Callable[[Any], Any]] = None,
+) -> Dict[str, Any]:
     """Makes every call of `calls` in every state; returns label -> outcome.
 
     Args:
@@ -329,28 +384,35 @@ def walk(receiver_api: Dict[str, Any], states: Dict[str, Callable[[], Any]],
             if unknown:
                 raise KeyError(f"{call.member}: {sorted(unknown)} not among {parameters}")
         variants: List[Tuple[str, Dict[str, Any]]] = [("valid", {})]
-        for name in (parameters or []):
+        for name in parameters or []:
             extra = call.invalid.get(name, [])
             if extra is False:
                 continue
             if name not in INVALID and name not in call.invalid:
                 raise KeyError(f"{call.member}: parameter {name!r} has no invalid values")
             for label, value in INVALID.get(name, []) + list(extra):
-                if (_is_placeholder(value) and value != "<object>"
-                        and value not in placeholders.get(name, {})):
+                if (
+                    _is_placeholder(value)
+                    and value != "<object>"
+                    and value not in placeholders.get(name, {})
+                ):
                     raise KeyError(f"{call.member}: no value for {name}={value}")
                 variants.append((f"{name}={label}", {name: value}))
         for state_name, make in states.items():
             if call.states is not None and state_name not in call.states:
                 continue
             for label, override in variants:
-                if (label != "valid" and call.invalid_states is not None
-                        and state_name not in call.invalid_states):
+                if (
+                    label != "valid"
+                    and call.invalid_states is not None
+                    and state_name not in call.invalid_states
+                ):
                     continue
                 key = f"{state_name}/{call.member}/{label}"
                 if _current["oracle"] and any(
-                        fnmatch.fnmatchcase(f"{_current['scenario']}:{key}", pattern)
-                                  for pattern in ABORTING_DM_REVERB):
+                    fnmatch.fnmatchcase(f"{_current['scenario']}:{key}", pattern)
+                    for pattern in ABORTING_DM_REVERB
+                ):
                     out[key] = ABORTS
                     continue
                 if _TRACE:
@@ -363,8 +425,10 @@ def _one(make, call: Call, parameters, override, placeholders, post_all) -> Any:
     def run() -> Any:
         receiver, env = make()
         try:
-            kwargs = {name: _resolve(name, value, env, placeholders)
-                      for name, value in dict(call.args, **override).items()}
+            kwargs = {
+                name: _resolve(name, value, env, placeholders)
+                for name, value in dict(call.args, **override).items()
+            }
         except Exception as e:  # pylint: disable=broad-except
             return ("arguments", harness.MessagedError(e))
         if call.call is not None:
@@ -379,6 +443,7 @@ def _one(make, call: Call, parameters, override, placeholders, post_all) -> Any:
         if post_all is not None:
             result = post_all(result)
         return result
+
     return bounded(run, call.block_s)
 
 

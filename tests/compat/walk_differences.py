@@ -16,16 +16,22 @@ DELIBERATE = [
     # docs/compatibility.md, "No hangs on an absent server": dm-reverb waits
     # for a server that is gone; reverb_tf raises UnavailableError.
     ("client_of_a_stopped_server:*", "no hangs on an absent server"),
-    ("*_dataset:class/__init__/server_address=*_port",
-     "no hangs on an absent server: the first element fails with UnavailableError"),
+    (
+        "*_dataset:class/__init__/server_address=*_port",
+        "no hangs on an absent server: the first element fails with UnavailableError",
+    ),
     # "Bad arguments fail at once": values dm-reverb accepts and then never
     # serves or fails on later.
     ("rate_limiters:Queue/__init__/size=*", "Queue(size < 1 or not an int) raises at once"),
     ("rate_limiters:Stack/__init__/size=*", "Stack(size < 1 or not an int) raises at once"),
-    ("rate_limiters:RateLimiter/__init__/m??_diff=*",
-     "RateLimiter(min_diff > max_diff, or NaN) raises at once"),
-    ("selectors:Prioritized/__init__/priority_exponent=*",
-     "Prioritized(negative or NaN exponent) raises at once"),
+    (
+        "rate_limiters:RateLimiter/__init__/m??_diff=*",
+        "RateLimiter(min_diff > max_diff, or NaN) raises at once",
+    ),
+    (
+        "selectors:Prioritized/__init__/priority_exponent=*",
+        "Prioritized(negative or NaN exponent) raises at once",
+    ),
     ("server:class/__init__/port=*", "a port outside 0..65535 raises at once"),
     ("client:class/__init__/server_address=empty", "Client('') raises at once"),
     ("*_dataset:class/*/server_address=empty", "an empty address fails at once"),
@@ -35,8 +41,10 @@ DELIBERATE = [
     ("client:*/mutate_priorities/updates=nan", "NaN priorities are rejected"),
     ("client:*/mutate_priorities/updates=negative", "negative priority in a prioritized table"),
     ("tf_client:*/update_priorities/priorities=nan", "NaN priorities are rejected"),
-    ("tf_client:*/update_priorities/priorities=negative",
-     "negative priority in a prioritized table"),
+    (
+        "tf_client:*/update_priorities/priorities=negative",
+        "negative priority in a prioritized table",
+    ),
     # "No table extensions".
     ("table:*/extensions=object", "reverb_tf has no table extensions"),
     # "A TrajectoryColumn keeps its data": its cells stay readable after the
@@ -60,45 +68,69 @@ DELIBERATE = [
 
 PENDING = [
     # Writers.
-    ("client:*/insert/data=empty_list",
-     "Client.insert([]): ValueError (a step without leaves); dm-reverb's writer fails "
-     "later, with RuntimeError"),
-    ("trajectory_writer:*/append/data=object",
-     "a leaf that is no array after the first step: ValueError from the dtype check (a "
-     "closed writer: its RuntimeError first); dm-reverb: AttributeError"),
-    ("legacy_writer:closed/append/data=object",
-     "a closed Writer reports being closed before the leaf's type"),
-    ("structured_writer:stepped/append/data=other_dtype",
-     "the message names the column by index and path; dm-reverb's by its own wording"),
-    ("structured_writer:partial/append/data=*",
-     "a bad value while a partial step is open: RuntimeError; dm-reverb: ValueError"),
-    ("structured_writer:stepped/flush/timeout_ms=[nz]*",
-     "flush(timeout_ms <= 0) with items pending: reverb_tf flushes, dm-reverb raises "
-     "DeadlineExceededError at once"),
-    ("structured_writer:stepped/end_episode/timeout_ms=[nz]*",
-     "as flush(timeout_ms <= 0)"),
+    (
+        "client:*/insert/data=empty_list",
+        "Client.insert([]): ValueError (a step without leaves); dm-reverb's writer fails "
+        "later, with RuntimeError",
+    ),
+    (
+        "trajectory_writer:*/append/data=object",
+        "a leaf that is no array after the first step: ValueError from the dtype check (a "
+        "closed writer: its RuntimeError first); dm-reverb: AttributeError",
+    ),
+    (
+        "legacy_writer:closed/append/data=object",
+        "a closed Writer reports being closed before the leaf's type",
+    ),
+    (
+        "structured_writer:stepped/append/data=other_dtype",
+        "the message names the column by index and path; dm-reverb's by its own wording",
+    ),
+    (
+        "structured_writer:partial/append/data=*",
+        "a bad value while a partial step is open: RuntimeError; dm-reverb: ValueError",
+    ),
+    (
+        "structured_writer:stepped/flush/timeout_ms=[nz]*",
+        "flush(timeout_ms <= 0) with items pending: reverb_tf flushes, dm-reverb raises "
+        "DeadlineExceededError at once",
+    ),
+    ("structured_writer:stepped/end_episode/timeout_ms=[nz]*", "as flush(timeout_ms <= 0)"),
     # Datasets.
-    ("*_dataset:class/__init__/valid",
-     "reading a one-step item as a scalar: both fail, with other messages"),
-    ("*_dataset:class/__init__/dtypes=*",
-     "dtypes that do not match the table: reverb_tf fails on the first element, "
-     "dm-reverb when the iterator is made; other messages"),
-    ("*_dataset:class/__init__/shapes=*",
-     "shapes that do not match the table: as dtypes"),
+    (
+        "*_dataset:class/__init__/valid",
+        "reading a one-step item as a scalar: both fail, with other messages",
+    ),
+    (
+        "*_dataset:class/__init__/dtypes=*",
+        "dtypes that do not match the table: reverb_tf fails on the first element, "
+        "dm-reverb when the iterator is made; other messages",
+    ),
+    ("*_dataset:class/__init__/shapes=*", "shapes that do not match the table: as dtypes"),
     # TFClient.
-    ("tf_client:class/__init__/*",
-     "server_address and shared_name of the wrong type: other classes and messages"),
-    ("tf_client:*/insert/tables=*",
-     "tables that are no string vector: ValueError or TypeError where dm-reverb raises "
-     "AttributeError; a missing table: the server's message, not dm-reverb's signature cache's"),
-    ("tf_client:*/insert/priorities=*",
-     "priorities that are no float64 vector: ValueError where dm-reverb raises "
-     "AttributeError; NaN: the op's message"),
+    (
+        "tf_client:class/__init__/*",
+        "server_address and shared_name of the wrong type: other classes and messages",
+    ),
+    (
+        "tf_client:*/insert/tables=*",
+        "tables that are no string vector: ValueError or TypeError where dm-reverb raises "
+        "AttributeError; a missing table: the server's message, not dm-reverb's signature cache's",
+    ),
+    (
+        "tf_client:*/insert/priorities=*",
+        "priorities that are no float64 vector: ValueError where dm-reverb raises "
+        "AttributeError; NaN: the op's message",
+    ),
     ("tf_client:*/insert/name=int", "name of the wrong type: ValueError; dm-reverb: TypeError"),
-    ("tf_client:*/sample/data_dtypes=*",
-     "dtypes that do not match the item: InvalidArgumentError; dm-reverb: InternalError"),
+    (
+        "tf_client:*/sample/data_dtypes=*",
+        "dtypes that do not match the item: InvalidArgumentError; dm-reverb: InternalError",
+    ),
     ("tf_client:*/sample/name=int", "as insert"),
-    ("tf_client:*/update_priorities/*",
-     "the update op's checks: other messages for bad keys and priorities, TypeError "
-     "where dm-reverb fails an assertion, and name/table types"),
+    (
+        "tf_client:*/update_priorities/*",
+        "the update op's checks: other messages for bad keys and priorities, TypeError "
+        "where dm-reverb fails an assertion, and name/table types",
+    ),
 ]

@@ -21,50 +21,91 @@ _FLOAT, _INT32 = 1, 3  # wire dtype numbers of float32 and int32
 
 def _tensor(array: np.ndarray, dtype: int, compress: bool = False) -> data_pb2.Tensor:
     data = array.tobytes()
-    tensor = data_pb2.Tensor(dtype=dtype, shape=list(array.shape), uncompressed_size=len(data),
-                       data=data)
+    tensor = data_pb2.Tensor(
+        dtype=dtype, shape=list(array.shape), uncompressed_size=len(data), data=data
+    )
     if compress:
         tensor.compression = 1
         # --stream-size: the frame must declare its content size, as ours do.
-        tensor.data = subprocess.run(["zstd", "-q", "-c", f"--stream-size={len(data)}", "-"],
-                                     input=data, check=True,
-                                     capture_output=True).stdout
+        tensor.data = subprocess.run(
+            ["zstd", "-q", "-c", f"--stream-size={len(data)}", "-"],
+            input=data,
+            check=True,
+            capture_output=True,
+        ).stdout
     return tensor
 
 
 def _inserts():
     steps = np.arange(12, dtype=np.float32).reshape(6, 2)
     ints = np.arange(6, dtype=np.int32)
-    chunks = [data_pb2.Chunk(key=1, tensor=_tensor(steps, _FLOAT)),
-              data_pb2.Chunk(key=2, tensor=_tensor(ints, _INT32)),
-              data_pb2.Chunk(key=3, tensor=_tensor(np.tile(steps, (40, 1)), _FLOAT, compress=True))]
+    chunks = [
+        data_pb2.Chunk(key=1, tensor=_tensor(steps, _FLOAT)),
+        data_pb2.Chunk(key=2, tensor=_tensor(ints, _INT32)),
+        data_pb2.Chunk(key=3, tensor=_tensor(np.tile(steps, (40, 1)), _FLOAT, compress=True)),
+    ]
     column = lambda key, offset, length, squeeze=False: data_pb2.Column(  # noqa: E731
-        slices=[data_pb2.Slice(chunk_key=key, offset=offset, length=length)], squeeze=squeeze)
-    yield pb.InsertRequest(chunks=chunks[:1], items=[
-        data_pb2.Item(key=1, table="t", priority=1.0, columns=[column(1, 0, 6)])])
-    yield pb.InsertRequest(chunks=chunks, items=[
-        data_pb2.Item(key=2, table="s", priority=1.0,
-                columns=[column(1, 2, 3), column(2, 4, 1, squeeze=True)]),
-        data_pb2.Item(key=3, table="p", priority=0.5, columns=[column(3, 10, 100), column(2, 0, 6)]),
-        data_pb2.Item(key=4, table="t", priority=2.0, legacy_steps=True,
-                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1, offset=0, length=2),
-                                           data_pb2.Slice(chunk_key=3, offset=5, length=3)])])])
+        slices=[data_pb2.Slice(chunk_key=key, offset=offset, length=length)], squeeze=squeeze
+    )
+    yield pb.InsertRequest(
+        chunks=chunks[:1],
+        items=[data_pb2.Item(key=1, table="t", priority=1.0, columns=[column(1, 0, 6)])],
+    )
+    yield pb.InsertRequest(
+        chunks=chunks,
+        items=[
+            data_pb2.Item(
+                key=2,
+                table="s",
+                priority=1.0,
+                columns=[column(1, 2, 3), column(2, 4, 1, squeeze=True)],
+            ),
+            data_pb2.Item(
+                key=3, table="p", priority=0.5, columns=[column(3, 10, 100), column(2, 0, 6)]
+            ),
+            data_pb2.Item(
+                key=4,
+                table="t",
+                priority=2.0,
+                legacy_steps=True,
+                columns=[
+                    data_pb2.Column(
+                        slices=[
+                            data_pb2.Slice(chunk_key=1, offset=0, length=2),
+                            data_pb2.Slice(chunk_key=3, offset=5, length=3),
+                        ]
+                    )
+                ],
+            ),
+        ],
+    )
 
 
 def _responses():
     steps = np.arange(8, dtype=np.float32).reshape(4, 2)
     yield pb.SampleResponse(
-        chunks=[data_pb2.Chunk(key=9, tensor=_tensor(steps, _FLOAT)),
-                data_pb2.Chunk(key=8, tensor=_tensor(np.tile(steps, (30, 1)), _FLOAT, compress=True))],
-        items=[pb.SampledItem(info=pb.SampleInfo(key=1, probability=0.5, table_size=2),
-                              columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=9, length=4)]),
-                                       data_pb2.Column(slices=[data_pb2.Slice(chunk_key=8, offset=3,
-                                                                  length=1)], squeeze=True)])])
+        chunks=[
+            data_pb2.Chunk(key=9, tensor=_tensor(steps, _FLOAT)),
+            data_pb2.Chunk(key=8, tensor=_tensor(np.tile(steps, (30, 1)), _FLOAT, compress=True)),
+        ],
+        items=[
+            pb.SampledItem(
+                info=pb.SampleInfo(key=1, probability=0.5, table_size=2),
+                columns=[
+                    data_pb2.Column(slices=[data_pb2.Slice(chunk_key=9, length=4)]),
+                    data_pb2.Column(
+                        slices=[data_pb2.Slice(chunk_key=8, offset=3, length=1)], squeeze=True
+                    ),
+                ],
+            )
+        ],
+    )
 
 
 def _mutations():
-    yield pb.MutatePrioritiesRequest(table="p", keys=[1, 2, 3], priorities=[0.1, 5.0, 2.0],
-                                     deletes=[4, 8])
+    yield pb.MutatePrioritiesRequest(
+        table="p", keys=[1, 2, 3], priorities=[0.1, 5.0, 2.0], deletes=[4, 8]
+    )
     yield pb.MutatePrioritiesRequest(table="t", keys=[9], priorities=[1.0], deletes=[1, 1])
 
 
@@ -73,8 +114,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     for selector, messages in ((0, _inserts()), (1, _responses()), (2, _mutations())):
         for i, message in enumerate(messages):
-            (out / f"seed-{selector}-{i}").write_bytes(bytes([selector]) +
-                                                       message.SerializeToString())
+            (out / f"seed-{selector}-{i}").write_bytes(
+                bytes([selector]) + message.SerializeToString()
+            )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ _NUM_INFO_FIELDS = 5
 # What `reverb_client_sample` returns, as dm-reverb's generated wrapper does.
 _ReverbClientSampleOutput = collections.namedtuple(
     "ReverbClientSample",
-    ["key", "probability", "table_size", "priority", "times_sampled", "outputs"])
+    ["key", "probability", "table_size", "priority", "times_sampled", "outputs"],
+)
 
 # reverb_tf's raw op functions, under their own names.
 for _name in dir(_LIBRARY):
@@ -50,8 +51,9 @@ for _name in dir(_LIBRARY):
         globals()[_name] = getattr(_LIBRARY, _name)
 
 
-def reverb_client(server_address: str, container: str = "", shared_name: str = "",
-                  name: Optional[str] = None) -> Any:
+def reverb_client(
+    server_address: str, container: str = "", shared_name: str = "", name: Optional[str] = None
+) -> Any:
     """The handle the client ops take: the server's address as a string tensor.
 
     Args:
@@ -66,11 +68,16 @@ def reverb_client(server_address: str, container: str = "", shared_name: str = "
     """
     del container, shared_name
     from reverb_tf import _address  # pylint: disable=g-import-not-at-top
+
     return tf.constant(_address.op_address(server_address), tf.string, name=name or "reverb_client")
 
 
-def reverb_client_sample(handle: Any, table: Any, Toutput_list: Sequence[Any],  # pylint: disable=invalid-name
-                         name: Optional[str] = None) -> _ReverbClientSampleOutput:
+def reverb_client_sample(
+    handle: Any,
+    table: Any,
+    Toutput_list: Sequence[Any],  # pylint: disable=invalid-name
+    name: Optional[str] = None,
+) -> _ReverbClientSampleOutput:
     """Samples one item of `table`; returns its first timestep.
 
     Args:
@@ -83,13 +90,15 @@ def reverb_client_sample(handle: Any, table: Any, Toutput_list: Sequence[Any],  
       `(key, probability, table_size, priority, times_sampled, outputs)`,
       `outputs` the list of the item's column tensors.
     """
-    outputs = _LIBRARY.reverb_tf_sample(server_address=handle, table=table,
-                                        dtypes=list(Toutput_list), name=name)
+    outputs = _LIBRARY.reverb_tf_sample(
+        server_address=handle, table=table, dtypes=list(Toutput_list), name=name
+    )
     return _ReverbClientSampleOutput(*outputs[:_NUM_INFO_FIELDS], list(outputs[-1]))
 
 
-def reverb_client_insert(handle: Any, data: Sequence[Any], tables: Any, priorities: Any,
-                         name: Optional[str] = None) -> Any:
+def reverb_client_insert(
+    handle: Any, data: Sequence[Any], tables: Any, priorities: Any, name: Optional[str] = None
+) -> Any:
     """Inserts `data` as a one-step item into each of `tables`.
 
     Args:
@@ -102,12 +111,14 @@ def reverb_client_insert(handle: Any, data: Sequence[Any], tables: Any, prioriti
     Returns:
       The op.
     """
-    return _LIBRARY.reverb_tf_insert(server_address=handle, tables=tables,
-                                     priorities=priorities, data=list(data), name=name)
+    return _LIBRARY.reverb_tf_insert(
+        server_address=handle, tables=tables, priorities=priorities, data=list(data), name=name
+    )
 
 
-def reverb_client_update_priorities(handle: Any, table: Any, keys: Any, priorities: Any,
-                                    name: Optional[str] = None) -> Any:
+def reverb_client_update_priorities(
+    handle: Any, table: Any, keys: Any, priorities: Any, name: Optional[str] = None
+) -> Any:
     """Sets the priorities of items of `table`; unknown keys are skipped.
 
     Args:
@@ -120,16 +131,23 @@ def reverb_client_update_priorities(handle: Any, table: Any, keys: Any, prioriti
     Returns:
       The op.
     """
-    return _LIBRARY.reverb_tf_update_priorities(server_address=handle, table=table, keys=keys,
-                                                priorities=priorities, name=name)
+    return _LIBRARY.reverb_tf_update_priorities(
+        server_address=handle, table=table, keys=keys, priorities=priorities, name=name
+    )
 
 
-def reverb_trajectory_dataset(server_address: Any, table: Any, dtypes: Sequence[Any],
-                              shapes: Sequence[Any], max_in_flight_samples_per_worker: int = 100,
-                              num_workers_per_iterator: int = -1,
-                              max_samples_per_stream: int = -1,
-                              rate_limiter_timeout_ms: int = -1, max_samples: int = -1,
-                              name: Optional[str] = None) -> Any:
+def reverb_trajectory_dataset(
+    server_address: Any,
+    table: Any,
+    dtypes: Sequence[Any],
+    shapes: Sequence[Any],
+    max_in_flight_samples_per_worker: int = 100,
+    num_workers_per_iterator: int = -1,
+    max_samples_per_stream: int = -1,
+    rate_limiter_timeout_ms: int = -1,
+    max_samples: int = -1,
+    name: Optional[str] = None,
+) -> Any:
     """The variant tensor of a dataset of whole items (a `TrajectoryDataset`).
 
     Args:
@@ -148,18 +166,31 @@ def reverb_trajectory_dataset(server_address: Any, table: Any, dtypes: Sequence[
       A scalar variant tensor.
     """
     return _LIBRARY.reverb_tf_trajectory_dataset(
-        server_address=server_address, table=table, dtypes=list(dtypes), shapes=list(shapes),
+        server_address=server_address,
+        table=table,
+        dtypes=list(dtypes),
+        shapes=list(shapes),
         max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
         num_workers_per_iterator=num_workers_per_iterator,
-        max_samples_per_stream=max_samples_per_stream, max_samples=max_samples,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms, name=name)
+        max_samples_per_stream=max_samples_per_stream,
+        max_samples=max_samples,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+        name=name,
+    )
 
 
-def reverb_timestep_dataset(server_address: Any, table: Any, dtypes: Sequence[Any],
-                            shapes: Sequence[Any], max_in_flight_samples_per_worker: int = 100,
-                            num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
-                            rate_limiter_timeout_ms: int = -1, max_samples: int = -1,
-                            name: Optional[str] = None) -> Any:
+def reverb_timestep_dataset(
+    server_address: Any,
+    table: Any,
+    dtypes: Sequence[Any],
+    shapes: Sequence[Any],
+    max_in_flight_samples_per_worker: int = 100,
+    num_workers_per_iterator: int = -1,
+    max_samples_per_stream: int = -1,
+    rate_limiter_timeout_ms: int = -1,
+    max_samples: int = -1,
+    name: Optional[str] = None,
+) -> Any:
     """The variant tensor of a dataset of single timesteps (a `TimestepDataset`).
 
     Args:
@@ -179,18 +210,32 @@ def reverb_timestep_dataset(server_address: Any, table: Any, dtypes: Sequence[An
     """
     del name
     from reverb_tf import timestep_dataset  # pylint: disable=g-import-not-at-top
+
     dataset = timestep_dataset.TimestepDataset(
-        server_address, table, list(dtypes)[_NUM_INFO_FIELDS:],
+        server_address,
+        table,
+        list(dtypes)[_NUM_INFO_FIELDS:],
         [tf.TensorShape(s) for s in list(shapes)[_NUM_INFO_FIELDS:]],
-        max_in_flight_samples_per_worker, num_workers_per_iterator, max_samples_per_stream,
-        rate_limiter_timeout_ms, max_samples)
+        max_in_flight_samples_per_worker,
+        num_workers_per_iterator,
+        max_samples_per_stream,
+        rate_limiter_timeout_ms,
+        max_samples,
+    )
     return dataset._variant_tensor  # pylint: disable=protected-access
 
 
-def reverb_pattern_dataset(dataset: Any, other_arguments: Sequence[Any],
-                           clear_after_episode: bool, configs: Sequence[Any],
-                           is_end_of_episode: Any, dtypes: Sequence[Any], shapes: Sequence[Any],
-                           metadata: str = "", name: Optional[str] = None) -> Any:
+def reverb_pattern_dataset(
+    dataset: Any,
+    other_arguments: Sequence[Any],
+    clear_after_episode: bool,
+    configs: Sequence[Any],
+    is_end_of_episode: Any,
+    dtypes: Sequence[Any],
+    shapes: Sequence[Any],
+    metadata: str = "",
+    name: Optional[str] = None,
+) -> Any:
     """The variant tensor of a dataset that applies patterns to steps.
 
     Args:
@@ -211,15 +256,23 @@ def reverb_pattern_dataset(dataset: Any, other_arguments: Sequence[Any],
     """
     del metadata
     return _LIBRARY.reverb_tf_pattern_dataset(
-        input_dataset=dataset, other_arguments=list(other_arguments),
-        is_end_of_episode=is_end_of_episode, dtypes=list(dtypes), shapes=list(shapes),
-        configs=list(configs), clear_after_episode=clear_after_episode, name=name)
+        input_dataset=dataset,
+        other_arguments=list(other_arguments),
+        is_end_of_episode=is_end_of_episode,
+        dtypes=list(dtypes),
+        shapes=list(shapes),
+        configs=list(configs),
+        clear_after_episode=clear_after_episode,
+        name=name,
+    )
 
 
 def _keyword_only(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function` taking keyword arguments only, as `tf.raw_ops` functions do."""
+
     def raw_op(**kwargs: Any) -> Any:
         return function(**kwargs)
+
     raw_op.__name__ = function.__name__
     raw_op.__doc__ = function.__doc__
     return raw_op

@@ -24,6 +24,7 @@ if _tensorflow.is_installed():
     from tensorflow.core.framework import types_pb2 as _types_pb2
     from tensorflow.core.protobuf.struct_pb2 import *  # noqa: F401,F403
     from tensorflow.core.protobuf.struct_pb2 import DESCRIPTOR  # noqa: F401
+
     DataType = _types_pb2.DataType.DESCRIPTOR
     # pylint: enable=g-import-not-at-top,wildcard-import,unused-wildcard-import
 else:
@@ -49,6 +50,5 @@ else:
     DESCRIPTOR = _pool.FindFileByName(_STRUCT_FILE)
     DataType = _pool.FindEnumTypeByName("tensorflow.DataType")
     for _name in DESCRIPTOR.message_types_by_name:
-        globals()[_name] = _message_factory.GetMessageClass(
-            DESCRIPTOR.message_types_by_name[_name])
+        globals()[_name] = _message_factory.GetMessageClass(DESCRIPTOR.message_types_by_name[_name])
     del _name

@@ -9,6 +9,7 @@ package.
 
 Usage: python tf_struct_descriptors.py OUTPUT
 """
+
 import os
 import sys
 

@@ -25,5 +25,4 @@ def default_checkpointer(group: Optional[str] = None) -> CheckpointerBase:
     return _checkpointers.default_checkpointer()
 
 
-__all__ = ["CheckpointerBase", "DefaultCheckpointer", "TempDirCheckpointer",
-           "default_checkpointer"]
+__all__ = ["CheckpointerBase", "DefaultCheckpointer", "TempDirCheckpointer", "default_checkpointer"]

@@ -29,12 +29,14 @@ def ensure_tf_version() -> None:
         install it) or is older than 2.3.
     """
     from reverb_tf import _tensorflow  # pylint: disable=g-import-not-at-top
+
     tf = _tensorflow.import_tensorflow("reverb_tf's TensorFlow features")
     if _release(tf.version.VERSION) < _MINIMUM_TENSORFLOW:
         raise ImportError(
             f"reverb_tf's TensorFlow features need TensorFlow >= "
             f"{'.'.join(map(str, _MINIMUM_TENSORFLOW))}; TensorFlow {tf.version.VERSION} "
-            "is installed")
+            "is installed"
+        )
 
 
 __all__ = ["ensure_tf_version"]

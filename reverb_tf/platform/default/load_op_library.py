@@ -18,7 +18,8 @@ UNDEFINED_SYMBOL_ERROR_MESSAGE = (
     "A reverb_tf op library was loaded, but it lacks symbols of the installed "
     "TensorFlow: it was built for another TensorFlow version. Rebuild it against "
     f"TensorFlow {_tf.__version__} (`bash scripts/setup.sh` in a checkout) or install a "
-    "reverb_tf wheel built for it.")
+    "reverb_tf wheel built for it."
+)
 
 
 def reraise_wrapped_error(error: Exception) -> NoReturn:

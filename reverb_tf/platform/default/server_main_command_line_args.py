@@ -12,8 +12,8 @@ from google.protobuf import text_format
 from reverb_tf.server_executable import reverb_config_pb2
 
 _CONFIG = flags.DEFINE_string(
-    "config", None, "The server's ReverbServerConfig, in protobuf text format.",
-    required=True)
+    "config", None, "The server's ReverbServerConfig, in protobuf text format.", required=True
+)
 
 
 def get_server_config_proto() -> reverb_config_pb2.ReverbServerConfig:

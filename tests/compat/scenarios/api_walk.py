@@ -67,13 +67,19 @@ def _api(module, name):
 def _info(info):
     """What of a TableInfo the walk compares (no call-time statistics)."""
     limiter = info.rate_limiter_info
-    return {"name": info.name, "max_size": info.max_size, "current_size": info.current_size,
-            "max_times_sampled": info.max_times_sampled, "num_episodes": info.num_episodes,
-            "min_size_to_sample": limiter.min_size_to_sample,
-            "samples_per_insert": limiter.samples_per_insert,
-            "min_diff": limiter.min_diff, "max_diff": limiter.max_diff,
-            "sampler": info.sampler_options.WhichOneof("distribution"),
-            "remover": info.remover_options.WhichOneof("distribution")}
+    return {
+        "name": info.name,
+        "max_size": info.max_size,
+        "current_size": info.current_size,
+        "max_times_sampled": info.max_times_sampled,
+        "num_episodes": info.num_episodes,
+        "min_size_to_sample": limiter.min_size_to_sample,
+        "samples_per_insert": limiter.samples_per_insert,
+        "min_diff": limiter.min_diff,
+        "max_diff": limiter.max_diff,
+        "sampler": info.sampler_options.WhichOneof("distribution"),
+        "remover": info.remover_options.WhichOneof("distribution"),
+    }
 
 
 def _without_keys(value):
@@ -98,13 +104,15 @@ class _Env:
 
 def _tables(reverb):
     s, r = reverb.selectors, reverb.rate_limiters
-    return [reverb.Table.queue("q", 10),
-            # Never written: where a sample blocks, its thread waits here for
-            # good instead of taking items later calls expect.
-            reverb.Table.queue("e", 10),
-            # Fifo sampling: the sampled item (and so its key) is known.
-            reverb.Table("u", s.Fifo(), s.Fifo(), 10, r.MinSize(1)),
-            reverb.Table("p", s.Prioritized(0.8), s.Fifo(), 10, r.MinSize(1))]
+    return [
+        reverb.Table.queue("q", 10),
+        # Never written: where a sample blocks, its thread waits here for
+        # good instead of taking items later calls expect.
+        reverb.Table.queue("e", 10),
+        # Fifo sampling: the sampled item (and so its key) is known.
+        reverb.Table("u", s.Fifo(), s.Fifo(), 10, r.MinSize(1)),
+        reverb.Table("p", s.Prioritized(0.8), s.Fifo(), 10, r.MinSize(1)),
+    ]
 
 
 def _live_server(ctx):
@@ -135,32 +143,66 @@ def _priorities(table):
 
 def _client_calls(reverb):
     """Client's members with valid arguments, and the walk's placeholders."""
-    config = from_env(lambda env: [reverb.structured_writer.create_config(
-        reverb.structured_writer.pattern_from_transform({"a": None}, lambda s: s["a"][-1]),
-        "q")])
+    config = from_env(
+        lambda env: [
+            reverb.structured_writer.create_config(
+                reverb.structured_writer.pattern_from_transform({"a": None}, lambda s: s["a"][-1]),
+                "q",
+            )
+        ]
+    )
     calls = [
         Call("server_address", post=lambda a: a.startswith("localhost:")),
         Call("insert", {"data": np.int32(7), "priorities": {"q": 1.0, "p": 2.0}}),
-        Call("sample", {"table": from_env(lambda e: e.sample_table), "num_samples": 2,
-                        "emit_timesteps": True,
-                        "unpack_as_table_signature": False}, post=_without_keys,
-             invalid_states=("full",)),
-        Call("mutate_priorities", {"table": "p", "updates": from_env(lambda e: {e.key: 2.0}),
-                                   "deletes": from_env(lambda e: [e.key])}),
+        Call(
+            "sample",
+            {
+                "table": from_env(lambda e: e.sample_table),
+                "num_samples": 2,
+                "emit_timesteps": True,
+                "unpack_as_table_signature": False,
+            },
+            post=_without_keys,
+            invalid_states=("full",),
+        ),
+        Call(
+            "mutate_priorities",
+            {
+                "table": "p",
+                "updates": from_env(lambda e: {e.key: 2.0}),
+                "deletes": from_env(lambda e: [e.key]),
+            },
+        ),
         Call("reset", {"table": "u"}),
-        Call("server_info", {"timeout": 5},
-             post=lambda infos: {name: _info(info) for name, info in sorted(infos.items())}),
+        Call(
+            "server_info",
+            {"timeout": 5},
+            post=lambda infos: {name: _info(info) for name, info in sorted(infos.items())},
+        ),
         Call("checkpoint", post=_type_name, states=("empty", "server_stopped")),
-        Call("trajectory_writer", {"num_keep_alive_refs": 2, "validate_items": True},
-             post=_type_name),
-        Call("writer", {"max_sequence_length": 2, "delta_encoded": False, "chunk_length": None,
-                        "max_in_flight_items": 25}, post=_type_name),
+        Call(
+            "trajectory_writer", {"num_keep_alive_refs": 2, "validate_items": True}, post=_type_name
+        ),
+        Call(
+            "writer",
+            {
+                "max_sequence_length": 2,
+                "delta_encoded": False,
+                "chunk_length": None,
+                "max_in_flight_items": 25,
+            },
+            post=_type_name,
+        ),
         Call("structured_writer", {"configs": config}, post=_type_name),
     ]
-    placeholders = {"priorities": _priorities("q"),
-                    "updates": {"<-1>": from_env(lambda e: {e.key: -1.0}),
-                                "<nan>": from_env(lambda e: {e.key: NAN}),
-                                "<str>": from_env(lambda e: {e.key: "x"})}}
+    placeholders = {
+        "priorities": _priorities("q"),
+        "updates": {
+            "<-1>": from_env(lambda e: {e.key: -1.0}),
+            "<nan>": from_env(lambda e: {e.key: NAN}),
+            "<str>": from_env(lambda e: {e.key: "x"}),
+        },
+    }
     return calls, placeholders
 
 
@@ -180,12 +222,21 @@ def scenario_client(ctx):
         return reverb.Client(address), _Env(key=int(key), address=address, sample_table="q")
 
     calls, placeholders = _client_calls(reverb)
-    out = walk.walk(_api("reverb.client", "Client"), {"empty": empty, "full": full},
-                    calls, placeholders)
-    constructor = [Call("__init__", {"server_address": address},
-                        call=lambda cls, kwargs: _type_name(cls(**kwargs)))]
-    out.update(walk.walk(_api("reverb.client", "Client"),
-                         {"class": lambda: (reverb.Client, None)}, constructor))
+    out = walk.walk(
+        _api("reverb.client", "Client"), {"empty": empty, "full": full}, calls, placeholders
+    )
+    constructor = [
+        Call(
+            "__init__",
+            {"server_address": address},
+            call=lambda cls, kwargs: _type_name(cls(**kwargs)),
+        )
+    ]
+    out.update(
+        walk.walk(
+            _api("reverb.client", "Client"), {"class": lambda: (reverb.Client, None)}, constructor
+        )
+    )
     return out
 
 
@@ -214,8 +265,12 @@ def _trajectory_writer_states(ctx):
         writer.close()
         return writer, None
 
-    return client, {"fresh": fresh, "stepped": stepped, "episode_ended": episode_ended,
-                    "closed": closed}
+    return client, {
+        "fresh": fresh,
+        "stepped": stepped,
+        "episode_ended": episode_ended,
+        "closed": closed,
+    }
 
 
 def scenario_trajectory_writer(ctx):
@@ -224,35 +279,59 @@ def scenario_trajectory_writer(ctx):
 
     last_a = from_env(lambda env: {"a": env.history["a"][-1]})
     calls = [
-        Call("append", {"data": {"a": np.int32(5), "b": np.zeros([2], np.float32)},
-                        "partial_step": False},
-             invalid={"data": [("new_column", {"c": np.int32(1)}),
-                               ("other_shape", {"a": np.int32(1), "b": np.zeros([3], np.float32)}),
-                               ("other_dtype", {"a": np.float64(1), "b": np.zeros([2], np.float32)})]}),
+        Call(
+            "append",
+            {"data": {"a": np.int32(5), "b": np.zeros([2], np.float32)}, "partial_step": False},
+            invalid={
+                "data": [
+                    ("new_column", {"c": np.int32(1)}),
+                    ("other_shape", {"a": np.int32(1), "b": np.zeros([3], np.float32)}),
+                    ("other_dtype", {"a": np.float64(1), "b": np.zeros([2], np.float32)}),
+                ]
+            },
+        ),
         # Only where the history has a step: elsewhere the trajectory itself
         # cannot be made.
-        Call("create_item", {"table": "q", "priority": 1.0, "trajectory": last_a},
-             states=("stepped", "closed")),
+        Call(
+            "create_item",
+            {"table": "q", "priority": 1.0, "trajectory": last_a},
+            states=("stepped", "closed"),
+        ),
         Call("flush", {"block_until_num_items": 0, "timeout_ms": 1000}),
         Call("end_episode", {"clear_buffers": True, "timeout_ms": 1000}),
-        Call("configure", {"path": ("a",), "num_keep_alive_refs": 2, "max_chunk_length": 1},
-             invalid={"path": [("missing", ("missing",))]}),
+        Call(
+            "configure",
+            {"path": ("a",), "num_keep_alive_refs": 2, "max_chunk_length": 1},
+            invalid={"path": [("missing", ("missing",))]},
+        ),
         Call("close"),
         Call("episode_steps"),
-        Call("history", post=lambda h: {k: len(v) for k, v in sorted(h.items())}
-             if isinstance(h, dict) else len(h)),
+        Call(
+            "history",
+            post=lambda h: (
+                {k: len(v) for k, v in sorted(h.items())} if isinstance(h, dict) else len(h)
+            ),
+        ),
         Call("__enter__", post=_type_name),
-        Call("__exit__", {"exc_type": None, "exc_value": None, "exc_traceback": None},
-             invalid={"exc_type": False, "exc_value": False, "exc_traceback": False}),
+        Call(
+            "__exit__",
+            {"exc_type": None, "exc_value": None, "exc_traceback": None},
+            invalid={"exc_type": False, "exc_value": False, "exc_traceback": False},
+        ),
     ]
     # The writer is the environment: trajectories are made of its history.
-    wrapped = {name: (lambda make=make: (lambda w: (w, w))(make()[0]))
-               for name, make in states.items()}
-    placeholders = {"trajectory": {
-        "<array>": np.zeros([2], np.int32),
-        "<empty column>": from_env(lambda w: {"a": w.history["a"][-1:0]})}}
-    out = walk.walk(_api("reverb.trajectory_writer", "TrajectoryWriter"), wrapped, calls,
-                    placeholders)
+    wrapped = {
+        name: (lambda make=make: (lambda w: (w, w))(make()[0])) for name, make in states.items()
+    }
+    placeholders = {
+        "trajectory": {
+            "<array>": np.zeros([2], np.int32),
+            "<empty column>": from_env(lambda w: {"a": w.history["a"][-1:0]}),
+        }
+    }
+    out = walk.walk(
+        _api("reverb.trajectory_writer", "TrajectoryWriter"), wrapped, calls, placeholders
+    )
     out["table_size_after"] = client.server_info()["q"].current_size
     return out
 
@@ -267,14 +346,30 @@ def scenario_trajectory_column(ctx):
         writer, _ = make_stepped()
         return reverb.TrajectoryColumn, writer
 
-    calls = [Call("__init__", {"data_references": from_env(lambda w: list(w.history["a"][-2:])),
-                               "squeeze": False, "path": None},
-                  call=lambda cls, kwargs: _column_view(cls(**kwargs)))]
-    placeholders = {"data_references": {
-        "<mixed shapes>": from_env(
-            lambda w: list(w.history["a"][-1:]) + list(w.history["b"][-1:]))}}
-    out = walk.walk(_api("reverb.trajectory_writer", "TrajectoryColumn"),
-                    {"refs": with_refs}, calls, placeholders)
+    calls = [
+        Call(
+            "__init__",
+            {
+                "data_references": from_env(lambda w: list(w.history["a"][-2:])),
+                "squeeze": False,
+                "path": None,
+            },
+            call=lambda cls, kwargs: _column_view(cls(**kwargs)),
+        )
+    ]
+    placeholders = {
+        "data_references": {
+            "<mixed shapes>": from_env(
+                lambda w: list(w.history["a"][-1:]) + list(w.history["b"][-1:])
+            )
+        }
+    }
+    out = walk.walk(
+        _api("reverb.trajectory_writer", "TrajectoryColumn"),
+        {"refs": with_refs},
+        calls,
+        placeholders,
+    )
 
     def column():
         writer, _ = make_stepped()
@@ -287,16 +382,29 @@ def scenario_trajectory_column(ctx):
     def empty():
         return reverb.TrajectoryColumn([]), None
 
-    members = [Call("dtype", post=str), Call("shape", post=lambda s: str(s)),
-               Call("numpy"), Call("__iter__", post=lambda refs: len(list(refs)))]
-    out.update(walk.walk(_api("reverb.trajectory_writer", "TrajectoryColumn"),
-                         {"column": column, "squeezed": squeezed, "empty": empty}, members))
+    members = [
+        Call("dtype", post=str),
+        Call("shape", post=lambda s: str(s)),
+        Call("numpy"),
+        Call("__iter__", post=lambda refs: len(list(refs))),
+    ]
+    out.update(
+        walk.walk(
+            _api("reverb.trajectory_writer", "TrajectoryColumn"),
+            {"column": column, "squeezed": squeezed, "empty": empty},
+            members,
+        )
+    )
     return out
 
 
 def _column_view(column):
-    return {"len": len(column), "dtype": str(column.dtype), "shape": str(column.shape),
-            "numpy": column.numpy()}
+    return {
+        "len": len(column),
+        "dtype": str(column.dtype),
+        "shape": str(column.shape),
+        "numpy": column.numpy(),
+    }
 
 
 def scenario_legacy_writer(ctx):
@@ -320,9 +428,16 @@ def scenario_legacy_writer(ctx):
         return writer, None
 
     calls = [
-        Call("append", {"data": np.int32(3)},
-             invalid={"data": [("other_structure", [np.int32(1), np.int32(2)]),
-                               ("other_dtype", np.float64(1.0))]}),
+        Call(
+            "append",
+            {"data": np.int32(3)},
+            invalid={
+                "data": [
+                    ("other_structure", [np.int32(1), np.int32(2)]),
+                    ("other_dtype", np.float64(1.0)),
+                ]
+            },
+        ),
         Call("append_sequence", {"sequence": np.arange(2, dtype=np.int32)}),
         Call("create_item", {"table": "q", "num_timesteps": 1, "priority": 1.0}),
         Call("flush"),
@@ -330,8 +445,11 @@ def scenario_legacy_writer(ctx):
         Call("__enter__", post=_type_name),
         Call("__exit__", call=lambda w, kwargs: w.__exit__(None, None, None)),
     ]
-    out = walk.walk(_api("reverb.client", "Writer"),
-                    {"fresh": fresh, "stepped": stepped, "closed": closed}, calls)
+    out = walk.walk(
+        _api("reverb.client", "Writer"),
+        {"fresh": fresh, "stepped": stepped, "closed": closed},
+        calls,
+    )
     out["table_size_after"] = client.server_info()["q"].current_size
     return out
 
@@ -340,15 +458,20 @@ def _table_args(reverb):
     # Fresh selectors and limiter for every call: dm-reverb aborts when one
     # limiter object configures two tables.
     s, r = reverb.selectors, reverb.rate_limiters
-    return {"name": "t", "sampler": from_env(lambda _: s.Uniform()),
-            "remover": from_env(lambda _: s.Fifo()), "max_size": 10,
-            "rate_limiter": from_env(lambda _: r.MinSize(1)), "max_times_sampled": 0,
-            "extensions": (), "signature": None}
+    return {
+        "name": "t",
+        "sampler": from_env(lambda _: s.Uniform()),
+        "remover": from_env(lambda _: s.Fifo()),
+        "max_size": 10,
+        "rate_limiter": from_env(lambda _: r.MinSize(1)),
+        "max_times_sampled": 0,
+        "extensions": (),
+        "signature": None,
+    }
 
 
 def _table_placeholders(reverb):
-    return {name: {"<selector class>": reverb.selectors.Uniform} for name in ("sampler",
-                                                                              "remover")}
+    return {name: {"<selector class>": reverb.selectors.Uniform} for name in ("sampler", "remover")}
 
 
 def scenario_table(ctx):
@@ -377,21 +500,38 @@ def scenario_table(ctx):
         ctx._servers[-1].stop()  # pylint: disable=protected-access
         return table, None
 
-    states = {"unhosted": unhosted, "hosted_empty": hosted_empty, "hosted_full": hosted_full,
-              "server_stopped": server_stopped}
-    calls = [Call("can_insert", {"num_inserts": 1}), Call("can_sample", {"num_samples": 1}),
-             Call("info", post=_info), Call("name"),
-             Call("replace", dict(_table_args(reverb), name="t2"), post=lambda t: _info(t.info))]
+    states = {
+        "unhosted": unhosted,
+        "hosted_empty": hosted_empty,
+        "hosted_full": hosted_full,
+        "server_stopped": server_stopped,
+    }
+    calls = [
+        Call("can_insert", {"num_inserts": 1}),
+        Call("can_sample", {"num_samples": 1}),
+        Call("info", post=_info),
+        Call("name"),
+        Call("replace", dict(_table_args(reverb), name="t2"), post=lambda t: _info(t.info)),
+    ]
     out = walk.walk(api, states, calls, _table_placeholders(reverb))
     constructors = [
         Call("__init__", _table_args(reverb), call=lambda cls, kwargs: _info(cls(**kwargs).info)),
-        Call("queue", {"name": "t", "max_size": 10, "extensions": (), "signature": None},
-             post=lambda t: _info(t.info)),
-        Call("stack", {"name": "t", "max_size": 10, "extensions": (), "signature": None},
-             post=lambda t: _info(t.info)),
+        Call(
+            "queue",
+            {"name": "t", "max_size": 10, "extensions": (), "signature": None},
+            post=lambda t: _info(t.info),
+        ),
+        Call(
+            "stack",
+            {"name": "t", "max_size": 10, "extensions": (), "signature": None},
+            post=lambda t: _info(t.info),
+        ),
     ]
-    out.update(walk.walk(api, {"class": lambda: (reverb.Table, None)}, constructors,
-                         _table_placeholders(reverb)))
+    out.update(
+        walk.walk(
+            api, {"class": lambda: (reverb.Table, None)}, constructors, _table_placeholders(reverb)
+        )
+    )
     return out
 
 
@@ -413,17 +553,42 @@ def scenario_server(ctx):
         server.stop()
         return server, None
 
-    calls = [Call("localhost_client", post=_type_name), Call("port", post=_type_name),
-             Call("stop"), Call("wait")]
+    calls = [
+        Call("localhost_client", post=_type_name),
+        Call("port", post=_type_name),
+        Call("stop"),
+        Call("wait"),
+    ]
     out = walk.walk(api, {"running": running, "stopped": stopped}, calls)
-    constructor = [Call("__init__", {"tables": from_env(lambda _: [reverb.Table.queue("q", 3)]),
-                                     "port": None, "checkpointer": None},
-                        call=lambda _, kwargs: _type_name(make(**kwargs)),
-                        invalid={"tables": [("duplicate_names", from_env(
-                            lambda _: [reverb.Table.queue("a", 1), reverb.Table.queue("a", 1)]))]})]
-    out.update(walk.walk(api, {"class": lambda: (reverb.Server, None)}, constructor,
-                         {"tables": {"<one table>": from_env(
-                             lambda _: reverb.Table.queue("q", 3))}}))
+    constructor = [
+        Call(
+            "__init__",
+            {
+                "tables": from_env(lambda _: [reverb.Table.queue("q", 3)]),
+                "port": None,
+                "checkpointer": None,
+            },
+            call=lambda _, kwargs: _type_name(make(**kwargs)),
+            invalid={
+                "tables": [
+                    (
+                        "duplicate_names",
+                        from_env(
+                            lambda _: [reverb.Table.queue("a", 1), reverb.Table.queue("a", 1)]
+                        ),
+                    )
+                ]
+            },
+        )
+    ]
+    out.update(
+        walk.walk(
+            api,
+            {"class": lambda: (reverb.Server, None)},
+            constructor,
+            {"tables": {"<one table>": from_env(lambda _: reverb.Table.queue("q", 3))}},
+        )
+    )
     return out
 
 
@@ -440,16 +605,24 @@ def scenario_rate_limiters(ctx):
     r = reverb.rate_limiters
     view = lambda limiter: _limiter_view(limiter, reverb)
     out = {}
-    for name, args in [("MinSize", {"min_size_to_sample": 2}),
-                       ("SampleToInsertRatio", {"samples_per_insert": 2.0,
-                                                "min_size_to_sample": 3, "error_buffer": 6.0}),
-                       ("Queue", {"size": 4}), ("Stack", {"size": 4}),
-                       ("RateLimiter", {"samples_per_insert": 1.0, "min_size_to_sample": 1,
-                                        "min_diff": -5.0, "max_diff": 5.0})]:
+    for name, args in [
+        ("MinSize", {"min_size_to_sample": 2}),
+        (
+            "SampleToInsertRatio",
+            {"samples_per_insert": 2.0, "min_size_to_sample": 3, "error_buffer": 6.0},
+        ),
+        ("Queue", {"size": 4}),
+        ("Stack", {"size": 4}),
+        (
+            "RateLimiter",
+            {"samples_per_insert": 1.0, "min_size_to_sample": 1, "min_diff": -5.0, "max_diff": 5.0},
+        ),
+    ]:
         cls = getattr(r, name)
         calls = [Call("__init__", args, call=lambda c, kwargs: view(c(**kwargs)))]
-        for key, value in walk.walk(_api("reverb.rate_limiters", name),
-                                    {name: lambda cls=cls: (cls, None)}, calls).items():
+        for key, value in walk.walk(
+            _api("reverb.rate_limiters", name), {name: lambda cls=cls: (cls, None)}, calls
+        ).items():
             out[key] = value
     return out
 
@@ -467,16 +640,32 @@ def scenario_selectors(ctx):
     prioritized = _api("reverb.item_selectors", "Prioritized")
     # Prioritized's constructor is listed without parameters (a pybind
     # class); priority_exponent is its one argument under both.
-    prioritized = dict(prioritized, members=dict(prioritized["members"], __init__={
-        "kind": "method", "parameters": [{"name": "priority_exponent",
-                                          "kind": "POSITIONAL_OR_KEYWORD"}]}))
-    out.update(walk.walk(prioritized, {"Prioritized": lambda: (s.Prioritized, None)},
-                         [Call("__init__", {"priority_exponent": 0.8},
-                               call=lambda c, kwargs: view(c(**kwargs)))]))
+    prioritized = dict(
+        prioritized,
+        members=dict(
+            prioritized["members"],
+            __init__={
+                "kind": "method",
+                "parameters": [{"name": "priority_exponent", "kind": "POSITIONAL_OR_KEYWORD"}],
+            },
+        ),
+    )
+    out.update(
+        walk.walk(
+            prioritized,
+            {"Prioritized": lambda: (s.Prioritized, None)},
+            [
+                Call(
+                    "__init__", {"priority_exponent": 0.8}, call=lambda c, kwargs: view(c(**kwargs))
+                )
+            ],
+        )
+    )
     for name in ("Uniform", "Fifo", "Lifo"):
         out[f"{name}/__init__/valid"] = walk.bounded(lambda n=name: view(getattr(s, n)()))
         out[f"{name}/__init__/positional_argument"] = walk.bounded(
-            lambda n=name: view(getattr(s, n)(1)))
+            lambda n=name: view(getattr(s, n)(1))
+        )
     for name in ("MaxHeap", "MinHeap"):
         out[f"{name}/__call__/valid"] = walk.bounded(lambda n=name: view(getattr(s, n)()))
     return out
@@ -487,8 +676,9 @@ def scenario_structured_writer(ctx):
     reverb = ctx.reverb
     sw = reverb.structured_writer
     _, client, address = _live_server(ctx)
-    config = sw.create_config(sw.pattern_from_transform({"a": None, "b": None},
-                                                        lambda s: {"a": s["a"][-2:]}), "q")
+    config = sw.create_config(
+        sw.pattern_from_transform({"a": None, "b": None}, lambda s: {"a": s["a"][-2:]}), "q"
+    )
 
     def fresh():
         _reset(client)
@@ -506,15 +696,25 @@ def scenario_structured_writer(ctx):
         return writer, None
 
     calls = [
-        Call("append", {"data": {"a": np.int32(5), "b": np.float32(1)}, "partial_step": False},
-             invalid={"data": [("other_dtype", {"a": np.float64(1), "b": np.float32(1)}),
-                               ("missing_column", {"b": np.float32(1)})]}),
+        Call(
+            "append",
+            {"data": {"a": np.int32(5), "b": np.float32(1)}, "partial_step": False},
+            invalid={
+                "data": [
+                    ("other_dtype", {"a": np.float64(1), "b": np.float32(1)}),
+                    ("missing_column", {"b": np.float32(1)}),
+                ]
+            },
+        ),
         Call("flush", {"block_until_num_items": 0, "timeout_ms": 1000}),
         Call("end_episode", {"clear_buffers": True, "timeout_ms": 1000}),
         Call("step_is_open"),
     ]
-    out = walk.walk(_api("reverb.structured_writer", "StructuredWriter"),
-                    {"fresh": fresh, "stepped": stepped, "partial": partial}, calls)
+    out = walk.walk(
+        _api("reverb.structured_writer", "StructuredWriter"),
+        {"fresh": fresh, "stepped": stepped, "partial": partial},
+        calls,
+    )
     out["table_size_after"] = client.server_info()["q"].current_size
     return out
 
@@ -522,6 +722,7 @@ def scenario_structured_writer(ctx):
 def scenario_tf_client(ctx):
     walk.begin(ctx, "tf_client")
     import tensorflow as tf
+
     reverb = ctx.reverb
     _, client, address = _live_server(ctx)
 
@@ -539,7 +740,9 @@ def scenario_tf_client(ctx):
                     result = getattr(self._client, method)(**kwargs)
                     # insert and update_priorities give an Operation in a graph.
                     return None if isinstance(result, tf.Operation) else result
+
                 return run()
+
             return call
 
     def state(fill, mode):
@@ -549,51 +752,92 @@ def scenario_tf_client(ctx):
                 _fill(client)
             tf_client = reverb.TFClient(address)
             return (tf_client if mode == "eager" else InFunction(tf_client)), None
+
         return make
 
-    states = {f"{fill}_{mode}": state(fill == "full", mode)
-              for fill in ("empty", "full") for mode in ("eager", "tf_function")}
+    states = {
+        f"{fill}_{mode}": state(fill == "full", mode)
+        for fill in ("empty", "full")
+        for mode in ("eager", "tf_function")
+    }
     calls = [
         Call("server_address", post=lambda a: a.startswith("localhost:")),
-        Call("insert", {"data": from_env(lambda _: [tf.constant([1, 2], tf.int32)]),
-                        "tables": from_env(lambda _: tf.constant(["q"])),
-                        "priorities": from_env(lambda _: tf.constant([1.0], tf.float64)),
-                        "name": None},
-             invalid={"data": False, "tables": [("missing", from_env(
-                 lambda _: tf.constant(["missing"])))], "priorities": [
-                 ("float32", from_env(lambda _: tf.constant([1.0], tf.float32))),
-                 ("two", from_env(lambda _: tf.constant([1.0, 2.0], tf.float64)))]}),
-        Call("sample", {"table": "u", "data_dtypes": [tf.int32], "name": None},
-             post=_without_keys, states=("full_eager", "full_tf_function"),
-             invalid={"table": [("missing", "missing")]}),
-        Call("update_priorities", {
-            "table": "p", "keys": from_env(lambda _: tf.constant([12345], tf.uint64)),
-            "priorities": from_env(lambda _: tf.constant([1.0], tf.float64)), "name": None},
-             invalid={"table": [("missing", "missing")], "priorities": [
-                 ("float32", from_env(lambda _: tf.constant([1.0], tf.float32))),
-                 ("two", from_env(lambda _: tf.constant([1.0, 2.0], tf.float64)))]}),
+        Call(
+            "insert",
+            {
+                "data": from_env(lambda _: [tf.constant([1, 2], tf.int32)]),
+                "tables": from_env(lambda _: tf.constant(["q"])),
+                "priorities": from_env(lambda _: tf.constant([1.0], tf.float64)),
+                "name": None,
+            },
+            invalid={
+                "data": False,
+                "tables": [("missing", from_env(lambda _: tf.constant(["missing"])))],
+                "priorities": [
+                    ("float32", from_env(lambda _: tf.constant([1.0], tf.float32))),
+                    ("two", from_env(lambda _: tf.constant([1.0, 2.0], tf.float64))),
+                ],
+            },
+        ),
+        Call(
+            "sample",
+            {"table": "u", "data_dtypes": [tf.int32], "name": None},
+            post=_without_keys,
+            states=("full_eager", "full_tf_function"),
+            invalid={"table": [("missing", "missing")]},
+        ),
+        Call(
+            "update_priorities",
+            {
+                "table": "p",
+                "keys": from_env(lambda _: tf.constant([12345], tf.uint64)),
+                "priorities": from_env(lambda _: tf.constant([1.0], tf.float64)),
+                "name": None,
+            },
+            invalid={
+                "table": [("missing", "missing")],
+                "priorities": [
+                    ("float32", from_env(lambda _: tf.constant([1.0], tf.float32))),
+                    ("two", from_env(lambda _: tf.constant([1.0, 2.0], tf.float64))),
+                ],
+            },
+        ),
     ]
     placeholders = {
         "data_dtypes": {"<mismatch>": [tf.float32]},
-        "keys": {"<unknown keys>": from_env(lambda _: tf.constant([1, 2], tf.uint64)),
-                 "<float keys>": from_env(lambda _: tf.constant([1.0], tf.float64)),
-                 "<scalar key>": from_env(lambda _: tf.constant(1, tf.uint64))},
-        "priorities": {k: from_env(lambda _, v=v: tf.constant([v], tf.float64))
-                       for k, v in [("<-1>", -1.0), ("<nan>", NAN)]},
+        "keys": {
+            "<unknown keys>": from_env(lambda _: tf.constant([1, 2], tf.uint64)),
+            "<float keys>": from_env(lambda _: tf.constant([1.0], tf.float64)),
+            "<scalar key>": from_env(lambda _: tf.constant(1, tf.uint64)),
+        },
+        "priorities": {
+            k: from_env(lambda _, v=v: tf.constant([v], tf.float64))
+            for k, v in [("<-1>", -1.0), ("<nan>", NAN)]
+        },
     }
     placeholders["priorities"]["<str>"] = from_env(lambda _: tf.constant(["x"]))
     placeholders["tables"] = {"<one table>": from_env(lambda _: tf.constant("q"))}
     out = walk.walk(_api("reverb.tf_client", "TFClient"), states, calls, placeholders)
-    constructor = [Call("__init__", {"server_address": address, "shared_name": None,
-                                     "name": "reverb"},
-                        call=lambda cls, kwargs: _type_name(cls(**kwargs)))]
-    out.update(walk.walk(_api("reverb.tf_client", "TFClient"),
-                         {"class": lambda: (reverb.TFClient, None)}, constructor))
+    constructor = [
+        Call(
+            "__init__",
+            {"server_address": address, "shared_name": None, "name": "reverb"},
+            call=lambda cls, kwargs: _type_name(cls(**kwargs)),
+        )
+    ]
+    out.update(
+        walk.walk(
+            _api("reverb.tf_client", "TFClient"),
+            {"class": lambda: (reverb.TFClient, None)},
+            constructor,
+        )
+    )
     return out
 
 
 def _dataset_walk(ctx, class_name, module):
     import tensorflow as tf
+
     reverb = ctx.reverb
     signature = tf.TensorSpec([], tf.int32)
     tables = [reverb.Table.queue("q", 10, signature=signature), reverb.Table.queue("n", 10)]
@@ -608,24 +852,47 @@ def _dataset_walk(ctx, class_name, module):
         return {"spec": dataset.element_spec.data, "first": elements}
 
     calls = [
-        Call("__init__", {"server_address": address, "table": "q", "dtypes": tf.int32,
-                          "shapes": tf.TensorShape([]), "max_in_flight_samples_per_worker": 2,
-                          "num_workers_per_iterator": -1, "max_samples_per_stream": -1,
-                          "rate_limiter_timeout_ms": 500, "max_samples": -1},
-             call=lambda c, kwargs: view(c(**kwargs)), block_s=3 * walk.BLOCK_S,
-             invalid={"table": [("missing", "missing")]}),
-        Call("from_table_signature", {
-            "server_address": address, "table": "q", "max_in_flight_samples_per_worker": 2,
-            "num_workers_per_iterator": -1, "max_samples_per_stream": -1,
-            # A timeout well inside the walk's bound: an unreachable server
-            # then fails the same way under both, within it.
-            "rate_limiter_timeout_ms": 500, "get_signature_timeout_secs": 1, "max_samples": -1},
-             post=view, block_s=3 * walk.BLOCK_S, invalid={"table": [("no_signature", "n")]}),
+        Call(
+            "__init__",
+            {
+                "server_address": address,
+                "table": "q",
+                "dtypes": tf.int32,
+                "shapes": tf.TensorShape([]),
+                "max_in_flight_samples_per_worker": 2,
+                "num_workers_per_iterator": -1,
+                "max_samples_per_stream": -1,
+                "rate_limiter_timeout_ms": 500,
+                "max_samples": -1,
+            },
+            call=lambda c, kwargs: view(c(**kwargs)),
+            block_s=3 * walk.BLOCK_S,
+            invalid={"table": [("missing", "missing")]},
+        ),
+        Call(
+            "from_table_signature",
+            {
+                "server_address": address,
+                "table": "q",
+                "max_in_flight_samples_per_worker": 2,
+                "num_workers_per_iterator": -1,
+                "max_samples_per_stream": -1,
+                # A timeout well inside the walk's bound: an unreachable server
+                # then fails the same way under both, within it.
+                "rate_limiter_timeout_ms": 500,
+                "get_signature_timeout_secs": 1,
+                "max_samples": -1,
+            },
+            post=view,
+            block_s=3 * walk.BLOCK_S,
+            invalid={"table": [("no_signature", "n")]},
+        ),
     ]
-    placeholders = {"dtypes": {"<mismatch>": tf.float32},
-                    "shapes": {"<mismatch>": tf.TensorShape([3])}}
-    return walk.walk(_api(module, class_name), {"class": lambda: (cls, None)}, calls,
-                     placeholders)
+    placeholders = {
+        "dtypes": {"<mismatch>": tf.float32},
+        "shapes": {"<mismatch>": tf.TensorShape([3])},
+    }
+    return walk.walk(_api(module, class_name), {"class": lambda: (cls, None)}, calls, placeholders)
 
 
 def scenario_trajectory_dataset(ctx):
@@ -643,9 +910,11 @@ def scenario_sample_info(ctx):
     reverb = ctx.reverb
     calls = [Call("tf_dtypes"), Call("tf_shapes"), Call("zeros")]
     api = _api("reverb.replay_sample", "SampleInfo")
-    return walk.walk(api, {"class": lambda: (reverb.replay_sample.SampleInfo, None)},
-                     [Call(c.member, call=lambda cls, _, m=c.member: getattr(cls, m)())
-                      for c in calls])
+    return walk.walk(
+        api,
+        {"class": lambda: (reverb.replay_sample.SampleInfo, None)},
+        [Call(c.member, call=lambda cls, _, m=c.member: getattr(cls, m)()) for c in calls],
+    )
 
 
 def scenario_checkpointers(ctx):
@@ -653,20 +922,34 @@ def scenario_checkpointers(ctx):
     reverb = ctx.reverb
     root = tempfile.mkdtemp()
     lib = reverb.checkpointers
-    calls = [Call("__init__", {"path": os.path.join(root, "ckpt"), "group": "",
-                               "fallback_checkpoint_path": None},
-                  call=lambda cls, kwargs: _type_name(cls(**kwargs)),
-                  invalid={"group": [("int", 7)], "fallback_checkpoint_path": [("int", 7)]})]
-    out = walk.walk(_api("reverb.platform.checkpointers_lib", "DefaultCheckpointer"),
-                    {"class": lambda: (lib.DefaultCheckpointer, None)}, calls)
-    internal = [Call("internal_checkpointer", post=lambda c: c is not None)]
-    out.update(walk.walk(
+    calls = [
+        Call(
+            "__init__",
+            {"path": os.path.join(root, "ckpt"), "group": "", "fallback_checkpoint_path": None},
+            call=lambda cls, kwargs: _type_name(cls(**kwargs)),
+            invalid={"group": [("int", 7)], "fallback_checkpoint_path": [("int", 7)]},
+        )
+    ]
+    out = walk.walk(
         _api("reverb.platform.checkpointers_lib", "DefaultCheckpointer"),
-        {"default": lambda: (lib.DefaultCheckpointer(os.path.join(root, "c2")), None)},
-        internal))
-    out.update(walk.walk(_api("reverb.platform.checkpointers_lib", "TempDirCheckpointer"),
-                         {"temp_dir": lambda: (lib.TempDirCheckpointer(), None)},
-                         [Call("__init__", call=lambda c, _: _type_name(c))] + internal))
+        {"class": lambda: (lib.DefaultCheckpointer, None)},
+        calls,
+    )
+    internal = [Call("internal_checkpointer", post=lambda c: c is not None)]
+    out.update(
+        walk.walk(
+            _api("reverb.platform.checkpointers_lib", "DefaultCheckpointer"),
+            {"default": lambda: (lib.DefaultCheckpointer(os.path.join(root, "c2")), None)},
+            internal,
+        )
+    )
+    out.update(
+        walk.walk(
+            _api("reverb.platform.checkpointers_lib", "TempDirCheckpointer"),
+            {"temp_dir": lambda: (lib.TempDirCheckpointer(), None)},
+            [Call("__init__", call=lambda c, _: _type_name(c))] + internal,
+        )
+    )
     return out
 
 
@@ -718,10 +1001,18 @@ def _functions(ctx, scenario, module, functions):
     valid arguments, extra Call options)."""
     out = {}
     for name, (fn, args, options) in functions.items():
-        calls = [Call("__call__", args, call=lambda f, kwargs: f(**kwargs),
-                      invalid=options.get("invalid", {}), post=options.get("post"))]
-        for key, value in walk.walk(_api(module, name), {name: lambda fn=fn: (fn, None)}, calls,
-                                    options.get("placeholders")).items():
+        calls = [
+            Call(
+                "__call__",
+                args,
+                call=lambda f, kwargs: f(**kwargs),
+                invalid=options.get("invalid", {}),
+                post=options.get("post"),
+            )
+        ]
+        for key, value in walk.walk(
+            _api(module, name), {name: lambda fn=fn: (fn, None)}, calls, options.get("placeholders")
+        ).items():
             out[key] = value
     return out
 
@@ -729,6 +1020,7 @@ def _functions(ctx, scenario, module, functions):
 def scenario_structured_functions(ctx):
     walk.begin(ctx, "structured_functions")
     import tensorflow as tf
+
     reverb = ctx.reverb
     sw = reverb.structured_writer
     step = {"a": None, "b": None}
@@ -741,27 +1033,56 @@ def scenario_structured_functions(ctx):
     def raising(_):
         raise KeyError("no such column")
 
-    transforms = {"<raises>": raising, "<returns none>": lambda s: None,
-                  "<out of range>": lambda s: s["a"][5]}
+    transforms = {
+        "<raises>": raising,
+        "<returns none>": lambda s: None,
+        "<out of range>": lambda s: s["a"][5],
+    }
     functions = {
         "create_reference_step": (sw.create_reference_step, {"step_structure": step}, {}),
-        "pattern_from_transform": (sw.pattern_from_transform,
-                                   {"step_structure": step, "transform": transform},
-                                   {"placeholders": {"transform": transforms}}),
-        "create_config": (sw.create_config, {
-            "pattern": pattern, "table": "q",
-            "conditions": [sw.Condition.step_index() >= 1], "priority": None}, {
-                "invalid": {"priority": [("str", "high"), ("float", 1.0)]}}),
-        "infer_signature": (sw.infer_signature, {"configs": [config], "step_spec": spec}, {
-            "placeholders": {"step_spec": {"<other structure>": {
-                "x": tf.TensorSpec([], tf.int32)}}}}),
-        "unpack_pattern": (sw.unpack_pattern, {"config": config}, {
-            "placeholders": {"config": {"<empty config>": sw.Config()}}}),
+        "pattern_from_transform": (
+            sw.pattern_from_transform,
+            {"step_structure": step, "transform": transform},
+            {"placeholders": {"transform": transforms}},
+        ),
+        "create_config": (
+            sw.create_config,
+            {
+                "pattern": pattern,
+                "table": "q",
+                "conditions": [sw.Condition.step_index() >= 1],
+                "priority": None,
+            },
+            {"invalid": {"priority": [("str", "high"), ("float", 1.0)]}},
+        ),
+        "infer_signature": (
+            sw.infer_signature,
+            {"configs": [config], "step_spec": spec},
+            {
+                "placeholders": {
+                    "step_spec": {"<other structure>": {"x": tf.TensorSpec([], tf.int32)}}
+                }
+            },
+        ),
+        "unpack_pattern": (
+            sw.unpack_pattern,
+            {"config": config},
+            {"placeholders": {"config": {"<empty config>": sw.Config()}}},
+        ),
         "constant_priority_fn": (sw.constant_priority_fn, {"value": 2.5}, {}),
-        "td_error": (sw.td_error, {"max_priority_weight": 0.9, "step_structure": step,
-                                   "get_field_from_step_fn": lambda s: s["b"]},
-                     {"placeholders": {"get_field_from_step_fn": {
-                         "<missing field>": lambda s: s["missing"]}}}),
+        "td_error": (
+            sw.td_error,
+            {
+                "max_priority_weight": 0.9,
+                "step_structure": step,
+                "get_field_from_step_fn": lambda s: s["b"],
+            },
+            {
+                "placeholders": {
+                    "get_field_from_step_fn": {"<missing field>": lambda s: s["missing"]}
+                }
+            },
+        ),
     }
     return _functions(ctx, "structured_functions", "reverb.structured_writer", functions)
 
@@ -769,8 +1090,13 @@ def scenario_structured_functions(ctx):
 def scenario_from_proto(ctx):
     walk.begin(ctx, "from_proto")
     reverb = ctx.reverb
-    table = reverb.Table("t", reverb.selectors.Prioritized(0.8), reverb.selectors.Fifo(), 10,
-                         reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 6.0))
+    table = reverb.Table(
+        "t",
+        reverb.selectors.Prioritized(0.8),
+        reverb.selectors.Fifo(),
+        10,
+        reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 6.0),
+    )
     info = table.info
     lib = importlib.import_module(reverb.__name__ + ".server_executable.server_from_proto")
     schema = type(info.sampler_options)
@@ -795,16 +1121,22 @@ def scenario_from_proto(ctx):
         return type(value).__name__
 
     functions = {
-        "selector_from_proto": (lib.selector_from_proto, {"s": info.sampler_options}, {
-            "placeholders": {"s": {"<empty selector>": schema()}}, "post": view}),
-        "rate_limiter_from_proto": (lib.rate_limiter_from_proto, {"proto": limiter_proto}, {
-            "placeholders": {"proto": {"<empty limiter>": type(limiter_proto)()}},
-            "post": lambda limiter: _limiter_view(limiter, reverb)}),
-        "tables_from_proto": (lib.tables_from_proto, {"configs": [table_proto]},
-                              {"post": view}),
+        "selector_from_proto": (
+            lib.selector_from_proto,
+            {"s": info.sampler_options},
+            {"placeholders": {"s": {"<empty selector>": schema()}}, "post": view},
+        ),
+        "rate_limiter_from_proto": (
+            lib.rate_limiter_from_proto,
+            {"proto": limiter_proto},
+            {
+                "placeholders": {"proto": {"<empty limiter>": type(limiter_proto)()}},
+                "post": lambda limiter: _limiter_view(limiter, reverb),
+            },
+        ),
+        "tables_from_proto": (lib.tables_from_proto, {"configs": [table_proto]}, {"post": view}),
     }
-    return _functions(ctx, "from_proto", "reverb.server_executable.server_from_proto",
-                      functions)
+    return _functions(ctx, "from_proto", "reverb.server_executable.server_from_proto", functions)
 
 
 def scenario_client_of_a_stopped_server(ctx):
@@ -825,5 +1157,6 @@ def scenario_client_of_a_stopped_server(ctx):
     calls, placeholders = _client_calls(reverb)
     for call in calls:
         call.invalid_states = ()
-    return walk.walk(_api("reverb.client", "Client"), {"server_stopped": server_stopped},
-                     calls, placeholders)
+    return walk.walk(
+        _api("reverb.client", "Client"), {"server_stopped": server_stopped}, calls, placeholders
+    )

@@ -13,11 +13,17 @@ def _sample_view(sample):
     if isinstance(sample, list):
         return [_sample_view(s) for s in sample]
     info = sample.info
-    return {"type": type(sample).__name__, "info_type": type(info).__name__,
-            "info_fields": list(info._fields),
-            "probability": info.probability, "table_size": info.table_size,
-            "priority": info.priority, "times_sampled": getattr(info, "times_sampled", None),
-            "key_type": type(info.key).__name__, "data": sample.data}
+    return {
+        "type": type(sample).__name__,
+        "info_type": type(info).__name__,
+        "info_fields": list(info._fields),
+        "probability": info.probability,
+        "table_size": info.table_size,
+        "priority": info.priority,
+        "times_sampled": getattr(info, "times_sampled", None),
+        "key_type": type(info.key).__name__,
+        "data": sample.data,
+    }
 
 
 def scenario_insert_then_sample_timesteps(ctx):
@@ -37,18 +43,21 @@ def scenario_insert_then_sample_no_timesteps(ctx):
 def scenario_unpacked_signature_key_order(ctx):
     """Signatures given in non-alphabetical order come back sorted."""
     import tensorflow as tf
+
     reverb = ctx.reverb
-    signature = {"z": tf.TensorSpec([], tf.int64), "a": {"y": tf.TensorSpec([], tf.int32),
-                                                         "b": tf.TensorSpec([], tf.int32)}}
+    signature = {
+        "z": tf.TensorSpec([], tf.int64),
+        "a": {"y": tf.TensorSpec([], tf.int32), "b": tf.TensorSpec([], tf.int32)},
+    }
     _, client = ctx.server([_queue(reverb, signature=signature)])
     client.insert({"z": np.int64(1), "a": {"y": np.int32(2), "b": np.int32(3)}}, {"q": 1.0})
     sample = next(client.sample("q", emit_timesteps=False, unpack_as_table_signature=True))
-    return {"info_signature": list(client.server_info()["q"].signature),
-            "data": sample.data}
+    return {"info_signature": list(client.server_info()["q"].signature), "data": sample.data}
 
 
 def scenario_insert_nested_unpacked(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     signature = {"a": tf.TensorSpec([], tf.int64), "b": {"c": tf.TensorSpec([2], tf.float32)}}
     _, client = ctx.server([_queue(reverb, signature=signature)])
@@ -62,6 +71,7 @@ def scenario_insert_nested_unpacked(ctx):
 def scenario_insert_into_step_signature(ctx):
     """dm-reverb checks a legacy insert against the signature of one step."""
     import tensorflow as tf
+
     reverb = ctx.reverb
     table = _queue(reverb, signature=tf.TensorSpec([], tf.int64))
     _, client = ctx.server([table])
@@ -73,6 +83,7 @@ def scenario_insert_into_step_signature(ctx):
 
 def scenario_insert_into_time_signature(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     table = _queue(reverb, signature=tf.TensorSpec([1, 4], tf.float32))
     _, client = ctx.server([table])
@@ -85,8 +96,13 @@ def scenario_insert_multiple_tables(ctx):
     _, client = ctx.server([_queue(reverb, "a"), _queue(reverb, "b")])
     client.insert(np.arange(3), {"a": 1.0, "b": 2.0})
     info = client.server_info()
-    return {name: (info[name].current_size, _sample_view(next(
-        client.sample(name, emit_timesteps=False)))) for name in ("a", "b")}
+    return {
+        name: (
+            info[name].current_size,
+            _sample_view(next(client.sample(name, emit_timesteps=False))),
+        )
+        for name in ("a", "b")
+    }
 
 
 def scenario_insert_errors(ctx):
@@ -107,9 +123,17 @@ def scenario_sample_unknown_table(ctx):
 
 def scenario_sample_many_fifo_order(ctx):
     reverb = ctx.reverb
-    _, client = ctx.server([reverb.Table(
-        "t", sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
-        max_size=100, rate_limiter=reverb.rate_limiters.MinSize(1))])
+    _, client = ctx.server(
+        [
+            reverb.Table(
+                "t",
+                sampler=reverb.selectors.Fifo(),
+                remover=reverb.selectors.Fifo(),
+                max_size=100,
+                rate_limiter=reverb.rate_limiters.MinSize(1),
+            )
+        ]
+    )
     for i in range(5):
         client.insert(np.int32(i), {"t": float(i)})
     return [_sample_view(s) for s in client.sample("t", num_samples=7, emit_timesteps=False)]
@@ -117,11 +141,18 @@ def scenario_sample_many_fifo_order(ctx):
 
 def scenario_mutate_priorities_and_delete(ctx):
     reverb = ctx.reverb
-    _, client = ctx.server([
-        reverb.Table.queue("fifo", 100),
-        reverb.Table("heap", sampler=reverb.selectors.MaxHeap(),
-                     remover=reverb.selectors.Fifo(), max_size=100,
-                     rate_limiter=reverb.rate_limiters.MinSize(1))])
+    _, client = ctx.server(
+        [
+            reverb.Table.queue("fifo", 100),
+            reverb.Table(
+                "heap",
+                sampler=reverb.selectors.MaxHeap(),
+                remover=reverb.selectors.Fifo(),
+                max_size=100,
+                rate_limiter=reverb.rate_limiters.MinSize(1),
+            ),
+        ]
+    )
     for i in range(4):
         client.insert(np.int32(i), {"fifo": float(i), "heap": float(i)})
     samples = list(client.sample("fifo", num_samples=4, emit_timesteps=False))
@@ -136,7 +167,8 @@ def scenario_mutate_priorities_and_delete(ctx):
     results["size"] = client.server_info()["heap"].current_size
     results["top"] = _sample_view(next(client.sample("heap", emit_timesteps=False)))
     results["update_then_delete_same"] = ctx.call(
-        client.mutate_priorities, "heap", updates={keys[2]: 50.0}, deletes=[keys[2]])
+        client.mutate_priorities, "heap", updates={keys[2]: 50.0}, deletes=[keys[2]]
+    )
     results["size_after"] = client.server_info()["heap"].current_size
     return results
 
@@ -147,28 +179,46 @@ def scenario_reset(ctx):
     client.insert(np.int32(1), {"q": 1.0})
     before = client.server_info()["q"].current_size
     result = ctx.call(client.reset, "q")
-    return {"before": before, "reset": result,
-            "after": client.server_info()["q"].current_size,
-            "unknown": ctx.call(client.reset, "nope")}
+    return {
+        "before": before,
+        "reset": result,
+        "after": client.server_info()["q"].current_size,
+        "unknown": ctx.call(client.reset, "nope"),
+    }
 
 
 def scenario_server_info_fields(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     tables = [
-        reverb.Table("prio", sampler=reverb.selectors.Prioritized(0.8),
-                     remover=reverb.selectors.Fifo(), max_size=10, max_times_sampled=3,
-                     rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                         samples_per_insert=2.0, min_size_to_sample=1, error_buffer=10.0),
-                     signature={"x": tf.TensorSpec([2], tf.float32)}),
+        reverb.Table(
+            "prio",
+            sampler=reverb.selectors.Prioritized(0.8),
+            remover=reverb.selectors.Fifo(),
+            max_size=10,
+            max_times_sampled=3,
+            rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+                samples_per_insert=2.0, min_size_to_sample=1, error_buffer=10.0
+            ),
+            signature={"x": tf.TensorSpec([2], tf.float32)},
+        ),
         reverb.Table.queue("queue", 5),
         reverb.Table.stack("stack", 5),
-        reverb.Table("heap", sampler=reverb.selectors.MinHeap(),
-                     remover=reverb.selectors.MaxHeap(), max_size=7,
-                     rate_limiter=reverb.rate_limiters.MinSize(2)),
-        reverb.Table("uni", sampler=reverb.selectors.Uniform(),
-                     remover=reverb.selectors.Lifo(), max_size=7,
-                     rate_limiter=reverb.rate_limiters.MinSize(1)),
+        reverb.Table(
+            "heap",
+            sampler=reverb.selectors.MinHeap(),
+            remover=reverb.selectors.MaxHeap(),
+            max_size=7,
+            rate_limiter=reverb.rate_limiters.MinSize(2),
+        ),
+        reverb.Table(
+            "uni",
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Lifo(),
+            max_size=7,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        ),
     ]
     _, client = ctx.server(tables)
     client.insert({"x": np.zeros(2, np.float32)}, {"prio": 1.0})
@@ -176,14 +226,24 @@ def scenario_server_info_fields(ctx):
     out = {}
     for name, info in sorted(client.server_info().items()):
         fields = {}
-        for field in ("name", "sampler_options", "remover_options", "max_size",
-                      "max_times_sampled", "signature", "current_size", "num_episodes",
-                      "num_deleted_episodes", "num_unique_samples"):
+        for field in (
+            "name",
+            "sampler_options",
+            "remover_options",
+            "max_size",
+            "max_times_sampled",
+            "signature",
+            "current_size",
+            "num_episodes",
+            "num_deleted_episodes",
+            "num_unique_samples",
+        ):
             fields[field] = getattr(info, field, "<missing>")
         limiter = info.rate_limiter_info
         fields["rate_limiter"] = {
             f: getattr(limiter, f, "<missing>")
-            for f in ("samples_per_insert", "min_diff", "max_diff", "min_size_to_sample")}
+            for f in ("samples_per_insert", "min_diff", "max_diff", "min_size_to_sample")
+        }
         fields["rate_limiter_type"] = type(limiter).__name__
         fields["info_type"] = type(info).__name__
         fields["table_worker_time_type"] = type(getattr(info, "table_worker_time", None)).__name__
@@ -195,20 +255,26 @@ def scenario_server_info_types(ctx):
     reverb = ctx.reverb
     _, client = ctx.server([_queue(reverb)])
     info = client.server_info()
-    return {"type": type(info).__name__, "keys": sorted(info),
-            "value_type": type(info["q"]).__name__,
-            "sampler_kind": info["q"].sampler_options.WhichOneof("distribution")
-            if hasattr(info["q"].sampler_options, "WhichOneof") else "<no WhichOneof>"}
+    return {
+        "type": type(info).__name__,
+        "keys": sorted(info),
+        "value_type": type(info["q"]).__name__,
+        "sampler_kind": info["q"].sampler_options.WhichOneof("distribution")
+        if hasattr(info["q"].sampler_options, "WhichOneof")
+        else "<no WhichOneof>",
+    }
 
 
 def scenario_sample_blocks_until_insert(ctx):
     """A sample of an empty queue waits; it returns once an item arrives."""
     import threading
+
     reverb = ctx.reverb
     _, client = ctx.server([_queue(reverb)])
     result = []
     thread = threading.Thread(
-        target=lambda: result.append(_sample_view(next(client.sample("q", emit_timesteps=False)))))
+        target=lambda: result.append(_sample_view(next(client.sample("q", emit_timesteps=False))))
+    )
     thread.start()
     thread.join(0.5)
     blocked = thread.is_alive()

@@ -6,13 +6,17 @@ import numpy as np
 
 def scenario_server_arguments(ctx):
     import portpicker
+
     reverb = ctx.reverb
     port = portpicker.pick_unused_port()
     server, client = ctx.server([reverb.Table.queue("q", 3)], port=port)
-    result = {"explicit_port": server.port == port,
-              "duplicate_names": ctx.call(reverb.Server, [reverb.Table.queue("a", 1),
-                                                          reverb.Table.queue("a", 1)]),
-              "port_in_use": ctx.call(reverb.Server, [reverb.Table.queue("b", 1)], port=port)}
+    result = {
+        "explicit_port": server.port == port,
+        "duplicate_names": ctx.call(
+            reverb.Server, [reverb.Table.queue("a", 1), reverb.Table.queue("a", 1)]
+        ),
+        "port_in_use": ctx.call(reverb.Server, [reverb.Table.queue("b", 1)], port=port),
+    }
     return result
 
 
@@ -21,14 +25,18 @@ def scenario_table_arguments(ctx):
     s, r = reverb.selectors, reverb.rate_limiters
 
     def make(**kwargs):
-        args = dict(name="t", sampler=s.Uniform(), remover=s.Fifo(), max_size=10,
-                    rate_limiter=r.MinSize(1))
+        args = dict(
+            name="t", sampler=s.Uniform(), remover=s.Fifo(), max_size=10, rate_limiter=r.MinSize(1)
+        )
         args.update(kwargs)
         return ctx.call(lambda: reverb.Table(**args).name)
 
-    return {"ok": make(), "max_times_sampled": make(max_times_sampled=5),
-            "signature_not_spec": make(signature={"a": 1}),
-            "extensions": make(extensions=[object()])}
+    return {
+        "ok": make(),
+        "max_times_sampled": make(max_times_sampled=5),
+        "signature_not_spec": make(signature={"a": 1}),
+        "extensions": make(extensions=[object()]),
+    }
 
 
 def scenario_rate_limiter_arguments(ctx):
@@ -52,11 +60,13 @@ def scenario_writer_after_close(ctx):
     writer.create_item("q", 1.0, writer.history["a"][-1])
     writer.flush()
     writer.close()
-    return {"append": ctx.call(writer.append, {"a": np.int32(2)}),
-            "flush": ctx.call(writer.flush),
-            "end_episode": ctx.call(writer.end_episode),
-            "create_item": ctx.call(writer.create_item, "q", 1.0, writer.history["a"][-1]),
-            "size": client.server_info()["q"].current_size}
+    return {
+        "append": ctx.call(writer.append, {"a": np.int32(2)}),
+        "flush": ctx.call(writer.flush),
+        "end_episode": ctx.call(writer.end_episode),
+        "create_item": ctx.call(writer.create_item, "q", 1.0, writer.history["a"][-1]),
+        "size": client.server_info()["q"].current_size,
+    }
 
 
 def scenario_append_with_none_leaves(ctx):
@@ -70,8 +80,13 @@ def scenario_append_with_none_leaves(ctx):
     legacy = client.writer(2)
     legacy_none = ctx.call(legacy.append, [np.int32(1), None])
     legacy.close()
-    return {"first": first, "second": second, "history": history, "missing": missing,
-            "legacy_none": legacy_none}
+    return {
+        "first": first,
+        "second": second,
+        "history": history,
+        "missing": missing,
+        "legacy_none": legacy_none,
+    }
 
 
 def scenario_trajectory_writer_configure(ctx):
@@ -86,12 +101,17 @@ def scenario_trajectory_writer_configure(ctx):
         long_b = ctx.call(writer.create_item, "q", 1.0, {"b": writer.history["b"][-2:]})
         bad = ctx.call(writer.configure, ("a",), num_keep_alive_refs=0, max_chunk_length=1)
         writer.flush()
-    return {"long_a": long_a, "long_b": long_b, "bad": bad,
-            "item": next(client.sample("q", emit_timesteps=False)).data}
+    return {
+        "long_a": long_a,
+        "long_b": long_b,
+        "bad": bad,
+        "item": next(client.sample("q", emit_timesteps=False)).data,
+    }
 
 
 def scenario_client_pickles(ctx):
     import pickle
+
     reverb = ctx.reverb
     server, client = ctx.server([reverb.Table.queue("q", 5)])
     copy = pickle.loads(pickle.dumps(client))
@@ -106,8 +126,7 @@ def scenario_sample_to_insert_ratio_window(ctx):
     result = {}
     for spi, min_size, buffer in [(0.1, 1, 5.0), (0.5, 1, 3.0), (2.0, 3, 10.0), (0.25, 2, 1.5)]:
         limiter = reverb.rate_limiters.SampleToInsertRatio(spi, min_size, buffer)
-        table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
-                             limiter)
+        table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100, limiter)
         _, client = ctx.server([table])
         info = client.server_info()["t"].rate_limiter_info
         result[f"{spi}/{min_size}/{buffer}"] = (round(info.min_diff, 9), round(info.max_diff, 9))

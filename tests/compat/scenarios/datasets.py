@@ -18,8 +18,11 @@ def _fill_trajectories(client, n=3, steps=3):
         for i in range(n * steps):
             writer.append({"obs": np.full([2], i, np.float32), "act": np.int32(i)})
             if (i + 1) % steps == 0:
-                writer.create_item("t", 1.0, {"obs": writer.history["obs"][-steps:],
-                                              "act": writer.history["act"][-1]})
+                writer.create_item(
+                    "t",
+                    1.0,
+                    {"obs": writer.history["obs"][-steps:], "act": writer.history["act"][-1]},
+                )
         writer.flush()
 
 
@@ -28,118 +31,163 @@ def _signature(tf, steps=3):
 
 
 def _element(sample):
-    return {"info": {f: getattr(sample.info, f) for f in sample.info._fields if f != "key"},
-            "key_dtype": sample.info.key.dtype.name, "data": sample.data}
+    return {
+        "info": {f: getattr(sample.info, f) for f in sample.info._fields if f != "key"},
+        "key_dtype": sample.info.key.dtype.name,
+        "data": sample.data,
+    }
 
 
 def scenario_trajectory_dataset_from_signature(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=_signature(tf))])
     _fill_trajectories(client)
     ds = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=2)
+        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=2
+    )
     return {"spec": ds.element_spec, "elements": [_element(s) for s in ds.take(3)]}
 
 
 def scenario_trajectory_dataset_explicit_positional(ctx):
     """dtypes come before shapes, positionally."""
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb)])
     _fill_trajectories(client, n=2)
-    ds = reverb.TrajectoryDataset(f"localhost:{server.port}", "t",
-                                  {"act": tf.int32, "obs": tf.float32},
-                                  {"act": tf.TensorShape([]), "obs": tf.TensorShape([3, 2])}, 4)
-    return {"spec": ds.element_spec,
-            "elements": [_element(s) for s in ds.take(2)]}
+    ds = reverb.TrajectoryDataset(
+        f"localhost:{server.port}",
+        "t",
+        {"act": tf.int32, "obs": tf.float32},
+        {"act": tf.TensorShape([]), "obs": tf.TensorShape([3, 2])},
+        4,
+    )
+    return {"spec": ds.element_spec, "elements": [_element(s) for s in ds.take(2)]}
 
 
 def scenario_trajectory_dataset_batched(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=_signature(tf))])
     _fill_trajectories(client, n=4)
     ds = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=4).batch(2)
+        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=4
+    ).batch(2)
     return {"spec": ds.element_spec, "first": _element(next(iter(ds)))}
 
 
 def scenario_trajectory_dataset_errors(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, _ = ctx.server([_table(reverb), _table(reverb, "s", signature=_signature(tf))])
     address = f"localhost:{server.port}"
     return {
         "no_signature": ctx.call(reverb.TrajectoryDataset.from_table_signature, address, "t", 2),
-        "unknown_table": ctx.call(reverb.TrajectoryDataset.from_table_signature, address,
-                                  "nope", 2),
+        "unknown_table": ctx.call(
+            reverb.TrajectoryDataset.from_table_signature, address, "nope", 2
+        ),
         "bad_in_flight": ctx.call(reverb.TrajectoryDataset.from_table_signature, address, "s", 0),
-        "bad_workers": ctx.call(reverb.TrajectoryDataset.from_table_signature, address, "s", 2,
-                                num_workers_per_iterator=0),
-        "bad_max_samples": ctx.call(reverb.TrajectoryDataset.from_table_signature, address, "s",
-                                    2, max_samples_per_stream=0),
+        "bad_workers": ctx.call(
+            reverb.TrajectoryDataset.from_table_signature,
+            address,
+            "s",
+            2,
+            num_workers_per_iterator=0,
+        ),
+        "bad_max_samples": ctx.call(
+            reverb.TrajectoryDataset.from_table_signature, address, "s", 2, max_samples_per_stream=0
+        ),
     }
 
 
 def scenario_trajectory_dataset_wrong_dtype_at_runtime(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb)])
     _fill_trajectories(client, n=1)
-    ds = reverb.TrajectoryDataset(f"localhost:{server.port}", "t",
-                                  {"act": tf.int64, "obs": tf.float32},
-                                  {"act": tf.TensorShape([]), "obs": tf.TensorShape([3, 2])}, 4)
+    ds = reverb.TrajectoryDataset(
+        f"localhost:{server.port}",
+        "t",
+        {"act": tf.int64, "obs": tf.float32},
+        {"act": tf.TensorShape([]), "obs": tf.TensorShape([3, 2])},
+        4,
+    )
     return ctx.call(lambda: next(iter(ds)))
 
 
 def scenario_trajectory_dataset_rate_limiter_timeout(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=_signature(tf))])
     _fill_trajectories(client, n=2)
     ds = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=2,
-        rate_limiter_timeout_ms=200)
+        f"localhost:{server.port}",
+        "t",
+        max_in_flight_samples_per_worker=2,
+        rate_limiter_timeout_ms=200,
+    )
     return [_element(s) for s in ds]
 
 
 def scenario_trajectory_dataset_max_samples(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
-    table = reverb.Table("t", sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
-                         max_size=10, rate_limiter=reverb.rate_limiters.MinSize(1),
-                         signature=_signature(tf))
+    table = reverb.Table(
+        "t",
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=10,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=_signature(tf),
+    )
     server, client = ctx.server([table])
     _fill_trajectories(client, n=1)
     ds = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=1,
-        max_samples=3)
+        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=1, max_samples=3
+    )
     return len(list(ds))
 
 
 def scenario_trajectory_dataset_max_samples_per_stream_goes_on(ctx):
     """max_samples_per_stream starts a new stream; only max_samples ends the iterator."""
     import tensorflow as tf
+
     reverb = ctx.reverb
-    table = reverb.Table("t", sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
-                         max_size=10, rate_limiter=reverb.rate_limiters.MinSize(1),
-                         signature=_signature(tf))
+    table = reverb.Table(
+        "t",
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=10,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature=_signature(tf),
+    )
     server, client = ctx.server([table])
     _fill_trajectories(client, n=2)
     address = f"localhost:{server.port}"
     per_stream = reverb.TrajectoryDataset.from_table_signature(
-        address, "t", max_in_flight_samples_per_worker=2, max_samples_per_stream=3,
-        rate_limiter_timeout_ms=2000)
+        address,
+        "t",
+        max_in_flight_samples_per_worker=2,
+        max_samples_per_stream=3,
+        rate_limiter_timeout_ms=2000,
+    )
     both = reverb.TrajectoryDataset.from_table_signature(
-        address, "t", max_in_flight_samples_per_worker=2, max_samples_per_stream=3,
-        max_samples=7)
+        address, "t", max_in_flight_samples_per_worker=2, max_samples_per_stream=3, max_samples=7
+    )
     return {"per_stream_take_20": len(list(per_stream.take(20))), "both": len(list(both))}
 
 
 def scenario_legacy_insert_step_signature_dataset(ctx):
     """A legacy item in a table whose signature is one step: the dataset fails."""
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=tf.TensorSpec([2], tf.float32))])
     client.insert(np.ones(2, np.float32), {"t": 1.0})
@@ -149,6 +197,7 @@ def scenario_legacy_insert_step_signature_dataset(ctx):
 
 def scenario_legacy_insert_time_signature_dataset(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=tf.TensorSpec([1, 2], tf.float32))])
     client.insert(np.ones(2, np.float32), {"t": 1.0})
@@ -158,9 +207,16 @@ def scenario_legacy_insert_time_signature_dataset(ctx):
 
 def scenario_timestep_dataset_from_signature_legacy(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
-    server, client = ctx.server([_table(reverb, signature={
-        "a": tf.TensorSpec([2], tf.float32), "b": tf.TensorSpec([], tf.int64)})])
+    server, client = ctx.server(
+        [
+            _table(
+                reverb,
+                signature={"a": tf.TensorSpec([2], tf.float32), "b": tf.TensorSpec([], tf.int64)},
+            )
+        ]
+    )
     with client.writer(3) as writer:
         for i in range(3):
             writer.append({"a": np.full(2, i, np.float32), "b": np.int64(i)})
@@ -171,6 +227,7 @@ def scenario_timestep_dataset_from_signature_legacy(ctx):
 
 def scenario_timestep_dataset_explicit(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb)])
     with client.writer(3) as writer:
@@ -178,20 +235,25 @@ def scenario_timestep_dataset_explicit(ctx):
             writer.append([np.full(2, i, np.float32), np.int64(i)])
         writer.create_item("t", 3, 1.0)
         writer.create_item("t", 2, 2.0)
-    ds = reverb.TimestepDataset(f"localhost:{server.port}", "t",
-                                dtypes=[tf.float32, tf.int64],
-                                shapes=[tf.TensorShape([2]), tf.TensorShape([])],
-                                max_in_flight_samples_per_worker=2)
+    ds = reverb.TimestepDataset(
+        f"localhost:{server.port}",
+        "t",
+        dtypes=[tf.float32, tf.int64],
+        shapes=[tf.TensorShape([2]), tf.TensorShape([])],
+        max_in_flight_samples_per_worker=2,
+    )
     return {"spec": ds.element_spec, "elements": [_element(s) for s in ds.take(5)]}
 
 
 def scenario_dataset_in_tf_function(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     server, client = ctx.server([_table(reverb, signature=_signature(tf))])
     _fill_trajectories(client, n=2)
     ds = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=2)
+        f"localhost:{server.port}", "t", max_in_flight_samples_per_worker=2
+    )
 
     @tf.function
     def total(dataset):

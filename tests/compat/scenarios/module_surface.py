@@ -4,13 +4,19 @@
 
 def scenario_tables_and_limiters(ctx):
     reverb = ctx.reverb
-    table = reverb.Table("t", sampler=reverb.selectors.Prioritized(0.5),
-                         remover=reverb.selectors.Fifo(), max_size=10,
-                         rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                             samples_per_insert=1.0, min_size_to_sample=2, error_buffer=3.0))
+    table = reverb.Table(
+        "t",
+        sampler=reverb.selectors.Prioritized(0.5),
+        remover=reverb.selectors.Fifo(),
+        max_size=10,
+        rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=1.0, min_size_to_sample=2, error_buffer=3.0
+        ),
+    )
     replaced = table.replace(name="u", max_size=20)
     return {
-        "name": table.name, "replaced_name": replaced.name,
+        "name": table.name,
+        "replaced_name": replaced.name,
         "can_insert": [table.can_insert(n) for n in (1, 5, 6, 100)],
         "can_sample": [table.can_sample(n) for n in (1, 2)],
         "queue": reverb.Table.queue("q", 3).name,
@@ -27,30 +33,38 @@ def scenario_tables_and_limiters(ctx):
 
 def scenario_live_can_insert_and_sample(ctx):
     import numpy as np
+
     reverb = ctx.reverb
-    table = reverb.Table("t", sampler=reverb.selectors.Fifo(), remover=reverb.selectors.Fifo(),
-                         max_size=100,
-                         rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-                             samples_per_insert=1.0, min_size_to_sample=2, error_buffer=3.0))
+    table = reverb.Table(
+        "t",
+        sampler=reverb.selectors.Fifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=100,
+        rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=1.0, min_size_to_sample=2, error_buffer=3.0
+        ),
+    )
     _, client = ctx.server([table])
     out = []
     for k in range(3):
         client.insert(np.int32(k), {"t": 1.0})
-        out.append([[table.can_insert(n) for n in range(1, 7)],
-                    [table.can_sample(n) for n in range(1, 6)]])
+        out.append(
+            [[table.can_insert(n) for n in range(1, 7)], [table.can_sample(n) for n in range(1, 6)]]
+        )
     info = table.info
     return {"steps": out, "info_size": info.current_size, "info_name": info.name}
 
 
 def scenario_server_from_proto(ctx):
     from google.protobuf import text_format
+
     reverb = ctx.reverb
     import importlib
-    config_pb2 = importlib.import_module(
-        reverb.__name__ + ".server_executable.reverb_config_pb2")
-    from_proto = importlib.import_module(
-        reverb.__name__ + ".server_executable.server_from_proto")
-    config = text_format.Parse("""
+
+    config_pb2 = importlib.import_module(reverb.__name__ + ".server_executable.reverb_config_pb2")
+    from_proto = importlib.import_module(reverb.__name__ + ".server_executable.server_from_proto")
+    config = text_format.Parse(
+        """
         port: 1234
         tables {
           table_name: "a"
@@ -65,19 +79,33 @@ def scenario_server_from_proto(ctx):
           sampler { heap { min_heap: true } }
           remover { lifo: true }
           max_size: 5
-          rate_limiter { samples_per_insert: 1.0 min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 }
-        }""", config_pb2.ReverbServerConfig())
+          rate_limiter { samples_per_insert: 1.0 min_size_to_sample: 1
+                         min_diff: -1e9 max_diff: 1e9 }
+        }""",
+        config_pb2.ReverbServerConfig(),
+    )
     tables = from_proto.tables_from_proto(config.tables)
     server, client = ctx.server(tables)
     infos = client.server_info()
-    return {"port": config.port,
-            "tables": {name: (info.sampler_options, info.remover_options, info.max_size,
-                              info.max_times_sampled, info.rate_limiter_info.samples_per_insert,
-                              info.rate_limiter_info.min_diff, info.rate_limiter_info.max_diff)
-                       for name, info in sorted(infos.items())},
-            "false_fifo": ctx.call(from_proto.selector_from_proto,
-                                   type(config.tables[0].sampler)(fifo=False)),
-            "empty": ctx.call(from_proto.selector_from_proto, type(config.tables[0].sampler)())}
+    return {
+        "port": config.port,
+        "tables": {
+            name: (
+                info.sampler_options,
+                info.remover_options,
+                info.max_size,
+                info.max_times_sampled,
+                info.rate_limiter_info.samples_per_insert,
+                info.rate_limiter_info.min_diff,
+                info.rate_limiter_info.max_diff,
+            )
+            for name, info in sorted(infos.items())
+        },
+        "false_fifo": ctx.call(
+            from_proto.selector_from_proto, type(config.tables[0].sampler)(fifo=False)
+        ),
+        "empty": ctx.call(from_proto.selector_from_proto, type(config.tables[0].sampler)()),
+    }
 
 
 def scenario_pybind_names(ctx):
@@ -96,6 +124,7 @@ def scenario_pybind_names(ctx):
 
 def _options(reverb):
     import importlib
+
     schema = importlib.import_module(reverb.__name__ + ".cc.schema_pb2")
     options = schema.KeyDistributionOptions()
     options.prioritized.priority_exponent = 0.5
@@ -107,33 +136,47 @@ def scenario_replay_sample_types(ctx):
     info = reverb.SampleInfo(key=1, probability=0.5, table_size=2, priority=1.0, times_sampled=3)
     sample = reverb.ReplaySample(info=info, data=[1])
     import tensorflow as tf
-    return {"fields": list(reverb.SampleInfo._fields), "sample_fields": list(sample._fields),
-            "tf_dtypes": reverb.SampleInfo.tf_dtypes(),
-            "tf_shapes": [tf.TensorShape(s).as_list() for s in reverb.SampleInfo.tf_shapes()],
-            "zeros": reverb.SampleInfo.zeros()}
+
+    return {
+        "fields": list(reverb.SampleInfo._fields),
+        "sample_fields": list(sample._fields),
+        "tf_dtypes": reverb.SampleInfo.tf_dtypes(),
+        "tf_shapes": [tf.TensorShape(s).as_list() for s in reverb.SampleInfo.tf_shapes()],
+        "zeros": reverb.SampleInfo.zeros(),
+    }
 
 
 def scenario_errors_module(ctx):
     reverb = ctx.reverb
-    return {"deadline_is_reverb_error": issubclass(reverb.errors.DeadlineExceededError,
-                                                   reverb.errors.ReverbError),
-            "deadline_bases": [c.__name__ for c in reverb.DeadlineExceededError.__mro__
-                               if c.__module__ == "builtins"]}
+    return {
+        "deadline_is_reverb_error": issubclass(
+            reverb.errors.DeadlineExceededError, reverb.errors.ReverbError
+        ),
+        "deadline_bases": [
+            c.__name__ for c in reverb.DeadlineExceededError.__mro__ if c.__module__ == "builtins"
+        ],
+    }
 
 
 def scenario_checkpointers(ctx):
     import os
     import tempfile
+
     reverb = ctx.reverb
     root = tempfile.mkdtemp()
     checkpointer = reverb.checkpointers.DefaultCheckpointer(root)
     import numpy as np
+
     server, client = ctx.server([reverb.Table.queue("q", 10)], checkpointer=checkpointer)
     client.insert(np.int32(5), {"q": 1.0})
     path = client.checkpoint()
     server.stop()
-    server2, client2 = ctx.server([reverb.Table.queue("q", 10)],
-                                  checkpointer=reverb.checkpointers.DefaultCheckpointer(root))
-    return {"path_type": type(path).__name__, "under_root": os.path.dirname(path) == root,
-            "restored": next(client2.sample("q", emit_timesteps=False)).data,
-            "temp": type(reverb.checkpointers.TempDirCheckpointer()).__name__}
+    server2, client2 = ctx.server(
+        [reverb.Table.queue("q", 10)], checkpointer=reverb.checkpointers.DefaultCheckpointer(root)
+    )
+    return {
+        "path_type": type(path).__name__,
+        "under_root": os.path.dirname(path) == root,
+        "restored": next(client2.sample("q", emit_timesteps=False)).data,
+        "temp": type(reverb.checkpointers.TempDirCheckpointer()).__name__,
+    }

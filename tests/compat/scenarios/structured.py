@@ -22,8 +22,10 @@ def _drain(client, table):
     size = client.server_info()[table].current_size
     if not size:
         return []
-    return [(s.info.priority, s.data)
-            for s in client.sample(table, num_samples=size, emit_timesteps=False)]
+    return [
+        (s.info.priority, s.data)
+        for s in client.sample(table, num_samples=size, emit_timesteps=False)
+    ]
 
 
 def _step(a, f=0):
@@ -46,8 +48,13 @@ def _play(ctx, client, configs, calls, tables=("t",)):
         else:
             result = ctx.call(writer.append, call)
         ctx.call(writer.flush)
-        seen.append({"result": result, "step_is_open": writer.step_is_open,
-                     "items": [(t, _drain(client, t)) for t in tables]})
+        seen.append(
+            {
+                "result": result,
+                "step_is_open": writer.step_is_open,
+                "items": [(t, _drain(client, t)) for t in tables],
+            }
+        )
     return seen
 
 
@@ -66,14 +73,23 @@ def scenario_conditions_every_kind(ctx):
     ref = sw.create_reference_step(_STEP)
     data = C.data(_STEP)
     conditions = {
-        "step_index_eq": C.step_index() == 2, "step_index_ge": C.step_index() >= 5,
-        "step_index_gt": C.step_index() > 5, "step_index_lt": C.step_index() < 2,
-        "step_index_le": C.step_index() <= 1, "step_index_ne": C.step_index() != 1,
-        "step_index_mod": C.step_index() % 3 == 1, "step_index_mod_ne": C.step_index() % 3 != 1,
-        "ssa_ge": C.steps_since_applied() >= 3, "ssa_eq": C.steps_since_applied() == 2,
-        "ssa_mod": C.steps_since_applied() % 2 == 0, "ssa_lt": C.steps_since_applied() < 2,
-        "ssa_eq0": C.steps_since_applied() == 0, "data_eq": data["f"] == 1,
-        "data_ge": data["f"] >= 2, "data_mod": data["f"] % 2 == 0, "data_ne": data["f"] != 1,
+        "step_index_eq": C.step_index() == 2,
+        "step_index_ge": C.step_index() >= 5,
+        "step_index_gt": C.step_index() > 5,
+        "step_index_lt": C.step_index() < 2,
+        "step_index_le": C.step_index() <= 1,
+        "step_index_ne": C.step_index() != 1,
+        "step_index_mod": C.step_index() % 3 == 1,
+        "step_index_mod_ne": C.step_index() % 3 != 1,
+        "ssa_ge": C.steps_since_applied() >= 3,
+        "ssa_eq": C.steps_since_applied() == 2,
+        "ssa_mod": C.steps_since_applied() % 2 == 0,
+        "ssa_lt": C.steps_since_applied() < 2,
+        "ssa_eq0": C.steps_since_applied() == 0,
+        "data_eq": data["f"] == 1,
+        "data_ge": data["f"] >= 2,
+        "data_mod": data["f"] % 2 == 0,
+        "data_ne": data["f"] != 1,
         "data_negative_mod": data["f"] % 3 == 2,
         "buffer_length_ge": reverb.structured_writer.ConditionProto(buffer_length=True, ge=1),
     }
@@ -82,8 +98,10 @@ def scenario_conditions_every_kind(ctx):
     out = {}
     for name, condition in conditions.items():
         config = sw.create_config(ref["a"][-1], "t", conditions=[condition])
-        out[name] = {"condition": condition,
-                     "items": _play(ctx, client, [config], _episodes(values=values))}
+        out[name] = {
+            "condition": condition,
+            "items": _play(ctx, client, [config], _episodes(values=values)),
+        }
     return out
 
 
@@ -92,18 +110,27 @@ def scenario_patterns_and_missing_columns(ctx):
     sw = reverb.structured_writer
     ref = sw.create_reference_step(_STEP)
     _, client = ctx.server([_queue(reverb)])
-    steps = [_step(0, 0), _step(1, None), _step(2, 2), _step(3, None), _step(4, 4),
-             _step(None, 5), _step(6, 6), _step(7, 7)]
+    steps = [
+        _step(0, 0),
+        _step(1, None),
+        _step(2, 2),
+        _step(3, None),
+        _step(4, 4),
+        _step(None, 5),
+        _step(6, 6),
+        _step(7, 7),
+    ]
     out = {}
     for name, pattern in {
-            "slice_and_last": [ref["a"][-2:], ref["f"][-1]],
-            "slice_stop": ref["a"][-3:-1],
-            "strided": ref["a"][-5::2],
-            "strided_stop": ref["a"][-4:-1:2],
-            "second_last": ref["a"][-2],
-            "missing_column_only": ref["f"][-2:],
-            "unknown_column": reverb.structured_writer.patterns_pb2.PatternNode(
-                flat_source_index=5, stop=-1),
+        "slice_and_last": [ref["a"][-2:], ref["f"][-1]],
+        "slice_stop": ref["a"][-3:-1],
+        "strided": ref["a"][-5::2],
+        "strided_stop": ref["a"][-4:-1:2],
+        "second_last": ref["a"][-2],
+        "missing_column_only": ref["f"][-2:],
+        "unknown_column": reverb.structured_writer.patterns_pb2.PatternNode(
+            flat_source_index=5, stop=-1
+        ),
     }.items():
         out[name] = _play(ctx, client, [sw.create_config(pattern, "t")], steps)
     return out
@@ -114,12 +141,22 @@ def scenario_partial_steps(ctx):
     sw = reverb.structured_writer
     ref = sw.create_reference_step(_STEP)
     _, client = ctx.server([_queue(reverb)])
-    configs = [sw.create_config([ref["a"][-1], ref["f"][-1]], "t"),
-               sw.create_config(ref["a"][-2:], "t"),
-               sw.create_config(ref["a"][-1], "t", conditions=[sw.Condition.data(_STEP)["f"] == 1])]
-    calls = [("partial", _step(0, None)), ("partial", _step(None, 1)), _step(None, None),
-             ("partial", _step(1, None)), _step(1, None), _step(None, 0),
-             ("partial", _step(2, None)), "end", _step(3, 1)]
+    configs = [
+        sw.create_config([ref["a"][-1], ref["f"][-1]], "t"),
+        sw.create_config(ref["a"][-2:], "t"),
+        sw.create_config(ref["a"][-1], "t", conditions=[sw.Condition.data(_STEP)["f"] == 1]),
+    ]
+    calls = [
+        ("partial", _step(0, None)),
+        ("partial", _step(None, 1)),
+        _step(None, None),
+        ("partial", _step(1, None)),
+        _step(1, None),
+        _step(None, 0),
+        ("partial", _step(2, None)),
+        "end",
+        _step(3, 1),
+    ]
     return _play(ctx, client, configs, calls)
 
 
@@ -133,12 +170,28 @@ def scenario_end_of_episode(ctx):
         sw.create_config(ref["a"][-2:], "t", conditions=[C.is_end_episode()]),
         sw.create_config(ref["a"][-1], "u"),
         sw.create_config(ref["a"][-1], "t", conditions=[C.is_end_episode(), C.step_index() == 2]),
-        sw.create_config(ref["a"][-1], "u", conditions=[C.is_end_episode(),
-                                                        C.steps_since_applied() >= 2]),
+        sw.create_config(
+            ref["a"][-1], "u", conditions=[C.is_end_episode(), C.steps_since_applied() >= 2]
+        ),
     ]
-    calls = ([_step(i) for i in range(3)] + ["end", _step(10), "end", "end", _step(20), _step(21),
-             "end_keep", "end_keep", _step(30), "end", _step(40), ("partial", _step(41, None)),
-             "end", _step(50), ("partial", _step(None, 1)), "end"])
+    calls = [_step(i) for i in range(3)] + [
+        "end",
+        _step(10),
+        "end",
+        "end",
+        _step(20),
+        _step(21),
+        "end_keep",
+        "end_keep",
+        _step(30),
+        "end",
+        _step(40),
+        ("partial", _step(41, None)),
+        "end",
+        _step(50),
+        ("partial", _step(None, 1)),
+        "end",
+    ]
     return _play(ctx, client, configs, calls, tables=("t", "u"))
 
 
@@ -150,15 +203,32 @@ def scenario_n_step_and_sequences(ctx):
     ref = sw.create_reference_step(step)
     _, client = ctx.server([_queue(reverb, "nstep"), _queue(reverb, "seq")])
     configs = [
-        sw.create_config({"o": ref["obs"][-3], "a": ref["action"][-3], "r": ref["reward"][-3:-1],
-                          "next": ref["obs"][-1]}, "nstep", conditions=[C.step_index() >= 2]),
-        sw.create_config({"o": ref["obs"][-4:], "r": ref["reward"][-4:]}, "seq",
-                         conditions=[C.step_index() >= 3, C.steps_since_applied() >= 2]),
+        sw.create_config(
+            {
+                "o": ref["obs"][-3],
+                "a": ref["action"][-3],
+                "r": ref["reward"][-3:-1],
+                "next": ref["obs"][-1],
+            },
+            "nstep",
+            conditions=[C.step_index() >= 2],
+        ),
+        sw.create_config(
+            {"o": ref["obs"][-4:], "r": ref["reward"][-4:]},
+            "seq",
+            conditions=[C.step_index() >= 3, C.steps_since_applied() >= 2],
+        ),
     ]
     calls = []
     for e, length in enumerate((6, 3, 5)):
-        calls += [{"obs": np.full(2, 10 * e + t, np.float32), "action": np.int64(t),
-                   "reward": np.float32(t * 0.5)} for t in range(length)]
+        calls += [
+            {
+                "obs": np.full(2, 10 * e + t, np.float32),
+                "action": np.int64(t),
+                "reward": np.float32(t * 0.5),
+            }
+            for t in range(length)
+        ]
         calls.append("end")
     return _play(ctx, client, configs, calls, tables=("nstep", "seq"))
 
@@ -176,13 +246,15 @@ def scenario_priorities(ctx):
         "td_last_node_wins": [sw.create_config([ref["td"][-3:], ref["td"][-1]], "t", priority=td)],
         "td_first_node": [sw.create_config([ref["td"][-1], ref["td"][-3:]], "t", priority=td)],
         "td_unused": [sw.create_config(ref["a"][-1], "t", priority=td)],
-        "td_int": [sw.create_config(ref["a"][-2:], "t", priority=sw.td_error(
-            0.25, step, lambda s: s["a"]))],
+        "td_int": [
+            sw.create_config(ref["a"][-2:], "t", priority=sw.td_error(0.25, step, lambda s: s["a"]))
+        ],
     }
     calls = [{"a": np.int32(i), "td": np.float32(v)} for i, v in enumerate([-1, 2, -3, 0.5])]
     out = {name: _play(ctx, client, c, calls) for name, c in configs.items()}
-    out["td_vector"] = _play(ctx, client, configs["td_slice"],
-                             [{"a": np.int32(0), "td": np.zeros(2, np.float32)}])
+    out["td_vector"] = _play(
+        ctx, client, configs["td_slice"], [{"a": np.int32(0), "td": np.zeros(2, np.float32)}]
+    )
     no_priority = reverb.structured_writer.Config(table="t")
     no_priority.flat.add(stop=-1)
     out["no_priority"] = _play(ctx, client, [no_priority], [_step(0)])
@@ -204,16 +276,22 @@ def scenario_invalid_configs(ctx):
         return sw.create_config(ref["a"][-1], "t", conditions=[condition])
 
     cases = {
-        "empty": [], "no_flat": [pb.StructuredWriterConfig(table="t")],
-        "stop_0": [with_node(stop=0)], "stop_1": [with_node(stop=1)], "nothing": [with_node()],
-        "start_0": [with_node(start=0)], "stop_eq_start": [with_node(start=-2, stop=-2)],
-        "step_0": [with_node(start=-2, step=0)], "step_no_start": [with_node(stop=-1, step=2)],
+        "empty": [],
+        "no_flat": [pb.StructuredWriterConfig(table="t")],
+        "stop_0": [with_node(stop=0)],
+        "stop_1": [with_node(stop=1)],
+        "nothing": [with_node()],
+        "start_0": [with_node(start=0)],
+        "stop_eq_start": [with_node(start=-2, stop=-2)],
+        "step_0": [with_node(start=-2, step=0)],
+        "step_no_start": [with_node(stop=-1, step=2)],
         "negative_column": [with_node(flat_source_index=-1, stop=-1)],
         "no_left": [with_condition(pb.Condition(eq=1))],
         "no_cmp": [with_condition(pb.Condition(step_index=True))],
         "mod_0": [with_condition(pb.Condition(step_index=True, mod_eq=dict(mod=0)))],
-        "mod_eq_negative": [with_condition(pb.Condition(step_index=True,
-                                                        mod_eq=dict(mod=2, eq=-1)))],
+        "mod_eq_negative": [
+            with_condition(pb.Condition(step_index=True, mod_eq=dict(mod=2, eq=-1)))
+        ],
         "end_ge": [with_condition(pb.Condition(is_end_episode=True, ge=1))],
         "end_inverse": [with_condition(pb.Condition(is_end_episode=True, eq=1, inverse=True))],
         "data_negative": [with_condition(pb.Condition(flat_source_index=-1, eq=1))],
@@ -224,8 +302,10 @@ def scenario_invalid_configs(ctx):
     no_table = sw.create_config(ref["a"][-1], "t")
     no_table.table = ""
     out["no_table"] = ctx.call(client.structured_writer, [no_table])
-    return {name: type(value).__name__ if not isinstance(value, Exception) else value
-            for name, value in out.items()}
+    return {
+        name: type(value).__name__ if not isinstance(value, Exception) else value
+        for name, value in out.items()
+    }
 
 
 def scenario_append_errors_and_flush(ctx):
@@ -272,30 +352,41 @@ def scenario_api_helpers(ctx):
     ref = sw.create_reference_step({"x": None, "y": [None, None]})
     pattern = sw.pattern_from_transform(
         {"x": None, "y": [None, None]},
-        lambda s: {"last_x": s["x"][-1], "ys": [s["y"][0][-3:], s["y"][1][-4::2]]})
+        lambda s: {"last_x": s["x"][-1], "ys": [s["y"][0][-3:], s["y"][1][-4::2]]},
+    )
     config = sw.create_config(pattern, "t", conditions=[sw.Condition.step_index() >= 1])
-    spec = {"x": tf.TensorSpec([2], tf.float32),
-            "y": [tf.TensorSpec([], tf.int64), tf.TensorSpec([3], tf.int32)]}
-    other = sw.create_config({"last_x": ref["x"][-1], "ys": [ref["y"][0][-2:],
-                                                           ref["y"][1][-2:]]}, "t")
+    spec = {
+        "x": tf.TensorSpec([2], tf.float32),
+        "y": [tf.TensorSpec([], tf.int64), tf.TensorSpec([3], tf.int32)],
+    }
+    other = sw.create_config(
+        {"last_x": ref["x"][-1], "ys": [ref["y"][0][-2:], ref["y"][1][-2:]]}, "t"
+    )
     return {
         "nodes": [ref["x"][-1], ref["y"][0][-3:], ref["y"][1][-4:-1:2], ref["x"][-2]],
         "bad_key": ctx.call(lambda: ref["x"]["k"]),
-        "flat": list(config.flat), "table": config.table, "priority": config.priority,
+        "flat": list(config.flat),
+        "table": config.table,
+        "priority": config.priority,
         "conditions": list(config.conditions),
         "unpacked_flat": __import__("tree").flatten(sw.unpack_pattern(config)),
         "unpacked_bare": list(sw.unpack_pattern(sw.Config(flat=list(config.flat), table="t"))),
         "signature_flat": __import__("tree").flatten(sw.infer_signature([config], spec)),
         "signature_merged_flat": __import__("tree").flatten(
-            sw.infer_signature([config, other], spec)),
+            sw.infer_signature([config, other], spec)
+        ),
         "signature_errors": [
             ctx.call(sw.infer_signature, [], spec),
             ctx.call(sw.infer_signature, [config, sw.create_config([ref["x"][-1]], "t")], spec),
             ctx.call(sw.infer_signature, [config, sw.create_config(pattern, "u")], spec),
         ],
-        "builders": [sw.Condition.step_index() > 2, sw.Condition.step_index() <= 2,
-                     sw.Condition.steps_since_applied() % 4 != 1, sw.Condition.is_end_episode(),
-                     sw.Condition.data({"x": None, "y": [None, None]})["y"][1] == 7],
+        "builders": [
+            sw.Condition.step_index() > 2,
+            sw.Condition.step_index() <= 2,
+            sw.Condition.steps_since_applied() % 4 != 1,
+            sw.Condition.is_end_episode(),
+            sw.Condition.data({"x": None, "y": [None, None]})["y"][1] == 7,
+        ],
         "td_error": sw.td_error(0.3, {"x": None, "y": [None, None]}, lambda s: s["y"][1]),
         "serialized_roundtrip": sw.Config.FromString(config.SerializeToString()) == config,
         # The same bytes: configs are interchangeable between the two.
@@ -311,23 +402,31 @@ def scenario_signature_and_trajectory_dataset(ctx):
     ref = sw.create_reference_step(step_spec)
     config = sw.create_config({"obs": ref["obs"][-3:], "action": ref["action"][-2]}, "sig")
     signature = sw.infer_signature([config], step_spec)
-    table = reverb.Table("sig", reverb.selectors.Fifo(), reverb.selectors.Fifo(), 100,
-                         reverb.rate_limiters.MinSize(1), max_times_sampled=1,
-                         signature=signature)
+    table = reverb.Table(
+        "sig",
+        reverb.selectors.Fifo(),
+        reverb.selectors.Fifo(),
+        100,
+        reverb.rate_limiters.MinSize(1),
+        max_times_sampled=1,
+        signature=signature,
+    )
     server, client = ctx.server([table])
     writer = client.structured_writer([config])
     for i in range(6):
         writer.append({"obs": np.full(2, i, np.float32), "action": np.int64(i)})
     writer.flush()
     dataset = reverb.TrajectoryDataset.from_table_signature(
-        f"localhost:{server.port}", "sig", max_in_flight_samples_per_worker=4)
+        f"localhost:{server.port}", "sig", max_in_flight_samples_per_worker=4
+    )
     samples = [(s.info.priority, s.data) for s in dataset.take(4)]
     return {"signature": sorted(signature.items()), "samples": samples}
 
 
 def _steps_dataset(tf):
-    return tf.data.Dataset.from_tensor_slices({
-        "a": np.arange(9, dtype=np.int32), "f": np.array([0, 0, 0, 1, 0, 0, 1, 0, 0], np.int32)})
+    return tf.data.Dataset.from_tensor_slices(
+        {"a": np.arange(9, dtype=np.int32), "f": np.array([0, 0, 0, 1, 0, 0, 1, 0, 0], np.int32)}
+    )
 
 
 def _elements(dataset):
@@ -353,27 +452,39 @@ def scenario_pattern_dataset(ctx):
         "step_index": [sw.create_config(ref["a"][-1], "t", conditions=[C.step_index() == 1])],
         "ssa": [sw.create_config(ref["a"][-1], "t", conditions=[C.steps_since_applied() >= 3])],
         "data": [sw.create_config(ref["a"][-1], "t", conditions=[C.data(_STEP)["f"] == 1])],
-        "two_histories": [sw.create_config(ref["a"][-3:], "t"), sw.create_config(ref["a"][-1:], "t")],
-        "interleaved": [sw.create_config(ref["a"][-1], "t", conditions=[C.step_index() % 2 == 0]),
-                        sw.create_config(ref["a"][-1], "t", conditions=[C.step_index() % 2 == 1])],
+        "two_histories": [
+            sw.create_config(ref["a"][-3:], "t"),
+            sw.create_config(ref["a"][-1:], "t"),
+        ],
+        "interleaved": [
+            sw.create_config(ref["a"][-1], "t", conditions=[C.step_index() % 2 == 0]),
+            sw.create_config(ref["a"][-1], "t", conditions=[C.step_index() % 2 == 1]),
+        ],
         "strided": [sw.create_config(ref["a"][-5:-1:2], "t")],
     }
     out = {}
     for name, configs in cases.items():
         for respect in (True, False):
             dataset = reverb.PatternDataset(_steps_dataset(tf), configs, respect, eoe)
-            out[f"{name}_{respect}"] = {"spec": dataset.element_spec,
-                                        "elements": ctx.call(_elements, dataset),
-                                        "conditions_after": [list(c.conditions) for c in configs]}
-    vectors = tf.data.Dataset.from_tensor_slices({
-        "a": np.arange(12, dtype=np.float32).reshape(6, 2), "f": np.zeros(6, np.int32)})
+            out[f"{name}_{respect}"] = {
+                "spec": dataset.element_spec,
+                "elements": ctx.call(_elements, dataset),
+                "conditions_after": [list(c.conditions) for c in configs],
+            }
+    vectors = tf.data.Dataset.from_tensor_slices(
+        {"a": np.arange(12, dtype=np.float32).reshape(6, 2), "f": np.zeros(6, np.int32)}
+    )
     bad_length = reverb.PatternDataset(vectors, [sw.create_config(ref["a"][-3::2], "t")], True, eoe)
-    out["declared_length_mismatch"] = {"spec": bad_length.element_spec,
-                                       "elements": ctx.call(_elements, bad_length)}
+    out["declared_length_mismatch"] = {
+        "spec": bad_length.element_spec,
+        "elements": ctx.call(_elements, bad_length),
+    }
     out["bad_is_end_of_episode"] = ctx.call(
-        reverb.PatternDataset, _steps_dataset(tf), cases["transition"], True, lambda s: s["f"])
+        reverb.PatternDataset, _steps_dataset(tf), cases["transition"], True, lambda s: s["f"]
+    )
     with_info = reverb.pattern_dataset.pattern_dataset_with_info(
-        _steps_dataset(tf), [sw.create_config(ref["a"][-2:], "t")], True, eoe)
+        _steps_dataset(tf), [sw.create_config(ref["a"][-2:], "t")], True, eoe
+    )
     out["with_info"] = [e for e in with_info.take(2)]
     return out
 
@@ -384,15 +495,25 @@ def scenario_pattern_dataset_dict_specs(ctx):
     tf = __import__("tensorflow")
     ref = sw.create_reference_step(_STEP)
     config = sw.create_config({"x": ref["a"][-2:], "y": ref["a"][-1]}, "t")
-    dataset = reverb.PatternDataset(_steps_dataset(tf), [config], True,
-                                    lambda s: tf.equal(s["f"], 1))
-    return {"spec": dataset.element_spec, "elements": [e for e in dataset.take(3)],
-            "unpacked": sw.unpack_pattern(config)}
+    dataset = reverb.PatternDataset(
+        _steps_dataset(tf), [config], True, lambda s: tf.equal(s["f"], 1)
+    )
+    return {
+        "spec": dataset.element_spec,
+        "elements": [e for e in dataset.take(3)],
+        "unpacked": sw.unpack_pattern(config),
+    }
 
 
 def scenario_acme_style_adders_example(ctx):
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                        "examples", "structured_adders.py")
+    path = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)),
+        "..",
+        "..",
+        "..",
+        "examples",
+        "structured_adders.py",
+    )
     spec = importlib.util.spec_from_file_location("structured_adders_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -19,8 +19,9 @@ def scenario_trajectory_writer_items(ctx):
         for i in range(4):
             writer.append({"x": np.int64(i), "y": np.full([2], i, np.float32)})
             if i >= 1:
-                writer.create_item("q", 1.0, {"x": writer.history["x"][-2:],
-                                              "y": writer.history["y"][-1]})
+                writer.create_item(
+                    "q", 1.0, {"x": writer.history["x"][-2:], "y": writer.history["y"][-1]}
+                )
         writer.flush()
         steps = writer.episode_steps
     return {"episode_steps": steps, "items": _drain(client, "q", 3)}
@@ -39,7 +40,8 @@ def scenario_trajectory_writer_history_and_columns(ctx):
             "history_type": type(history).__name__,
             "keys": sorted(history),
             "len_a": len(history["a"]),
-            "column_shape": column.shape, "column_dtype": str(column.dtype),
+            "column_shape": column.shape,
+            "column_dtype": str(column.dtype),
             "column_numpy": column.numpy(),
             "squeezed_numpy": history["a"][-1].numpy(),
             "is_squeezed": [history["a"][-1].is_squeezed, column.is_squeezed],
@@ -66,12 +68,17 @@ def scenario_trajectory_writer_errors(ctx):
     writer = client.trajectory_writer(num_keep_alive_refs=2)
     writer.append({"a": np.int32(1)})
     result = {
-        "dtype_change": ctx.call_expecting("Tensor of wrong dtype provided for column",
-                                           writer.append, {"a": np.float32(1)}),
-        "shape_change": ctx.call_expecting("Tensor of incompatible shape provided for column",
-                                           writer.append, {"a": np.zeros(2, np.int32)}),
-        "unknown_table": ctx.call(lambda: (writer.create_item("nope", 1.0, writer.history["a"][-1]),
-                                           writer.flush())),
+        "dtype_change": ctx.call_expecting(
+            "Tensor of wrong dtype provided for column", writer.append, {"a": np.float32(1)}
+        ),
+        "shape_change": ctx.call_expecting(
+            "Tensor of incompatible shape provided for column",
+            writer.append,
+            {"a": np.zeros(2, np.int32)},
+        ),
+        "unknown_table": ctx.call(
+            lambda: (writer.create_item("nope", 1.0, writer.history["a"][-1]), writer.flush())
+        ),
     }
     result["bad_keep_alive"] = ctx.call(client.trajectory_writer, 0)
     return result
@@ -79,6 +86,7 @@ def scenario_trajectory_writer_errors(ctx):
 
 def scenario_trajectory_writer_signature_check(ctx):
     import tensorflow as tf
+
     reverb = ctx.reverb
     _, client = ctx.server([_queue(reverb, signature={"a": tf.TensorSpec([2], tf.int32)})])
     with client.trajectory_writer(num_keep_alive_refs=3) as writer:
@@ -88,8 +96,12 @@ def scenario_trajectory_writer_signature_check(ctx):
         wrong_len = ctx.call(writer.create_item, "q", 1.0, {"a": writer.history["a"][-3:]})
         wrong_struct = ctx.call(writer.create_item, "q", 1.0, [writer.history["a"][-2:]])
         writer.flush()
-    return {"ok": ok, "wrong_len": wrong_len, "wrong_struct": wrong_struct,
-            "size": client.server_info()["q"].current_size}
+    return {
+        "ok": ok,
+        "wrong_len": wrong_len,
+        "wrong_struct": wrong_struct,
+        "size": client.server_info()["q"].current_size,
+    }
 
 
 def scenario_trajectory_writer_partial_steps_and_episodes(ctx):
@@ -100,8 +112,12 @@ def scenario_trajectory_writer_partial_steps_and_episodes(ctx):
         writer.append({"b": np.int32(10)})
         writer.append({"a": np.int32(1), "b": np.int32(11)})
         writer.create_item("q", 1.0, {"a": writer.history["a"][-2:], "b": writer.history["b"][-2:]})
-        twice = ctx.call(lambda: (writer.append({"a": np.int32(2)}, partial_step=True),
-                                  writer.append({"a": np.int32(3)})))
+        twice = ctx.call(
+            lambda: (
+                writer.append({"a": np.int32(2)}, partial_step=True),
+                writer.append({"a": np.int32(3)}),
+            )
+        )
         writer.append({"b": np.int32(12)})  # closes the step left open
         writer.end_episode(clear_buffers=True)
         after_end = {"episode_steps": writer.episode_steps, "len": len(writer.history["a"])}
@@ -109,8 +125,12 @@ def scenario_trajectory_writer_partial_steps_and_episodes(ctx):
         writer.create_item("q", 2.0, {"a": writer.history["a"][-1:], "b": writer.history["b"][-1]})
         writer.flush()
     info = client.server_info()["q"]
-    return {"twice": twice, "after_end": after_end, "items": _drain(client, "q", 2),
-            "episodes": info.num_episodes}
+    return {
+        "twice": twice,
+        "after_end": after_end,
+        "items": _drain(client, "q", 2),
+        "episodes": info.num_episodes,
+    }
 
 
 def scenario_trajectory_writer_flush_timeout(ctx):

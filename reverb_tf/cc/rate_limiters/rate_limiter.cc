@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
 namespace {
@@ -40,6 +41,12 @@ absl::Status CheckSamplesPerInsert(double samples_per_insert) {
   return absl::InvalidArgumentError(absl::StrCat("samples_per_insert (",
                                                  Number(samples_per_insert),
                                                  ") must be finite and > 0"));
+}
+
+// What every limiter's samples_per_insert and min_size_to_sample must be.
+absl::Status CheckRatio(double samples_per_insert, int64_t min_size_to_sample) {
+  RETURN_IF_ERROR(CheckSamplesPerInsert(samples_per_insert));
+  return CheckPositive("min_size_to_sample", min_size_to_sample);
 }
 
 // The exponent K of the smallest power of two with value * 2^K an integer,
@@ -95,15 +102,7 @@ absl::Status RateLimiterOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("rate limiter options contain NaN: ", DebugString()));
   }
-  if (absl::Status status = CheckSamplesPerInsert(samples_per_insert);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          CheckPositive("min_size_to_sample", min_size_to_sample);
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckRatio(samples_per_insert, min_size_to_sample));
   if (min_diff > max_diff) {
     return absl::InvalidArgumentError(absl::StrCat(
         "min_diff (", min_diff, ") must be <= max_diff (", max_diff, ")"));
@@ -139,15 +138,7 @@ RateLimiterOptions::CheckedSampleToInsertRatio(double samples_per_insert,
                                                double error_buffer) {
   // The arguments first, so that the window's message never reports a NaN
   // or infinite offset computed from a bad samples_per_insert.
-  if (absl::Status status = CheckSamplesPerInsert(samples_per_insert);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          CheckPositive("min_size_to_sample", min_size_to_sample);
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckRatio(samples_per_insert, min_size_to_sample));
   const RateLimiterOptions options =
       SampleToInsertRatio(samples_per_insert, min_size_to_sample, error_buffer);
   return CheckedSampleToInsertRatio(samples_per_insert, min_size_to_sample,
@@ -159,15 +150,7 @@ RateLimiterOptions::CheckedSampleToInsertRatio(double samples_per_insert,
                                                int64_t min_size_to_sample,
                                                double min_diff,
                                                double max_diff) {
-  if (absl::Status status = CheckSamplesPerInsert(samples_per_insert);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          CheckPositive("min_size_to_sample", min_size_to_sample);
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(CheckRatio(samples_per_insert, min_size_to_sample));
   // One insert moves diff up by samples_per_insert and one sample down by
   // 1: in a narrower window there may be no state from which both can go.
   const double window = max_diff - min_diff;

@@ -225,4 +225,4 @@ def describe(options: Any) -> str:
         return str(options.WhichOneof("distribution"))
     if isinstance(selector, Prioritized):
         return f"Prioritized({selector.priority_exponent:g})"
-    return repr(selector).rstrip("()")
+    return type(selector).__name__

@@ -30,7 +30,9 @@ status=0
 if (( check )); then
   # --dry-run --Werror: a diagnostic per line that would change.
   if ! clang-format-14 --dry-run --Werror "${cc_files[@]}" 2>/tmp/clang-format.$$; then
-    grep -o '^[^:]*' /tmp/clang-format.$$ | sort -u | sed 's/^/  not clang-formatted: /'
+    # Only the diagnostics' "file:line:column:" heads, not the quoted code.
+    grep -oE '^[^: ]+:[0-9]+:[0-9]+:' /tmp/clang-format.$$ | cut -d: -f1 | sort -u |
+      sed 's/^/  not clang-formatted: /'
     status=1
   fi
   rm -f /tmp/clang-format.$$

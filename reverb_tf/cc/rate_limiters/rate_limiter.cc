@@ -136,9 +136,8 @@ absl::StatusOr<RateLimiterOptions>
 RateLimiterOptions::CheckedSampleToInsertRatio(double samples_per_insert,
                                                int64_t min_size_to_sample,
                                                double error_buffer) {
-  // The arguments first, so that the window's message never reports a NaN
-  // or infinite offset computed from a bad samples_per_insert.
-  RETURN_IF_ERROR(CheckRatio(samples_per_insert, min_size_to_sample));
+  // The window form checks the arguments before the window, so a bad
+  // samples_per_insert is reported as such, not as a NaN window.
   const RateLimiterOptions options =
       SampleToInsertRatio(samples_per_insert, min_size_to_sample, error_buffer);
   return CheckedSampleToInsertRatio(samples_per_insert, min_size_to_sample,

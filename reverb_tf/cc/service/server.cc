@@ -463,10 +463,8 @@ std::string ReplayServer::MetricsText() const {
   snapshot.tables.reserve(tables_.size());
   for (const auto& table : tables_) snapshot.tables.push_back(table->info());
   if (wal_ != nullptr) {
-    MetricsSnapshot::Wal wal{wal_->stats(), wal_->Writable().ok(), 0};
-    absl::MutexLock lock(&mu_);
-    wal.recoveries = wal_recoveries_;
-    snapshot.wal = wal;
+    snapshot.wal =
+        MetricsSnapshot::Wal{wal_->stats(), wal_->Writable().ok(), 0};
   }
   if (budget_ != nullptr) {
     snapshot.budget =
@@ -479,6 +477,7 @@ std::string ReplayServer::MetricsText() const {
   snapshot.active_streams = service_->active_streams();
   {
     absl::MutexLock lock(&mu_);
+    if (snapshot.wal.has_value()) snapshot.wal->recoveries = wal_recoveries_;
     snapshot.checkpoints_ok = checkpoints_;
     snapshot.checkpoints_failed = failed_checkpoints_;
     snapshot.last_checkpoint = last_checkpoint_;

@@ -23,7 +23,7 @@ def start_server(
     """Starts the binary with the text-format `config` and returns it once it serves.
 
     Args:
-      config: A ServerConfig in protobuf text format (`port: 0` for a free port).
+      config: A ReverbServerConfig in protobuf text format (`port: 0` for a free port).
       *flags: More command-line flags.
       stderr: Where its stderr goes (subprocess.PIPE, DEVNULL; None: ours).
 
@@ -47,7 +47,7 @@ def rss_bytes(pid: int) -> int:
 
 
 def table_config(name: str, max_size: int, sampler: str = "uniform: true") -> str:
-    """One table of a ServerConfig in text format.
+    """One table of a ReverbServerConfig in text format.
 
     Args:
       name: The table's name.

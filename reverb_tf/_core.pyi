@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['CallStats', 'Client', 'ClientSecurity', 'RateLimiterInfo', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled']
+__all__: list[str] = ['Client', 'ClientSecurity', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled']
 class SelectorKind:
     """
     Members:
@@ -114,80 +114,16 @@ class TableOptions:
     @property
     def name(self) -> str:
         ...
-class CallStats:
-    @property
-    def completed(self) -> int:
-        ...
-    @property
-    def completed_wait_time_s(self) -> float:
-        ...
-    @property
-    def limited(self) -> int:
-        ...
-    @property
-    def pending(self) -> int:
-        ...
-class RateLimiterInfo:
-    @property
-    def deletes(self) -> int:
-        ...
-    @property
-    def insert_stats(self) -> CallStats:
-        ...
-    @property
-    def inserts(self) -> int:
-        ...
-    @property
-    def max_diff(self) -> float:
-        ...
-    @property
-    def min_diff(self) -> float:
-        ...
-    @property
-    def min_size_to_sample(self) -> int:
-        ...
-    @property
-    def sample_stats(self) -> CallStats:
-        ...
-    @property
-    def samples(self) -> int:
-        ...
-    @property
-    def samples_per_insert(self) -> float:
-        ...
 class TableInfo:
-    @property
-    def current_size(self) -> int:
-        ...
-    @property
-    def max_size(self) -> int:
-        ...
-    @property
-    def max_times_sampled(self) -> int:
-        ...
+    def serialized_proto(self) -> bytes:
+        """
+        The info as a serialized reverb_tf.schema.TableInfo.
+        """
     @property
     def name(self) -> str:
         ...
     @property
     def nested_structure(self) -> bytes:
-        ...
-    @property
-    def num_deleted_episodes(self) -> int:
-        ...
-    @property
-    def num_episodes(self) -> int:
-        ...
-    @property
-    def num_unique_samples(self) -> int:
-        ...
-    @property
-    def rate_limiter_info(self) -> RateLimiterInfo:
-        ...
-    @property
-    def remover_options(self) -> SelectorOptions:
-        ...
-    @property
-    def sampler_options(self) -> SelectorOptions:
         ...
     @property
     def signature(self) -> typing.Any:

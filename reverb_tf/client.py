@@ -20,7 +20,6 @@ from reverb_tf import _arguments
 from reverb_tf import _native
 from reverb_tf import batched_trajectory_writer as batched_trajectory_writer_lib
 from reverb_tf import errors
-from reverb_tf import item_selectors
 from reverb_tf import replay_sample
 from reverb_tf import reverb_types
 from reverb_tf import security
@@ -88,15 +87,6 @@ def _in_flight_limit(max_in_flight_items: Optional[int]) -> int:
 _SAMPLES_IN_FLIGHT = 256
 
 
-def _call_stats(stats: Any) -> Any:
-    return schema_pb2.RateLimiterCallStats(
-        completed=stats.completed,
-        limited=stats.limited,
-        pending=stats.pending,
-        completed_wait_time_s=stats.completed_wait_time_s,
-    )
-
-
 def table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
     """Converts the native module's table info into dm-reverb's TableInfo.
 
@@ -105,32 +95,11 @@ def table_info(info: Any, signature: Optional[Any]) -> reverb_types.TableInfo:
       signature: The table's decoded nested signature, or None.
 
     Returns:
-      The `reverb_types.TableInfo`.
+      The `reverb_types.TableInfo`, read from the `schema_pb2.TableInfo` the
+      native core serializes (the message remote clients get too).
     """
-    limiter = info.rate_limiter_info
-    return reverb_types.TableInfo(
-        name=info.name,
-        sampler_options=item_selectors.options_proto(info.sampler_options),
-        remover_options=item_selectors.options_proto(info.remover_options),
-        max_size=info.max_size,
-        max_times_sampled=info.max_times_sampled,
-        rate_limiter_info=schema_pb2.RateLimiterInfo(
-            samples_per_insert=limiter.samples_per_insert,
-            min_diff=limiter.min_diff,
-            max_diff=limiter.max_diff,
-            min_size_to_sample=limiter.min_size_to_sample,
-            insert_stats=_call_stats(limiter.insert_stats),
-            sample_stats=_call_stats(limiter.sample_stats),
-            inserts=limiter.inserts,
-            samples=limiter.samples,
-            deletes=limiter.deletes,
-        ),
-        signature=signature,
-        current_size=info.current_size,
-        num_episodes=info.num_episodes,
-        num_deleted_episodes=info.num_deleted_episodes,
-        num_unique_samples=info.num_unique_samples,
-        table_worker_time=schema_pb2.TableWorkerTime(),
+    return reverb_types.TableInfo.from_proto(
+        schema_pb2.TableInfo.FromString(info.serialized_proto()), signature
     )
 
 

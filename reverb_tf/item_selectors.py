@@ -157,35 +157,11 @@ class HeapSelector(ItemSelector):
 _FLAG_KINDS: Dict[str, type] = {"fifo": Fifo, "lifo": Lifo, "uniform": Uniform}
 
 
-def options_proto(core_options: Any) -> Any:
-    """The `schema_pb2.KeyDistributionOptions` dm-reverb reports for a selector.
-
-    Args:
-      core_options: The selector's `_core.SelectorOptions` (as a table's
-        native info reports it).
-
-    Returns:
-      The message; `is_deterministic` is set for every kind but the random
-      ones, as dm-reverb sets it.
-    """
-    from reverb_tf.cc import schema_pb2  # pylint: disable=g-import-not-at-top
-
-    kind = core_options.kind.name
-    options = schema_pb2.KeyDistributionOptions()
-    if kind == "prioritized":
-        options.prioritized.priority_exponent = core_options.priority_exponent
-    elif kind in ("min_heap", "max_heap"):
-        options.heap.min_heap = kind == "min_heap"
-    else:
-        setattr(options, kind, True)
-    options.is_deterministic = kind not in ("uniform", "prioritized")
-    return options
-
-
 def from_options_proto(options: Any) -> ItemSelector:
     """The selector a `schema_pb2.KeyDistributionOptions` message describes.
 
-    The inverse of `options_proto`.
+    The inverse of what a table's info reports (`TableInfo.sampler_options`,
+    which the native core fills in).
 
     Args:
       options: The message.

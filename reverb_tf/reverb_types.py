@@ -81,11 +81,21 @@ class TableInfo:
         from reverb_tf import signatures  # pylint: disable=g-import-not-at-top
 
         proto = schema_pb2.TableInfo.FromString(proto_string)
-        signature = (
-            signatures.decode_structure(proto.signature_structure)
-            if proto.signature_structure
-            else None
-        )
+        nested = proto.signature.nested_structure
+        return cls.from_proto(proto, signatures.decode_structure(nested) if nested else None)
+
+    @classmethod
+    def from_proto(cls, proto: schema_pb2.TableInfo, signature: Optional[SpecNest]) -> "TableInfo":
+        """Builds a TableInfo from a `schema_pb2.TableInfo` message.
+
+        Args:
+          proto: The message (the native core's conversion fills it in).
+          signature: The table's signature, already decoded (callers cache
+            the decoding), or None.
+
+        Returns:
+          The TableInfo; its option and limiter fields are the message's own.
+        """
         return cls(
             name=proto.name,
             sampler_options=proto.sampler_options,

@@ -30,6 +30,12 @@ while read -r generated destination; do
     install -m 0644 "bazel-bin/${generated}" "${target}"
   fi
 done < bazel-bin/pip_package/generated_python_files.txt
-# The single wire module of earlier checkouts: its messages now live in
-# reverb_tf/cc/proto/, and a stale copy would register them twice.
+# Generated modules of earlier checkouts that no build makes any more (the
+# single wire module reverb_tf_pb2.py, config_pb2.py): a stale copy would
+# register its messages a second time, or under names that are gone.
 rm -f "${ROOT}/reverb_tf/cc/reverb_tf_pb2.py"
+for module in "${ROOT}"/reverb_tf/cc/proto/*_pb2.py; do
+  if ! grep -q " ${module#"${ROOT}/"}$" bazel-bin/pip_package/generated_python_files.txt; then
+    rm -f "${module}"
+  fi
+done

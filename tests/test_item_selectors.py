@@ -63,8 +63,22 @@ def test_base_class_is_abstract():
         selectors.ItemSelector()
 
 
-def test_options_proto_answers_like_dm_reverb_protos():
-    proto = lambda selector: selectors.options_proto(selector._core_options)  # noqa: E731
+def _reported(selector):
+    """The message a table's info reports for `selector` as its sampler."""
+    import reverb_tf
+
+    table = reverb_tf.Table(
+        "t",
+        sampler=selector,
+        remover=selectors.Fifo(),
+        max_size=10,
+        rate_limiter=reverb_tf.rate_limiters.MinSize(1),
+    )
+    return table.info.sampler_options
+
+
+def test_table_info_reports_selectors_like_dm_reverb_protos():
+    proto = _reported
     prioritized = proto(selectors.Prioritized(0.8))
     assert prioritized.WhichOneof("distribution") == "prioritized"
     assert prioritized.prioritized.priority_exponent == 0.8
@@ -98,10 +112,11 @@ def test_selectors_alias_module():
         (selectors.Prioritized(0.8), "Prioritized(0.8)"),
     ],
 )
-def test_options_proto_round_trips_and_describes(selector, short):
-    # One table of kinds: the message a selector reports reads back as the
-    # same selector (server_from_proto) and prints as the CLI shows it.
-    message = selectors.options_proto(selector._core_options)
+def test_reported_options_round_trip_and_describe(selector, short):
+    # The message a table reports for a selector (filled in by the native
+    # core) reads back as the same selector (server_from_proto) and prints as
+    # the CLI shows it.
+    message = _reported(selector)
     back = selectors.from_options_proto(message)
     assert back == selector and type(back) is type(selector)
     assert selectors.describe(message) == short

@@ -96,6 +96,43 @@ def test_config_flag_takes_the_textproto_inline(server_binary, start_server):
         assert process.wait(timeout=10) == 0
 
 
+def test_reads_a_server_config_built_with_dm_reverbs_messages(server_binary, start_server):
+    # --config is dm-reverb's ReverbServerConfig: a config a program builds
+    # through dm-reverb's module paths, printed in text format, serves as
+    # configured, and server_info reports the options it was given.
+    from google.protobuf import text_format
+
+    from reverb_tf.cc import schema_pb2
+    from reverb_tf.cc.checkpointing import checkpoint_pb2
+    from reverb_tf.server_executable import reverb_config_pb2
+
+    table = checkpoint_pb2.PriorityTableCheckpoint(
+        table_name="replay",
+        max_size=50,
+        max_times_sampled=3,
+        sampler=schema_pb2.KeyDistributionOptions(
+            prioritized=schema_pb2.KeyDistributionOptions.Prioritized(priority_exponent=0.5)
+        ),
+        remover=schema_pb2.KeyDistributionOptions(fifo=True, is_deterministic=True),
+        rate_limiter=checkpoint_pb2.RateLimiterCheckpoint(
+            samples_per_insert=2.0, min_diff=-10.0, max_diff=10.0, min_size_to_sample=1
+        ),
+    )
+    config = reverb_config_pb2.ReverbServerConfig(tables=[table], port=0)
+    process, port = start_server(server_binary, "--config=" + text_format.MessageToString(config))
+    try:
+        info = reverb_tf.Client(f"localhost:{port}").server_info(timeout=10)["replay"]
+        assert (info.max_size, info.max_times_sampled) == (50, 3)
+        assert info.sampler_options == table.sampler
+        assert info.remover_options == table.remover
+        limiter = info.rate_limiter_info
+        assert (limiter.samples_per_insert, limiter.min_diff, limiter.max_diff) == (2, -10, 10)
+        assert limiter.min_size_to_sample == 1
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+
+
 # The start of a config of one uniform table "t" with a fifo remover.
 _UNIFORM_T = 'port: 0 tables { table_name: "t" sampler { uniform: true } remover { fifo: true } '
 

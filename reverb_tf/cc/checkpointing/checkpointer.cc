@@ -25,8 +25,7 @@
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/checkpoint.pb.h"
-#include "reverb_tf/cc/proto/config.pb.h"
-#include "reverb_tf/cc/wire/conversions.h"
+#include "reverb_tf/cc/wire/table_messages.h"
 
 namespace reverb_tf {
 namespace {
@@ -169,27 +168,31 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
 constexpr uint32_t kFormatVersion = 1;
 
 // The checkpoint's table record from the core's TableInfo, and back; the
-// nested messages go through the wire's one conversion.
+// options go through the one conversion (wire/table_messages.h).
 proto::CheckpointTable ToCheckpointTable(const TableInfo& info) {
-  proto::TableInfo wire;
-  TableInfoToProto(info, &wire);
   proto::CheckpointTable table;
-  *table.mutable_config() = std::move(*wire.mutable_config());
-  table.set_current_size(wire.current_size());
-  table.set_num_unique_samples(wire.num_unique_samples());
-  *table.mutable_rate_limiter_info() =
-      std::move(*wire.mutable_rate_limiter_info());
+  TableOptionsToMessage(info.options, table.mutable_config());
+  table.set_current_size(info.current_size);
+  table.set_num_unique_samples(info.num_unique_samples);
+  proto::CheckpointRateLimiterCounters* counters =
+      table.mutable_rate_limiter_info();
+  counters->set_inserts(info.rate_limiter_info.inserts);
+  counters->set_samples(info.rate_limiter_info.samples);
+  counters->set_deletes(info.rate_limiter_info.deletes);
   return table;
 }
 
 absl::StatusOr<TableInfo> FromCheckpointTable(
     const proto::CheckpointTable& table) {
-  proto::TableInfo wire;
-  *wire.mutable_config() = table.config();
-  wire.set_current_size(table.current_size());
-  wire.set_num_unique_samples(table.num_unique_samples());
-  *wire.mutable_rate_limiter_info() = table.rate_limiter_info();
-  return TableInfoFromProto(wire);
+  TableInfo info;
+  ASSIGN_OR_RETURN(info.options, TableOptionsFromMessage(table.config()));
+  info.current_size = table.current_size();
+  info.num_unique_samples = table.num_unique_samples();
+  info.rate_limiter_info.options = info.options.rate_limiter;
+  info.rate_limiter_info.inserts = table.rate_limiter_info().inserts();
+  info.rate_limiter_info.samples = table.rate_limiter_info().samples();
+  info.rate_limiter_info.deletes = table.rate_limiter_info().deletes();
+  return info;
 }
 
 // Reads the header record; DATA_LOSS (via reader.Corrupt) if it is not one,

@@ -245,7 +245,7 @@ std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
       infos.back().tables = statuses[i];
       continue;
     }
-    for (const proto::TableInfo& table : responses[i].tables()) {
+    for (const schema::TableInfo& table : responses[i].tables()) {
       auto converted = TableInfoFromProto(table);
       if (!converted.ok()) {
         infos.back().tables = converted.status();
@@ -612,8 +612,8 @@ absl::StatusOr<std::unique_ptr<Sampler>> Client::NewSampler(
         });
     for (const proto::ServerInfoResponse& response : responses) {
       ShardedSampler::ShardTable& found = tables.emplace_back();
-      for (const proto::TableInfo& info : response.tables()) {
-        if (info.config().table_name() == table) {
+      for (const schema::TableInfo& info : response.tables()) {
+        if (info.name() == table) {
           found.weight = info.sampler_total_weight();
           found.size = info.current_size();
           found.min_item_weight = info.sampler_min_item_weight();

@@ -89,7 +89,7 @@ std::vector<std::shared_ptr<Table>>& Tables() {
     google::protobuf::SetLogHandler(nullptr);
     auto* built = new std::vector<std::shared_ptr<Table>>();
     for (const char* text : kTables) {
-      proto::TableConfig config;
+      schema::PriorityTableCheckpoint config;
       if (!google::protobuf::TextFormat::ParseFromString(text, &config))
         std::abort();
       auto options = TableOptionsFromConfig(config);

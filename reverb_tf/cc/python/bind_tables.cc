@@ -22,6 +22,7 @@
 #include "reverb_tf/cc/python/calls.h"
 #include "reverb_tf/cc/python/conversions.h"
 #include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/wire/serialized_table_info.h"
 
 namespace reverb_tf::binding {
 namespace {
@@ -139,53 +140,16 @@ void BindTables(py::module_& m) {
       .def_property_readonly("name",
                              [](const TableOptions& o) { return o.name; });
 
-  py::class_<RateLimiterCallStats>(m, "CallStats")
-      .def_readonly("completed", &RateLimiterCallStats::completed)
-      .def_readonly("limited", &RateLimiterCallStats::limited)
-      .def_readonly("pending", &RateLimiterCallStats::pending)
-      .def_property_readonly(
-          "completed_wait_time_s", [](const RateLimiterCallStats& s) {
-            return absl::ToDoubleSeconds(s.completed_wait_time);
-          });
-
-  py::class_<RateLimiterInfo>(m, "RateLimiterInfo")
-      .def_property_readonly(
-          "samples_per_insert",
-          [](const RateLimiterInfo& i) { return i.options.samples_per_insert; })
-      .def_property_readonly(
-          "min_size_to_sample",
-          [](const RateLimiterInfo& i) { return i.options.min_size_to_sample; })
-      .def_property_readonly(
-          "min_diff",
-          [](const RateLimiterInfo& i) { return i.options.min_diff; })
-      .def_property_readonly(
-          "max_diff",
-          [](const RateLimiterInfo& i) { return i.options.max_diff; })
-      .def_readonly("inserts", &RateLimiterInfo::inserts)
-      .def_readonly("samples", &RateLimiterInfo::samples)
-      .def_readonly("deletes", &RateLimiterInfo::deletes)
-      .def_readonly("insert_stats", &RateLimiterInfo::insert_stats)
-      .def_readonly("sample_stats", &RateLimiterInfo::sample_stats);
-
+  // What Python reads of a table's info is the serialized schema::TableInfo
+  // (reverb_types.TableInfo.from_serialized_proto), the message a remote
+  // client gets; the accessors are what Python needs before decoding it.
   py::class_<TableInfo>(m, "TableInfo")
       .def_property_readonly("name",
                              [](const TableInfo& i) { return i.options.name; })
-      .def_property_readonly(
-          "sampler_options",
-          [](const TableInfo& i) { return i.options.sampler; })
-      .def_property_readonly(
-          "remover_options",
-          [](const TableInfo& i) { return i.options.remover; })
-      .def_property_readonly(
-          "max_size", [](const TableInfo& i) { return i.options.max_size; })
-      .def_property_readonly(
-          "max_times_sampled",
-          [](const TableInfo& i) { return i.options.max_times_sampled; })
-      .def_readonly("current_size", &TableInfo::current_size)
-      .def_readonly("num_unique_samples", &TableInfo::num_unique_samples)
-      .def_readonly("num_episodes", &TableInfo::num_episodes)
-      .def_readonly("num_deleted_episodes", &TableInfo::num_deleted_episodes)
-      .def_readonly("rate_limiter_info", &TableInfo::rate_limiter_info)
+      .def(
+          "serialized_proto",
+          [](const TableInfo& i) { return py::bytes(SerializeTableInfo(i)); },
+          "The info as a serialized reverb_tf.schema.TableInfo.")
       .def_property_readonly(
           "signature",
           [](const TableInfo& i) -> py::object {

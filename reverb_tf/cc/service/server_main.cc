@@ -40,13 +40,16 @@
 #include "google/protobuf/text_format.h"
 #include "reverb_tf/cc/platform/heap_release.h"
 #include "reverb_tf/cc/platform/status_macros.h"
-#include "reverb_tf/cc/proto/config.pb.h"
+#include "reverb_tf/cc/proto/schema.pb.h"
 #include "reverb_tf/cc/service/server.h"
 #include "reverb_tf/cc/wire/conversions.h"
 
-ABSL_FLAG(std::string, config, "", "ServerConfig as a textproto string.");
+ABSL_FLAG(
+    std::string, config, "",
+    "ReverbServerConfig (schema.proto, dm-reverb's message) as a textproto "
+    "string.");
 ABSL_FLAG(std::string, config_file, "",
-          "Path of a file holding the ServerConfig textproto.");
+          "Path of a file holding the ReverbServerConfig textproto.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Checkpoint root directory (overrides the config's checkpoint_dir).");
 ABSL_FLAG(std::string, fallback_checkpoint_path, "",
@@ -159,7 +162,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string errors_;
 };
 
-absl::StatusOr<proto::ServerConfig> LoadConfig() {
+absl::StatusOr<schema::ReverbServerConfig> LoadConfig() {
   std::string text = absl::GetFlag(FLAGS_config);
   const std::string path = absl::GetFlag(FLAGS_config_file);
   if (text.empty() == path.empty()) {
@@ -175,7 +178,7 @@ absl::StatusOr<proto::ServerConfig> LoadConfig() {
     buffer << file.rdbuf();
     text = buffer.str();
   }
-  proto::ServerConfig config;
+  schema::ReverbServerConfig config;
   google::protobuf::TextFormat::Parser parser;
   ErrorCollector errors;
   parser.RecordErrorsTo(&errors);
@@ -189,7 +192,7 @@ absl::StatusOr<proto::ServerConfig> LoadConfig() {
 // Flags win over the config's fields. Null when no checkpoint directory is
 // given (then the Checkpoint RPC reports FAILED_PRECONDITION).
 absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
-    const proto::ServerConfig& config, absl::Duration* interval) {
+    const schema::ReverbServerConfig& config, absl::Duration* interval) {
   CheckpointerOptions options;
   options.root = absl::GetFlag(FLAGS_checkpoint_dir);
   if (options.root.empty()) options.root = config.checkpoint_dir();
@@ -241,7 +244,7 @@ int Run() {
     return 2;
   }
   std::vector<TableOptions> tables;
-  for (const proto::TableConfig& table : config->tables()) {
+  for (const schema::PriorityTableCheckpoint& table : config->tables()) {
     auto options = TableOptionsFromConfig(table);
     absl::Status valid = options.ok() ? options->CheckNew() : options.status();
     if (!valid.ok()) {

@@ -6,68 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/wire/table_messages.h"
 
 namespace reverb_tf {
 namespace {
 
-absl::StatusOr<SelectorOptions> SelectorFromConfig(
-    const proto::SelectorConfig& config, const std::string& table,
-    const char* role) {
-  SelectorOptions options;
-  switch (config.kind_case()) {
-    case proto::SelectorConfig::kUniform:
-      options.kind = SelectorOptions::Kind::kUniform;
-      break;
-    case proto::SelectorConfig::kPrioritized:
-      options.kind = SelectorOptions::Kind::kPrioritized;
-      options.priority_exponent = config.prioritized().priority_exponent();
-      break;
-    case proto::SelectorConfig::kFifo:
-      options.kind = SelectorOptions::Kind::kFifo;
-      break;
-    case proto::SelectorConfig::kLifo:
-      options.kind = SelectorOptions::Kind::kLifo;
-      break;
-    case proto::SelectorConfig::kHeap:
-      options.kind = config.heap().min_heap() ? SelectorOptions::Kind::kMinHeap
-                                              : SelectorOptions::Kind::kMaxHeap;
-      break;
-    case proto::SelectorConfig::KIND_NOT_SET:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table '", table, "': ", role,
-          " must be one of uniform, prioritized, fifo, lifo, heap"));
-  }
-  return options;
-}
-
-proto::SelectorConfig SelectorToConfig(const SelectorOptions& options) {
-  proto::SelectorConfig config;
-  switch (options.kind) {
-    case SelectorOptions::Kind::kUniform:
-      config.set_uniform(true);
-      break;
-    case SelectorOptions::Kind::kPrioritized:
-      config.mutable_prioritized()->set_priority_exponent(
-          options.priority_exponent);
-      break;
-    case SelectorOptions::Kind::kFifo:
-      config.set_fifo(true);
-      break;
-    case SelectorOptions::Kind::kLifo:
-      config.set_lifo(true);
-      break;
-    case SelectorOptions::Kind::kMinHeap:
-      config.mutable_heap()->set_min_heap(true);
-      break;
-    case SelectorOptions::Kind::kMaxHeap:
-      config.mutable_heap()->set_min_heap(false);
-      break;
-  }
-  return config;
-}
-
 void CallStatsToProto(const RateLimiterCallStats& stats,
-                      proto::CallStats* out) {
+                      schema::RateLimiterCallStats* out) {
   out->set_completed(stats.completed);
   out->set_limited(stats.limited);
   out->set_pending(stats.pending);
@@ -75,12 +20,14 @@ void CallStatsToProto(const RateLimiterCallStats& stats,
       absl::ToDoubleSeconds(stats.completed_wait_time));
 }
 
-void RateLimiterToConfig(const RateLimiterOptions& options,
-                         proto::RateLimiterConfig* out) {
-  out->set_samples_per_insert(options.samples_per_insert);
-  out->set_min_size_to_sample(options.min_size_to_sample);
-  out->set_min_diff(options.min_diff);
-  out->set_max_diff(options.max_diff);
+RateLimiterCallStats CallStatsFromProto(
+    const schema::RateLimiterCallStats& stats) {
+  RateLimiterCallStats out;
+  out.completed = stats.completed();
+  out.limited = stats.limited();
+  out.pending = stats.pending();
+  out.completed_wait_time = absl::Seconds(stats.completed_wait_time_s());
+  return out;
 }
 
 }  // namespace
@@ -142,72 +89,31 @@ void ChunkToProto(const Chunk& chunk, proto::Chunk* out) {
 }
 
 absl::StatusOr<TableOptions> TableOptionsFromConfig(
-    const proto::TableConfig& config) {
-  TableOptions options;
-  options.name = config.table_name();
-  ASSIGN_OR_RETURN(
-      options.sampler,
-      SelectorFromConfig(config.sampler(), options.name, "sampler"));
-  ASSIGN_OR_RETURN(
-      options.remover,
-      SelectorFromConfig(config.remover(), options.name, "remover"));
-  options.max_size = config.max_size();
-  options.max_times_sampled = config.max_times_sampled();
-  if (!config.has_rate_limiter()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table '", options.name, "': rate_limiter is required"));
-  }
-  const proto::RateLimiterConfig& limiter = config.rate_limiter();
-  options.rate_limiter.samples_per_insert = limiter.samples_per_insert();
-  options.rate_limiter.min_size_to_sample = limiter.min_size_to_sample();
-  options.rate_limiter.min_diff = limiter.min_diff();
-  options.rate_limiter.max_diff = limiter.max_diff();
-  if (config.has_signature()) {
-    TableSignature signature;
-    for (const proto::ColumnSpec& column : config.signature().columns()) {
-      signature.columns.push_back(ColumnSpec{
-          column.name(), static_cast<DType>(column.dtype()),
-          std::vector<int64_t>(column.shape().begin(), column.shape().end())});
-    }
-    signature.nested_structure = config.signature().nested_structure();
-    options.signature = std::move(signature);
-  }
-  RETURN_IF_ERROR(options.Validate());
-  return options;
+    const schema::PriorityTableCheckpoint& config) {
+  return TableOptionsFromMessage(config);
 }
 
-proto::TableConfig TableOptionsToConfig(const TableOptions& options) {
-  proto::TableConfig config;
-  config.set_table_name(options.name);
-  *config.mutable_sampler() = SelectorToConfig(options.sampler);
-  *config.mutable_remover() = SelectorToConfig(options.remover);
-  config.set_max_size(options.max_size);
-  config.set_max_times_sampled(options.max_times_sampled);
-  RateLimiterToConfig(options.rate_limiter, config.mutable_rate_limiter());
+void TableInfoToProto(const TableInfo& info, schema::TableInfo* out) {
+  const TableOptions& options = info.options;
+  out->set_name(options.name);
+  SelectorToMessage(options.sampler, out->mutable_sampler_options());
+  SelectorToMessage(options.remover, out->mutable_remover_options());
+  out->set_max_size(options.max_size);
+  out->set_max_times_sampled(options.max_times_sampled);
   if (options.signature.has_value()) {
-    proto::Signature* signature = config.mutable_signature();
-    for (const ColumnSpec& column : options.signature->columns) {
-      proto::ColumnSpec* out = signature->add_columns();
-      out->set_name(column.name);
-      out->set_dtype(static_cast<int32_t>(column.dtype));
-      out->mutable_shape()->Assign(column.shape.begin(), column.shape.end());
-    }
-    signature->set_nested_structure(options.signature->nested_structure);
+    SignatureToMessage(*options.signature, out->mutable_signature());
   }
-  return config;
-}
-
-void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
-  *out->mutable_config() = TableOptionsToConfig(info.options);
   out->set_current_size(info.current_size);
   out->set_num_unique_samples(info.num_unique_samples);
-  out->set_sampler_total_weight(info.sampler_total_weight);
-  out->set_sampler_min_item_weight(info.sampler_min_item_weight);
   out->set_num_episodes(info.num_episodes);
   out->set_num_deleted_episodes(info.num_deleted_episodes);
-  proto::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
-  RateLimiterToConfig(info.rate_limiter_info.options,
-                      limiter->mutable_config());
+  out->set_sampler_total_weight(info.sampler_total_weight);
+  out->set_sampler_min_item_weight(info.sampler_min_item_weight);
+  // dm-reverb reports its per-table worker thread's times; reverb_tf's
+  // tables have none, so the message is there and all zero.
+  out->mutable_table_worker_time();
+  schema::RateLimiterInfo* limiter = out->mutable_rate_limiter_info();
+  RateLimiterToMessage(info.rate_limiter_info.options, limiter);
   limiter->set_inserts(info.rate_limiter_info.inserts);
   limiter->set_samples(info.rate_limiter_info.samples);
   limiter->set_deletes(info.rate_limiter_info.deletes);
@@ -217,31 +123,44 @@ void TableInfoToProto(const TableInfo& info, proto::TableInfo* out) {
                    limiter->mutable_sample_stats());
 }
 
-absl::StatusOr<TableInfo> TableInfoFromProto(
-    const proto::TableInfo& proto_info) {
+std::string SerializeTableInfo(const TableInfo& info) {
+  schema::TableInfo message;
+  TableInfoToProto(info, &message);
+  return message.SerializeAsString();
+}
+
+absl::StatusOr<TableInfo> TableInfoFromProto(const schema::TableInfo& proto) {
   TableInfo info;
-  ASSIGN_OR_RETURN(info.options, TableOptionsFromConfig(proto_info.config()));
-  info.current_size = proto_info.current_size();
-  info.num_unique_samples = proto_info.num_unique_samples();
-  info.sampler_total_weight = proto_info.sampler_total_weight();
-  info.sampler_min_item_weight = proto_info.sampler_min_item_weight();
-  info.num_episodes = proto_info.num_episodes();
-  info.num_deleted_episodes = proto_info.num_deleted_episodes();
-  const proto::RateLimiterInfo& limiter = proto_info.rate_limiter_info();
-  info.rate_limiter_info.options = info.options.rate_limiter;
+  TableOptions& options = info.options;
+  options.name = proto.name();
+  ASSIGN_OR_RETURN(
+      options.sampler,
+      SelectorFromMessage(proto.sampler_options(), options.name, "sampler"));
+  ASSIGN_OR_RETURN(
+      options.remover,
+      SelectorFromMessage(proto.remover_options(), options.name, "remover"));
+  options.max_size = proto.max_size();
+  options.max_times_sampled = proto.max_times_sampled();
+  const schema::RateLimiterInfo& limiter = proto.rate_limiter_info();
+  options.rate_limiter = RateLimiterFromMessage(limiter);
+  if (proto.has_signature()) {
+    options.signature = SignatureFromMessage(proto.signature());
+  }
+  RETURN_IF_ERROR(options.Validate());
+  info.current_size = proto.current_size();
+  info.num_unique_samples = proto.num_unique_samples();
+  info.num_episodes = proto.num_episodes();
+  info.num_deleted_episodes = proto.num_deleted_episodes();
+  info.sampler_total_weight = proto.sampler_total_weight();
+  info.sampler_min_item_weight = proto.sampler_min_item_weight();
+  info.rate_limiter_info.options = options.rate_limiter;
   info.rate_limiter_info.inserts = limiter.inserts();
   info.rate_limiter_info.samples = limiter.samples();
   info.rate_limiter_info.deletes = limiter.deletes();
-  auto stats = [](const proto::CallStats& in) {
-    RateLimiterCallStats out;
-    out.completed = in.completed();
-    out.limited = in.limited();
-    out.pending = in.pending();
-    out.completed_wait_time = absl::Seconds(in.completed_wait_time_s());
-    return out;
-  };
-  info.rate_limiter_info.insert_stats = stats(limiter.insert_stats());
-  info.rate_limiter_info.sample_stats = stats(limiter.sample_stats());
+  info.rate_limiter_info.insert_stats =
+      CallStatsFromProto(limiter.insert_stats());
+  info.rate_limiter_info.sample_stats =
+      CallStatsFromProto(limiter.sample_stats());
   return info;
 }
 

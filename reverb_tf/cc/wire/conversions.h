@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Conversions between the wire/config protos and the core's types, and the
-// one mapping between absl and gRPC status codes.
+// Conversions between the wire protos (and a server's config) and the
+// core's types, and the one mapping between absl and gRPC status codes.
+// A table's options convert through wire/table_messages.h.
 //
 // absl::StatusCode and grpc::StatusCode share the canonical numbering, so a
 // status crosses the wire with its code intact: a rate-limiter timeout stays
@@ -11,6 +12,7 @@
 #define REVERB_TF_CC_WIRE_CONVERSIONS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -18,11 +20,12 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/support/status.h"
 #include "reverb_tf/cc/chunk_store.h"
-#include "reverb_tf/cc/proto/config.pb.h"
 #include "reverb_tf/cc/proto/data.pb.h"
+#include "reverb_tf/cc/proto/schema.pb.h"
 #include "reverb_tf/cc/proto/service.pb.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/tensor_payload.h"
+#include "reverb_tf/cc/wire/serialized_table_info.h"
 
 namespace reverb_tf {
 
@@ -50,12 +53,14 @@ int64_t SampleToProto(const SampledItem& sample,
                       proto::SampleResponse* response,
                       absl::flat_hash_set<ChunkKey>* sent);
 
+// A table of a server's config (--config), validated.
 REVERB_TF_EXPORT absl::StatusOr<TableOptions> TableOptionsFromConfig(
-    const proto::TableConfig& config);
-REVERB_TF_EXPORT proto::TableConfig TableOptionsToConfig(
-    const TableOptions& options);
-void TableInfoToProto(const TableInfo& info, proto::TableInfo* out);
-absl::StatusOr<TableInfo> TableInfoFromProto(const proto::TableInfo& info);
+    const schema::PriorityTableCheckpoint& config);
+// A table's info as ServerInfo sends it and Python reads it.
+void TableInfoToProto(const TableInfo& info, schema::TableInfo* out);
+// INVALID_ARGUMENT for options that fail TableOptions::Validate (a server
+// of another version or a hostile one).
+absl::StatusOr<TableInfo> TableInfoFromProto(const schema::TableInfo& info);
 
 }  // namespace reverb_tf
 

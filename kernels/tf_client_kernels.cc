@@ -148,19 +148,19 @@ class SampleOp : public OpKernel {
     Tensor* out;
     constexpr int kDataOutputs = 7;  // the info outputs come first
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, {}, &out));
-    out->scalar<uint64_t>()() = sample.key;
+    out->scalar<uint64_t>()() = sample.info.key;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, {}, &out));
-    out->scalar<double>()() = sample.probability;
+    out->scalar<double>()() = sample.info.probability;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, {}, &out));
-    out->scalar<int64_t>()() = sample.table_size;
+    out->scalar<int64_t>()() = sample.info.table_size;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, {}, &out));
-    out->scalar<double>()() = sample.priority;
+    out->scalar<double>()() = sample.info.priority;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, {}, &out));
-    out->scalar<int32_t>()() = sample.times_sampled;
+    out->scalar<int32_t>()() = sample.info.times_sampled;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(5, {}, &out));
-    out->scalar<double>()() = sample.table_weight;
+    out->scalar<double>()() = sample.info.table_weight;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(6, {}, &out));
-    out->scalar<double>()() = sample.min_probability;
+    out->scalar<double>()() = sample.info.min_probability;
     // As dm-reverb's, the op returns the item's first timestep: a column
     // with a time dimension loses it (squeezed columns are one step already).
     for (size_t i = 0; i < dtypes_.size(); ++i) {

@@ -219,20 +219,20 @@ class Dataset : public DatasetBase {
       }
       out->reserve(options.dtypes.size());
       out->emplace_back(tensorflow::DT_UINT64, TensorShape({}));
-      out->back().scalar<uint64_t>()() = sample.key;
+      out->back().scalar<uint64_t>()() = sample.info.key;
       out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
-      out->back().scalar<double>()() = sample.probability;
+      out->back().scalar<double>()() = sample.info.probability;
       out->emplace_back(tensorflow::DT_INT64, TensorShape({}));
-      out->back().scalar<int64_t>()() = sample.table_size;
+      out->back().scalar<int64_t>()() = sample.info.table_size;
       out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
-      out->back().scalar<double>()() = sample.priority;
+      out->back().scalar<double>()() = sample.info.priority;
       out->emplace_back(tensorflow::DT_INT32, TensorShape({}));
-      out->back().scalar<int32_t>()() = sample.times_sampled;
+      out->back().scalar<int32_t>()() = sample.info.times_sampled;
       if (options.sampling_stats) {
         out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
-        out->back().scalar<double>()() = sample.table_weight;
+        out->back().scalar<double>()() = sample.info.table_weight;
         out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
-        out->back().scalar<double>()() = sample.min_probability;
+        out->back().scalar<double>()() = sample.info.min_probability;
       }
       for (size_t i = 0; i < columns; ++i) {
         if (options.unsqueeze && i < sample.squeezed.size() &&

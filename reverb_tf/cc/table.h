@@ -45,6 +45,7 @@
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/platform/table_memory.h"
 #include "reverb_tf/cc/rate_limiters/rate_limiter.h"
+#include "reverb_tf/cc/sample_info.h"
 #include "reverb_tf/cc/selectors/item_selector.h"
 
 namespace reverb_tf {
@@ -71,24 +72,10 @@ struct REVERB_TF_EXPORT TableOptions {
   absl::Status CheckNew() const;
 };
 
-struct SampledItem {
-  Key key = 0;
-  double priority = 0;
-  // Including this sample.
-  int32_t times_sampled = 0;
-  // Probability with which the sampler chose the item.
-  double probability = 0;
-  // Table size when the item was chosen.
-  int64_t table_size = 0;
-  // The sampler's total weight when the item was chosen (ItemSelector::
-  // TotalWeight): the size for most samplers, the sum of priority^exponent
-  // for a prioritized one.
-  double table_weight = 0;
-  // The sampler's MinProbability() when the item was chosen: the smallest
-  // probability any item had then (importance-sampling weights).
-  double min_probability = 0;
-  // True if the call had to wait for the rate limiter.
-  bool rate_limited = false;
+// A sample as the table hands it out: what it reports of the item
+// (SampleInfo, which the layers above pass on as it is) and the item's
+// trajectory over the table's chunks.
+struct SampledItem : SampleInfo {
   // True if this sample reached max_times_sampled and removed the item.
   bool removed = false;
   Trajectory trajectory;

@@ -28,6 +28,7 @@
 #include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/sample_info.h"
 #include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/tensor_payload.h"
@@ -37,25 +38,6 @@ namespace reverb_tf {
 namespace proto {
 class SampleResponse;
 }  // namespace proto
-
-struct REVERB_TF_EXPORT SampleInfo {
-  Key key = 0;
-  double probability = 0;
-  int64_t table_size = 0;
-  double priority = 0;
-  int32_t times_sampled = 0;
-  bool rate_limited = false;
-  // The table's total sampling weight when the item was chosen (the size,
-  // or for a prioritized table the sum of priority^exponent).
-  double table_weight = 0;
-  // The smallest probability any item of the table had when this one was
-  // chosen: (probability / min_probability)^-beta is the item's
-  // importance-sampling weight normalised by the largest. With several
-  // shards, these, probability and table_size are those of one table
-  // holding every shard's items (ShardedSampler, sampler.h), except for
-  // queue-like tables, whose samples keep their shard's.
-  double min_probability = 0;
-};
 
 // One sampled item with its columns materialized (uncompressed).
 struct REVERB_TF_EXPORT Sample {

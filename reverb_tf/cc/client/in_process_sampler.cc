@@ -69,14 +69,7 @@ absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column,
 
 absl::Status Materialize(const SampledItem& item, ChunkCache* cache,
                          Sample* sample) {
-  sample->info.key = item.key;
-  sample->info.probability = item.probability;
-  sample->info.table_size = item.table_size;
-  sample->info.priority = item.priority;
-  sample->info.times_sampled = item.times_sampled;
-  sample->info.rate_limited = item.rate_limited;
-  sample->info.table_weight = item.table_weight;
-  sample->info.min_probability = item.min_probability;
+  sample->info = item;
   sample->columns.reserve(item.trajectory.size());
   sample->squeezed.reserve(item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {

@@ -156,16 +156,7 @@ absl::Status AppendItem(const SampledItem& item, int64_t batch_size,
     RETURN_IF_ERROR(MaterializeSample(item, &sample));
     return AppendSample(sample, batch_size, batch);
   }
-  SampleInfo info;
-  info.key = item.key;
-  info.probability = item.probability;
-  info.table_size = item.table_size;
-  info.priority = item.priority;
-  info.times_sampled = item.times_sampled;
-  info.rate_limited = item.rate_limited;
-  info.table_weight = item.table_weight;
-  info.min_probability = item.min_probability;
-  return AppendColumns(views, info, batch_size, batch);
+  return AppendColumns(views, item, batch_size, batch);
 }
 
 // NextStackedBatch for a server of this process: the sampled items' chunks

@@ -54,14 +54,7 @@ absl::Status DecodeSampleResponse(proto::SampleResponse* response,
   absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
   for (const proto::SampledItem& item : response->items()) {
     Sample& sample = samples->emplace_back();
-    sample.info.key = item.info().key();
-    sample.info.probability = item.info().probability();
-    sample.info.table_size = item.info().table_size();
-    sample.info.priority = item.info().priority();
-    sample.info.times_sampled = item.info().times_sampled();
-    sample.info.rate_limited = item.info().rate_limited();
-    sample.info.table_weight = item.info().table_weight();
-    sample.info.min_probability = item.info().min_probability();
+    sample.info = SampleInfoFromProto(item.info());
     sample.columns.reserve(item.columns_size());
     for (const proto::Column& column : item.columns()) {
       ASSIGN_OR_RETURN(TensorPayload payload,

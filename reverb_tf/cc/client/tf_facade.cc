@@ -48,13 +48,7 @@ class SamplerAdapter : public FacadeSampler {
     reverb_tf::Sample sample;
     if (absl::Status status = sampler_->Next(&sample); !status.ok())
       return FromAbsl(status);
-    out->key = sample.info.key;
-    out->probability = sample.info.probability;
-    out->table_size = sample.info.table_size;
-    out->priority = sample.info.priority;
-    out->times_sampled = sample.info.times_sampled;
-    out->table_weight = sample.info.table_weight;
-    out->min_probability = sample.info.min_probability;
+    out->info = sample.info;
     out->squeezed = sample.squeezed;
     out->columns.resize(sample.columns.size());
     for (size_t i = 0; i < sample.columns.size(); ++i) {

@@ -5,7 +5,8 @@
 // The kernels compile against TensorFlow's headers, which bring TF's own
 // absl and protobuf; ours must never meet them in one translation unit
 // (../../../docs/native_linking.md). So this header includes nothing but the
-// standard library, and everything crosses as plain structs.
+// standard library and the core's plain SampleInfo (which includes nothing
+// else either), and everything crosses as plain structs.
 //
 // Thread safety: functions are thread-safe; a FacadeSampler is used by one
 // thread at a time except Cancel(), which may be called from any thread.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/sample_info.h"
 
 namespace reverb_tf::tf_facade {
 
@@ -37,14 +39,7 @@ struct Tensor {
 };
 
 struct Sample {
-  uint64_t key = 0;
-  double probability = 0;
-  int64_t table_size = 0;
-  double priority = 0;
-  int32_t times_sampled = 0;
-  // See reverb_tf::SampleInfo (client.h).
-  double table_weight = 0;
-  double min_probability = 0;
+  SampleInfo info;
   std::vector<Tensor> columns;
   // squeezed[i]: column i is one step stored without its time dimension.
   std::vector<bool> squeezed;

@@ -189,6 +189,19 @@ absl::StatusOr<Item> ItemFromProto(
   return item;
 }
 
+SampleInfo SampleInfoFromProto(const proto::SampleInfo& proto) {
+  SampleInfo info;
+  info.key = proto.key();
+  info.probability = proto.probability();
+  info.table_size = proto.table_size();
+  info.priority = proto.priority();
+  info.times_sampled = proto.times_sampled();
+  info.rate_limited = proto.rate_limited();
+  info.table_weight = proto.table_weight();
+  info.min_probability = proto.min_probability();
+  return info;
+}
+
 int64_t SampleToProto(const SampledItem& sample,
                       proto::SampleResponse* response,
                       absl::flat_hash_set<ChunkKey>* sent) {

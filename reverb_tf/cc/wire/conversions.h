@@ -47,6 +47,9 @@ absl::StatusOr<Item> ItemFromProto(
     const proto::Item& proto_item,
     const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks);
 
+// A sample's info as the client reads it from a SampleResponse item.
+SampleInfo SampleInfoFromProto(const proto::SampleInfo& info);
+
 // Appends `sample` to `response`, with each chunk not yet in `sent` (which
 // it extends); returns the chunk bytes added.
 int64_t SampleToProto(const SampledItem& sample,

@@ -54,8 +54,9 @@ absl::StatusOr<SelectorOptions> SelectorFromMessage(const Selector& message,
       options.kind = SelectorOptions::Kind::kLifo;
       break;
     case Selector::kHeap:
-      options.kind = message.heap().min_heap() ? SelectorOptions::Kind::kMinHeap
-                                               : SelectorOptions::Kind::kMaxHeap;
+      options.kind = message.heap().min_heap()
+                         ? SelectorOptions::Kind::kMinHeap
+                         : SelectorOptions::Kind::kMaxHeap;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
@@ -165,8 +166,7 @@ absl::StatusOr<TableOptions> TableOptionsFromMessage(
 }
 
 template <typename TableMessage>
-void TableOptionsToMessage(const TableOptions& options,
-                           TableMessage* message) {
+void TableOptionsToMessage(const TableOptions& options, TableMessage* message) {
   message->set_table_name(options.name);
   SelectorToMessage(options.sampler, message->mutable_sampler());
   SelectorToMessage(options.remover, message->mutable_remover());

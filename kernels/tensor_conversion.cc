@@ -83,4 +83,16 @@ absl::Status TensorToColumn(const Tensor& tensor, tf_facade::Tensor* out) {
   return absl::OkStatus();
 }
 
+absl::Status ScalarString(tensorflow::OpKernelContext* ctx, const char* name,
+                          std::string* out) {
+  const tensorflow::Tensor* tensor;
+  TF_RETURN_IF_ERROR(ctx->input(name, &tensor));
+  if (!tensorflow::TensorShapeUtils::IsScalar(tensor->shape())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " must be a scalar, got shape ", tensor->shape().DebugString()));
+  }
+  *out = std::string(tensor->scalar<tensorflow::tstring>()());
+  return absl::OkStatus();
+}
+
 }  // namespace reverb_tf

@@ -5,6 +5,7 @@
 #define REVERB_TF_KERNELS_TENSOR_CONVERSION_H_
 
 #include "reverb_tf/cc/client/tf_facade.h"
+#include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
@@ -22,6 +23,10 @@ absl::Status ColumnToTensor(const tf_facade::Tensor& column,
 // Copies a TF tensor into a facade tensor (strings encoded as the wire does).
 absl::Status TensorToColumn(const tensorflow::Tensor& tensor,
                             tf_facade::Tensor* out);
+
+// The scalar string input `name` of the op.
+absl::Status ScalarString(tensorflow::OpKernelContext* ctx, const char* name,
+                          std::string* out);
 
 }  // namespace reverb_tf
 

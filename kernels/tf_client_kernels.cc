@@ -21,18 +21,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 
-absl::Status ScalarString(OpKernelContext* ctx, const char* name,
-                          std::string* out) {
-  const Tensor* tensor;
-  TF_RETURN_IF_ERROR(ctx->input(name, &tensor));
-  if (!tensorflow::TensorShapeUtils::IsScalar(tensor->shape())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " must be a scalar, got shape ", tensor->shape().DebugString()));
-  }
-  *out = std::string(tensor->scalar<tensorflow::tstring>()());
-  return absl::OkStatus();
-}
-
 absl::Status Vector(OpKernelContext* ctx, const char* name,
                     const Tensor** out) {
   TF_RETURN_IF_ERROR(ctx->input(name, out));

@@ -67,6 +67,8 @@ _LAZY = {
     "server_executable": ("reverb_tf.server_executable", None),
     "TFClient": ("reverb_tf.tf_client", "TFClient"),
     "tf_client": ("reverb_tf.tf_client", None),
+    "TFTrajectoryWriter": ("reverb_tf.tf_trajectory_writer", "TFTrajectoryWriter"),
+    "tf_trajectory_writer": ("reverb_tf.tf_trajectory_writer", None),
 }
 
 
@@ -104,6 +106,7 @@ __all__ = [
     "Server",
     "Table",
     "TFClient",
+    "TFTrajectoryWriter",
     "TimestepDataset",
     "TrajectoryColumn",
     "TrajectoryDataset",

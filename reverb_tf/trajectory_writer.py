@@ -82,8 +82,11 @@ def _fill(structure: Any, data: Any, out: List[Any]) -> None:
         raise _Mismatch()
 
 
-def _union(old: Any, new: Any, path: Path = ()) -> Any:
-    """Merges two structures whose leaves are column indices.
+def union_structures(old: Any, new: Any, path: Path = ()) -> Any:
+    """Merges two structures whose leaves are column indices (None: absent).
+
+    The structure of a writer's history: every field any step had. Used by
+    both writers (tf_trajectory_writer.py too).
 
     Raises:
       InvalidArgumentError: If a field is a leaf in one and a nest in the other.
@@ -105,16 +108,21 @@ def _union(old: Any, new: Any, path: Path = ()) -> Any:
             raise errors.InvalidArgumentError(
                 f"append: field '{signatures.column_name(path)}' changed container type"
             )
-        merged = type(old)((k, _union(v, new.get(k), path + (k,))) for k, v in old.items())
+        merged = type(old)(
+            (k, union_structures(v, new.get(k), path + (k,))) for k, v in old.items()
+        )
         for k, v in new.items():
             if k not in merged:
                 merged[k] = v
         return merged
     if isinstance(old, tuple) and hasattr(old, "_fields"):
-        return type(old)(*[_union(a, b, path + (i,)) for i, (a, b) in enumerate(zip(old, new))])
+        return type(old)(
+            *[union_structures(a, b, path + (i,)) for i, (a, b) in enumerate(zip(old, new))]
+        )
     if isinstance(old, (list, tuple)):
         return type(old)(
-            _union(a, b, path + (i,)) for i, (a, b) in enumerate(itertools.zip_longest(old, new))
+            union_structures(a, b, path + (i,))
+            for i, (a, b) in enumerate(itertools.zip_longest(old, new))
         )
     raise errors.InvalidArgumentError(
         f"append: field '{signatures.column_name(path)}' has unsupported container "
@@ -665,7 +673,7 @@ class _WriterBase:
                 self._new_column(path)
             columns = self._path_to_column
             structure = tree.map_structure_with_path(lambda p, _: columns.get(p), data)
-            self._structure = _union(self._structure, structure)
+            self._structure = union_structures(self._structure, structure)
             self._flat = type(self._structure) is dict and all(
                 type(v) is int for v in self._structure.values()
             )

@@ -93,6 +93,82 @@ REVERB_TF_EXPORT Status InsertItem(const std::string& server_address,
                                    std::vector<Tensor> columns,
                                    int64_t timeout_ms);
 
+// -- The graph-mode trajectory writer (kernels/trajectory_writer_kernels.cc)
+
+struct WriterOptions {
+  int32_t num_keep_alive_refs = 1;
+  // 0: num_keep_alive_refs.
+  int32_t max_chunk_length = 0;
+  int32_t max_in_flight_items = 128;
+  // False: items are not checked against the table's signature, neither
+  // here nor by the server (as the Python writer's validate_items=False).
+  bool validate_items = true;
+};
+
+// One column of an item: entries of `column`'s history, which holds the
+// steps since the writer began or since EndEpisode(clear_buffers=true). Not
+// squeezed: the entries [start, stop) with Python's slice semantics (negative
+// values count back from the newest step; has_start/has_stop false: open
+// end). Squeezed: the single entry `start`, without a time dimension.
+struct ItemColumnRef {
+  int32_t column = 0;
+  int64_t start = 0;
+  int64_t stop = 0;
+  bool has_start = false;
+  bool has_stop = false;
+  bool squeeze = false;
+};
+
+// A cancellation signal for one blocking call: Cancel() (from any thread,
+// e.g. TensorFlow's step cancellation) makes the call return CANCELLED.
+class REVERB_TF_EXPORT CallCancellation {
+ public:
+  class Impl;
+  CallCancellation();
+  ~CallCancellation();
+  CallCancellation(const CallCancellation&) = delete;
+  CallCancellation& operator=(const CallCancellation&) = delete;
+  void Cancel();
+  Impl* impl() const { return impl_; }
+
+ private:
+  Impl* impl_;
+};
+
+// The C++ TrajectoryWriter (trajectory_writer.h) behind plain structs: the
+// same items, chunks and checks as the Python writer's. `cancel` may be null.
+//
+// Thread safety: thread-safe (calls are serialized; TensorFlow may run two
+// ops on one writer at once when a program does not order them).
+class REVERB_TF_EXPORT FacadeTrajectoryWriter {
+ public:
+  virtual ~FacadeTrajectoryWriter() = default;
+  // Appends one step (or, with partial_step, part of one): values[i] for
+  // column columns[i], the other columns missing. `names[i]` names a column
+  // (its path) in error messages. `step` receives the step's index.
+  virtual Status Append(const std::vector<int32_t>& columns,
+                        const std::vector<std::string>& names,
+                        std::vector<Tensor> values, bool partial_step,
+                        int64_t* step) = 0;
+  // Queues an item; checks it against the table's signature first (fetched
+  // from the server on the table's first item) unless validate_items is
+  // false. Blocks while max_in_flight_items are unconfirmed.
+  virtual Status CreateItem(const std::string& table, double priority,
+                            const std::vector<ItemColumnRef>& columns,
+                            CallCancellation* cancel) = 0;
+  // timeout_ms < 0: wait forever.
+  virtual Status Flush(int32_t block_until_num_items, int64_t timeout_ms,
+                       CallCancellation* cancel) = 0;
+  virtual Status EndEpisode(bool clear_buffers, int64_t timeout_ms,
+                            CallCancellation* cancel) = 0;
+  // Steps since the last EndEpisode (an open partial step excluded).
+  virtual int32_t episode_steps() = 0;
+};
+
+REVERB_TF_EXPORT Status NewTrajectoryWriter(
+    const std::string& server_address, const WriterOptions& options,
+    std::unique_ptr<FacadeTrajectoryWriter>* writer);
+
 }  // namespace reverb_tf::tf_facade
 
 #endif  // REVERB_TF_CC_CLIENT_TF_FACADE_H_

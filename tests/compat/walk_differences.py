@@ -82,20 +82,6 @@ PENDING = [
         "legacy_writer:closed/append/data=object",
         "a closed Writer reports being closed before the leaf's type",
     ),
-    (
-        "structured_writer:stepped/append/data=other_dtype",
-        "the message names the column by index and path; dm-reverb's by its own wording",
-    ),
-    (
-        "structured_writer:partial/append/data=*",
-        "a bad value while a partial step is open: RuntimeError; dm-reverb: ValueError",
-    ),
-    (
-        "structured_writer:stepped/flush/timeout_ms=[nz]*",
-        "flush(timeout_ms <= 0) with items pending: reverb_tf flushes, dm-reverb raises "
-        "DeadlineExceededError at once",
-    ),
-    ("structured_writer:stepped/end_episode/timeout_ms=[nz]*", "as flush(timeout_ms <= 0)"),
     # Datasets.
     (
         "*_dataset:class/__init__/valid",

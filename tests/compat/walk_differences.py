@@ -73,15 +73,6 @@ PENDING = [
         "Client.insert([]): ValueError (a step without leaves); dm-reverb's writer fails "
         "later, with RuntimeError",
     ),
-    (
-        "trajectory_writer:*/append/data=object",
-        "a leaf that is no array after the first step: ValueError from the dtype check (a "
-        "closed writer: its RuntimeError first); dm-reverb: AttributeError",
-    ),
-    (
-        "legacy_writer:closed/append/data=object",
-        "a closed Writer reports being closed before the leaf's type",
-    ),
     # Datasets.
     (
         "*_dataset:class/__init__/valid",

@@ -195,8 +195,22 @@ class TFClient:
         with _name_scope(name, f"{self._name}_update_priorities"):
             if tf.executing_eagerly():
                 keys, priorities = _as_tensor(keys, tf.uint64), _as_tensor(priorities, tf.float64)
-            # In a graph the op converts keys and priorities itself: its
-            # messages name the parameter, as dm-reverb's op's do.
+            else:
+                # A tensor of another dtype (an eager one captured by the
+                # function in particular) would end in TF's internal
+                # "AssertionError: Unreachable", as it does in dm-reverb.
+                for what, value, dtype in (
+                    ("keys", keys, tf.uint64),
+                    ("priorities", priorities, tf.float64),
+                ):
+                    if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype != dtype:
+                        raise TypeError(
+                            f"Input '{what}' of 'ReverbTfUpdatePriorities' Op has type "
+                            f"{value.dtype.name} that does not match expected type of "
+                            f"{dtype.name}."
+                        )
+            # Other values the op converts itself: its messages name the
+            # parameter, as dm-reverb's op's do.
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._server_address,
                 table=table,

@@ -132,6 +132,16 @@ def test_arguments_of_the_wrong_type_fail_as_in_dm_reverb(server):
     with pytest.raises(ValueError, match="Tried to convert 'priorities' to a tensor"):
         update(None)
     update([2.0])
+    # An eager tensor of another dtype, captured by the function: TF's op
+    # wrapper would fail an internal assertion (as dm-reverb's does).
+    float32_priorities = tf.constant([1.0], tf.float32)
+
+    @tf.function
+    def update_captured():
+        client.update_priorities("p", keys, float32_priorities)
+
+    with pytest.raises(TypeError, match="'priorities' .* has type float32 that does not match"):
+        update_captured()
 
 
 def test_sampled_keys_and_data_stay_together_while_a_learner_updates(server):

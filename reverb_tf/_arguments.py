@@ -90,6 +90,38 @@ def timeout_ms_in_s(timeout_ms: Any) -> Optional[float]:
     return integer("timeout_ms", timeout_ms) / 1000.0
 
 
+def array_like_leaves(values: Any) -> None:
+    """Checks that each of `values` is a value the native writers take.
+
+    They take what np.asarray turns into numbers, bools or text. Called only
+    where the writer would otherwise report something else first (it is
+    closed, or the step's structure changed), so that a value of the wrong
+    type is a TypeError there too; the native writers check it themselves
+    on every append.
+
+    Args:
+      values: The flattened leaves of a step (None leaves are skipped).
+
+    Raises:
+      TypeError: A leaf is no array-like value.
+    """
+    for value in values:
+        if value is None or isinstance(value, (str, bytes, numbers.Number, np.ndarray)):
+            continue
+        try:
+            array = np.asarray(value)
+        except Exception:  # pylint: disable=broad-except
+            continue  # ragged or odd: left to the native writer's checks
+        if array.dtype.kind != "O":
+            continue
+        for element in array.flat:
+            if not isinstance(element, (str, bytes)):
+                raise TypeError(
+                    "a value must be array-like (numbers, bools, bytes or str); got an "
+                    f"element of type {type(element).__name__}"
+                )
+
+
 def table_name(value: Any) -> str:
     """A table's name: a non-empty str (dm-reverb's phrase for an empty one).
 

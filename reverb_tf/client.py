@@ -209,7 +209,8 @@ class Writer:
         Raises:
           InvalidArgumentError: (a ValueError) If the step's structure,
             dtypes or shapes differ from the first step's.
-          TypeError: If a leaf is None.
+          TypeError: If a leaf is None or no array-like value (also when the
+            writer is closed).
           ReverbError: If the native writer fails.
         """
         flat = tree.flatten(data)
@@ -221,6 +222,8 @@ class Writer:
                     "Writer must have a value in every leaf"
                 )
         if self._closed:
+            # As dm-reverb: a value of the wrong type first, then "closed".
+            _arguments.array_like_leaves(flat)
             raise self._closed_error("Append")
         if self._num_leaves is None:
             self._num_leaves = len(flat)

@@ -27,9 +27,12 @@ either can be used by both.
 """
 
 import copy
+import datetime
+import operator
 import re
-from typing import Any, Callable, NewType, Optional, Sequence
+from typing import Any, Callable, Dict, NewType, Optional, Sequence, Tuple
 
+import numpy as np
 import tree
 
 from reverb_tf import _arguments
@@ -48,6 +51,63 @@ PatternTransform = Callable[[ReferenceStep], Pattern]
 _SpecNest = Any
 
 _COLUMN_IN_MESSAGE = re.compile(r"\bcolumn (\d+)\b")
+# The native writer's messages for a value unlike its column's first, which
+# `_with_path` rewords as dm-reverb words them (column, path, TF dtype
+# names), keeping the native explanation after them.
+_WRONG_DTYPE = re.compile(
+    r"^Tensor of wrong dtype provided for column (\d+)\. Got (\S+) but expected (\S+?)"
+    r"(?=$| \()(.*)$",
+    re.S,
+)
+_WRONG_SHAPE = re.compile(
+    r"^Tensor of incompatible shape provided for column (\d+)\. Got (\[[^\]]*\]) which is "
+    r"incompatible with (\[[^\]]*\])(.*)$",
+    re.S,
+)
+# numpy's dtype names that TensorFlow (and so dm-reverb's messages) spells
+# otherwise; every other name is the same in both.
+_TF_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half"}
+_DUPLICATE_IN_STEP = "provided by more than one append in the same step"
+
+
+def _tf_dtype_name(name: str) -> str:
+    """TensorFlow's name of the dtype numpy (and the native writer) calls `name`."""
+    return _TF_DTYPE_NAMES.get(name, name)
+
+
+def _column_spec(value: Any) -> Tuple[str, Tuple[int, ...]]:
+    """The (dtype name, shape) the native writer gives `value` as a cell.
+
+    The native writer converts a value as np.asarray would, and stores every
+    kind of text (str, bytes, object arrays of them) as TF strings.
+    """
+    array = np.asarray(value)
+    name = "string" if array.dtype.kind in "USO" else _tf_dtype_name(array.dtype.name)
+    return name, tuple(array.shape)
+
+
+def _deadline_message(call: str, timeout_ms: int, error: Exception) -> str:
+    """dm-reverb's words for a flush or end of episode that timed out.
+
+    The duration is printed as Python prints a `datetime.timedelta` (what
+    programs matching dm-reverb's message see), then the native detail.
+    """
+    duration = datetime.timedelta(milliseconds=operator.index(timeout_ms))
+    return f"{call} call did not complete within provided timeout of {duration} ({error})"
+
+
+def _timeout_s(timeout_ms: Any) -> Optional[float]:
+    """`timeout_ms` in seconds for the native writer; None waits forever.
+
+    A timeout of zero or less does not wait at all (dm-reverb checks once
+    and raises DeadlineExceededError if items are still pending), whereas
+    the native layer takes a negative timeout as no timeout.
+
+    Raises:
+      TypeError: `timeout_ms` is neither None nor an integer.
+    """
+    seconds = _arguments.timeout_ms_in_s(timeout_ms)
+    return None if seconds is None else max(seconds, 0.0)
 
 
 class StructuredWriter:
@@ -67,6 +127,11 @@ class StructuredWriter:
         self._writer = cpp_writer
         self._data_structure = None
         self._flat_data_length = None
+        # Column index -> (dtype name, shape) of its first value, recorded
+        # until every column has one. Only read on an error: a column given
+        # twice in an open step is reported as dm-reverb reports it, a wrong
+        # dtype or shape first.
+        self._column_specs: Dict[int, Tuple[str, Tuple[int, ...]]] = {}
 
     def append(self, data: Any, *, partial_step: bool = False):
         """Adds data to the current step and inserts the items that apply.
@@ -87,7 +152,8 @@ class StructuredWriter:
         Raises:
           ValueError: If the number of flattened leaves differs from the first
             step's, or a column's dtype or shape changed (the message names
-            the column's path).
+            the column's index and path, as dm-reverb's does; also when the
+            column was given before in the open step).
           RuntimeError: If a column was already given in the open step.
         """
         flat_data = tree.flatten(data)
@@ -104,17 +170,81 @@ class StructuredWriter:
             self._writer.append(flat_data, bool(partial_step))
         except errors.InvalidArgumentError as e:
             raise self._with_path(e) from None
+        except errors.FailedPreconditionError as e:
+            if _DUPLICATE_IN_STEP not in str(e):
+                raise
+            # The native writer checks for a column given twice before the
+            # values' dtypes and shapes; dm-reverb reports those first.
+            mismatch = self._mismatch(flat_data)
+            if mismatch is None:
+                raise
+            raise mismatch from None
+        if len(self._column_specs) < len(flat_data):
+            for index, value in enumerate(flat_data):
+                if value is not None and index not in self._column_specs:
+                    self._column_specs[index] = _column_spec(value)
+
+    def _path(self, index: int) -> Optional[Any]:
+        """The step path of flat column `index`, or None if there is none."""
+        paths = [path for path, _ in tree.flatten_with_path(self._data_structure)]
+        return paths[index] if index < len(paths) else None
+
+    def _mismatch(self, flat_data: Sequence[Any]) -> Optional[errors.InvalidArgumentError]:
+        """The error for the first value unlike its column's first, if any."""
+        for index, value in enumerate(flat_data):
+            if value is None or index not in self._column_specs:
+                continue
+            dtype, shape = self._column_specs[index]
+            try:
+                got_dtype, got_shape = _column_spec(value)
+            except Exception:  # pylint: disable=broad-except
+                # Not convertible at all: the native writer's error stands.
+                return None
+            where = f"column {index} (path={self._path(index)})"
+            if got_dtype != dtype:
+                return errors.InvalidArgumentError(
+                    f"Tensor of wrong dtype provided for {where}. Got {got_dtype} but "
+                    f"expected {dtype}."
+                )
+            if got_shape != shape:
+                return errors.InvalidArgumentError(
+                    f"Tensor of incompatible shape provided for {where}. Got "
+                    f"{list(got_shape)} which is incompatible with {list(shape)}."
+                )
+        return None
 
     def _with_path(self, error: errors.InvalidArgumentError) -> Exception:
-        """Adds the step path of the column the native error names."""
-        match = _COLUMN_IN_MESSAGE.search(str(error))
+        """The native error with the step path of the column it names.
+
+        A wrong dtype or shape is worded as dm-reverb words it (programs may
+        match its message); any other message gets the path appended.
+        """
+        message = str(error)
+        dtype = _WRONG_DTYPE.match(message)
+        shape = _WRONG_SHAPE.match(message)
+        if dtype or shape:
+            index, got, want, detail = (dtype or shape).groups()
+            path = self._path(int(index))
+            if path is None:
+                return error
+            where = f"column {index} (path={path})"
+            if dtype:
+                return type(error)(
+                    f"Tensor of wrong dtype provided for {where}. Got {_tf_dtype_name(got)} "
+                    f"but expected {_tf_dtype_name(want)}.{detail}"
+                )
+            return type(error)(
+                f"Tensor of incompatible shape provided for {where}. Got {got} which is "
+                f"incompatible with {want}.{detail}"
+            )
+        match = _COLUMN_IN_MESSAGE.search(message)
         if match is None:
             return error
         index = int(match.group(1))
-        paths = [path for path, _ in tree.flatten_with_path(self._data_structure)]
-        if index >= len(paths):
+        path = self._path(index)
+        if path is None:
             return error
-        return type(error)(f"{error} (column {index} is path={paths[index]} of the step)")
+        return type(error)(f"{error} (column {index} is path={path} of the step)")
 
     def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None):
         """Waits until at most `block_until_num_items` items are unconfirmed.
@@ -124,16 +254,24 @@ class StructuredWriter:
 
         Args:
           block_until_num_items: How many items may remain unconfirmed.
-          timeout_ms: Maximum milliseconds to wait; None waits forever. The
-            items keep being inserted in the background after a timeout.
+          timeout_ms: Maximum milliseconds to wait; None waits forever, zero
+            or less not at all. The items keep being inserted in the
+            background after a timeout.
 
         Raises:
           ValueError: If `block_until_num_items` < 0.
+          TypeError: If `timeout_ms` is neither None nor an integer.
           DeadlineExceededError: If the items were not confirmed in time.
         """
         if block_until_num_items < 0:
             raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
-        self._writer.flush(block_until_num_items, _arguments.timeout_ms_in_s(timeout_ms))
+        timeout_s = _timeout_s(timeout_ms)
+        try:
+            self._writer.flush(block_until_num_items, timeout_s)
+        except errors.DeadlineExceededError as e:
+            if timeout_ms is None:
+                raise
+            raise errors.DeadlineExceededError(_deadline_message("Flush", timeout_ms, e)) from None
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None):
         """Applies the end-of-episode configs, flushes and starts an episode.
@@ -146,13 +284,23 @@ class StructuredWriter:
           clear_buffers: Forget the steps of the ended episode. Keep them
             (False) only for trajectories that span episodes.
           timeout_ms: Maximum milliseconds to wait for the flush; None waits
-            forever. The episode ends (and buffers are cleared) even when the
-            flush times out; the items keep being inserted in the background.
+            forever, zero or less not at all. The episode ends (and buffers
+            are cleared) even when the flush times out; the items keep being
+            inserted in the background.
 
         Raises:
+          TypeError: If `timeout_ms` is neither None nor an integer.
           DeadlineExceededError: If the flush did not complete in time.
         """
-        self._writer.end_episode(clear_buffers, _arguments.timeout_ms_in_s(timeout_ms))
+        timeout_s = _timeout_s(timeout_ms)
+        try:
+            self._writer.end_episode(clear_buffers, timeout_s)
+        except errors.DeadlineExceededError as e:
+            if timeout_ms is None:
+                raise
+            raise errors.DeadlineExceededError(
+                _deadline_message("End episode", timeout_ms, e)
+            ) from None
 
     @property
     def step_is_open(self) -> bool:

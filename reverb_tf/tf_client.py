@@ -35,10 +35,22 @@ class TFClient:
             either works too (reverb_tf extension: dm-reverb's TFClient takes
             a str), also one whose value is only known when the graph runs.
           shared_name: Accepted for dm-reverb compatibility (connections are
-            shared per address anyway).
+            shared per address anyway); a str or None.
           name: Name scope of the ops.
+
+        Raises:
+          TypeError: If `server_address` is None or a number, or
+            `shared_name` is neither None nor a str.
         """
-        del shared_name  # one channel per address is shared by all kernels
+        # dm-reverb passes both to an op at once, which fails these so.
+        if server_address is None or isinstance(server_address, numbers.Number):
+            raise TypeError(
+                f"Expected string for argument 'server_address' not {server_address!r}."
+            )
+        if shared_name is not None and not isinstance(shared_name, str):
+            raise TypeError(f"Expected string for argument 'shared_name' not {shared_name!r}.")
+        # One channel per address is shared by all kernels.
+        del shared_name
         self._server_address = _address.op_address(server_address)
         self._name = name
         self._ops = _ops.load()
@@ -91,7 +103,7 @@ class TFClient:
           tf.errors.InvalidArgumentError: (when run) if the item's columns
             are not `data_dtypes`.
         """
-        with tf.name_scope(name or f"{self._name}_sample"):
+        with _name_scope(name, f"{self._name}_sample"):
             outputs = self._ops.reverb_tf_sample(
                 server_address=self._server_address,
                 table=table,
@@ -122,7 +134,7 @@ class TFClient:
         """
         if not data:
             raise ValueError("insert needs at least one tensor")
-        with tf.name_scope(name or f"{self._name}_insert"):
+        with _name_scope(name, f"{self._name}_insert"):
             # dm-reverb's words for what its checks find. Tensors, and (an
             # extension) sequences and arrays of names and priorities.
             for what, value, dtype in (
@@ -171,20 +183,50 @@ class TFClient:
         Returns:
           The op.
         """
-        if tf.executing_eagerly():  # the hot path of learners running eagerly
+        # The hot path of learners running eagerly (a name only names ops in
+        # a graph; one that is no str still fails below, as in dm-reverb).
+        if tf.executing_eagerly() and name is None:
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._string(self._server_address),
                 table=self._string(table),
                 keys=_as_tensor(keys, tf.uint64),
                 priorities=_as_tensor(priorities, tf.float64),
             )
-        with tf.name_scope(name or f"{self._name}_update_priorities"):
+        with _name_scope(name, f"{self._name}_update_priorities"):
+            if tf.executing_eagerly():
+                keys, priorities = _as_tensor(keys, tf.uint64), _as_tensor(priorities, tf.float64)
+            else:
+                # A tensor of another dtype (an eager one captured by the
+                # function in particular) would end in TF's internal
+                # "AssertionError: Unreachable", as it does in dm-reverb.
+                for what, value, dtype in (
+                    ("keys", keys, tf.uint64),
+                    ("priorities", priorities, tf.float64),
+                ):
+                    if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype != dtype:
+                        raise TypeError(
+                            f"Input '{what}' of 'ReverbTfUpdatePriorities' Op has type "
+                            f"{value.dtype.name} that does not match expected type of "
+                            f"{dtype.name}."
+                        )
+            # Other values the op converts itself: its messages name the
+            # parameter, as dm-reverb's op's do.
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._server_address,
                 table=table,
-                keys=tf.convert_to_tensor(keys, tf.uint64),
-                priorities=tf.convert_to_tensor(priorities, tf.float64),
+                keys=keys,
+                priorities=priorities,
             )
+
+
+def _name_scope(name: Optional[str], default_name: str) -> Any:
+    """The ops' name scope: `name`, or `default_name` if it is None or empty.
+
+    TF's v1 name scope, which dm-reverb's TFClient uses: a `name` that is no
+    str then fails as it fails there (ValueError eagerly, TypeError in a
+    graph).
+    """
+    return tf.compat.v1.name_scope(name, default_name)
 
 
 def _as_tensor(value: Any, dtype: tf.DType) -> Any:

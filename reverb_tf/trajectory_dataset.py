@@ -218,7 +218,7 @@ class TrajectoryDataset(_ReplaySource):
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         data_spec = _lists_to_tuples(
             tf.nest.map_structure(
-                lambda shape, dtype: tf.TensorSpec(shape, tf.as_dtype(dtype)), shapes, dtypes
+                lambda shape, dtype: tf.TensorSpec(shape, _dtype(dtype)), shapes, dtypes
             )
         )
         info_type = replay_sample.info_type(sampling_stats)
@@ -247,6 +247,19 @@ class TrajectoryDataset(_ReplaySource):
 
 
 ReverbDataset = TrajectoryDataset
+
+
+def _dtype(value: Any) -> tf.DType:
+    """`value` as a `tf.DType`.
+
+    Raises:
+      TypeError: `value` names no dtype; in the words of dm-reverb's dataset
+        op, which converts its `dtypes` attribute itself.
+    """
+    try:
+        return tf.as_dtype(value)
+    except TypeError:
+        raise TypeError(f"Expected DataType for argument 'dtypes' not {value!r}.") from None
 
 
 def _lists_to_tuples(structure: Any) -> Any:

@@ -911,12 +911,23 @@ class TrajectoryWriter(_WriterBase):
             differs from the column's earlier values, if a column is given
             twice in one step, or if a field switches between value and
             structure.
+          TypeError: If a value is no array-like value (checked before the
+            structure, and also when the writer is closed).
           ReverbError: If the native writer fails (e.g. the connection broke).
         """
         if self._closed:
+            # A value of the wrong type is reported first, as it would be
+            # by an open writer.
+            _arguments.array_like_leaves(tree.flatten(data))
             raise _closed_error()
         num_columns = len(self._columns)
-        out = self._step_columns(data)
+        try:
+            out = self._step_columns(data)
+        except errors.InvalidArgumentError:
+            # A leaf that is no array where the steps had a structure: its
+            # type is what is wrong (a TypeError), not the structure.
+            _arguments.array_like_leaves(tree.flatten(data))
+            raise
         # The native writer copies the values, checks them against their
         # columns (naming the column) and rejects a column given twice in a
         # partial step, all before it changes anything.

@@ -172,12 +172,42 @@ def test_structure_length_dtype_and_shape_are_checked(client):
     with pytest.raises(ValueError, match="unexpected length, got 3 but wanted 2"):
         writer.append({"a": 1, "f": 2, "g": 3})
     writer.append([np.int32(1), np.int32(2)])  # only the flat length matters
-    with pytest.raises(ValueError, match=r"path=\('a',\)"):
-        writer.append({"a": np.float32(1), "f": np.int32(1)})
-    with pytest.raises(ValueError, match=r"path=\('a',\)"):
+    # dm-reverb's wording: the column, its path and TensorFlow's dtype names.
+    with pytest.raises(
+        ValueError,
+        match=r"^Tensor of wrong dtype provided for column 0 \(path=\('a',\)\)\. Got double "
+        r"but expected int32\.",
+    ):
+        writer.append({"a": np.float64(1), "f": np.int32(1)})
+    with pytest.raises(ValueError, match=r"column 1 \(path=\('f',\)\)\. Got float but expected"):
+        writer.append({"a": np.int32(1), "f": np.float32(1)})
+    with pytest.raises(
+        ValueError,
+        match=r"^Tensor of incompatible shape provided for column 0 \(path=\('a',\)\)\. Got "
+        r"\[2\] which is incompatible with \[\]\.",
+    ):
         writer.append({"a": np.zeros(2, np.int32), "f": np.int32(1)})
     writer.flush()
     assert [data for _, data in _drain(client)] == [0, 1]
+
+
+def test_a_wrong_value_in_an_open_step_is_reported_before_the_repeated_column(client):
+    """dm-reverb checks a value's dtype and shape before whether its column
+    was given already in the open step."""
+    writer = client.structured_writer([sw.create_config(REF["a"][-1], "t")])
+    writer.append(_step(0, 0))
+    writer.append(_step(1, None), partial_step=True)
+    with pytest.raises(ValueError, match=r"wrong dtype provided for column 0 .*Got string but"):
+        writer.append({"a": "text", "f": None})
+    with pytest.raises(ValueError, match=r"incompatible shape provided for column 0 .*Got \[3\]"):
+        writer.append({"a": np.zeros(3, np.int32), "f": None})
+    with pytest.raises(ValueError, match=r"column 1 \(path=\('f',\)\)\. Got half"):
+        writer.append({"a": None, "f": np.float16(1)})
+    with pytest.raises(RuntimeError, match="column 0"):
+        writer.append(_step(2, None))  # right dtype and shape: given twice
+    writer.append(_step(None, 1))
+    writer.flush()
+    assert _drain(client) == [(1.0, 0), (1.0, 1)]
 
 
 # ------------------------------------------------------------- conditions
@@ -450,11 +480,35 @@ def test_flush_arguments_and_timeouts():
         writer.flush(timeout_ms=0)  # nothing pending
         writer.append(_step(0))
         writer.append(_step(1))  # the rate limiter holds this one
-        with pytest.raises(reverb.errors.DeadlineExceededError):
+        with pytest.raises(
+            reverb.errors.DeadlineExceededError,
+            match=r"^Flush call did not complete within provided timeout of 0:00:00\.200000",
+        ):
             writer.flush(timeout_ms=200)
-        with pytest.raises(reverb.errors.DeadlineExceededError):
+        # A timeout of zero or less checks once and does not wait (dm-reverb),
+        # printed as Python prints the timedelta.
+        for timeout_ms, printed in ((0, "0:00:00"), (-5, "-1 day, 23:59:59.995000")):
+            with pytest.raises(
+                reverb.errors.DeadlineExceededError,
+                match=f"^Flush call did not complete within provided timeout of {printed} ",
+            ):
+                writer.flush(timeout_ms=timeout_ms)
+        with pytest.raises(TypeError, match="timeout_ms"):
+            writer.flush(timeout_ms=2.5)
+        with pytest.raises(
+            reverb.errors.DeadlineExceededError,
+            match=r"^End episode call did not complete within provided timeout of 0:00:00\.200000",
+        ):
             writer.end_episode(timeout_ms=200)
+        with pytest.raises(
+            reverb.errors.DeadlineExceededError,
+            match="^End episode call did not complete within provided timeout of -1 day",
+        ):
+            writer.end_episode(timeout_ms=-5)
+        with pytest.raises(TypeError, match="timeout_ms"):
+            writer.end_episode(timeout_ms="x")
         writer.flush(block_until_num_items=1, timeout_ms=5000)
+        writer.flush(block_until_num_items=1, timeout_ms=-1)  # met: no error
         assert not writer.step_is_open
 
 

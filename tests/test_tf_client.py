@@ -103,6 +103,47 @@ def test_errors_surface_as_tf_errors(server):
         )
 
 
+def test_arguments_of_the_wrong_type_fail_as_in_dm_reverb(server):
+    """dm-reverb hands these to ops, whose argument conversion words the
+    error; its name scopes are TF's v1 ones (a non-str name: ValueError
+    eagerly, TypeError while tracing)."""
+    address = f"localhost:{server.port}"
+    for bad in (None, 7):
+        message = f"Expected string for argument 'server_address' not {bad}"
+        with pytest.raises(TypeError, match=message):
+            reverb.TFClient(bad)
+    with pytest.raises(TypeError, match="Expected string for argument 'shared_name' not 7"):
+        reverb.TFClient(address, shared_name=7)
+    client = reverb.TFClient(address, shared_name="")
+    keys, priorities = tf.constant([12345], tf.uint64), tf.constant([1.0], tf.float64)
+    with pytest.raises(ValueError, match="name for name_scope must be a string"):
+        client.update_priorities("p", keys, priorities, name=7)
+    client.update_priorities("p", keys, priorities, name="named")  # unknown key: skipped
+
+    @tf.function
+    def update(priorities, name=None):
+        client.update_priorities("p", keys, priorities, name=name)
+
+    with pytest.raises(TypeError, match="expected string or bytes-like object"):
+        update(priorities, name=7)
+    # In a graph the op converts the priorities, naming its parameter.
+    with pytest.raises(TypeError, match="Expected float64 passed to parameter 'priorities'"):
+        update({"p": 1.0})
+    with pytest.raises(ValueError, match="Tried to convert 'priorities' to a tensor"):
+        update(None)
+    update([2.0])
+    # An eager tensor of another dtype, captured by the function: TF's op
+    # wrapper would fail an internal assertion (as dm-reverb's does).
+    float32_priorities = tf.constant([1.0], tf.float32)
+
+    @tf.function
+    def update_captured():
+        client.update_priorities("p", keys, float32_priorities)
+
+    with pytest.raises(TypeError, match="'priorities' .* has type float32 that does not match"):
+        update_captured()
+
+
 def test_sampled_keys_and_data_stay_together_while_a_learner_updates(server):
     # Guards against a key/data mix-up under concurrent updates (seen once
     # in a suite run as an item getting a priority meant for another):

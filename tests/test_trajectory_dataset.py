@@ -307,6 +307,13 @@ def test_signature_problems_are_reported_at_construction():
             reverb.TrajectoryDataset.from_table_signature(_address(srv), "nope", 4)
     with pytest.raises(ValueError, match="max_in_flight_samples_per_worker"):
         reverb.TrajectoryDataset("localhost:1", "t", {"x": tf.int32}, {"x": [2]}, 0)
+    # What names no dtype: dm-reverb's op's words for its `dtypes` attribute.
+    for cls, shapes in ((reverb.TrajectoryDataset, [None]), (reverb.TimestepDataset, [])):
+        for bad in (None, "nonsense"):
+            with pytest.raises(
+                TypeError, match=f"Expected DataType for argument 'dtypes' not {bad!r}"
+            ):
+                cls("localhost:1", "t", bad, tf.TensorShape(shapes), 4)
 
 
 def test_mismatching_explicit_dtypes_fail_naming_the_column(server):

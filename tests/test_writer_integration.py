@@ -173,3 +173,30 @@ def test_legacy_writer(make_server):
         assert values in ([2, 3], [10, 11, 12])
         lengths.add(len(values))
     assert lengths == {2, 3}
+
+
+def test_a_value_of_the_wrong_type_is_a_type_error_before_structure_or_closed(make_server):
+    """As dm-reverb: an argument's type is checked before the writer's state
+    (closed) and before the step's structure is compared with earlier
+    steps'."""
+    server = make_server(table())
+    client = server.localhost_client()
+    not_array = "must be array-like .* got an element of type object"
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    writer.append({"x": np.int32(1)})
+    with pytest.raises(TypeError, match=not_array):
+        writer.append(object())  # a leaf where the steps were dicts
+    with pytest.raises(errors.InvalidArgumentError, match="changed between a single value"):
+        writer.append(np.int32(1))  # an array: the structure is what is wrong
+    writer.close()
+    with pytest.raises(TypeError, match=not_array):
+        writer.append([object()])
+    with pytest.raises(errors.FailedPreconditionError, match="Close has been called"):
+        writer.append({"x": np.int32(2)})
+    legacy = client.writer(max_sequence_length=2)
+    legacy.append(np.int32(1))
+    legacy.close()
+    with pytest.raises(TypeError, match=not_array):
+        legacy.append(object())
+    with pytest.raises(errors.FailedPreconditionError, match="after Close has been called"):
+        legacy.append(np.int32(2))

@@ -671,30 +671,53 @@ def scenario_selectors(ctx):
     return out
 
 
+# Writers whose items stay pending for good (scenario_structured_writer).
+_NEVER_DELETED = []
+
+
 def scenario_structured_writer(ctx):
     walk.begin(ctx, "structured_writer")
     reverb = ctx.reverb
     sw = reverb.structured_writer
     _, client, address = _live_server(ctx)
-    config = sw.create_config(
-        sw.pattern_from_transform({"a": None, "b": None}, lambda s: {"a": s["a"][-2:]}), "q"
-    )
+    pattern = sw.pattern_from_transform({"a": None, "b": None}, lambda s: {"a": s["a"][-2:]})
+    config = sw.create_config(pattern, "q")
+    # "e" (never reset) filled to its Queue's size: the items of a writer
+    # into it stay pending for good, so a flush with a timeout times out.
+    for i in range(10):
+        client.insert(np.int32(i), {"e": 1.0})
+    blocked_config = sw.create_config(pattern, "e")
 
     def fresh():
         _reset(client)
         return reverb.Client(address).structured_writer([config]), None
 
-    def stepped():
-        writer, _ = fresh()
+    def append_steps(writer):
         for i in range(3):
             writer.append({"a": np.int32(i), "b": np.float32(i)})
         return writer, None
+
+    def stepped():
+        writer, _ = append_steps(fresh()[0])
+        # Nothing left pending: whether a flush that may not wait (timeout
+        # <= 0) finds the items confirmed would otherwise depend on timing.
+        writer.flush()
+        return writer, None
+
+    def blocked():
+        writer, env = append_steps(reverb.Client(address).structured_writer([blocked_config]))
+        # dm-reverb's writer waits for its pending items when it is deleted,
+        # forever here: these are never deleted (run_scenarios ends with
+        # os._exit), and stopping the server with them alive does not wait.
+        _NEVER_DELETED.append(writer)
+        return writer, env
 
     def partial():
         writer, _ = fresh()
         writer.append({"a": np.int32(1)}, partial_step=True)
         return writer, None
 
+    writer_states = ("fresh", "stepped", "partial")
     calls = [
         Call(
             "append",
@@ -705,14 +728,18 @@ def scenario_structured_writer(ctx):
                     ("missing_column", {"b": np.float32(1)}),
                 ]
             },
+            states=writer_states,
         ),
-        Call("flush", {"block_until_num_items": 0, "timeout_ms": 1000}),
-        Call("end_episode", {"clear_buffers": True, "timeout_ms": 1000}),
-        Call("step_is_open"),
+        Call("flush", {"block_until_num_items": 0, "timeout_ms": 1000}, states=writer_states),
+        Call("end_episode", {"clear_buffers": True, "timeout_ms": 1000}, states=writer_states),
+        # Items pending for good: every timeout runs out, at once for <= 0.
+        Call("flush", {"block_until_num_items": 0, "timeout_ms": 100}, states=("blocked",)),
+        Call("end_episode", {"clear_buffers": True, "timeout_ms": 100}, states=("blocked",)),
+        Call("step_is_open", states=writer_states),
     ]
     out = walk.walk(
         _api("reverb.structured_writer", "StructuredWriter"),
-        {"fresh": fresh, "stepped": stepped, "partial": partial},
+        {"fresh": fresh, "stepped": stepped, "partial": partial, "blocked": blocked},
         calls,
     )
     out["table_size_after"] = client.server_info()["q"].current_size

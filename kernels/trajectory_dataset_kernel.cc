@@ -240,10 +240,31 @@ class Dataset : public DatasetBase {
           auto& shape = sample.columns[i].shape;
           shape.insert(shape.begin(), 1);
         }
+        // A column that does not fit the dataset's spec, in dm-reverb's
+        // words (programs match on them), then which column it is.
+        const tensorflow::DataType dtype = options.dtypes[info_fields + i];
+        const tensorflow::PartialTensorShape& spec =
+            options.shapes[info_fields + i];
+        const auto actual =
+            static_cast<tensorflow::DataType>(sample.columns[i].dtype);
+        const tensorflow::PartialTensorShape shape(sample.columns[i].shape);
+        if (actual != dtype || !spec.IsCompatibleWith(shape)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Received incompatible tensor at flattened index ", i,
+              " from table '", dataset()->table_,
+              "'.  Specification has (dtype, shape): (",
+              tensorflow::DataTypeString(dtype), ", ", spec.DebugString(),
+              ").  Tensor has (dtype, shape): (",
+              tensorflow::DataTypeString(actual), ", ", shape.DebugString(),
+              ").",
+              i < options.column_names.size() &&
+                      !options.column_names[i].empty()
+                  ? absl::StrCat(" (column '", options.column_names[i], "')")
+                  : std::string()));
+        }
         Tensor tensor;
         absl::Status converted =
-            ColumnToTensor(sample.columns[i], options.dtypes[info_fields + i],
-                           options.shapes[info_fields + i], i, &tensor);
+            ColumnToTensor(sample.columns[i], dtype, spec, i, &tensor);
         if (!converted.ok() && i < options.column_names.size()) {
           return absl::Status(converted.code(),
                               absl::StrCat("column '", options.column_names[i],

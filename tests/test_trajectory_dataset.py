@@ -324,10 +324,35 @@ def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
         dtypes={"action": tf.int64, "obs": tf.float32},
         max_in_flight_samples_per_worker=4,
     )
-    with pytest.raises(
-        tf.errors.InvalidArgumentError, match="column 'action': column 0 .* int32 .* expects int64"
-    ):
+    # dm-reverb's words, then the column's name.
+    message = (
+        r"Received incompatible tensor at flattened index 0 from table 't'\.  "
+        r"Specification has \(dtype, shape\): \(int64, \[\]\)\.  "
+        r"Tensor has \(dtype, shape\): \(int32, \[\]\)\. \(column 'action'\)"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         next(iter(ds))
+
+
+def test_a_one_step_item_read_as_a_scalar_fails_in_dm_reverbs_words():
+    """TFClient.insert keeps a time dimension of 1; a dataset that asks for
+    the signature's scalar gets dm-reverb's message naming both shapes."""
+    with reverb.Server([_table("q", signature=tf.TensorSpec([], tf.int32))]) as srv:
+        reverb.Client(_address(srv)).insert(np.int32(3), {"q": 1.0})
+        ds = reverb.TrajectoryDataset(
+            _address(srv),
+            "q",
+            dtypes=tf.int32,
+            shapes=tf.TensorShape([]),
+            max_in_flight_samples_per_worker=1,
+        )
+        message = (
+            r"Received incompatible tensor at flattened index 0 from table 'q'\.  "
+            r"Specification has \(dtype, shape\): \(int32, \[\]\)\.  "
+            r"Tensor has \(dtype, shape\): \(int32, \[1\]\)\."
+        )
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            next(iter(ds))
 
 
 def test_dataset_survives_graph_serialization(server):

@@ -272,6 +272,28 @@ Status NewSampler(const std::string& server_address, const std::string& table,
   return Status{};
 }
 
+Status GetTableSignature(const std::string& server_address,
+                         const std::string& table, int64_t timeout_ms,
+                         bool* has_signature,
+                         std::vector<ColumnSignature>* columns) {
+  *has_signature = false;
+  columns->clear();
+  auto client = ClientFor(server_address);
+  if (!client.ok()) return FromAbsl(client.status());
+  auto info = (*client)->ServerInfoOfAnyShard(TimeoutFromMs(timeout_ms));
+  if (!info.ok()) return FromAbsl(info.status());
+  for (const TableInfo& found : *info) {
+    if (found.options.name != table || !found.options.signature) continue;
+    for (const ColumnSpec& spec : found.options.signature->columns) {
+      columns->push_back(ColumnSignature{
+          spec.name, static_cast<int32_t>(spec.dtype), spec.shape});
+    }
+    *has_signature = true;
+    break;
+  }
+  return Status{};
+}
+
 Status DecodeStrings(const Tensor& tensor, std::vector<std::string>* out) {
   TensorPayload payload;
   payload.dtype = DType::kString;

@@ -2,6 +2,7 @@
 // Kernels of the TFClient ops (ops/client_ops.cc). They reach the server
 // through libreverb_tf.so's std-only facade; each call is synchronous and the
 // blocking ones support step cancellation.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -44,15 +45,15 @@ class UpdatePrioritiesOp : public OpKernel {
     // dm-reverb's words, which programs match on.
     OP_REQUIRES_OK(ctx, ctx->input("keys", &keys));
     OP_REQUIRES_OK(ctx, ctx->input("priorities", &priorities));
-    OP_REQUIRES(
-        ctx,
-        tensorflow::TensorShapeUtils::IsVector(keys->shape()) &&
-            tensorflow::TensorShapeUtils::IsVector(priorities->shape()),
-        absl::InvalidArgumentError(absl::StrCat(
-            "Tensors `keys` and `priorities` must be of rank 1. (Shapes ",
-            keys->shape().DebugString(), " and ",
-            priorities->shape().DebugString(), ".)")));
-    OP_REQUIRES(ctx, keys->NumElements() == priorities->NumElements(),
+    // In dm-reverb's order too: the keys' rank first, then whether the
+    // priorities have the keys' shape (a scalar priority is a mismatch).
+    const std::string rank_error = absl::StrCat(
+        "Tensors `keys` and `priorities` must be of rank 1. (Shapes ",
+        keys->shape().DebugString(), " and ", priorities->shape().DebugString(),
+        ".)");
+    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsVector(keys->shape()),
+                absl::InvalidArgumentError(rank_error));
+    OP_REQUIRES(ctx, keys->shape() == priorities->shape(),
                 absl::InvalidArgumentError(absl::StrCat(
                     "Tensors `keys` and `priorities` do not match in shape (",
                     keys->shape().DebugString(), " vs. ",
@@ -90,6 +91,14 @@ class InsertOp : public OpKernel {
       table_vector.emplace_back(table_names(i));
     const auto p = priorities->flat<double>();
     std::vector<double> priority_vector(p.data(), p.data() + p.size());
+    // Checked here, before the tables, as dm-reverb's kernel does, and in its
+    // words: the server would reject NaN too, but in the table's wording.
+    for (size_t i = 0; i < priority_vector.size(); ++i) {
+      OP_REQUIRES(ctx, !std::isnan(priority_vector[i]),
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "`priority` must not be nan. (priorities[", i,
+                      "], for table '", table_vector[i], "')")));
+    }
     tensorflow::OpInputList data;
     OP_REQUIRES_OK(ctx, ctx->input_list("data", &data));
     std::vector<tf_facade::Tensor> columns(data.size());
@@ -152,6 +161,16 @@ class SampleOp : public OpKernel {
     // As dm-reverb's, the op returns the item's first timestep: a column
     // with a time dimension loses it (squeezed columns are one step already).
     for (size_t i = 0; i < dtypes_.size(); ++i) {
+      // dm-reverb's words for a dtype the item does not have, which
+      // programs match on; ColumnToTensor would word it otherwise.
+      const auto actual =
+          static_cast<tensorflow::DataType>(sample.columns[i].dtype);
+      OP_REQUIRES(
+          ctx, actual == dtypes_[i],
+          absl::InvalidArgumentError(absl::StrCat(
+              "Type mismatch: actual ", tensorflow::DataTypeString(actual),
+              " vs. expect ", tensorflow::DataTypeString(dtypes_[i]),
+              " (column ", i, " of the sampled item of table '", table, "')")));
       Tensor column;
       OP_REQUIRES_OK(
           ctx, ColumnToTensor(sample.columns[i], dtypes_[i],

@@ -169,6 +169,7 @@ class Dataset : public DatasetBase {
 
     absl::Status Initialize(IteratorContext* ctx) override {
       const DatasetOptions& options = dataset()->options_;
+      TF_RETURN_IF_ERROR(CheckAgainstTableSignature());
       tf_facade::SamplerOptions sampler_options;
       sampler_options.max_in_flight = options.max_in_flight_samples_per_worker;
       sampler_options.max_samples = options.max_samples;
@@ -185,6 +186,65 @@ class Dataset : public DatasetBase {
       return tensorflow::RegisterCancellationCallback(
           ctx->cancellation_manager(), [sampler] { sampler->Cancel(); },
           &deregister_);
+    }
+
+    // As dm-reverb's: dtypes or shapes that the table's signature rules out
+    // fail when the iterator is made, in its words, before a read takes an
+    // item from the table that could never be returned. A server that cannot
+    // be asked now, or a table without a signature, leaves it to the first
+    // element (the sampler reports or waits out what is wrong).
+    absl::Status CheckAgainstTableSignature() const {
+      const DatasetOptions& options = dataset()->options_;
+      bool has_signature = false;
+      std::vector<tf_facade::ColumnSignature> signature;
+      if (!tf_facade::GetTableSignature(dataset()->server_address_,
+                                        dataset()->table_, /*timeout_ms=*/-1,
+                                        &has_signature, &signature)
+               .ok() ||
+          !has_signature) {
+        return absl::OkStatus();
+      }
+      std::string table_signature;
+      std::vector<tensorflow::PartialTensorShape> shapes;
+      for (size_t i = 0; i < signature.size(); ++i) {
+        shapes.emplace_back(signature[i].shape);
+        absl::StrAppend(
+            &table_signature, i == 0 ? "" : ", ", i, ": Tensor<name: '",
+            signature[i].name, "', dtype: ",
+            tensorflow::DataTypeString(
+                static_cast<tensorflow::DataType>(signature[i].dtype)),
+            ", shape: ", shapes[i].DebugString(), ">");
+      }
+      const int info_fields = options.info_fields();
+      const size_t columns = options.dtypes.size() - info_fields;
+      if (signature.size() != columns) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Inconsistent number of tensors requested from table '",
+            dataset()->table_, "'.  Requested ", columns,
+            " tensors, but table signature shows ", signature.size(),
+            " tensors.  Table signature: ", table_signature));
+      }
+      for (size_t i = 0; i < columns; ++i) {
+        const tensorflow::DataType dtype = options.dtypes[info_fields + i];
+        // A timestep dataset asks for items of its steps (a leading time
+        // dimension); the signature, as the user's spec, describes a step.
+        tensorflow::PartialTensorShape spec = options.shapes[info_fields + i];
+        if (options.unsqueeze && spec.dims() >= 1) spec.RemoveDim(0);
+        const auto expected =
+            static_cast<tensorflow::DataType>(signature[i].dtype);
+        if (dtype != expected || !spec.IsCompatibleWith(shapes[i])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Requested incompatible tensor at flattened index ", i,
+              " from table '", dataset()->table_,
+              "'.  Requested (dtype, shape): (",
+              tensorflow::DataTypeString(dtype), ", ", spec.DebugString(),
+              ").  Signature (dtype, shape): (",
+              tensorflow::DataTypeString(expected), ", ",
+              shapes[i].DebugString(),
+              ").  Table signature: ", table_signature));
+        }
+      }
+      return absl::OkStatus();
     }
 
     absl::Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
@@ -240,10 +300,31 @@ class Dataset : public DatasetBase {
           auto& shape = sample.columns[i].shape;
           shape.insert(shape.begin(), 1);
         }
+        // A column that does not fit the dataset's spec, in dm-reverb's
+        // words (programs match on them), then which column it is.
+        const tensorflow::DataType dtype = options.dtypes[info_fields + i];
+        const tensorflow::PartialTensorShape& spec =
+            options.shapes[info_fields + i];
+        const auto actual =
+            static_cast<tensorflow::DataType>(sample.columns[i].dtype);
+        const tensorflow::PartialTensorShape shape(sample.columns[i].shape);
+        if (actual != dtype || !spec.IsCompatibleWith(shape)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Received incompatible tensor at flattened index ", i,
+              " from table '", dataset()->table_,
+              "'.  Specification has (dtype, shape): (",
+              tensorflow::DataTypeString(dtype), ", ", spec.DebugString(),
+              ").  Tensor has (dtype, shape): (",
+              tensorflow::DataTypeString(actual), ", ", shape.DebugString(),
+              ").",
+              i < options.column_names.size() &&
+                      !options.column_names[i].empty()
+                  ? absl::StrCat(" (column '", options.column_names[i], "')")
+                  : std::string()));
+        }
         Tensor tensor;
         absl::Status converted =
-            ColumnToTensor(sample.columns[i], options.dtypes[info_fields + i],
-                           options.shapes[info_fields + i], i, &tensor);
+            ColumnToTensor(sample.columns[i], dtype, spec, i, &tensor);
         if (!converted.ok() && i < options.column_names.size()) {
           return absl::Status(converted.code(),
                               absl::StrCat("column '", options.column_names[i],

@@ -82,7 +82,9 @@ def test_sample_op_returns_info_and_typed_data(server):
     np.testing.assert_array_equal(sample.data[0].numpy(), [1.0, 2.0])
     assert float(sample.info.priority) == 2.0
     assert int(sample.info.table_size) == 1
-    with pytest.raises(tf.errors.InvalidArgumentError, match="is float but the op expects double"):
+    # dm-reverb's words, then which column of which table.
+    mismatch = r"Type mismatch: actual float vs\. expect double \(column 0 .* table 'p'\)"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=mismatch):
         client.sample("p", [tf.float64, tf.int64])
 
 
@@ -100,6 +102,34 @@ def test_errors_surface_as_tf_errors(server):
     with pytest.raises(tf.errors.InvalidArgumentError, match=mismatch):
         client.update_priorities(
             "p", tf.constant([1, 2, 3], tf.uint64), tf.constant([1.0, 2.0], tf.float64)
+        )
+    # As dm-reverb: the keys' rank is checked first, then whether the
+    # priorities have the keys' shape (a scalar priority does not).
+    mismatch = r"Tensors `keys` and `priorities` do not match in shape \(\[1\] vs. \[\]\)"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=mismatch):
+        client.update_priorities("p", tf.constant([1], tf.uint64), tf.constant(1.0, tf.float64))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="Tensors `keys` and `priorities` must be of rank 1"
+    ):
+        client.update_priorities("p", tf.constant(1, tf.uint64), tf.constant([1.0], tf.float64))
+
+
+def test_insert_errors_say_what_dm_reverb_says(server):
+    client = reverb.TFClient(f"localhost:{server.port}")
+    data = [tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)]
+    nan = tf.constant([float("nan")], tf.float64)
+    # NaN is checked before the table, as dm-reverb does.
+    for table in ("p", "missing"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="`priority` must not be nan"):
+            client.insert(data, tables=tf.constant([table]), priorities=nan)
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"Unable to find signatures for table 'missing' .* Available tables: \['p'\]",
+    ):
+        client.insert(
+            data,
+            tables=tf.constant(["p", "missing"]),
+            priorities=tf.constant([1.0, 1.0], tf.float64),
         )
 
 

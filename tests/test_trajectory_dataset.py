@@ -316,7 +316,7 @@ def test_signature_problems_are_reported_at_construction():
                 cls("localhost:1", "t", bad, tf.TensorShape(shapes), 4)
 
 
-def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
+def test_mismatching_explicit_dtypes_fail_when_the_iterator_is_made(server):
     ds = reverb.TrajectoryDataset(
         _address(server),
         "t",
@@ -324,10 +324,58 @@ def test_mismatching_explicit_dtypes_fail_naming_the_column(server):
         dtypes={"action": tf.int64, "obs": tf.float32},
         max_in_flight_samples_per_worker=4,
     )
+    # Checked against the table's signature as dm-reverb does, in its words,
+    # before any read takes an item from the table.
+    message = (
+        r"Requested incompatible tensor at flattened index 0 from table 't'\.  "
+        r"Requested \(dtype, shape\): \(int64, \[\]\)\.  "
+        r"Signature \(dtype, shape\): \(int32, \[\]\)\.  "
+        r"Table signature: 0: Tensor<name: 'action', dtype: int32, shape: \[\]>, "
+        r"1: Tensor<name: 'obs', dtype: float, shape: \[3,4\]>"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        iter(ds)
     with pytest.raises(
-        tf.errors.InvalidArgumentError, match="column 'action': column 0 .* int32 .* expects int64"
+        tf.errors.InvalidArgumentError,
+        match="Inconsistent number of tensors requested from table 't'.  Requested 1 tensors, "
+        "but table signature shows 2 tensors",
     ):
-        next(iter(ds))
+        iter(reverb.TrajectoryDataset(_address(server), "t", tf.int32, tf.TensorShape([]), 4))
+
+
+@pytest.mark.parametrize("cls", [reverb.TrajectoryDataset, reverb.TimestepDataset])
+def test_a_spec_the_signature_rules_out_takes_no_item_from_a_queue(cls):
+    queue = reverb.Table.queue("q", 10, signature=tf.TensorSpec([], tf.int32))
+    with reverb.Server([queue]) as srv:
+        client = reverb.Client(_address(srv))
+        for i in range(3):
+            client.insert(np.int32(i), {"q": 1.0})
+        for dtype, shape in [(tf.float32, []), (tf.int32, [3])]:
+            ds = cls(_address(srv), "q", dtype, tf.TensorShape(shape), 1)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="Requested incompatible"):
+                iter(ds)
+        assert client.server_info()["q"].current_size == 3
+
+
+def test_a_one_step_item_read_as_a_scalar_fails_in_dm_reverbs_words():
+    """TFClient.insert keeps a time dimension of 1; a dataset that asks for
+    the signature's scalar gets dm-reverb's message naming both shapes."""
+    with reverb.Server([_table("q", signature=tf.TensorSpec([], tf.int32))]) as srv:
+        reverb.Client(_address(srv)).insert(np.int32(3), {"q": 1.0})
+        ds = reverb.TrajectoryDataset(
+            _address(srv),
+            "q",
+            dtypes=tf.int32,
+            shapes=tf.TensorShape([]),
+            max_in_flight_samples_per_worker=1,
+        )
+        message = (
+            r"Received incompatible tensor at flattened index 0 from table 'q'\.  "
+            r"Specification has \(dtype, shape\): \(int32, \[\]\)\.  "
+            r"Tensor has \(dtype, shape\): \(int32, \[1\]\)\."
+        )
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            next(iter(ds))
 
 
 def test_dataset_survives_graph_serialization(server):

@@ -272,6 +272,28 @@ Status NewSampler(const std::string& server_address, const std::string& table,
   return Status{};
 }
 
+Status GetTableSignature(const std::string& server_address,
+                         const std::string& table, int64_t timeout_ms,
+                         bool* has_signature,
+                         std::vector<ColumnSignature>* columns) {
+  *has_signature = false;
+  columns->clear();
+  auto client = ClientFor(server_address);
+  if (!client.ok()) return FromAbsl(client.status());
+  auto info = (*client)->ServerInfoOfAnyShard(TimeoutFromMs(timeout_ms));
+  if (!info.ok()) return FromAbsl(info.status());
+  for (const TableInfo& found : *info) {
+    if (found.options.name != table || !found.options.signature) continue;
+    for (const ColumnSpec& spec : found.options.signature->columns) {
+      columns->push_back(ColumnSignature{
+          spec.name, static_cast<int32_t>(spec.dtype), spec.shape});
+    }
+    *has_signature = true;
+    break;
+  }
+  return Status{};
+}
+
 Status DecodeStrings(const Tensor& tensor, std::vector<std::string>* out) {
   TensorPayload payload;
   payload.dtype = DType::kString;
@@ -312,6 +334,38 @@ Status UpdatePriorities(const std::string& server_address,
   return FromAbsl(status);
 }
 
+namespace {
+
+// A failed insert into a table the server does not have is reported in
+// dm-reverb's words (its TFClient looks the table up in its signature cache
+// before inserting), which programs match on. The server is asked only on
+// this error path, so a successful insert costs no extra call, and not
+// when the server is unreachable, which the lookup would only wait on.
+absl::Status NameMissingTable(Client& client,
+                              const std::vector<std::string>& tables,
+                              absl::Status failure) {
+  if (failure.code() != absl::StatusCode::kNotFound &&
+      failure.code() != absl::StatusCode::kInvalidArgument) {
+    return failure;
+  }
+  auto info = client.ServerInfoOfAnyShard(absl::Seconds(5));
+  if (!info.ok()) return failure;
+  std::vector<std::string> names;
+  for (const TableInfo& table : *info) names.push_back(table.options.name);
+  for (const std::string& table : tables) {
+    if (std::find(names.begin(), names.end(), table) != names.end()) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Unable to find signatures for table '", table,
+        "' in signature cache.  Available tables: [",
+        names.empty() ? ""
+                      : absl::StrCat("'", absl::StrJoin(names, "', '"), "'"),
+        "]. (", failure.message(), ")"));
+  }
+  return failure;
+}
+
+}  // namespace
+
 Status InsertItem(const std::string& server_address,
                   const std::vector<std::string>& tables,
                   const std::vector<double>& priorities,
@@ -348,13 +402,13 @@ Status InsertItem(const std::string& server_address,
     if (absl::Status status =
             (*writer)->CreateItem(tables[t], priorities[t], refs);
         !status.ok()) {
-      return FromAbsl(status);
+      return FromAbsl(NameMissingTable(**client, tables, status));
     }
   }
   const absl::Duration timeout = TimeoutFromMs(timeout_ms);
   absl::Status status = (*writer)->Flush(0, timeout);
   (*writer)->Close().IgnoreError();
-  return FromAbsl(status);
+  return FromAbsl(NameMissingTable(**client, tables, status));
 }
 
 Status NewTrajectoryWriter(const std::string& server_address,

@@ -69,6 +69,23 @@ REVERB_TF_EXPORT Status NewSampler(const std::string& server_address,
                                    const SamplerOptions& options,
                                    std::unique_ptr<FacadeSampler>* sampler);
 
+// One column of a table's signature, flattened: dtype in TF's numbering,
+// shape with -1 for a dimension of any size.
+struct ColumnSignature {
+  std::string name;
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+};
+
+// The flat signature of `table` at `server_address`, asked of the server.
+// `has_signature` is false (and the status OK) when the server has no such
+// table or the table no signature. timeout_ms < 0: an unreachable server
+// fails at once (UNAVAILABLE) instead of being waited for.
+REVERB_TF_EXPORT Status
+GetTableSignature(const std::string& server_address, const std::string& table,
+                  int64_t timeout_ms, bool* has_signature,
+                  std::vector<ColumnSignature>* columns);
+
 // Decodes the elements of a string tensor.
 REVERB_TF_EXPORT Status DecodeStrings(const Tensor& tensor,
                                       std::vector<std::string>* out);

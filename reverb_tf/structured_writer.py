@@ -110,6 +110,25 @@ def _timeout_s(timeout_ms: Any) -> Optional[float]:
     return None if seconds is None else max(seconds, 0.0)
 
 
+def _call_with_timeout(
+    call: str, timeout_ms: Any, native_call: Callable[[Optional[float]], None]
+) -> None:
+    """Runs `native_call(timeout_s)`, a timeout reported in dm-reverb's words.
+
+    Raises:
+      TypeError: `timeout_ms` is neither None nor an integer.
+      DeadlineExceededError: The call timed out (with `call`'s message when
+        a timeout was given).
+    """
+    timeout_s = _timeout_s(timeout_ms)
+    try:
+        native_call(timeout_s)
+    except errors.DeadlineExceededError as e:
+        if timeout_ms is None:
+            raise
+        raise errors.DeadlineExceededError(_deadline_message(call, timeout_ms, e)) from None
+
+
 class StructuredWriter:
     """Appends steps and inserts the items its configs describe.
 
@@ -265,13 +284,9 @@ class StructuredWriter:
         """
         if block_until_num_items < 0:
             raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
-        timeout_s = _timeout_s(timeout_ms)
-        try:
-            self._writer.flush(block_until_num_items, timeout_s)
-        except errors.DeadlineExceededError as e:
-            if timeout_ms is None:
-                raise
-            raise errors.DeadlineExceededError(_deadline_message("Flush", timeout_ms, e)) from None
+        _call_with_timeout(
+            "Flush", timeout_ms, lambda s: self._writer.flush(block_until_num_items, s)
+        )
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None):
         """Applies the end-of-episode configs, flushes and starts an episode.
@@ -292,15 +307,9 @@ class StructuredWriter:
           TypeError: If `timeout_ms` is neither None nor an integer.
           DeadlineExceededError: If the flush did not complete in time.
         """
-        timeout_s = _timeout_s(timeout_ms)
-        try:
-            self._writer.end_episode(clear_buffers, timeout_s)
-        except errors.DeadlineExceededError as e:
-            if timeout_ms is None:
-                raise
-            raise errors.DeadlineExceededError(
-                _deadline_message("End episode", timeout_ms, e)
-            ) from None
+        _call_with_timeout(
+            "End episode", timeout_ms, lambda s: self._writer.end_episode(clear_buffers, s)
+        )
 
     @property
     def step_is_open(self) -> bool:

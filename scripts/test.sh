@@ -23,6 +23,9 @@ export REVERB_TF_ORACLE_PYTHON
 # A venv without TensorFlow, with JAX and PyTorch (CPU): tests/test_without_tensorflow.py.
 REVERB_TF_INTEROP_PYTHON="$(bash "${ROOT}/scripts/setup_interop.sh")"
 export REVERB_TF_INTEROP_PYTHON
+# TF-Agents and RLDS over the main venv, without dm-reverb: tests/test_tf_agents.py.
+REVERB_TF_TF_AGENTS_PYTHON="$(bash "${ROOT}/scripts/setup_tf_agents.sh")"
+export REVERB_TF_TF_AGENTS_PYTHON
 cd "${ROOT}"
 stage setup
 

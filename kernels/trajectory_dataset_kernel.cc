@@ -193,7 +193,7 @@ class Dataset : public DatasetBase {
     // item from the table that could never be returned. A server that cannot
     // be asked now, or a table without a signature, leaves it to the first
     // element (the sampler reports or waits out what is wrong).
-    absl::Status CheckAgainstTableSignature() const {
+    absl::Status CheckAgainstTableSignature() {
       const DatasetOptions& options = dataset()->options_;
       bool has_signature = false;
       std::vector<tf_facade::ColumnSignature> signature;
@@ -204,8 +204,10 @@ class Dataset : public DatasetBase {
           !has_signature) {
         return absl::OkStatus();
       }
-      std::string table_signature;
-      std::vector<tensorflow::PartialTensorShape> shapes;
+      std::string& table_signature = table_signature_;
+      std::vector<tensorflow::PartialTensorShape>& shapes = signature_shapes_;
+      table_signature.clear();
+      shapes.clear();
       for (size_t i = 0; i < signature.size(); ++i) {
         shapes.emplace_back(signature[i].shape);
         absl::StrAppend(
@@ -308,19 +310,38 @@ class Dataset : public DatasetBase {
         const auto actual =
             static_cast<tensorflow::DataType>(sample.columns[i].dtype);
         const tensorflow::PartialTensorShape shape(sample.columns[i].shape);
-        if (actual != dtype || !spec.IsCompatibleWith(shape)) {
+        // As dm-reverb's: a trajectory column is held to the table's
+        // signature when the iterator could read it (an item written
+        // unchecked may not fit it), and only then to the requested shape,
+        // which the signature was found compatible with.
+        const bool by_signature =
+            !options.unsqueeze && i < signature_shapes_.size();
+        const tensorflow::PartialTensorShape& held_to =
+            by_signature ? signature_shapes_[i] : spec;
+        if (actual != dtype || !held_to.IsCompatibleWith(shape)) {
           return absl::InvalidArgumentError(absl::StrCat(
               "Received incompatible tensor at flattened index ", i,
               " from table '", dataset()->table_,
               "'.  Specification has (dtype, shape): (",
-              tensorflow::DataTypeString(dtype), ", ", spec.DebugString(),
+              tensorflow::DataTypeString(dtype), ", ", held_to.DebugString(),
               ").  Tensor has (dtype, shape): (",
               tensorflow::DataTypeString(actual), ", ", shape.DebugString(),
               ").",
+              by_signature
+                  ? absl::StrCat(" Table signature: ", table_signature_)
+                  : std::string(),
               i < options.column_names.size() &&
                       !options.column_names[i].empty()
                   ? absl::StrCat(" (column '", options.column_names[i], "')")
                   : std::string()));
+        }
+        if (!spec.IsCompatibleWith(shape)) {
+          // dm-reverb leaves this one to TensorFlow's check of the
+          // dataset's output shapes; these are its words.
+          return absl::InvalidArgumentError(
+              absl::StrCat("Incompatible shapes at component ", info_fields + i,
+                           ": expected ", spec.DebugString(), " but got ",
+                           shape.DebugString(), "."));
         }
         Tensor tensor;
         absl::Status converted =
@@ -358,6 +379,12 @@ class Dataset : public DatasetBase {
    private:
     tensorflow::mutex mu_;
     std::unique_ptr<tf_facade::FacadeSampler> sampler_;
+    // The table's signature as the iterator found it when it was made, one
+    // shape per column, and as dm-reverb's messages print it; empty when
+    // the table has none or the server could not be asked then. Written by
+    // Initialize before any GetNext, read-only after.
+    std::vector<tensorflow::PartialTensorShape> signature_shapes_;
+    std::string table_signature_;
     std::function<void()> deregister_;
     bool done_ TF_GUARDED_BY(mu_) = false;
     tf_facade::Sample sample_ TF_GUARDED_BY(mu_);

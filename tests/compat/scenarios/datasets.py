@@ -263,3 +263,73 @@ def scenario_dataset_in_tf_function(ctx):
         return result
 
     return total(ds)
+
+
+def scenario_trajectory_dataset_holds_elements_to_the_table_signature(ctx):
+    """An item written unchecked meets the table's signature, not only the request.
+
+    dm-reverb checks each element against the table's signature when the
+    table has one (its message prints the signature's shape), and leaves a
+    shape the signature allows but the request does not to TensorFlow's
+    output check.
+    """
+    import tensorflow as tf
+
+    reverb = ctx.reverb
+    cases = {
+        "unknown_request_narrow_signature": (tf.TensorSpec([None, 3], tf.int32), [1, 2], None),
+        "open_request_narrow_signature": (
+            tf.TensorSpec([None, 3], tf.int32),
+            [1, 2],
+            tf.TensorShape([None, None]),
+        ),
+        "partly_known_request": (
+            tf.TensorSpec([None, 3], tf.int32),
+            [1, 2],
+            tf.TensorShape([1, None]),
+        ),
+        "signature_allows_request_does_not": (
+            tf.TensorSpec([None], tf.int32),
+            [2],
+            tf.TensorShape([3]),
+        ),
+        "both_allow": (tf.TensorSpec([None], tf.int32), [2], None),
+    }
+    out = {}
+    for name, (signature, shape, shapes) in cases.items():
+        server, client = ctx.server([reverb.Table.queue("q", 10, signature=signature)])
+        with client.trajectory_writer(1, validate_items=False) as writer:
+            writer.append(np.zeros(shape, np.int32))
+            writer.create_item("q", 1.0, writer.history[-1])
+        dataset = reverb.TrajectoryDataset(
+            f"localhost:{server.port}",
+            "q",
+            tf.int32,
+            shapes,
+            max_in_flight_samples_per_worker=1,
+            rate_limiter_timeout_ms=300,
+        )
+        phrase = (
+            "Incompatible shapes at component 5: expected [3] but got [2]"
+            if name == "signature_allows_request_does_not"
+            else "Received incompatible tensor at flattened index 0 from table 'q'.  "
+            "Specification has (dtype, shape): (int32, [?,3]).  "
+            "Tensor has (dtype, shape): (int32, [1,2])"
+        )
+        out[name] = ctx.call_expecting(
+            phrase, lambda ds=dataset: [e.data.numpy() for e in ds.take(1)]
+        )
+    # A legacy insert (a one-step item) into a table whose signature is a
+    # step, read with an unknown shape.
+    server, client = ctx.server(
+        [reverb.Table.queue("s", 10, signature=tf.TensorSpec([], tf.int32))]
+    )
+    client.insert(np.int32(5), {"s": 1.0})
+    dataset = reverb.TrajectoryDataset(
+        f"localhost:{server.port}", "s", tf.int32, None, 1, rate_limiter_timeout_ms=300
+    )
+    out["legacy_step_unknown_shape"] = ctx.call_expecting(
+        "Specification has (dtype, shape): (int32, []).  Tensor has (dtype, shape): (int32, [1])",
+        lambda: [e.data.numpy() for e in dataset.take(1)],
+    )
+    return out

@@ -146,11 +146,19 @@ def learn(reverb, args) -> Dict:
         dataset = reverb.TrajectoryDataset.from_table_signature(
             server_address=f"localhost:{port}",
             table=TABLE,
-            max_in_flight_samples_per_worker=2 * args.batch,
+            max_in_flight_samples_per_worker=args.max_in_flight or 2 * args.batch,
+            num_workers_per_iterator=args.workers,
         ).batch(args.batch)
         iterator = iter(dataset)
         for _ in range(args.warmup):
             next(iterator)
+        if args.gc_freeze:
+            # What a program can do for itself: move everything imported and
+            # built so far out of the collector's view, so that a full
+            # collection does not walk TensorFlow's object graph in a batch.
+            import gc
+
+            gc.freeze()
 
         checkpoints: List[tuple] = []
         stop = threading.Event()
@@ -275,6 +283,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--batches", type=int, default=600)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--max_in_flight", type=int, default=0, help="per worker; 0: twice the batch"
+    )
+    parser.add_argument(
+        "--gc_freeze", action="store_true", help="gc.freeze() in the learner after warm-up"
+    )
+    parser.add_argument("--workers", type=int, default=-1, help="num_workers_per_iterator")
     parser.add_argument("--step_floats", type=int, default=64, help="float32s per observation")
     parser.add_argument("--episode_steps", type=int, default=100)
     parser.add_argument(

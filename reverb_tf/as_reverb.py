@@ -35,16 +35,21 @@ class _AliasLoader(importlib.abc.Loader):
 
     def __init__(self, target: str) -> None:
         self._target = target
+        self._real_spec: Optional[importlib.machinery.ModuleSpec] = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        # The import system keeps a module's existing __name__, __file__ and
-        # __spec__, so the one object stays reverb_tf's and is only listed a
-        # second time, under the dm-reverb name.
-        return importlib.import_module(self._target)
+        # The one object stays reverb_tf's and is only listed a second time,
+        # under the dm-reverb name: the import system keeps its __name__,
+        # __file__ and __loader__ (exec_module gives __spec__ back).
+        module = importlib.import_module(self._target)
+        self._real_spec = module.__spec__
+        return module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        # Already executed when reverb_tf's own name was imported.
-        del module
+        # Already executed when reverb_tf's own name was imported. The import
+        # system has just set __spec__ to the alias's, unconditionally; the
+        # real one is what importlib.reload and pickling by module look up.
+        module.__spec__ = self._real_spec
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):

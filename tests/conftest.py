@@ -73,6 +73,18 @@ def package_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def package_path(package_dir, tmp_path_factory) -> str:
+    """A directory holding only the reverb_tf package under test (checkout or wheel).
+
+    For the interpreters of side venvs: put on their PYTHONPATH, it gives them
+    this package and nothing else of the checkout or of the main venv.
+    """
+    path = tmp_path_factory.mktemp("package_only")
+    (path / "reverb_tf").symlink_to(package_dir, target_is_directory=True)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def server_binary(package_dir) -> str:
     """The reverb_tf_server binary of the package (the console script runs it)."""
     path = package_dir / "reverb_tf_server"

@@ -27,6 +27,37 @@ import reverb_tf as reverb
 from reverb_tf._ports import port_outside_ephemeral_range  # noqa: F401 (re-exported to tests)
 
 DEADLINE_S = 20.0
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def side_venv_python(env_var: str, setup_script: str) -> str:
+    """The interpreter of a side venv that one of scripts/ makes (or checks).
+
+    Args:
+      env_var: The variable scripts/test.sh sets to it; used when set.
+      setup_script: The script under scripts/ that makes the venv and prints
+        its python last.
+
+    Returns:
+      The interpreter's path.
+
+    Raises:
+      pytest.fail.Exception: The variable is unset and the script is absent
+        (a copy of tests/ run against a wheel) or failed.
+    """
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return explicit
+    setup = ROOT / "scripts" / setup_script
+    if not setup.exists():  # a copy of tests/ run against a wheel
+        pytest.fail(f"set {env_var} to the venv scripts/{setup_script} makes")
+    result = subprocess.run(
+        ["bash", str(setup)], capture_output=True, text=True, timeout=1200, check=False
+    )
+    if result.returncode != 0:
+        pytest.fail(f"scripts/{setup_script} failed:\n{result.stderr[-3000:]}")
+    return result.stdout.strip().splitlines()[-1]
+
 
 # Files the tests read (fixtures written by earlier versions).
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"

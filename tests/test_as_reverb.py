@@ -54,6 +54,11 @@ def test_every_reverb_module_is_the_reverb_tf_module():
         assert errors.DeadlineExceededError is reverb_tf.errors.DeadlineExceededError
         assert checkpoint_pb2 is real_pb2
         assert sys.modules["reverb.structured_writer"] is reverb_tf.structured_writer
+        # Listed under the alias too, the modules keep their own identity.
+        assert reverb_tf.__spec__.name == "reverb_tf", reverb_tf.__spec__
+        assert reverb_tf.structured_writer.__spec__.name == "reverb_tf.structured_writer"
+        import importlib
+        assert importlib.reload(reverb_tf.item_selectors) is reverb_tf.item_selectors
         # A table made through one name is the other's class.
         table = reverb.Table.queue("q", 3)
         assert isinstance(table, reverb_tf.Table)

@@ -26,9 +26,7 @@ import textwrap
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
+from integration import side_venv_python
 
 # The library test modules that exercise Reverb, relative to site-packages.
 LIBRARY_TESTS = (
@@ -48,26 +46,7 @@ PARALLEL_ENV_TEST = "tf_agents/utils/batched_observer_unbatching_test.py"
 @pytest.fixture(scope="module")
 def tf_agents_python() -> str:
     """The side venv's interpreter (made, or checked, by scripts/setup_tf_agents.sh)."""
-    explicit = os.environ.get("REVERB_TF_TF_AGENTS_PYTHON")
-    if explicit:
-        return explicit
-    setup = ROOT / "scripts" / "setup_tf_agents.sh"
-    if not setup.exists():  # a copy of tests/ run against a wheel
-        pytest.fail("set REVERB_TF_TF_AGENTS_PYTHON to the venv scripts/setup_tf_agents.sh makes")
-    result = subprocess.run(
-        ["bash", str(setup)], capture_output=True, text=True, timeout=1200, check=False
-    )
-    if result.returncode != 0:
-        pytest.fail(f"scripts/setup_tf_agents.sh failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def package_path(package_dir, tmp_path_factory) -> str:
-    """A directory holding only the reverb_tf package under test (checkout or wheel)."""
-    path = tmp_path_factory.mktemp("package_only")
-    (path / "reverb_tf").symlink_to(package_dir, target_is_directory=True)
-    return str(path)
+    return side_venv_python("REVERB_TF_TF_AGENTS_PYTHON", "setup_tf_agents.sh")
 
 
 @pytest.fixture(scope="module")

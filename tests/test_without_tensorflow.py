@@ -10,40 +10,18 @@ skip.
 """
 
 import os
-import pathlib
 import subprocess
 import textwrap
 
 import numpy as np
 import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
+from integration import side_venv_python
 
 
 @pytest.fixture(scope="module")
 def interop_python() -> str:
     """The TF-free venv's interpreter (made, or checked, by scripts/setup_interop.sh)."""
-    explicit = os.environ.get("REVERB_TF_INTEROP_PYTHON")
-    if explicit:
-        return explicit
-    setup = ROOT / "scripts" / "setup_interop.sh"
-    if not setup.exists():  # a copy of tests/ run against a wheel
-        pytest.fail("set REVERB_TF_INTEROP_PYTHON to the venv scripts/setup_interop.sh makes")
-    result = subprocess.run(
-        ["bash", str(setup)], capture_output=True, text=True, timeout=1200, check=False
-    )
-    if result.returncode != 0:
-        pytest.fail(f"scripts/setup_interop.sh failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def package_path(package_dir, tmp_path_factory) -> str:
-    """A directory holding only the reverb_tf package under test."""
-    path = tmp_path_factory.mktemp("package_only")
-    (path / "reverb_tf").symlink_to(package_dir, target_is_directory=True)
-    return str(path)
+    return side_venv_python("REVERB_TF_INTEROP_PYTHON", "setup_interop.sh")
 
 
 def run_without_tf(

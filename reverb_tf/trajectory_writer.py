@@ -921,6 +921,12 @@ class TrajectoryWriter(_WriterBase):
             _arguments.array_like_leaves(tree.flatten(data))
             raise _closed_error()
         num_columns = len(self._columns)
+        # The common case (a dict of known fields, plain values) in one native
+        # call; anything else is the general path's.
+        if self._flat and self._writer.try_append(
+            data, self._structure, num_columns, bool(partial_step)
+        ):
+            return
         try:
             out = self._step_columns(data)
         except errors.InvalidArgumentError:
@@ -959,6 +965,13 @@ class TrajectoryWriter(_WriterBase):
             signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
+        # The common case (columns cut from the current history, a signed
+        # table, a plain priority) in one native call; anything else, every
+        # error included, is the general path's.
+        if not self._closed and self._writer.try_create_item(
+            table, priority, trajectory, TrajectoryColumn, self._generation, self._signed
+        ):
+            return
         table = _arguments.string("table", table)
         priority = _arguments.number("priority", priority)
         flat = self._flatten_trajectory(trajectory)

@@ -200,3 +200,107 @@ def test_a_value_of_the_wrong_type_is_a_type_error_before_structure_or_closed(ma
         legacy.append(object())
     with pytest.raises(errors.FailedPreconditionError, match="after Close has been called"):
         legacy.append(np.int32(2))
+
+
+class _GeneralPathOnly:
+    """A native writer whose common-case calls decline: every call takes the
+    adapter's general path."""
+
+    def __init__(self, core):
+        self._core = core
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+    def try_append(self, *args):
+        return False
+
+    def try_create_item(self, *args):
+        return False
+
+
+class _CountingCommonPaths:
+    """A native writer that counts the common-case calls it took."""
+
+    def __init__(self, core):
+        self._core = core
+        self.taken = collections.Counter()
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+    def try_append(self, *args):
+        taken = self._core.try_append(*args)
+        self.taken["append"] += taken
+        return taken
+
+    def try_create_item(self, *args):
+        taken = self._core.try_create_item(*args)
+        self.taken["create_item"] += taken
+        return taken
+
+
+def _write_mixed_program(writer, table_name):
+    """Steps and items of every shape the common paths take or decline."""
+    outcomes = []
+    for i in range(6):
+        step = {"obs": np.full(3, i, np.float32), "act": np.int32(i), "r": float(i)}
+        if i == 2:
+            step["r"] = None  # a column missing in one step
+        if i == 3:
+            writer.append({"obs": step["obs"]}, partial_step=True)
+            writer.append({"act": step["act"], "r": step["r"]})
+        else:
+            writer.append(step)
+        h = writer.history
+        if i >= 1:
+            trajectory = {"obs": h["obs"][-2:], "act": h["act"][[-1]]}
+            if i != 2:
+                trajectory["r"] = h["r"][-1]
+            writer.create_item(table_name, i, trajectory)
+        writer.create_item(table_name, 0.5 * i, h["obs"][-1])
+        for bad in ({"obs": h["obs"][-1], "x": 1}, {"obs": h["act"][-1]}, {}):
+            try:
+                writer.create_item(table_name, 1.0, bad)
+                outcomes.append("stored")
+            except Exception as e:  # noqa: BLE001  (compared below)
+                outcomes.append((type(e).__name__, str(e)))
+    for bad_step in ({"obs": np.zeros(4, np.float32)}, {"act": [1, 2]}, {"new": 1.0, "act": "x"}):
+        try:
+            writer.append(bad_step)
+            outcomes.append("appended")
+        except Exception as e:  # noqa: BLE001
+            outcomes.append((type(e).__name__, str(e)))
+    writer.flush()
+    return outcomes
+
+
+def test_the_common_paths_store_what_the_general_path_stores(make_server):
+    # The native common-case calls (try_append, try_create_item) against the
+    # adapter's general path: same items, same priorities, same errors.
+    server = make_server(reverb.Table.queue("common", 1000), reverb.Table.queue("general", 1000))
+    client = server.localhost_client()
+    common = client.trajectory_writer(num_keep_alive_refs=3)
+    general = client.trajectory_writer(num_keep_alive_refs=3)
+    general._writer = _GeneralPathOnly(general._writer)  # pylint: disable=protected-access
+    counting = common._writer = _CountingCommonPaths(common._writer)  # pylint: disable=protected-access
+    assert _write_mixed_program(common, "common") == _write_mixed_program(general, "general")
+    # Every call but these took the common paths: the first step (new
+    # columns), the first item (its table not yet signed) and the malformed
+    # calls (errors raised by the native writer do not count).
+    assert counting.taken == {"append": 6, "create_item": 16}
+
+    def items(name):
+        size = client.server_info()[name].current_size
+        # A queue: each item once, in the order written.
+        samples = list(client.sample(name, size, emit_timesteps=False))
+        return [
+            (s.info.priority, [(np.asarray(d).tolist(), np.asarray(d).dtype.str) for d in s.data])
+            for s in samples
+        ]
+
+    ours = items("common")
+    assert len(ours) == 17  # 5 of three columns, 6 squeezed, 6 renamed
+    assert ours == items("general")
+    common.close()
+    general.close()

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/python/conversions.h"
 
+#include <climits>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -133,6 +135,127 @@ std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs) {
   columns.reserve(refs.size());
   for (const auto& [column, steps, squeeze] : refs) {
     columns.push_back(ItemColumn{column, steps, squeeze});
+  }
+  return columns;
+}
+
+namespace {
+
+// A leaf dm-tree would not look into and PayloadFromArray takes.
+bool IsPlainLeaf(PyObject* value) {
+  static PyObject* const numpy_generic =
+      py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  return py::isinstance<py::array>(value) || PyFloat_Check(value) ||
+         PyLong_Check(value) || PyUnicode_Check(value) ||
+         PyBytes_Check(value) || PyComplex_Check(value) ||
+         PyObject_TypeCheck(value,
+                            reinterpret_cast<PyTypeObject*>(numpy_generic));
+}
+
+// obj.name, or nullptr (no Python error left set) if it has none.
+py::object AttrOrNull(PyObject* obj, PyObject* name) {
+  PyObject* value = PyObject_GetAttr(obj, name);
+  if (value == nullptr) PyErr_Clear();
+  return py::reinterpret_steal<py::object>(value);
+}
+
+bool AddItemColumn(PyObject* value, PyObject* column_type, PyObject* generation,
+                   std::vector<ItemColumn>* out) {
+  static PyObject* const generation_name =
+      PyUnicode_InternFromString("_generation");
+  static PyObject* const entry_name = PyUnicode_InternFromString("_entry");
+  if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(column_type))
+    return false;
+  if (AttrOrNull(value, generation_name).ptr() != generation) return false;
+  const py::object entry = AttrOrNull(value, entry_name);
+  if (!entry || !PyTuple_CheckExact(entry.ptr()) ||
+      PyTuple_GET_SIZE(entry.ptr()) != 3)
+    return false;
+  PyObject* column = PyTuple_GET_ITEM(entry.ptr(), 0);
+  PyObject* steps = PyTuple_GET_ITEM(entry.ptr(), 1);
+  if (!PyLong_CheckExact(column) || !PyList_CheckExact(steps) ||
+      PyList_GET_SIZE(steps) == 0)
+    return false;
+  ItemColumn item_column;
+  const long column_index = PyLong_AsLong(column);  // NOLINT(runtime/int)
+  if (column_index < 0 || column_index > INT32_MAX) {
+    PyErr_Clear();
+    return false;
+  }
+  item_column.column = static_cast<int32_t>(column_index);
+  item_column.steps.reserve(PyList_GET_SIZE(steps));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(steps); ++i) {
+    PyObject* step = PyList_GET_ITEM(steps, i);
+    if (!PyLong_CheckExact(step)) return false;
+    const long long index = PyLong_AsLongLong(step);  // NOLINT(runtime/int)
+    if (index == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    item_column.steps.push_back(index);
+  }
+  item_column.squeeze = PyTuple_GET_ITEM(entry.ptr(), 2) == Py_True;
+  out->push_back(std::move(item_column));
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::optional<TensorPayload>>> CommonStep(
+    py::handle data, py::handle columns, size_t num_columns) {
+  if (!PyDict_CheckExact(data.ptr()) || !PyDict_CheckExact(columns.ptr()))
+    return std::nullopt;
+  // Every decision first, so that a fallback has converted nothing.
+  std::vector<PyObject*> values(num_columns, nullptr);
+  PyObject* key;
+  PyObject* value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(data.ptr(), &pos, &key, &value)) {
+    PyObject* column = PyDict_GetItemWithError(columns.ptr(), key);
+    if (column == nullptr) {
+      PyErr_Clear();  // a new field (or an unhashable key): general path
+      return std::nullopt;
+    }
+    if (!PyLong_CheckExact(column)) return std::nullopt;
+    const long index = PyLong_AsLong(column);  // NOLINT(runtime/int)
+    if (index < 0 || static_cast<size_t>(index) >= num_columns) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    if (value == Py_None) continue;
+    if (!IsPlainLeaf(value)) return std::nullopt;
+    values[index] = value;
+  }
+  std::vector<std::optional<TensorPayload>> step(num_columns);
+  for (size_t i = 0; i < num_columns; ++i) {
+    if (values[i] != nullptr) step[i] = PayloadFromArray(values[i]);
+  }
+  return step;
+}
+
+std::optional<std::vector<ItemColumn>> CommonItemColumns(
+    py::handle trajectory, py::handle column_type, py::handle generation) {
+  std::vector<ItemColumn> columns;
+  if (!PyDict_CheckExact(trajectory.ptr())) {
+    if (!AddItemColumn(trajectory.ptr(), column_type.ptr(), generation.ptr(),
+                       &columns))
+      return std::nullopt;
+    return columns;
+  }
+  const py::list keys =
+      py::reinterpret_steal<py::list>(PyDict_Keys(trajectory.ptr()));
+  if (keys.empty()) return std::nullopt;
+  for (py::handle key : keys) {
+    if (!PyUnicode_CheckExact(key.ptr())) return std::nullopt;
+  }
+  // str keys only: sorting them cannot fail, and is dm-tree's order.
+  if (PyList_Sort(keys.ptr()) != 0) throw py::error_already_set();
+  columns.reserve(keys.size());
+  for (py::handle key : keys) {
+    PyObject* value = PyDict_GetItem(trajectory.ptr(), key.ptr());
+    if (value == nullptr ||
+        !AddItemColumn(value, column_type.ptr(), generation.ptr(), &columns))
+      return std::nullopt;
   }
   return columns;
 }

@@ -50,6 +50,26 @@ using ColumnRef = std::tuple<int32_t, std::vector<int64_t>, bool>;
 
 std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs);
 
+// The writers' common cases, read straight from the Python objects (the hot
+// path of every actor: about 1 us instead of 4 per append and create_item).
+// nullopt means "not the common case": nothing was converted and the caller
+// takes Python's general path, which handles (or reports) everything else.
+//
+// A step given as a dict whose keys are all known columns (`columns`: key ->
+// column index, the writer's flat structure) and whose values are plain
+// leaves (arrays, numpy scalars, Python numbers, str, bytes) or None
+// (missing in this step); `num_columns` entries.
+std::optional<std::vector<std::optional<TensorPayload>>> CommonStep(
+    py::handle data, py::handle columns, size_t num_columns);
+
+// The item columns of a trajectory that is one `column_type` (the Python
+// TrajectoryColumn) or a dict with str keys of them, each cut from the
+// writer's current history (its `_generation` is `generation`) and
+// referencing at least one step, in dm-tree's order (sorted keys).
+std::optional<std::vector<ItemColumn>> CommonItemColumns(py::handle trajectory,
+                                                         py::handle column_type,
+                                                         py::handle generation);
+
 // An object array of `shape` holding `elements` (row-major) as bytes.
 py::array BytesArray(absl::Span<const int64_t> shape,
                      const std::vector<std::string>& elements);

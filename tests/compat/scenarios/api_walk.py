@@ -875,7 +875,10 @@ def _dataset_walk(ctx, class_name, module):
     cls = getattr(reverb, class_name)
 
     def view(dataset):
-        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)])
+        # Twice the usual bound (within the call's own): dm-reverb's first
+        # read of a dataset that fails (a missing table) took over BLOCK_S on
+        # a loaded 2-core machine and was recorded as blocking.
+        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)], 2 * walk.BLOCK_S)
         return {"spec": dataset.element_spec.data, "first": elements}
 
     calls = [

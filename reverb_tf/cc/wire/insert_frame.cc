@@ -44,23 +44,26 @@ void InsertFrame::AddChunk(const proto::Chunk& fields,
   // Chunk = its own fields, then `tensor` = the tensor's fields, then
   // `data`: the bytes themselves go last, as a slice of their own, and the
   // length prefixes count them.
-  const std::string fields_bytes = fields.SerializeAsString();
-  const std::string tensor_bytes = tensor.SerializeAsString();
+  const size_t fields_size = fields.ByteSizeLong();
+  const size_t tensor_fields_size = tensor.ByteSizeLong();
   const size_t data_field = TagSize(proto::Tensor::kDataFieldNumber) +
                             VarintSize(data.size()) + data.size();
-  const size_t tensor_size = tensor_bytes.size() + data_field;
-  const size_t chunk_size = fields_bytes.size() +
+  const size_t tensor_size = tensor_fields_size + data_field;
+  const size_t chunk_size = fields_size +
                             TagSize(proto::Chunk::kTensorFieldNumber) +
                             VarintSize(tensor_size) + tensor_size;
   PutTag(proto::InsertRequest::kChunksFieldNumber, &head_);
   PutVarint(chunk_size, &head_);
-  head_.append(fields_bytes);
+  fields.AppendToString(&head_);
   PutTag(proto::Chunk::kTensorFieldNumber, &head_);
   PutVarint(tensor_size, &head_);
-  head_.append(tensor_bytes);
+  tensor.AppendToString(&head_);
   PutTag(proto::Tensor::kDataFieldNumber, &head_);
   PutVarint(data.size(), &head_);
-  if (data.empty()) return;
+  if (data.size() <= kInlineBytes) {
+    head_.append(data.data(), data.size());
+    return;
+  }
   slices_.emplace_back(head_);
   head_.clear();
   auto* kept = new std::shared_ptr<const void>(std::move(owner));

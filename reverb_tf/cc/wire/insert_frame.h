@@ -26,10 +26,16 @@ namespace reverb_tf {
 
 class InsertFrame {
  public:
+  // Chunk bytes up to this size are copied into the message: for the small
+  // steps of most actors (a few floats per column) a copy costs less than a
+  // slice of their own and a reference to their owner.
+  static constexpr size_t kInlineBytes = 4096;
+
   // Adds the chunk with `fields` (its key and episode; no tensor) and a
   // tensor with `tensor`'s dtype and shape fields (no data) and `data` as its
   // bytes. `data` must stay valid and unchanged while `owner` lives; the
-  // message keeps `owner` until gRPC has sent the bytes.
+  // message keeps `owner` until gRPC has sent the bytes (bytes of at most
+  // kInlineBytes are copied at once, and `owner` is not kept).
   void AddChunk(const proto::Chunk& fields, const proto::Tensor& tensor,
                 absl::string_view data, std::shared_ptr<const void> owner);
 

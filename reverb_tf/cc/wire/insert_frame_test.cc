@@ -97,5 +97,24 @@ TEST(InsertFrameTest, LendsTheBytesAndHoldsTheirOwnerUntilTheMessageGoes) {
   EXPECT_TRUE(watch.expired());
 }
 
+TEST(InsertFrameTest, CopiesSmallBytesAndKeepsNoOwner) {
+  auto data = std::make_shared<std::string>(InsertFrame::kInlineBytes, 'y');
+  std::weak_ptr<std::string> watch = data;
+  InsertFrame frame;
+  proto::Chunk skeleton =
+      Skeleton(2, {1, static_cast<int64_t>(InsertFrame::kInlineBytes)});
+  const proto::Tensor tensor = skeleton.tensor();
+  skeleton.clear_tensor();
+  frame.AddChunk(skeleton, tensor, *data, data);
+  data.reset();
+  EXPECT_TRUE(watch.expired()) << "a small chunk's owner was kept";
+  const grpc::ByteBuffer message = frame.Finish(proto::InsertRequest());
+  proto::InsertRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(Flatten(message)));
+  ASSERT_EQ(parsed.chunks_size(), 1);
+  EXPECT_EQ(parsed.chunks(0).tensor().data(),
+            std::string(InsertFrame::kInlineBytes, 'y'));
+}
+
 }  // namespace
 }  // namespace reverb_tf

@@ -117,6 +117,23 @@ TEST(StreamSamplerTest, DeliversMaxSamplesThenEndsTheStream) {
   EXPECT_FALSE(sampler.TryNext(&sample));
 }
 
+TEST(StreamSamplerTest, AsksForMoreOnceHalfTheWindowIsConsumed) {
+  testing::ScopedInProcess in_process(false);
+  TestServer s = TestServer::Start({1, 2, 3});
+  StreamSampler sampler(s.stub, "t", Bounded());  // a window of 4
+  std::shared_ptr<Table> table = *s.server->FindTable("t");
+  Sample sample;
+  ASSERT_OK(sampler.Next(&sample));
+  ASSERT_OK(sampler.Next(&sample));
+  // Two of four consumed: two more are asked for before the buffer runs
+  // dry, so the server samples six without another call of Next().
+  const absl::Time deadline = absl::Now() + kTimeout;
+  while (table->info().counters.sampled < 6 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(table->info().counters.sampled, 6);
+}
+
 TEST(StreamSamplerTest, CancelEndsAWaitForTheRateLimiter) {
   testing::ScopedInProcess in_process(false);
   TestServer s = TestServer::Start({});  // empty: MinSize(1) holds samples back

@@ -132,35 +132,58 @@ absl::Status StreamSampler::Fail(absl::Status status) {
   return status;
 }
 
+bool StreamSampler::TopUp() {
+  // Top the credits back up to max_in_flight ahead of what was consumed.
+  int64_t target = returned_ + options_.max_in_flight;
+  if (budget_ == nullptr && options_.max_samples >= 0) {
+    target = std::min(target, options_.max_samples);
+  }
+  const int64_t per_stream = options_.max_samples_per_stream;
+  if (per_stream > 0) target = std::min(target, stream_start_ + per_stream);
+  if (budget_ != nullptr && target > granted_) {
+    target = granted_ + budget_->Take(target - granted_);
+  }
+  if (target <= granted_) return true;
+  proto::SampleRequest request;
+  request.set_table(table_);
+  request.set_num_samples(target - granted_);
+  // Half the window per response by default, so that one response is
+  // still on its way while the consumer reads the other.
+  request.set_flexible_batch_size(
+      options_.flexible_batch_size > 0
+          ? options_.flexible_batch_size
+          : static_cast<int32_t>(
+                std::clamp<int64_t>(options_.max_in_flight / 2, 1, 1024)));
+  request.set_rate_limiter_timeout_ms(
+      TimeoutToMs(options_.rate_limiter_timeout));
+  if (!stream_->rw->Write(request)) {
+    if (budget_ != nullptr) budget_->Give(target - granted_);
+    return false;
+  }
+  granted_ = target;
+  return true;
+}
+
+void StreamSampler::TopUpAtLowWater() {
+  // Half the window consumed: ask for more now rather than when the buffer
+  // runs dry, so that the next samples are on their way before they are
+  // needed (a learner then never waits a whole round trip for a batch).
+  // A failed write is left to Refill(), which reads the stream's status.
+  if (error_.ok() && granted_ - returned_ <= options_.max_in_flight / 2) {
+    TopUp();
+  }
+}
+
 absl::Status StreamSampler::Refill() {
   const int64_t per_stream = options_.max_samples_per_stream;
   while (true) {
-    // Top the credits back up to max_in_flight ahead of what was consumed.
-    int64_t target = returned_ + options_.max_in_flight;
-    if (budget_ == nullptr && options_.max_samples >= 0) {
-      target = std::min(target, options_.max_samples);
-    }
-    if (per_stream > 0) target = std::min(target, stream_start_ + per_stream);
-    if (budget_ != nullptr && target > granted_) {
-      target = granted_ + budget_->Take(target - granted_);
-    }
-    if (target > granted_) {
-      proto::SampleRequest request;
-      request.set_table(table_);
-      request.set_num_samples(target - granted_);
-      request.set_flexible_batch_size(
-          options_.flexible_batch_size > 0
-              ? options_.flexible_batch_size
-              : static_cast<int32_t>(
-                    std::min<int64_t>(options_.max_in_flight, 1024)));
-      request.set_rate_limiter_timeout_ms(
-          TimeoutToMs(options_.rate_limiter_timeout));
-      if (!stream_->rw->Write(request)) {
-        absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
-        return status.ok() ? absl::UnavailableError("the sample stream closed")
-                           : status;
-      }
-      granted_ = target;
+    // A stream that no longer takes requests may still bring the samples
+    // granted before: they are read first (Finish() waits for every message
+    // to be read, and they are the caller's).
+    if (!TopUp() && granted_ <= received_) {
+      absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
+      return status.ok() ? absl::UnavailableError("the sample stream closed")
+                         : status;
     }
     if (granted_ > received_) break;  // samples are on their way
     if (per_stream > 0 && returned_ - stream_start_ >= per_stream) {
@@ -221,6 +244,7 @@ absl::Status StreamSampler::Next(Sample* sample) {
   }
   *sample = std::move(buffer_[next_in_buffer_++]);
   ++returned_;
+  TopUpAtLowWater();
   return absl::OkStatus();
 }
 
@@ -232,6 +256,7 @@ bool StreamSampler::TryNext(Sample* sample) {
   }
   *sample = std::move(buffer_[next_in_buffer_++]);
   ++returned_;
+  TopUpAtLowWater();
   return true;
 }
 

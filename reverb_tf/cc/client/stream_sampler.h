@@ -2,8 +2,9 @@
 // Internal to the client (client.h's Sampler): one SampleStream.
 //
 // StreamSampler reads one SampleStream in the caller's thread, keeping
-// max_in_flight samples requested ahead of what was consumed, so a consumer
-// never waits for a round trip.
+// max_in_flight samples requested ahead of what was consumed (topped up each
+// time half of them have been consumed), so a consumer never waits for a
+// round trip.
 #ifndef REVERB_TF_CC_CLIENT_STREAM_SAMPLER_H_
 #define REVERB_TF_CC_CLIENT_STREAM_SAMPLER_H_
 
@@ -70,6 +71,12 @@ class StreamSampler : public Sampler {
 
  private:
   absl::Status Fail(absl::Status status);
+  // Grants credits up to max_in_flight ahead of what was returned (within
+  // max_samples, the stream's share and the budget). False: the stream
+  // broke (its status is Finish()'s to tell).
+  bool TopUp();
+  // TopUp() once half the window has been consumed.
+  void TopUpAtLowWater();
   // Reads the next response into buffer_, granting credits first.
   absl::Status Refill();
   // Replaces the stream (a retry, or max_samples_per_stream reached); the

@@ -104,20 +104,34 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
     flush_requested_ = false;
     if (!error_.ok() || stream->reads_done) break;
     if (closing_ && queue_.empty()) break;
+    // Only the taking is done under the lock: the message is built outside
+    // it, so that the writer's thread never waits for the lock (and this
+    // thread never has to wake it) while a message is put together. Queued
+    // items and their closed chunks are no longer changed by anyone.
+    std::vector<std::unique_ptr<QueuedItem>> batch;
+    int64_t bytes = 0;
+    while (!queue_.empty() && (batch.empty() || bytes < byte_budget)) {
+      for (const auto& chunk : queue_.front()->chunks) {
+        bytes += static_cast<int64_t>(chunk->payload->data.size());
+      }
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    // Releases only once every queued item is in a message: a release applies
+    // after the items of its message, and queued items may use the chunk.
+    std::vector<uint64_t> releases;
+    if (queue_.empty()) releases.swap(release_queue_);
+    mu_.Unlock();
     proto::InsertRequest request;
     request.set_rate_limiter_timeout_ms(timeout_ms);
-    int64_t bytes = 0;
     // An in-process server takes the bytes it is given, so it gets a copy in
     // the request; a remote one gets them in place, in `frame`.
     const bool local = stream->local != nullptr;
     InsertFrame frame;
     proto::Chunk chunk_fields;
     proto::Tensor tensor_fields;
-    while (!queue_.empty() &&
-           (request.items_size() == 0 || bytes < byte_budget)) {
-      QueuedItem& queued = *queue_.front();
-      for (const auto& chunk : queued.chunks) {
-        bytes += static_cast<int64_t>(chunk->payload->data.size());
+    for (std::unique_ptr<QueuedItem>& queued : batch) {
+      for (const auto& chunk : queued->chunks) {
         proto::Chunk* out = local ? request.add_chunks() : &chunk_fields;
         out->set_key(chunk->key);
         out->set_episode_id(chunk->episode_id);
@@ -131,18 +145,11 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
         frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data,
                        chunk);
       }
-      *request.add_items() = std::move(queued.item);
-      queue_.pop_front();
+      *request.add_items() = std::move(queued->item);
     }
-    // Releases only once every queued item is in a message: a release applies
-    // after the items of its message, and queued items may use the chunk.
-    if (queue_.empty()) {
-      request.mutable_release_chunk_keys()->Add(release_queue_.begin(),
-                                                release_queue_.end());
-      release_queue_.clear();
-    }
+    request.mutable_release_chunk_keys()->Add(releases.begin(), releases.end());
+    batch.clear();  // the chunks the frame does not hold die here, unlocked
     if (local) {
-      mu_.Unlock();
       const absl::Status status = stream->local->Write(
           request, [this](const proto::InsertResponse& response) {
             absl::MutexLock lock(&mu_);
@@ -157,7 +164,6 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
       continue;
     }
     grpc::ByteBuffer message = frame.Finish(request);
-    mu_.Unlock();
     const bool written = stream->rw->Write(message);
     mu_.Lock();
     if (!written) {

@@ -17,30 +17,42 @@ namespace {
 
 // Materializes one column of a sampled item from the response's chunks.
 // `decompressed` caches chunks already decompressed for this response.
+// A chunk of a response and how many of the response's slices are still to
+// use it.
+struct ResponseChunk {
+  proto::Chunk* chunk;
+  int uses = 0;
+};
+
 absl::StatusOr<TensorPayload> AssembleColumn(
     const proto::Column& column,
-    const absl::flat_hash_map<ChunkKey, proto::Chunk*>& chunks,
+    absl::flat_hash_map<ChunkKey, ResponseChunk>& chunks,
     absl::flat_hash_map<ChunkKey, TensorPayload>* decompressed) {
   return JoinSlices(
       column.slices_size(), column.squeeze(),
       [&](size_t i) -> absl::StatusOr<ChunkRows> {
         const proto::Slice& slice = column.slices(static_cast<int>(i));
+        auto it = chunks.find(slice.chunk_key());
+        if (it == chunks.end()) {
+          return absl::InternalError(
+              absl::StrCat("the server sent a slice of chunk ",
+                           slice.chunk_key(), " without the chunk"));
+        }
         auto cached = decompressed->find(slice.chunk_key());
         if (cached == decompressed->end()) {
-          auto it = chunks.find(slice.chunk_key());
-          if (it == chunks.end()) {
-            return absl::InternalError(
-                absl::StrCat("the server sent a slice of chunk ",
-                             slice.chunk_key(), " without the chunk"));
-          }
           // Chunks in a response are used once per response: take the bytes.
-          ASSIGN_OR_RETURN(TensorPayload payload,
-                           PayloadFromProto(it->second->mutable_tensor()));
+          ASSIGN_OR_RETURN(
+              TensorPayload payload,
+              PayloadFromProto(it->second.chunk->mutable_tensor()));
           ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
           cached = decompressed->emplace(slice.chunk_key(), std::move(payload))
                        .first;
         }
-        return ChunkRows{&cached->second, slice.offset(), slice.length()};
+        // The chunk's last slice in the response may take its bytes (the
+        // common case: a chunk sent for one item's column).
+        const bool last = --it->second.uses == 0;
+        return ChunkRows{&cached->second, slice.offset(), slice.length(),
+                         last ? &cached->second : nullptr};
       });
 }
 
@@ -48,9 +60,18 @@ absl::StatusOr<TensorPayload> AssembleColumn(
 
 absl::Status DecodeSampleResponse(proto::SampleResponse* response,
                                   std::vector<Sample>* samples) {
-  absl::flat_hash_map<ChunkKey, proto::Chunk*> chunks;
+  absl::flat_hash_map<ChunkKey, ResponseChunk> chunks;
+  chunks.reserve(response->chunks_size());
   for (proto::Chunk& chunk : *response->mutable_chunks())
-    chunks[chunk.key()] = &chunk;
+    chunks[chunk.key()] = ResponseChunk{&chunk};
+  for (const proto::SampledItem& item : response->items()) {
+    for (const proto::Column& column : item.columns()) {
+      for (const proto::Slice& slice : column.slices()) {
+        auto it = chunks.find(slice.chunk_key());
+        if (it != chunks.end()) ++it->second.uses;
+      }
+    }
+  }
   absl::flat_hash_map<ChunkKey, TensorPayload> decompressed;
   for (const proto::SampledItem& item : response->items()) {
     Sample& sample = samples->emplace_back();
@@ -199,15 +220,20 @@ absl::Status StreamSampler::Refill() {
     return absl::OutOfRangeError(
         "the sampler requested all the samples it may");
   }
-  proto::SampleResponse response;
-  if (!stream_->rw->Read(&response)) {
+  // The response's many small messages (chunks, items, their columns and
+  // slices) come from an arena that is reset for the next one: no malloc and
+  // free each. Decoding moves the chunk bytes out of it.
+  arena_.Reset();
+  auto* response =
+      google::protobuf::Arena::CreateMessage<proto::SampleResponse>(&arena_);
+  if (!stream_->rw->Read(response)) {
     absl::Status status = stub_->RpcStatus(stream_->rw->Finish());
     return status.ok()
                ? absl::UnavailableError("the server ended the sample stream")
                : status;
   }
-  ordered_.store(response.ordered());
-  if (absl::Status status = DecodeSampleResponse(&response, &buffer_);
+  ordered_.store(response->ordered());
+  if (absl::Status status = DecodeSampleResponse(response, &buffer_);
       !status.ok()) {
     return Fail(status);
   }

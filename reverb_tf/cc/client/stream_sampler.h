@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "google/protobuf/arena.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/client_stub.h"
 
@@ -88,6 +89,8 @@ class StreamSampler : public Sampler {
   const SamplerOptions options_;
   const std::shared_ptr<SampleBudget> budget_;
   std::unique_ptr<SamplerStream> stream_;
+  // Holds the response being decoded (Refill()).
+  google::protobuf::Arena arena_;
   std::vector<Sample> buffer_;
   size_t next_in_buffer_ = 0;
   int64_t returned_ = 0;

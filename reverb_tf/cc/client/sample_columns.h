@@ -21,12 +21,15 @@ struct ChunkRows {
   const TensorPayload* chunk;
   int64_t offset;
   int64_t length;
+  // The same chunk, when this is its last use and it may be taken (left
+  // moved-from); nullptr otherwise.
+  TensorPayload* last_use = nullptr;
 };
 
 // Joins a column of `num_slices` slices, `slice(i)` being the i-th (its
 // chunk need only stay valid until the next call): a single slice that
-// covers its whole chunk is copied as is, others are cut out and
-// concatenated. `squeeze` drops the time dimension.
+// covers its whole chunk is taken (its last use) or copied as is, others
+// are cut out and concatenated. `squeeze` drops the time dimension.
 absl::StatusOr<TensorPayload> JoinSlices(
     size_t num_slices, bool squeeze,
     absl::FunctionRef<absl::StatusOr<ChunkRows>(size_t)> slice);

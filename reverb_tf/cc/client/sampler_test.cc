@@ -15,6 +15,7 @@
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/client/in_process_sampler.h"
+#include "reverb_tf/cc/client/sample_columns.h"
 #include "reverb_tf/cc/client/sharded_sampler.h"
 #include "reverb_tf/cc/client/stream_sampler.h"
 #include "reverb_tf/cc/service/server.h"
@@ -95,6 +96,26 @@ TEST(SampleBudgetTest, EachStreamTakesAtMostItsShareOfWhatRemains) {
   EXPECT_EQ(budget.Take(100), 1);
   EXPECT_EQ(budget.Take(100), 1);
   EXPECT_EQ(budget.Take(100), 0);
+}
+
+TEST(JoinSlicesTest, TakesAWholeChunkOnItsLastUseAndCopiesItOtherwise) {
+  TensorPayload chunk = FloatStep(7);  // one row
+  const std::string bytes = chunk.data;
+  auto whole = [&](TensorPayload* last_use) {
+    return JoinSlices(1, /*squeeze=*/true, [&](size_t) {
+      return absl::StatusOr<ChunkRows>(ChunkRows{&chunk, 0, 1, last_use});
+    });
+  };
+  absl::StatusOr<TensorPayload> copied = whole(nullptr);
+  ASSERT_OK(copied);
+  EXPECT_EQ(copied->data, bytes);
+  EXPECT_TRUE(copied->shape.empty());  // squeezed
+  EXPECT_EQ(chunk.data, bytes);        // still there for later uses
+  absl::StatusOr<TensorPayload> taken = whole(&chunk);
+  ASSERT_OK(taken);
+  EXPECT_EQ(taken->data, bytes);
+  EXPECT_TRUE(taken->shape.empty());
+  EXPECT_TRUE(chunk.data.empty());  // taken, not copied
 }
 
 TEST(StreamSamplerTest, DeliversMaxSamplesThenEndsTheStream) {

@@ -849,11 +849,17 @@ class Client:
             (nothing is changed then).
           NotFoundError: If the table does not exist.
         """
-        keys = list(updates) if updates else []
-        priorities = list(updates.values()) if updates else []
-        *_, warning = self._client.mutate_priorities(
-            table, keys, priorities, list(deletes) if deletes else [], None
-        )
+        deletes = list(deletes) if deletes else []
+        # A dict of int keys and plain priorities is read by the native call
+        # itself; anything else (or a bad key) takes the lists.
+        report = None
+        if type(updates) is dict:
+            report = self._client.mutate_priorities_dict(table, updates, deletes, None)
+        if report is None:
+            keys = list(updates) if updates else []
+            priorities = list(updates.values()) if updates else []
+            report = self._client.mutate_priorities(table, keys, priorities, deletes, None)
+        *_, warning = report
         if warning:  # the native client words it, at most once a minute
             logging.warning("reverb_tf: %s", warning)
 

@@ -377,3 +377,38 @@ def test_no_other_socket_can_share_a_served_port():
                 assert refused.value.errno == 98  # EADDRINUSE
             finally:
                 other.close()
+
+
+def test_mutate_priorities_of_a_plain_dict_matches_the_general_path(make_server):
+    # A dict of int keys is read by the native call itself; the same updates
+    # with numpy keys (or a bad key) go through the lists: same outcome.
+    server = make_server(table("prio", sampler=reverb.selectors.Prioritized(1.0), max_size=100))
+    client = server.localhost_client()
+    with client.trajectory_writer(1) as writer:
+        for i in range(4):
+            writer.append({"x": np.int32(i)})
+            writer.create_item("prio", 1.0, writer.history["x"][-1])
+    keys = sorted(int(s.info.key) for s in client.sample("prio", 200, emit_timesteps=False))
+    keys = sorted(set(keys))
+    assert len(keys) == 4
+    native = client._client  # pylint: disable=protected-access
+    assert native.mutate_priorities_dict("prio", {keys[0]: 2.0, keys[1]: 3}, [], None) is not None
+    client.mutate_priorities("prio", {np.uint64(keys[2]): 4.0}, deletes=[keys[3]])
+
+    def priorities():
+        return {
+            int(s.info.key): s.info.priority
+            for s in client.sample("prio", 400, emit_timesteps=False)
+        }
+
+    assert priorities() == {keys[0]: 2.0, keys[1]: 3.0, keys[2]: 4.0}
+    # What the general path rejects, the plain-dict path leaves to it.
+    assert native.mutate_priorities_dict("prio", {-1: 1.0}, [], None) is None
+    assert native.mutate_priorities_dict("prio", {keys[0]: "high"}, [], None) is None
+    with pytest.raises(TypeError):
+        client.mutate_priorities("prio", {-1: 1.0})
+    with pytest.raises(TypeError):
+        client.mutate_priorities("prio", {keys[0]: "high"})
+    with pytest.raises(errors.InvalidArgumentError):
+        client.mutate_priorities("prio", {keys[0]: float("nan")})
+    assert priorities() == {keys[0]: 2.0, keys[1]: 3.0, keys[2]: 4.0}

@@ -17,22 +17,15 @@ it holds), and the server CPU is the shards' sum.
 """
 
 import argparse
-import os
 import time
 
 import numpy as np
 
 import reverb_tf as reverb
-from server_process import start_server, table_config
+from server_process import cpu_seconds, start_server, table_config
 
 # A deadline makes the native client use a unary call instead of the stream.
 _UNARY_TIMEOUT_S = 60.0
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process `pid`, from /proc."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -75,7 +68,7 @@ def main() -> None:
 
         def measure(keys, timeout_s):
             values = priorities[: len(keys)]
-            servers_cpu = lambda: sum(_cpu_seconds(process.pid) for process in processes)
+            servers_cpu = lambda: sum(cpu_seconds(process.pid) for process in processes)
             client_cpu, server_cpu = time.process_time(), servers_cpu()
             start = time.perf_counter()
             for _ in range(args.calls):

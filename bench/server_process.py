@@ -4,6 +4,7 @@
 A module, not a script.
 """
 
+import os
 import pathlib
 import re
 import subprocess
@@ -38,6 +39,12 @@ def start_server(
     )
     port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
     return process, port
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid`, from /proc."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int:

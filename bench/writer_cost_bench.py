@@ -26,16 +26,10 @@ from typing import Callable, Dict, List
 import numpy as np
 
 import reverb_tf as reverb
-from server_process import start_server, table_config
+from server_process import cpu_seconds, start_server, table_config
 
 TABLE = "t"
 KEYS = ("observation", "action", "reward")
-
-
-def _process_cpu_s(pid: int) -> float:
-    """User plus system CPU time of process `pid`, from /proc."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _steps(n: int = 1024) -> List[Dict[str, np.ndarray]]:
@@ -83,16 +77,16 @@ def _measure(
         )
         for _ in range(threads)
     ]
-    client_cpu = _process_cpu_s(os.getpid())
-    server_cpu = _process_cpu_s(server_pid)
+    client_cpu = cpu_seconds(os.getpid())
+    server_cpu = cpu_seconds(server_pid)
     started = time.perf_counter()
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
     wall = time.perf_counter() - started
-    client_cpu = _process_cpu_s(os.getpid()) - client_cpu
-    server_cpu = _process_cpu_s(server_pid) - server_cpu
+    client_cpu = cpu_seconds(os.getpid()) - client_cpu
+    server_cpu = cpu_seconds(server_pid) - server_cpu
     scale = 1e6 / items
     return {
         "wall": wall * scale,

@@ -123,6 +123,28 @@ class Background:
         return self.result
 
 
+class CoreWriterProxy:
+    """Stands in for a writer's native object (`writer._writer`), forwarding
+    every call to it; subclasses intercept some."""
+
+    def __init__(self, core):
+        self._core = core
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+
+class GeneralPathOnly(CoreWriterProxy):
+    """A native writer whose common-case calls decline: every append and
+    create_item takes the Python adapter's general path."""
+
+    def try_append(self, *args):
+        return False
+
+    def try_create_item(self, *args):
+        return False
+
+
 def insert_values(client, name, priorities):
     """Inserts items 0, 1, ... (one step each) with the given priorities."""
     for value, priority in enumerate(priorities):

@@ -19,6 +19,7 @@ import reverb_tf
 from reverb_tf import errors
 from reverb_tf import signatures
 from reverb_tf import trajectory_writer
+from integration import GeneralPathOnly
 
 
 @pytest.fixture(scope="module")
@@ -30,26 +31,19 @@ def server():
     server.stop()
 
 
-class RecordingCoreWriter:
-    """Forwards to a real native writer, recording the adapter's calls."""
+class RecordingCoreWriter(GeneralPathOnly):
+    """Forwards to a real native writer, recording the adapter's calls.
+
+    The native common-case paths are declined, so that the general
+    conversion is what these tests record; test_writer_integration checks
+    that the common paths store the same.
+    """
 
     def __init__(self, core):
-        self._core = core
+        super().__init__(core)
         self.calls = []
         self.rows = []
         self.items = []
-
-    def __getattr__(self, name):
-        return getattr(self._core, name)
-
-    # The native common-case paths are declined, so that the general
-    # conversion is what these tests record; test_writer_integration checks
-    # that the common paths store the same.
-    def try_append(self, *args):
-        return False
-
-    def try_create_item(self, *args):
-        return False
 
     def append(self, columns, partial_step=False):
         was_open = self._core.step_open

@@ -9,7 +9,7 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import make_server, sample_one, table  # noqa: F401  (fixtures)
+from integration import CoreWriterProxy, GeneralPathOnly, make_server, sample_one, table  # noqa: F401  (fixtures)
 
 # Every test twice: over gRPC and in-process (conftest.py).
 BOTH_TRANSPORTS = True
@@ -202,32 +202,12 @@ def test_a_value_of_the_wrong_type_is_a_type_error_before_structure_or_closed(ma
         legacy.append(np.int32(2))
 
 
-class _GeneralPathOnly:
-    """A native writer whose common-case calls decline: every call takes the
-    adapter's general path."""
-
-    def __init__(self, core):
-        self._core = core
-
-    def __getattr__(self, name):
-        return getattr(self._core, name)
-
-    def try_append(self, *args):
-        return False
-
-    def try_create_item(self, *args):
-        return False
-
-
-class _CountingCommonPaths:
+class _CountingCommonPaths(CoreWriterProxy):
     """A native writer that counts the common-case calls it took."""
 
     def __init__(self, core):
-        self._core = core
+        super().__init__(core)
         self.taken = collections.Counter()
-
-    def __getattr__(self, name):
-        return getattr(self._core, name)
 
     def try_append(self, *args):
         taken = self._core.try_append(*args)
@@ -282,7 +262,7 @@ def test_the_common_paths_store_what_the_general_path_stores(make_server):
     client = server.localhost_client()
     common = client.trajectory_writer(num_keep_alive_refs=3)
     general = client.trajectory_writer(num_keep_alive_refs=3)
-    general._writer = _GeneralPathOnly(general._writer)  # pylint: disable=protected-access
+    general._writer = GeneralPathOnly(general._writer)  # pylint: disable=protected-access
     counting = common._writer = _CountingCommonPaths(common._writer)  # pylint: disable=protected-access
     assert _write_mixed_program(common, "common") == _write_mixed_program(general, "general")
     # Every call but these took the common paths: the first step (new

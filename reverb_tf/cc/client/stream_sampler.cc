@@ -15,8 +15,6 @@
 namespace reverb_tf {
 namespace {
 
-// Materializes one column of a sampled item from the response's chunks.
-// `decompressed` caches chunks already decompressed for this response.
 // A chunk of a response and how many of the response's slices are still to
 // use it.
 struct ResponseChunk {
@@ -24,6 +22,8 @@ struct ResponseChunk {
   int uses = 0;
 };
 
+// Materializes one column of a sampled item from the response's chunks.
+// `decompressed` caches chunks already decompressed for this response.
 absl::StatusOr<TensorPayload> AssembleColumn(
     const proto::Column& column,
     absl::flat_hash_map<ChunkKey, ResponseChunk>& chunks,

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,13 +29,17 @@ namespace reverb_tf::binding {
 
 namespace {
 
+// (updated, deleted, missing, unreachable, warning), as Python reads a
+// MutationReport.
+using MutationTuple = std::tuple<int64_t, int64_t, int64_t,
+                                 std::vector<std::string>, std::string>;
+
 // One priority mutation as the bindings make it (the main thread waiting for
-// the streams' answers itself where it can); returns (updated, deleted,
-// missing, unreachable, warning).
-py::tuple MutateAndReport(Client& client, const std::string& table,
-                          const std::vector<std::pair<Key, double>>& updates,
-                          const std::vector<Key>& deletes,
-                          std::optional<double> timeout_s) {
+// the streams' answers itself where it can).
+MutationTuple MutateAndReport(
+    Client& client, const std::string& table,
+    const std::vector<std::pair<Key, double>>& updates,
+    const std::vector<Key>& deletes, std::optional<double> timeout_s) {
   MutationReport r;
   if (!timeout_s.has_value() &&
       PyThread_get_thread_ident() == main_thread_ident && !client.InProcess()) {
@@ -60,8 +65,8 @@ py::tuple MutateAndReport(Client& client, const std::string& table,
                                      TimeoutFromSeconds(timeout_s), cancel);
     }));
   }
-  return py::make_tuple(r.updated, r.deleted, r.missing, r.unreachable,
-                        r.warning);
+  return {r.updated, r.deleted, r.missing, std::move(r.unreachable),
+          std::move(r.warning)};
 }
 
 }  // namespace
@@ -295,27 +300,24 @@ void BindClient(py::module_& m) {
           "mutate_priorities_dict",
           [](Client& client, const std::string& table, py::handle updates,
              const std::vector<Key>& deletes,
-             std::optional<double> timeout_s) -> py::object {
-            if (!PyDict_CheckExact(updates.ptr())) return py::none();
+             std::optional<double> timeout_s) -> std::optional<MutationTuple> {
+            if (!PyDict_CheckExact(updates.ptr())) return std::nullopt;
             std::vector<std::pair<Key, double>> pairs;
             pairs.reserve(PyDict_Size(updates.ptr()));
             PyObject* key;
             PyObject* priority;
             Py_ssize_t pos = 0;
             while (PyDict_Next(updates.ptr(), &pos, &key, &priority)) {
-              if (!PyLong_CheckExact(key) || !(PyFloat_CheckExact(priority) ||
-                                               PyLong_CheckExact(priority)))
-                return py::none();
+              const std::optional<double> p = PlainNumber(priority);
+              if (!PyLong_CheckExact(key) || !p.has_value())
+                return std::nullopt;
               const unsigned long long k =  // NOLINT(runtime/int)
                   PyLong_AsUnsignedLongLong(key);
-              const double p = PyFloat_CheckExact(priority)
-                                   ? PyFloat_AS_DOUBLE(priority)
-                                   : PyLong_AsDouble(priority);
               if (PyErr_Occurred()) {
                 PyErr_Clear();  // negative or too large: the general path's
-                return py::none();
+                return std::nullopt;
               }
-              pairs.emplace_back(static_cast<Key>(k), p);
+              pairs.emplace_back(static_cast<Key>(k), *p);
             }
             return MutateAndReport(client, table, pairs, deletes, timeout_s);
           },

@@ -25,6 +25,24 @@
 
 namespace reverb_tf::binding {
 
+namespace {
+
+// writer.CreateItem(), waiting (without the GIL, interruptibly) while the
+// in-flight window is full.
+void CreateItem(TrajectoryWriter& writer, const std::string& table,
+                double priority, const std::vector<ItemColumn>& columns) {
+  // Fast path: room in the in-flight window, nothing to wait for.
+  const absl::Status status =
+      writer.CreateItem(table, priority, columns, absl::ZeroDuration());
+  if (status.code() != absl::StatusCode::kDeadlineExceeded)
+    return CheckOk(status);
+  WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+    return writer.CreateItem(table, priority, columns, slice);
+  });
+}
+
+}  // namespace
+
 void BindWriters(py::module_& m) {
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def(
@@ -65,33 +83,12 @@ void BindWriters(py::module_& m) {
                 !PyAnySet_CheckExact(signed_tables.ptr()) ||
                 PySet_Contains(signed_tables.ptr(), table.ptr()) != 1)
               return false;
-            double value;
-            if (PyFloat_CheckExact(priority.ptr())) {
-              value = PyFloat_AS_DOUBLE(priority.ptr());
-            } else if (PyLong_CheckExact(priority.ptr())) {
-              value = PyLong_AsDouble(priority.ptr());
-              if (value == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-                return false;
-              }
-            } else {
-              return false;
-            }
-            if (std::isnan(value)) return false;
+            const std::optional<double> value = PlainNumber(priority);
+            if (!value.has_value() || std::isnan(*value)) return false;
             std::optional<std::vector<ItemColumn>> columns =
                 CommonItemColumns(trajectory, column_type, generation);
             if (!columns.has_value()) return false;
-            const std::string name = table.cast<std::string>();
-            // Fast path: room in the in-flight window, nothing to wait for.
-            absl::Status status =
-                writer.CreateItem(name, value, *columns, absl::ZeroDuration());
-            if (status.code() != absl::StatusCode::kDeadlineExceeded) {
-              CheckOk(status);
-              return true;
-            }
-            WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-              return writer.CreateItem(name, value, *columns, slice);
-            });
+            CreateItem(writer, table.cast<std::string>(), *value, *columns);
             return true;
           },
           py::arg("table"), py::arg("priority"), py::arg("trajectory"),
@@ -100,15 +97,7 @@ void BindWriters(py::module_& m) {
       .def("create_item",
            [](TrajectoryWriter& writer, const std::string& table,
               double priority, const std::vector<ColumnRef>& refs) {
-             const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
-             // Fast path: room in the in-flight window, nothing to wait for.
-             absl::Status status = writer.CreateItem(table, priority, columns,
-                                                     absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded)
-               return CheckOk(status);
-             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-               return writer.CreateItem(table, priority, columns, slice);
-             });
+             CreateItem(writer, table, priority, ItemColumnsFrom(refs));
            })
       .def(
           "flush",

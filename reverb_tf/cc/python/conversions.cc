@@ -201,6 +201,17 @@ bool AddItemColumn(PyObject* value, PyObject* column_type, PyObject* generation,
 
 }  // namespace
 
+std::optional<double> PlainNumber(py::handle value) {
+  if (PyFloat_CheckExact(value.ptr())) return PyFloat_AS_DOUBLE(value.ptr());
+  if (!PyLong_CheckExact(value.ptr())) return std::nullopt;
+  const double result = PyLong_AsDouble(value.ptr());
+  if (result == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return result;
+}
+
 std::optional<std::vector<std::optional<TensorPayload>>> CommonStep(
     py::handle data, py::handle columns, size_t num_columns) {
   if (!PyDict_CheckExact(data.ptr()) || !PyDict_CheckExact(columns.ptr()))

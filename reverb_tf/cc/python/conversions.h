@@ -50,6 +50,11 @@ using ColumnRef = std::tuple<int32_t, std::vector<int64_t>, bool>;
 
 std::vector<ItemColumn> ItemColumnsFrom(const std::vector<ColumnRef>& refs);
 
+// A Python float or int (exactly those types: not a bool or a numpy
+// scalar) as a double; nullopt for anything else or an int out of range,
+// with no Python error left set.
+std::optional<double> PlainNumber(py::handle value);
+
 // The writers' common cases, read straight from the Python objects (the hot
 // path of every actor: about 1 us instead of 4 per append and create_item).
 // nullopt means "not the common case": nothing was converted and the caller

@@ -875,10 +875,11 @@ def _dataset_walk(ctx, class_name, module):
     cls = getattr(reverb, class_name)
 
     def view(dataset):
-        # Twice the usual bound (within the call's own): dm-reverb's first
-        # read of a dataset that fails (a missing table) took over BLOCK_S on
-        # a loaded 2-core machine and was recorded as blocking.
-        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)], 2 * walk.BLOCK_S)
+        # Three times the usual bound (within the call's own): dm-reverb's
+        # first read of a dataset that fails (a missing or empty-named table)
+        # took over BLOCK_S, and once on a cold CI machine over 2 * BLOCK_S,
+        # and was recorded as blocking.
+        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)], 3 * walk.BLOCK_S)
         return {"spec": dataset.element_spec.data, "first": elements}
 
     calls = [
@@ -896,7 +897,7 @@ def _dataset_walk(ctx, class_name, module):
                 "max_samples": -1,
             },
             call=lambda c, kwargs: view(c(**kwargs)),
-            block_s=3 * walk.BLOCK_S,
+            block_s=4 * walk.BLOCK_S,
             invalid={"table": [("missing", "missing")]},
         ),
         Call(
@@ -914,7 +915,7 @@ def _dataset_walk(ctx, class_name, module):
                 "max_samples": -1,
             },
             post=view,
-            block_s=3 * walk.BLOCK_S,
+            block_s=4 * walk.BLOCK_S,
             invalid={"table": [("no_signature", "n")]},
         ),
     ]

@@ -874,12 +874,15 @@ def _dataset_walk(ctx, class_name, module):
         client.insert(np.int32(i), {"q": 1.0})
     cls = getattr(reverb, class_name)
 
+    # Three times the usual bound: dm-reverb's first read of a dataset that
+    # fails (a missing or empty-named table) took over BLOCK_S, and once on a
+    # cold CI machine over 2 * BLOCK_S, and was recorded as blocking. The
+    # calls that read get BLOCK_S more than the read, for their own work.
+    read_s = 3 * walk.BLOCK_S
+    call_s = read_s + walk.BLOCK_S
+
     def view(dataset):
-        # Three times the usual bound (within the call's own): dm-reverb's
-        # first read of a dataset that fails (a missing or empty-named table)
-        # took over BLOCK_S, and once on a cold CI machine over 2 * BLOCK_S,
-        # and was recorded as blocking.
-        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)], 3 * walk.BLOCK_S)
+        elements = walk.bounded(lambda: [e.data for e in dataset.take(1)], read_s)
         return {"spec": dataset.element_spec.data, "first": elements}
 
     calls = [
@@ -897,7 +900,7 @@ def _dataset_walk(ctx, class_name, module):
                 "max_samples": -1,
             },
             call=lambda c, kwargs: view(c(**kwargs)),
-            block_s=4 * walk.BLOCK_S,
+            block_s=call_s,
             invalid={"table": [("missing", "missing")]},
         ),
         Call(
@@ -915,7 +918,7 @@ def _dataset_walk(ctx, class_name, module):
                 "max_samples": -1,
             },
             post=view,
-            block_s=4 * walk.BLOCK_S,
+            block_s=call_s,
             invalid={"table": [("no_signature", "n")]},
         ),
     ]

@@ -73,10 +73,6 @@ class _BatchedColumnHistory(trajectory_writer_lib._HistoryOfColumn):  # pylint: 
         super().__init__(core, path, column)
         self._num_envs = num_envs
 
-    def _native_column(self) -> int:
-        # Environment 0's; every environment's has the dtype and shape of the rows.
-        return self._column * self._num_envs
-
     def __getitem__(self, index: _Index) -> "BatchedTrajectoryColumn":
         steps, squeeze = _steps_of(index, self._core.history_length)
         return _make_column(self, steps, squeeze)
@@ -132,8 +128,10 @@ class BatchedTrajectoryColumn(trajectory_writer_lib._ColumnCells):  # pylint: di
         rows = []
         for lane in lanes:
             values = hist._core.read_cells(  # pylint: disable=protected-access
-                hist._column * hist._num_envs + int(lane), list(self._steps)
-            )  # pylint: disable=protected-access
+                hist._column,
+                list(self._steps),
+                int(lane),  # pylint: disable=protected-access
+            )
             rows.append(values[0] if self.is_squeezed else values)
         if not rows:
             return np.zeros((0,) + self.shape, dtype=self.dtype)
@@ -220,10 +218,6 @@ class BatchedTrajectoryWriter(trajectory_writer_lib._WriterBase):  # pylint: dis
         super().__init__(core_writer, get_signature)
         self._num_envs = int(core_writer.num_lanes)
         self._all_lanes = np.arange(self._num_envs, dtype=np.int32)
-
-    def _native_columns(self, column: int) -> Sequence[int]:
-        first = column * self._num_envs
-        return range(first, first + self._num_envs)
 
     def _make_history(self, path: Path, column: int) -> _BatchedColumnHistory:
         return _BatchedColumnHistory(self._writer, path, column, self._num_envs)

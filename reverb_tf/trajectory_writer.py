@@ -157,13 +157,9 @@ class _HistoryOfColumn:
         # (dtype, step shape) once the native writer knows it; fixed from then on.
         self._type: Optional[Tuple[np.dtype, Tuple[int, ...]]] = None
 
-    def _native_column(self) -> int:
-        """The native writer's column whose dtype and shape this column has."""
-        return self._column
-
     def _column_type(self) -> Optional[Tuple[np.dtype, Tuple[int, ...]]]:
         if self._type is None:
-            self._type = self._core.column_type(self._native_column())
+            self._type = self._core.column_type(self._column)
         return self._type
 
     @property
@@ -609,10 +605,6 @@ class _WriterBase:
 
     # -- what subclasses decide ------------------------------------------------
 
-    def _native_columns(self, column: int) -> Sequence[int]:
-        """The native writer's columns that make up `column`."""
-        return (column,)
-
     def _make_history(self, path: Path, column: int) -> Any:
         """The `history` leaf of a new column."""
         return _ColumnHistory(self._writer, path, column, self._generation)
@@ -646,8 +638,7 @@ class _WriterBase:
         self._columns.append(self._make_history(path, column))
         self._path_to_column[path] = column
         name = signatures.column_name(path)
-        for native in self._native_columns(column):
-            self._writer.set_column_name(native, name)
+        self._writer.set_column_name(column, name)
         return column
 
     def _flatten_general(self, data: Any) -> List[Any]:
@@ -711,8 +702,7 @@ class _WriterBase:
     def _apply_pending_configs(self) -> None:
         for path in [p for p in self._pending_configs if p in self._path_to_column]:
             keep_alive, max_chunk_length = self._pending_configs.pop(path)
-            for native in self._native_columns(self._path_to_column[path]):
-                self._writer.configure(native, keep_alive, max_chunk_length)
+            self._writer.configure(self._path_to_column[path], keep_alive, max_chunk_length)
 
     # -- items ---------------------------------------------------------------
 
@@ -836,8 +826,7 @@ class _WriterBase:
         if column is None:
             self._pending_configs[path] = (num_keep_alive_refs, max_chunk_length)
             return
-        for native in self._native_columns(column):
-            self._writer.configure(native, num_keep_alive_refs, max_chunk_length)
+        self._writer.configure(column, num_keep_alive_refs, max_chunk_length)
 
     def close(self) -> None:
         """Closes the writer; items not yet flushed may be dropped.

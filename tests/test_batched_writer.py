@@ -243,3 +243,62 @@ def test_an_item_that_waited_for_the_window_keeps_its_data(make_server):
     sampler.join(30)
     assert got == [0, 1, 2]
     writer.close()
+
+
+def _all_rows(client):
+    """{(environment, step): (obs, t)} of every item, environment told by priority."""
+    return {
+        (int(s.info.priority) - 1, int(s.data[1])): s.data[0].tolist() for s in _sample_all(client)
+    }
+
+
+def test_a_step_of_every_environment_is_one_chunk_and_survives_restarts(tmp_path):
+    # B environments' step of a column is one chunk on the server (not B), and
+    # both the checkpoint and the write-ahead log keep each environment's rows
+    # and episodes.
+    from reverb_tf import _native  # pylint: disable=g-import-not-at-top
+
+    def server():
+        return reverb.Server(
+            [table(max_size=1000)],
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / "ckpt")),
+            wal=reverb.checkpointers.WriteAheadLog(str(tmp_path / "wal"), sync="every_write"),
+        )
+
+    steps = 3
+    first = server()
+    client = reverb.Client(f"localhost:{first.port}")
+    with client.batched_trajectory_writer(B, num_keep_alive_refs=1) as writer:
+        for t in range(steps):
+            writer.append({"obs": _obs(t), "t": np.full(B, t, np.int64)})
+            writer.create_items(
+                "t", np.arange(B) + 1.0, [writer.history["obs"][-1], writer.history["t"][-1]]
+            )
+            if t == 0:
+                writer.end_episode(np.array([False, False, True, False]))
+    expected = {(b, t): _obs(t)[b].tolist() for b in range(B) for t in range(steps)}
+    assert _all_rows(client) == expected
+    before = client.server_info()["t"]
+    assert before.num_episodes == B + 1  # environment 2 began a second one
+    path = client.checkpoint()
+    summary = _native.core().inspect_checkpoint(path, None)
+    assert summary["num_chunks"] == steps * 2  # per column and step, not per environment
+    # One more step after the checkpoint lives in the log only.
+    with client.batched_trajectory_writer(B, num_keep_alive_refs=1) as writer:
+        writer.append({"obs": _obs(steps), "t": np.full(B, steps, np.int64)})
+        writer.create_items(
+            "t", np.arange(B) + 1.0, [writer.history["obs"][-1], writer.history["t"][-1]]
+        )
+    expected.update({(b, steps): _obs(steps)[b].tolist() for b in range(B)})
+    first.stop()
+    second = server()
+    try:
+        assert second.wal_replay["damage"] == "", second.wal_replay
+        restored = reverb.Client(f"localhost:{second.port}")
+        assert _all_rows(restored) == expected
+        info = restored.server_info()["t"]
+        assert info.current_size == B * (steps + 1)
+        # The new writer's environments are new episodes.
+        assert info.num_episodes == before.num_episodes + B
+    finally:
+        second.stop()

@@ -35,9 +35,22 @@ def _valid_requests():
         priority=1.0,
         columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=11, length=1)])],
     )
+    # A lane chunk: two environments' step, row b being environment b's.
+    lanes = data_pb2.Chunk(key=13, tensor=tensor, lane_episode_ids=[7, 8])
+    lane_item = data_pb2.Item(
+        key=9,
+        table="t",
+        priority=1.0,
+        columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=13, offset=1, length=1)])],
+    )
     return {
         "InsertStream": [
             pb.InsertRequest(chunks=[chunk], items=[item]),
+            pb.InsertRequest(chunks=[lanes], items=[lane_item]),
+            # Three lanes cannot share one row.
+            pb.InsertRequest(
+                chunks=[data_pb2.Chunk(key=14, tensor=tensor, lane_episode_ids=[1, 2, 3])]
+            ),
             pb.InsertRequest(items=[item]),  # chunk never sent
             pb.InsertRequest(
                 chunks=[
@@ -172,3 +185,38 @@ def test_hostile_bytes_never_take_the_server_down(method):
         assert time.monotonic() - started < _CASES_PER_METHOD * (_RPC_TIMEOUT_S + 0.5)
         assert sum(codes.values()) == _CASES_PER_METHOD, codes
         print(method, {code.name: n for code, n in codes.items()})
+
+
+def test_lane_chunks_from_the_wire_are_checked_and_stored():
+    """A lane chunk's rows must divide among its lanes; an item gets its lane's row."""
+    rows = np.array([[1, 2], [3, 4]], np.float32)  # row b: environment b's step
+    tensor = data_pb2.Tensor(dtype=1, shape=[2, 2], data=rows.tobytes(), uncompressed_size=16)
+    uneven = data_pb2.Chunk(key=21, tensor=tensor, lane_episode_ids=[1, 2, 3])
+    lanes = data_pb2.Chunk(key=22, tensor=tensor, lane_episode_ids=[7, 8])
+    item = data_pb2.Item(
+        key=9,
+        table="t",
+        priority=1.0,
+        columns=[
+            data_pb2.Column(slices=[data_pb2.Slice(chunk_key=22, offset=1, length=1)], squeeze=True)
+        ],
+    )
+    with reverb.Server([reverb.Table.queue("t", 10)]) as server:
+        address = f"localhost:{server.port}"
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_stream(
+                _SERVICE + "InsertStream",
+                request_serializer=pb.InsertRequest.SerializeToString,
+                response_deserializer=pb.InsertResponse.FromString,
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                list(call(iter([pb.InsertRequest(chunks=[uneven])]), timeout=5))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "is not a multiple" in refused.value.details()
+            request = pb.InsertRequest(chunks=[lanes], items=[item])
+            responses = list(call(iter([request]), timeout=5))
+            assert [key for r in responses for key in r.keys] == [9]
+        client = reverb.Client(address)
+        assert client.server_info()["t"].num_episodes == 1
+        (sample,) = client.sample("t", emit_timesteps=False)
+        np.testing.assert_array_equal(sample.data[0], rows[1])

@@ -22,9 +22,10 @@ struct Chunk::Accounting {
 
 namespace {
 
-size_t AllocationSize(size_t rank, bool compressed, size_t data_size,
-                      bool external) {
-  return sizeof(Chunk) + (rank + (compressed ? 1 : 0)) * sizeof(int64_t) +
+size_t AllocationSize(size_t rank, bool compressed, size_t lanes,
+                      size_t data_size, bool external) {
+  return sizeof(Chunk) +
+         (rank + (compressed ? 1 : 0) + lanes) * sizeof(int64_t) +
          (external ? sizeof(std::string) : data_size);
 }
 
@@ -44,9 +45,10 @@ TensorPayload Chunk::ToPayload() const {
 }
 
 int64_t Chunk::ByteSize() const {
-  return static_cast<int64_t>(
-      AllocationSize(rank_, compression_ != 0, data_size_, external_) +
-      (external_ ? external()->capacity() : 0));
+  return static_cast<int64_t>(AllocationSize(rank_, compression_ != 0,
+                                             num_lanes(), data_size_,
+                                             is_external()) +
+                              (is_external() ? external()->capacity() : 0));
 }
 
 void Chunk::Unref() const {
@@ -54,7 +56,7 @@ void Chunk::Unref() const {
   Accounting* accounting = accounting_;
   accounting->num_chunks.fetch_sub(1, std::memory_order_relaxed);
   accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
-  if (external_) {
+  if (is_external()) {
     using String = std::string;
     external()->~String();
   }
@@ -67,9 +69,9 @@ ChunkStore::ChunkStore() : accounting_(new Chunk::Accounting) {}
 
 ChunkStore::~ChunkStore() { accounting_->Unref(); }
 
-absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
-                                            int32_t episode_step,
-                                            TensorPayload payload) {
+absl::StatusOr<ChunkRef> ChunkStore::Insert(
+    ChunkKey key, uint64_t episode_id, int32_t episode_step,
+    TensorPayload payload, absl::Span<const uint64_t> lane_episode_ids) {
   RETURN_IF_ERROR(payload.Validate());
   if (payload.shape.empty() || payload.shape[0] < 1 ||
       payload.shape[0] > INT32_MAX) {
@@ -87,24 +89,36 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(ChunkKey key, uint64_t episode_id,
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk ", key, " has negative episode step ", episode_step));
   }
+  const size_t lanes = lane_episode_ids.size();
+  if (lanes > 0 && payload.shape[0] % static_cast<int64_t>(lanes) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", key, " has episode ids for ", lanes,
+                     " lanes but its number of rows, ", payload.shape[0],
+                     ", is not a multiple of that"));
+  }
   const size_t rank = payload.shape.size();
   const bool external = payload.data.size() > Chunk::kInlineBytes;
   const bool compressed = payload.compression != Compression::kNone;
   void* memory = ::operator new(
-      AllocationSize(rank, compressed, payload.data.size(), external));
+      AllocationSize(rank, compressed, lanes, payload.data.size(), external));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
-  chunk->episode_id_ = episode_id;
+  chunk->episode_id_ = lanes > 0 ? lanes : episode_id;
   chunk->accounting_ = accounting_;
   chunk->data_size_ = static_cast<uint32_t>(payload.data.size());
   chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
   chunk->compression_ = static_cast<uint8_t>(payload.compression);
   chunk->rank_ = static_cast<uint8_t>(rank);
-  chunk->external_ = external;
+  chunk->flags_ =
+      (external ? Chunk::kExternal : 0) | (lanes > 0 ? Chunk::kLanes : 0);
   std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
               rank * sizeof(int64_t));
   if (compressed) *chunk->UncompressedSizeSlot() = payload.uncompressed_size;
+  if (lanes > 0) {
+    std::memcpy(const_cast<uint64_t*>(chunk->LaneEpisodeIds()),
+                lane_episode_ids.data(), lanes * sizeof(uint64_t));
+  }
   if (external) {
     new (chunk->tail()) std::string(std::move(payload.data));
   } else {

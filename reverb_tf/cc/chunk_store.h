@@ -2,7 +2,13 @@
 // Chunks and the store that creates them.
 //
 // A Chunk is an immutable run of consecutive steps of ONE column of one
-// episode: its tensor has shape [num_steps, step_shape...]. Items never own
+// episode: its tensor has shape [num_steps, step_shape...].
+//
+// A lane chunk holds the same steps of several episodes that advance together
+// (the B environments of a batched writer): row t * B + b is lane b's t-th
+// step, so a batch of B environments' steps is one chunk rather than B, and
+// each environment's items reference their rows. Such a chunk carries one
+// episode id per lane (episode_id(row)) instead of one for all. Items never own
 // data; they reference slices of chunks (item.h). A chunk is shared by every
 // item, in any table, that references it, and is freed the moment the last
 // reference goes away: the reference count is the only ownership mechanism,
@@ -47,7 +53,16 @@ class REVERB_TF_EXPORT Chunk {
   Chunk& operator=(const Chunk&) = delete;
 
   ChunkKey key() const { return key_; }
-  uint64_t episode_id() const { return episode_id_; }
+  // The episode of row 0 (of every row, unless this is a lane chunk).
+  uint64_t episode_id() const { return episode_id(0); }
+  // The episode that row `row` (in [0, num_steps())) belongs to.
+  uint64_t episode_id(int64_t row) const {
+    return num_lanes() == 0 ? episode_id_ : LaneEpisodeIds()[row % num_lanes()];
+  }
+  // Lanes of a lane chunk (see above); 0 for a plain chunk.
+  int64_t num_lanes() const {
+    return (flags_ & kLanes) != 0 ? static_cast<int64_t>(episode_id_) : 0;
+  }
   // Index within the episode of the chunk's first step.
   int32_t episode_step() const { return episode_step_; }
   int32_t num_steps() const { return static_cast<int32_t>(dims()[0]); }
@@ -93,30 +108,42 @@ class REVERB_TF_EXPORT Chunk {
   int64_t* UncompressedSizeSlot() const {
     return const_cast<int64_t*>(dims() + rank_);
   }
-  // Then the bytes, or (external_) a std::string holding them.
+  // Then, for lane chunks, one episode id per lane.
+  const uint64_t* LaneEpisodeIds() const {
+    return reinterpret_cast<const uint64_t*>(dims() + rank_ +
+                                             (compression_ == 0 ? 0 : 1));
+  }
+  // Then the bytes, or (kExternal) a std::string holding them.
   void* tail() const {
-    return const_cast<int64_t*>(dims() + rank_ + (compression_ == 0 ? 0 : 1));
+    return const_cast<uint64_t*>(LaneEpisodeIds() + num_lanes());
   }
   const std::string* external() const {
     return static_cast<const std::string*>(tail());
   }
+  bool is_external() const { return (flags_ & kExternal) != 0; }
   const char* bytes() const {
-    return external_ ? external()->data() : static_cast<const char*>(tail());
+    return is_external() ? external()->data()
+                         : static_cast<const char*>(tail());
   }
+
+  static constexpr uint8_t kExternal = 1;
+  static constexpr uint8_t kLanes = 2;
   void Unref() const;
 
   mutable std::atomic<int32_t> refs_{1};
   int32_t episode_step_ = 0;
   ChunkKey key_ = 0;
+  // A lane chunk's (kLanes) lane count instead: its episodes are per lane.
   uint64_t episode_id_ = 0;
   Accounting* accounting_ = nullptr;
   uint32_t data_size_ = 0;
   uint8_t dtype_ = 0;
   uint8_t compression_ = 0;
   uint8_t rank_ = 0;
-  bool external_ = false;
+  uint8_t flags_ = 0;
   // Followed in the same allocation by int64_t dims[rank_], the uncompressed
-  // size if compressed, and the bytes (or a std::string owning them). 40
+  // size if compressed, a lane chunk's episode ids, and the bytes (or a
+  // std::string owning them). 40
   // bytes: a small item's three chunks each fit a smaller malloc size class.
 };
 
@@ -166,9 +193,12 @@ class REVERB_TF_EXPORT ChunkStore {
 
   // Makes a new chunk of `payload` (small payloads are copied, large ones
   // moved in). The payload must be valid, have rank >= 1 with at least one
-  // step along dimension 0, and hold < 4 GiB.
-  absl::StatusOr<ChunkRef> Insert(ChunkKey key, uint64_t episode_id,
-                                  int32_t episode_step, TensorPayload payload);
+  // step along dimension 0, and hold < 4 GiB. A non-empty
+  // `lane_episode_ids` makes a lane chunk of that many lanes (episode_id is
+  // then ignored); dimension 0 must be a multiple of their number.
+  absl::StatusOr<ChunkRef> Insert(
+      ChunkKey key, uint64_t episode_id, int32_t episode_step,
+      TensorPayload payload, absl::Span<const uint64_t> lane_episode_ids = {});
 
   // Chunks created by this store that are still referenced somewhere.
   int64_t num_live_chunks() const;

@@ -95,6 +95,41 @@ TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
   EXPECT_EQ(store.num_live_chunks(), 0);
 }
 
+TEST(ChunkStoreTest, LaneChunksKeepOneEpisodePerLane) {
+  ChunkStore store;
+  // Three steps of two lanes: row t * 2 + b is lane b's step t.
+  std::string bytes(6 * 4, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i);
+  auto payload = MakePayload(DType::kFloat, {6}, bytes);
+  ASSERT_OK(payload);
+  const uint64_t ids[] = {11, 22};
+  auto chunk = store.Insert(5, 0, 7, *payload, ids);
+  ASSERT_OK(chunk);
+  EXPECT_EQ((*chunk)->num_lanes(), 2);
+  EXPECT_EQ((*chunk)->num_steps(), 6);
+  EXPECT_EQ((*chunk)->episode_step(), 7);
+  for (int64_t row = 0; row < 6; ++row) {
+    EXPECT_EQ((*chunk)->episode_id(row), ids[row % 2]) << row;
+  }
+  EXPECT_EQ((*chunk)->data(), bytes);
+  // Compressed, the ids sit behind the uncompressed size, bytes unharmed.
+  auto zeros = MakePayload(DType::kFloat, {4, 256}, std::string(4096, '\0'));
+  ASSERT_OK(zeros);
+  auto compressed = Compress(*std::move(zeros), 3);
+  ASSERT_OK(compressed);
+  ASSERT_EQ(compressed->compression, Compression::kZstd);
+  auto packed = store.Insert(6, 0, 0, *compressed, ids);
+  ASSERT_OK(packed);
+  EXPECT_EQ((*packed)->episode_id(3), 22u);
+  EXPECT_EQ((*packed)->uncompressed_size(), 4096);
+  EXPECT_EQ((*packed)->data(), compressed->data);
+  // Rows that do not divide among the lanes are refused.
+  const uint64_t four[] = {1, 2, 3, 4};
+  auto uneven = store.Insert(7, 0, 0, *payload, four);
+  EXPECT_EQ(uneven.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.num_live_chunks(), 2);
+}
+
 TEST(ChunkStoreTest, ChunksOutliveTheirStoreSafely) {
   ChunkRef chunk;
   {

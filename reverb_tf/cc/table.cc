@@ -178,8 +178,8 @@ absl::Status Table::CheckPriority(double priority) const {
 void Table::CountEpisodeLocked(const Item& item, int delta) {
   if (item.trajectory.empty() || item.trajectory.front().slices().empty())
     return;
-  const uint64_t episode =
-      item.trajectory.front().slices().front().chunk->episode_id();
+  const ChunkSlice& first = item.trajectory.front().slices().front();
+  const uint64_t episode = first.chunk->episode_id(first.offset);
   if (delta > 0) {
     ++episode_items_[episode];
     return;

@@ -3,22 +3,38 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "reverb_tf/cc/checkpointing/byte_codec.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
+namespace {
+
+// Set in the compression byte of a lane chunk's head, whose uncompressed
+// size is followed by the lane count and the lanes' episode ids. Files
+// written before lane chunks existed never set it, so they read as before.
+constexpr uint8_t kLaneChunkBit = 0x80;
+
+}  // namespace
 
 void EncodeChunkHead(const Chunk& chunk, std::string* out) {
   out->clear();
+  const int64_t lanes = chunk.num_lanes();
   PutFixed64(out, chunk.key());
   PutVarint(out, chunk.episode_id());
   PutVarint(out, static_cast<uint32_t>(chunk.episode_step()));
   out->push_back(static_cast<char>(chunk.dtype()));
-  out->push_back(static_cast<char>(chunk.compression()));
+  out->push_back(static_cast<char>(static_cast<uint8_t>(chunk.compression()) |
+                                   (lanes > 0 ? kLaneChunkBit : 0)));
   PutVarint(out, chunk.shape().size());
   for (int64_t dim : chunk.shape()) PutVarint(out, static_cast<uint64_t>(dim));
   PutVarint(out, static_cast<uint64_t>(chunk.uncompressed_size()));
+  if (lanes == 0) return;
+  PutVarint(out, static_cast<uint64_t>(lanes));
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    PutFixed64(out, chunk.episode_id(lane));
+  }
 }
 
 absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
@@ -39,6 +55,18 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
       tensor.shape.push_back(static_cast<int64_t>(dim));
   }
   in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
+  std::vector<uint64_t> lane_episode_ids;
+  if ((compression & kLaneChunkBit) != 0) {
+    compression &= ~kLaneChunkBit;
+    uint64_t lanes = 0;
+    // Each id takes 8 bytes: bounds what a damaged count could allocate.
+    if (in.GetVarintAtMost(in.rest().size() / 8, &lanes) && lanes > 0) {
+      lane_episode_ids.resize(lanes);
+      for (uint64_t& id : lane_episode_ids) in.GetFixed64(&id);
+    } else {
+      return absl::InvalidArgumentError("malformed lane chunk entry");
+    }
+  }
   if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
   if (!IsValidDType(dtype) ||
       compression > static_cast<uint8_t>(Compression::kZstd)) {
@@ -50,7 +78,7 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
   tensor.uncompressed_size = static_cast<int64_t>(uncompressed_size);
   tensor.data.assign(in.rest().data(), in.rest().size());
   return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
-                       std::move(tensor));
+                       std::move(tensor), lane_episode_ids);
 }
 
 absl::Status DecodeTrajectory(

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // How a chunk is stored in checkpoint files and in the write-ahead log:
-// a head (key, episode, dtype, compression, shape, uncompressed size)
-// followed by the chunk's bytes as they are held (compressed or not), so
-// that large data is written without being copied into a buffer first.
-// Also how both store the chunk slices of an item's trajectory.
+// a head (key, episode, dtype, compression, shape, uncompressed size and,
+// for a lane chunk, its lanes' episode ids) followed by the chunk's bytes as
+// they are held (compressed or not), so that large data is written without
+// being copied into a buffer first. Also how both store the chunk slices of an
+// item's trajectory.
 #ifndef REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 #define REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 

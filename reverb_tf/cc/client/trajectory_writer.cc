@@ -24,6 +24,17 @@ absl::Status CheckStepValue(const TensorPayload& value) {
   return value.Validate();
 }
 
+// A batched writer's chunk has a row per lane and step, and chunk rows are
+// int32 on the wire.
+absl::Status CheckChunkRows(int64_t chunk_length, int32_t num_lanes) {
+  if (chunk_length * std::max(1, num_lanes) > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_chunk_length (", chunk_length, ") times num_lanes (", num_lanes,
+        ") must be at most 2^31-1: set a smaller max_chunk_length"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status TrajectoryWriterOptions::Validate() const {
@@ -45,6 +56,9 @@ absl::Status TrajectoryWriterOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_lanes must be in [0, ", kMaxLanes, "], got ", num_lanes));
   }
+  RETURN_IF_ERROR(CheckChunkRows(
+      max_chunk_length > 0 ? max_chunk_length : num_keep_alive_refs,
+      num_lanes));
   if (zstd_level < 0 || zstd_level > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("zstd_level must be in [0, 19], got ", zstd_level));
@@ -143,6 +157,12 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
   if (step.size() < columns_.size()) step.resize(columns_.size());
+  // A batched writer's values hold one row per lane (AppendBatch() checked
+  // that): the column's type is the rows'.
+  const size_t row_dims = options_.num_lanes > 0 ? 1 : 0;
+  const auto row_shape = [row_dims](const TensorPayload& value) {
+    return absl::MakeConstSpan(value.shape).subspan(row_dims);
+  };
   // Validate everything before changing anything.
   for (size_t c = 0; c < step.size(); ++c) {
     if (!step[c].has_value()) continue;
@@ -167,10 +187,12 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
           "first)"));
     }
     if (c < columns_.size() && columns_[c]->initialized &&
-        step[c]->shape != columns_[c]->step_shape) {
+        row_shape(*step[c]) != absl::MakeConstSpan(columns_[c]->step_shape)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Tensor of incompatible shape provided for ", ColumnLabelLocked(c),
-          ". Got ", ShapeDebugString(step[c]->shape),
+          ". Got ",
+          ShapeDebugString(
+              Shape(row_shape(*step[c]).begin(), row_shape(*step[c]).end())),
           " which is incompatible with ",
           ShapeDebugString(columns_[c]->step_shape),
           " (append: every value of a column has the dtype and shape of its "
@@ -197,11 +219,13 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
     if (!column.initialized) {
       column.initialized = true;
       column.dtype = step[c]->dtype;
-      column.step_shape = step[c]->shape;
+      const auto shape = row_shape(*step[c]);
+      column.step_shape.assign(shape.begin(), shape.end());
     }
+    // A lane chunk's lanes are at different steps of their episodes.
     if (column.open.empty()) {
       column.open_episode_step =
-          lanes_[LaneOf(static_cast<int32_t>(c))].episode_step;
+          options_.num_lanes > 0 ? 0 : lanes_[0].episode_step;
     }
     column.open.push_back(*std::move(step[c]));
     column.cells.push_back(Cell{global_step, nullptr, 0});
@@ -223,6 +247,8 @@ absl::Status TrajectoryWriter::CreateItem(
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
+  ++build_round_;
+  RETURN_IF_ERROR(CheckSignatureLocked(table, columns));
   std::vector<std::unique_ptr<QueuedItem>> items(1);
   ASSIGN_OR_RETURN(items[0], BuildItemLocked(table, priority, columns));
   return EnqueueLocked(std::move(items), timeout, cancel);
@@ -282,8 +308,9 @@ absl::Status TrajectoryWriter::Configure(int32_t column,
   const int32_t chunk_length =
       max_chunk_length > 0 ? max_chunk_length
                            : std::min(state.max_chunk_length, keep_alive);
-  if (absl::Status status = ValidateColumnOptions(keep_alive, chunk_length);
-      !status.ok()) {
+  absl::Status status = ValidateColumnOptions(keep_alive, chunk_length);
+  if (status.ok()) status = CheckChunkRows(chunk_length, options_.num_lanes);
+  if (!status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(ColumnLabelLocked(column), ": ", status.message()));
   }
@@ -388,8 +415,10 @@ int64_t TrajectoryWriter::history_length() const {
   return step_counter_ - history_start_;
 }
 
-int64_t TrajectoryWriter::CellIndexLocked(int32_t column, int64_t step) const {
+int64_t TrajectoryWriter::CellIndexLocked(int32_t column, int64_t step,
+                                          int32_t lane) const {
   if (column < 0 || column >= static_cast<int32_t>(columns_.size())) return -1;
+  if (step < lanes_[lane].first_step) return -1;
   const std::deque<Cell>& cells = columns_[column]->cells;
   const int64_t size = static_cast<int64_t>(cells.size());
   // Almost always one of the newest cells.
@@ -435,13 +464,17 @@ bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {
 }
 
 absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(
-    int32_t column, absl::Span<const int64_t> steps) {
+    int32_t column, absl::Span<const int64_t> steps, int32_t lane) {
   absl::MutexLock lock(&mu_);
+  if (lane < 0 || lane >= LaneCount()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment ", lane, " is not in [0, ", LaneCount(), ")"));
+  }
   // Where each step's cell is; valid while mu_ is held.
   std::vector<int64_t> indices(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     const int64_t step = steps[i];
-    const int64_t index = indices[i] = CellIndexLocked(column, step);
+    const int64_t index = indices[i] = CellIndexLocked(column, step, lane);
     if (index < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           ColumnLabelLocked(column), " no longer holds step ", step,
@@ -456,10 +489,17 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(
   for (const int64_t index : indices) {
     const Cell& cell = state.cells[index];
     if (cell.chunk == nullptr) {
-      // Still in the open chunk (the newest cells): no time dimension yet.
-      TensorPayload row =
+      // Still in the open chunk (the newest cells): no time dimension yet,
+      // or, in a batched writer, every lane's row.
+      const TensorPayload& open =
           state.open[index - static_cast<int64_t>(state.cells.size() -
                                                   state.open.size())];
+      if (options_.num_lanes > 0) {
+        ASSIGN_OR_RETURN(TensorPayload row, SliceRows(open, lane, 1));
+        rows.push_back(std::move(row));
+        continue;
+      }
+      TensorPayload row = open;
       row.shape.insert(row.shape.begin(), 1);
       rows.push_back(std::move(row));
       continue;
@@ -474,7 +514,7 @@ absl::StatusOr<TensorPayload> TrajectoryWriter::ReadCells(
       source = &it->second;
     }
     ASSIGN_OR_RETURN(TensorPayload row,
-                     SliceRows(*source, cell.offset_in_chunk, 1));
+                     SliceRows(*source, RowOf(cell, lane), 1));
     rows.push_back(std::move(row));
   }
   if (rows.empty()) {

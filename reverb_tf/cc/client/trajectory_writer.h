@@ -29,13 +29,16 @@
 //
 // Batched writing (options.num_lanes = B >= 1): one writer serves B
 // environments that step together (a vectorised environment). Each
-// environment is a lane with its own episodes; column c of lane b is the
-// writer's column c * B + b. AppendBatch() appends one step to every lane from
-// values whose leading dimension is B, and CreateItems() creates one item per
-// chosen lane in one call; all lanes share one stream, so a batch of items
-// travels in one message. Lanes step together, so a step index means the same
-// step in every lane. In this mode Append(), CreateItem() and EndEpisode()
-// are FAILED_PRECONDITION.
+// environment is a lane with its own episodes. Lanes share the columns: a
+// column's value in a step has B rows, row b being lane b's, and its chunks
+// are lane chunks (chunk_store.h) holding every lane's rows, so a batch
+// travels and is stored as one chunk per column rather than B; each lane's
+// items reference that lane's rows. AppendBatch() appends one step to every
+// lane from values whose leading dimension is B, and CreateItems() creates
+// one item per chosen lane in one call; all lanes share one stream, so a
+// batch of items travels in one message. Lanes step together, so a step
+// index means the same step in every lane. In this mode Append(),
+// CreateItem() and EndEpisode() are FAILED_PRECONDITION.
 //
 // Thread safety: thread-compatible for the caller (one thread at a time, as
 // the Python TrajectoryWriter is used); the internal threads synchronize
@@ -148,18 +151,17 @@ class REVERB_TF_EXPORT TrajectoryWriter {
 
   // Appends one step to every lane. `step[c]` (empty: column c missing in
   // this step, in every lane) has a leading dimension of num_lanes; row b is
-  // lane b's value. Columns are checked and added as by Append(). Returns the
-  // step's index, the same in every lane.
+  // lane b's value. Columns are checked and added as by Append(), against the
+  // rows' dtype and shape. Returns the step's index, the same in every lane.
   absl::StatusOr<int64_t> AppendBatch(
       std::vector<std::optional<TensorPayload>> step);
 
   // Queues one item per lane in `lanes` (distinct, in [0, num_lanes)), with
-  // `priorities[i]` for lanes[i]. `columns` name batched columns (c, not
-  // c * B + b) and step indices, as for CreateItem(); each lane's item
-  // references that lane's cells. All items are checked before any is
-  // queued: an error names the lane and queues nothing. Blocks while the
-  // in-flight window lacks room for all of them (or, for more items than the
-  // window holds, until nothing is in flight).
+  // `priorities[i]` for lanes[i]. `columns` name columns and step indices,
+  // as for CreateItem(); each lane's item references that lane's rows. All
+  // items are checked before any is queued: an error names the lane and queues
+  // nothing. Blocks while the in-flight window lacks room for all of them (or,
+  // for more items than the window holds, until nothing is in flight).
   absl::Status CreateItems(const std::string& table,
                            absl::Span<const double> priorities,
                            const std::vector<ItemColumn>& columns,
@@ -221,11 +223,14 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // Whether an item may still reference (column, step).
   bool IsReferenceable(int32_t column, int64_t step) const;
 
-  // The values of `steps` of `column`, stacked along a new dimension 0
-  // (uncompressed). FAILED_PRECONDITION if a cell cannot be referenced any
-  // more: the writer keeps only the keep-alive window.
+  // The values of `steps` of `column` (in a batched writer: lane `lane`'s
+  // rows), stacked along a new dimension 0 (uncompressed).
+  // FAILED_PRECONDITION if a cell cannot be referenced any more: the writer
+  // keeps only the keep-alive window, and a lane's cells end with its
+  // episode (EndLaneEpisodes with clear_buffers).
   absl::StatusOr<TensorPayload> ReadCells(int32_t column,
-                                          absl::Span<const int64_t> steps);
+                                          absl::Span<const int64_t> steps,
+                                          int32_t lane = 0);
 
   // The dtype and step shape of `column`, once its first value arrived.
   std::optional<std::pair<DType, Shape>> ColumnType(int32_t column) const;
@@ -253,6 +258,9 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   struct Lane {
     uint64_t episode_id = 0;
     int32_t episode_step = 0;
+    // Batched writers: the lane's cells of earlier steps were cleared with
+    // its episode (the other lanes' rows of those steps live on).
+    int64_t first_step = 0;
   };
 
   TrajectoryWriter(std::shared_ptr<ClientStub> stub,
@@ -272,23 +280,30 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // "column 'name'" (or "column N" for an unnamed one), for messages.
   std::string ColumnLabelLocked(int32_t column) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Index in columns_[column]->cells of the cell at `step`, or -1.
-  int64_t CellIndexLocked(int32_t column, int64_t step) const
+  // Index in columns_[column]->cells of the cell at `step` that `lane` may
+  // reference, or -1.
+  int64_t CellIndexLocked(int32_t column, int64_t step, int32_t lane = 0) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckSignatureLocked(
       const std::string& table, const std::vector<ItemColumn>& columns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The lane of (internal) column `column`.
+  // Rows per step of every column: the lanes of a batched writer, else 1.
   int32_t LaneCount() const { return std::max(1, options_.num_lanes); }
-  int32_t LaneOf(int32_t column) const { return column % LaneCount(); }
+  // The chunk row holding `lane`'s value of `cell`'s step: a step's lanes
+  // are adjacent rows, so one lane's steps are LaneCount() rows apart.
+  int64_t RowOf(const Cell& cell, int32_t lane) const {
+    return int64_t{cell.offset_in_chunk} * LaneCount() + lane;
+  }
   absl::StatusOr<int64_t> AppendLocked(
       std::vector<std::optional<TensorPayload>> step, bool partial_step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks `columns` (signature included) and builds the item, closing open
-  // chunks it references; changes nothing else.
+  // Checks `columns` (not against the table's signature: the caller does
+  // that, once per call) and builds `lane`'s item, closing open chunks it
+  // references and claiming unsent ones for this build_round_; changes
+  // nothing else.
   absl::StatusOr<std::unique_ptr<QueuedItem>> BuildItemLocked(
       const std::string& table, double priority,
-      const std::vector<ItemColumn>& columns)
+      const std::vector<ItemColumn>& columns, int32_t lane = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for room in the in-flight window, then queues `items` and marks
   // their chunks as sent. On error nothing is queued or marked.
@@ -316,6 +331,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  // Counts CreateItem() and CreateItems() calls (WriterChunk::claimed_in).
+  uint64_t build_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Lane> lanes_ ABSL_GUARDED_BY(mu_);
   int64_t step_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // step_counter_ when the history last began (see history_length()).

@@ -33,7 +33,9 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
   if (column.open.empty()) return absl::OkStatus();
   TensorPayload payload;
   payload.dtype = column.dtype;
-  payload.shape.push_back(static_cast<int64_t>(column.open.size()));
+  // Every step is LaneCount() rows (one, unless batched): step-major.
+  payload.shape.push_back(static_cast<int64_t>(column.open.size()) *
+                          LaneCount());
   payload.shape.insert(payload.shape.end(), column.step_shape.begin(),
                        column.step_shape.end());
   if (column.open.size() == 1) {
@@ -53,7 +55,14 @@ absl::Status TrajectoryWriter::CloseOpenChunkLocked(int32_t c) {
   }
   auto chunk = std::make_shared<WriterChunk>();
   chunk->key = rng_();
-  chunk->episode_id = lanes_[LaneOf(c)].episode_id;
+  chunk->episode_id = lanes_[0].episode_id;
+  if (options_.num_lanes > 0) {
+    // Each lane's episode is the same over the chunk's steps: a lane's
+    // episode ends only after every open chunk is closed.
+    chunk->lane_episode_ids.reserve(lanes_.size());
+    for (const Lane& lane : lanes_)
+      chunk->lane_episode_ids.push_back(lane.episode_id);
+  }
   chunk->episode_step = column.open_episode_step;
   chunk->num_steps = static_cast<int32_t>(column.open.size());
   chunk->payload = std::move(payload);
@@ -86,11 +95,11 @@ void TrajectoryWriter::ReleaseOldChunksLocked() {
 
 absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>>
 TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
-                                  const std::vector<ItemColumn>& columns) {
+                                  const std::vector<ItemColumn>& columns,
+                                  int32_t lane) {
   if (columns.empty()) {
     return absl::InvalidArgumentError("an item needs at least one column");
   }
-  RETURN_IF_ERROR(CheckSignatureLocked(table, columns));
   auto queued = std::make_unique<QueuedItem>();
   queued->item.set_key(rng_());
   queued->item.set_table(table);
@@ -116,7 +125,7 @@ TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
     proto::Column* out = queued->item.add_columns();
     out->set_squeeze(ref.squeeze);
     for (int64_t step : ref.steps) {
-      const int64_t index = CellIndexLocked(ref.column, step);
+      const int64_t index = CellIndexLocked(ref.column, step, lane);
       if (index < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             ColumnLabelLocked(ref.column), " has no value at step ", step,
@@ -131,21 +140,22 @@ TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
       }
       const Cell* it = &column.cells[index];
       const std::shared_ptr<WriterChunk>& chunk = it->chunk;
+      // Only a single lane's steps are adjacent rows (see RowOf).
+      const int64_t row = RowOf(*it, lane);
       const int slices = out->slices_size();
       proto::Slice* last =
           slices > 0 ? out->mutable_slices(slices - 1) : nullptr;
       if (last != nullptr && last->chunk_key() == chunk->key &&
-          last->offset() + last->length() == it->offset_in_chunk) {
+          last->offset() + last->length() == row) {
         last->set_length(last->length() + 1);  // extends the previous slice
       } else {
         proto::Slice* slice = out->add_slices();
         slice->set_chunk_key(chunk->key);
-        slice->set_offset(it->offset_in_chunk);
+        slice->set_offset(static_cast<int32_t>(row));
         slice->set_length(1);
       }
-      if (!chunk->scheduled &&
-          std::find(queued->chunks.begin(), queued->chunks.end(), chunk) ==
-              queued->chunks.end()) {
+      if (!chunk->scheduled && chunk->claimed_in != build_round_) {
+        chunk->claimed_in = build_round_;
         queued->chunks.push_back(chunk);
       }
     }

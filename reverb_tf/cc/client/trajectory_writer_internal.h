@@ -37,11 +37,17 @@ namespace reverb_tf {
 struct WriterChunk {
   uint64_t key = 0;
   uint64_t episode_id = 0;
+  // A batched writer's chunks are lane chunks (chunk_store.h): one row per
+  // lane and step, lane b's episode here at b.
+  std::vector<uint64_t> lane_episode_ids;
   int32_t episode_step = 0;
   int32_t num_steps = 0;
   std::optional<TensorPayload> payload;
   // Attached to a queued item, so on (or on its way to) the server.
   bool scheduled = false;
+  // The writer's build_round_ in which an item being built took it along:
+  // the other items of that call (other lanes) must not send it again.
+  uint64_t claimed_in = 0;
 };
 
 struct TrajectoryWriter::ColumnState {
@@ -50,7 +56,9 @@ struct TrajectoryWriter::ColumnState {
   Shape step_shape;
   int32_t keep_alive = 1;
   int32_t max_chunk_length = 1;
-  // Payloads of the open chunk's steps, and the first one's episode step.
+  // Payloads of the open chunk's steps (in a batched writer each has a
+  // leading dimension of num_lanes: one row per lane), and the first one's
+  // episode step.
   std::vector<TensorPayload> open;
   int32_t open_episode_step = 0;
   // Referenceable cells in step order; the last open.size() are open.

@@ -33,26 +33,21 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendBatch(
   RETURN_IF_ERROR(RequireLanes(true, "AppendBatch()"));
   const int32_t lanes = options_.num_lanes;
   absl::MutexLock lock(&mu_);
-  std::vector<std::optional<TensorPayload>> rows(step.size() * lanes);
+  // The batch stays whole: it is the step's value of every lane, and the
+  // rows of lane chunks (AppendLocked checks the rest).
   for (size_t c = 0; c < step.size(); ++c) {
     if (!step[c].has_value()) continue;
     const TensorPayload& batch = *step[c];
     if (batch.compression != Compression::kNone || batch.shape.empty() ||
         batch.shape[0] != lanes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "append: ", ColumnLabelLocked(static_cast<int32_t>(c * lanes)),
-          " must be uncompressed with a leading dimension of ", lanes,
-          " (one row per environment), got shape ",
-          ShapeDebugString(batch.shape)));
-    }
-    RETURN_IF_ERROR(batch.Validate());
-    for (int32_t b = 0; b < lanes; ++b) {
-      ASSIGN_OR_RETURN(TensorPayload row, SliceRows(batch, b, 1));
-      row.shape.erase(row.shape.begin());
-      rows[c * lanes + b] = std::move(row);
+      return absl::InvalidArgumentError(
+          absl::StrCat("append: ", ColumnLabelLocked(static_cast<int32_t>(c)),
+                       " must be uncompressed with a leading dimension of ",
+                       lanes, " (one row per environment), got shape ",
+                       ShapeDebugString(batch.shape)));
     }
   }
-  return AppendLocked(std::move(rows), /*partial_step=*/false);
+  return AppendLocked(std::move(step), /*partial_step=*/false);
 }
 
 absl::Status TrajectoryWriter::CreateItems(
@@ -69,20 +64,13 @@ absl::Status TrajectoryWriter::CreateItems(
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
   if (closing_) return absl::FailedPreconditionError("the writer is closed");
-  // Batched column indices, checked here so that errors name them rather
-  // than a lane's native column.
-  for (const ItemColumn& ref : columns) {
-    if (ref.column < 0 || static_cast<int64_t>(ref.column) * num_lanes >=
-                              static_cast<int64_t>(columns_.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("item references column ", ref.column,
-                       " but the writer has ", columns_.size() / num_lanes));
-    }
-  }
+  if (lanes.empty()) return absl::OkStatus();
+  ++build_round_;
+  // Every lane's item has the same columns: one check for all of them.
+  RETURN_IF_ERROR(CheckSignatureLocked(table, columns));
   std::vector<bool> seen(num_lanes, false);
   std::vector<std::unique_ptr<QueuedItem>> items;
   items.reserve(lanes.size());
-  std::vector<ItemColumn> lane_columns = columns;
   for (size_t i = 0; i < lanes.size(); ++i) {
     const int32_t lane = lanes[i];
     if (lane < 0 || lane >= num_lanes || seen[lane]) {
@@ -93,11 +81,8 @@ absl::Status TrajectoryWriter::CreateItems(
                            : std::string(" is listed twice")));
     }
     seen[lane] = true;
-    for (size_t k = 0; k < columns.size(); ++k) {
-      lane_columns[k].column = columns[k].column * num_lanes + lane;
-    }
     absl::StatusOr<std::unique_ptr<QueuedItem>> item =
-        BuildItemLocked(table, priorities[i], lane_columns);
+        BuildItemLocked(table, priorities[i], columns, lane);
     if (!item.ok()) {
       return absl::Status(
           item.status().code(),
@@ -126,25 +111,39 @@ absl::Status TrajectoryWriter::EndLaneEpisodes(absl::Span<const int32_t> lanes,
 
 absl::Status TrajectoryWriter::EndLaneEpisodesLocked(
     absl::Span<const int32_t> lanes, bool clear_buffers) {
-  const size_t stride = static_cast<size_t>(LaneCount());
-  for (const int32_t lane : lanes) {
-    for (size_t c = lane; c < columns_.size(); c += stride) {
-      RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
-      if (!clear_buffers) continue;
-      ColumnState& column = *columns_[c];
+  if (lanes.empty()) return absl::OkStatus();
+  // Every open chunk closes, every lane's with it: a chunk's rows keep
+  // their lane's episode.
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    RETURN_IF_ERROR(CloseOpenChunkLocked(static_cast<int32_t>(c)));
+  }
+  if (options_.num_lanes > 0) {
+    // The other lanes still reference these steps' rows: the lane only
+    // stops referencing its own (the chunks go with the keep-alive window).
+    for (const int32_t lane : lanes) {
+      if (clear_buffers) lanes_[lane].first_step = step_counter_;
+      lanes_[lane].episode_step = 0;
+      lanes_[lane].episode_id = rng_();
+    }
+    return absl::OkStatus();
+  }
+  // A plain writer's cells are its one lane's: they go, and their chunks
+  // are released on the server.
+  if (clear_buffers) {
+    for (auto& column : columns_) {
       std::shared_ptr<WriterChunk> previous;
-      for (Cell& cell : column.cells) {
+      for (Cell& cell : column->cells) {
         if (cell.chunk != previous && cell.chunk->scheduled) {
           release_queue_.push_back(cell.chunk->key);
         }
         previous = cell.chunk;
       }
-      column.cells.clear();
+      column->cells.clear();
     }
-    lanes_[lane].episode_step = 0;
-    lanes_[lane].episode_id = rng_();
+    cv_.SignalAll();
   }
-  if (clear_buffers) cv_.SignalAll();
+  lanes_[0].episode_step = 0;
+  lanes_[0].episode_id = rng_();
   return absl::OkStatus();
 }
 

@@ -136,6 +136,8 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
         out->set_key(chunk->key);
         out->set_episode_id(chunk->episode_id);
         out->set_episode_step(chunk->episode_step);
+        out->mutable_lane_episode_ids()->Assign(chunk->lane_episode_ids.begin(),
+                                                chunk->lane_episode_ids.end());
         if (local) {
           PayloadToProto(*chunk->payload, out->mutable_tensor());
           continue;

@@ -392,7 +392,7 @@ TEST_F(TrajectoryWriterTest,
     ASSERT_OK(step);
     steps.push_back(*step);
   }
-  EXPECT_EQ(writer->num_columns(), kLanes);  // one column per environment
+  EXPECT_EQ(writer->num_columns(), 1);  // the environments share it
   const std::vector<int32_t> all = {0, 1, 2};
   // The last two steps of every environment; priorities follow the lanes.
   ASSERT_OK(writer->CreateItems("big", std::vector<double>{1, 2, 3},

@@ -79,6 +79,27 @@ def _inserts():
             ),
         ],
     )
+    # Lane chunks: three environments' steps, row t * 3 + b environment b's
+    # step t; items reference one environment's rows.
+    lanes = [
+        data_pb2.Chunk(key=5, tensor=_tensor(steps, _FLOAT), lane_episode_ids=[7, 8, 9]),
+        data_pb2.Chunk(key=6, tensor=_tensor(ints, _INT32), lane_episode_ids=[7, 8, 9]),
+    ]
+    lane_column = lambda key, rows: data_pb2.Column(  # noqa: E731
+        slices=[data_pb2.Slice(chunk_key=key, offset=row, length=1) for row in rows]
+    )
+    yield pb.InsertRequest(
+        chunks=lanes,
+        items=[
+            data_pb2.Item(
+                key=10 + b,
+                table="t",
+                priority=1.0,
+                columns=[lane_column(5, [b, b + 3]), lane_column(6, [b + 3])],
+            )
+            for b in range(3)
+        ],
+    )
 
 
 def _responses():

@@ -150,7 +150,8 @@ void Insert(const uint8_t* data, size_t size) {
     auto payload = PayloadFromProto(proto_chunk.mutable_tensor());
     if (!payload.ok() || !VerifyCompressed(*payload).ok()) return;
     auto chunk = store.Insert(proto_chunk.key(), proto_chunk.episode_id(),
-                              proto_chunk.episode_step(), *std::move(payload));
+                              proto_chunk.episode_step(), *std::move(payload),
+                              proto_chunk.lane_episode_ids());
     if (!chunk.ok()) return;
     chunks[proto_chunk.key()] = *std::move(chunk);
   }

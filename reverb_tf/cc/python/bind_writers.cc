@@ -171,16 +171,17 @@ void BindWriters(py::module_& m) {
       .def(
           "read_cells",
           [](TrajectoryWriter& writer, int32_t column,
-             const std::vector<int64_t>& steps) {
-            absl::StatusOr<TensorPayload> payload =
-                WithoutGil([&] { return writer.ReadCells(column, steps); });
+             const std::vector<int64_t>& steps, int32_t lane) {
+            absl::StatusOr<TensorPayload> payload = WithoutGil(
+                [&] { return writer.ReadCells(column, steps, lane); });
             // A plain RuntimeError for expired cells, as dm-reverb raises.
             if (payload.status().code() ==
                 absl::StatusCode::kFailedPrecondition) {
               throw std::runtime_error(std::string(payload.status().message()));
             }
             return ArrayFromPayload(ValueOrRaise(std::move(payload)));
-          })
+          },
+          py::arg("column"), py::arg("steps"), py::arg("lane") = 0)
       .def("column_type",
            [](const TrajectoryWriter& writer, int32_t column) -> py::object {
              std::optional<std::pair<DType, Shape>> type =

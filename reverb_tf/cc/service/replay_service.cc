@@ -274,7 +274,8 @@ absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
   ASSIGN_OR_RETURN(ChunkRef chunk,
                    service_->chunk_store_.Insert(
                        proto_chunk.key(), proto_chunk.episode_id(),
-                       proto_chunk.episode_step(), *std::move(payload)));
+                       proto_chunk.episode_step(), *std::move(payload),
+                       proto_chunk.lane_episode_ids()));
   ChunkRef& slot = chunks_[proto_chunk.key()];
   if (slot != nullptr)
     chunk_bytes_ -= static_cast<int64_t>(slot->data().size());

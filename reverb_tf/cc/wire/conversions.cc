@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/wire/table_messages.h"
 
@@ -28,6 +29,47 @@ RateLimiterCallStats CallStatsFromProto(
   out.pending = stats.pending();
   out.completed_wait_time = absl::Seconds(stats.completed_wait_time_s());
   return out;
+}
+
+// The key under which rows [offset, offset + length) of lane chunk `key`
+// travel in a sample response: distinct per run of rows, so two slices of
+// one chunk are two chunks of the message unless they are the same rows. (A
+// clash with another chunk's key in the same message is as unlikely as two
+// writers' random keys clashing.)
+ChunkKey RowsChunkKey(ChunkKey key, int32_t offset, int32_t length) {
+  const uint64_t run =
+      (static_cast<uint64_t>(static_cast<uint32_t>(offset)) << 32) |
+      static_cast<uint32_t>(length);
+  uint64_t z = key + 0x9e3779b97f4a7c15ULL * (run + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Writes rows [offset, offset + length) of `chunk` as chunk `key`; returns
+// their bytes. Only an uncompressed fixed-size chunk can be cut: any other
+// is written whole (offset 0, all its rows).
+int64_t RowsToProto(const Chunk& chunk, ChunkKey key, int32_t offset,
+                    int32_t length, proto::Chunk* out) {
+  const absl::string_view data = chunk.data();
+  const bool whole = offset == 0 && length == chunk.num_steps();
+  const size_t row_bytes = data.size() / static_cast<size_t>(chunk.num_steps());
+  const absl::string_view rows =
+      whole ? data
+            : data.substr(row_bytes * static_cast<size_t>(offset),
+                          row_bytes * static_cast<size_t>(length));
+  out->set_key(key);
+  out->set_episode_id(chunk.episode_id(offset));
+  out->set_episode_step(chunk.episode_step());
+  proto::Tensor* tensor = out->mutable_tensor();
+  tensor->set_dtype(static_cast<int32_t>(chunk.dtype()));
+  tensor->mutable_shape()->Assign(chunk.shape().begin(), chunk.shape().end());
+  tensor->set_shape(0, length);
+  tensor->set_compression(static_cast<uint32_t>(chunk.compression()));
+  tensor->set_uncompressed_size(whole ? chunk.uncompressed_size()
+                                      : static_cast<int64_t>(rows.size()));
+  tensor->set_data(rows.data(), rows.size());
+  return static_cast<int64_t>(rows.size());
 }
 
 }  // namespace
@@ -77,15 +119,7 @@ void PayloadMetadataToProto(const TensorPayload& payload,
 }
 
 void ChunkToProto(const Chunk& chunk, proto::Chunk* out) {
-  out->set_key(chunk.key());
-  out->set_episode_id(chunk.episode_id());
-  out->set_episode_step(chunk.episode_step());
-  proto::Tensor* tensor = out->mutable_tensor();
-  tensor->set_dtype(static_cast<int32_t>(chunk.dtype()));
-  tensor->mutable_shape()->Assign(chunk.shape().begin(), chunk.shape().end());
-  tensor->set_compression(static_cast<uint32_t>(chunk.compression()));
-  tensor->set_uncompressed_size(chunk.uncompressed_size());
-  tensor->set_data(chunk.data().data(), chunk.data().size());
+  RowsToProto(chunk, chunk.key(), 0, chunk.num_steps(), out);
 }
 
 absl::StatusOr<TableOptions> TableOptionsFromConfig(
@@ -221,12 +255,28 @@ int64_t SampleToProto(const SampledItem& sample,
     out_column->set_squeeze(column.squeeze());
     for (const ChunkSlice& slice : column.slices()) {
       proto::Slice* out_slice = out_column->add_slices();
-      out_slice->set_chunk_key(slice.chunk->key());
+      const Chunk& chunk = *slice.chunk;
+      if (chunk.num_lanes() > 0 && chunk.compression() == Compression::kNone &&
+          chunk.dtype() != DType::kString) {
+        // A lane chunk holds every environment's rows, and a sample wants
+        // one environment's: send those rows alone, as a chunk of their own.
+        const ChunkKey key =
+            RowsChunkKey(chunk.key(), slice.offset, slice.length);
+        out_slice->set_chunk_key(key);
+        out_slice->set_offset(0);
+        out_slice->set_length(slice.length);
+        if (sent->insert(key).second) {
+          bytes += RowsToProto(chunk, key, slice.offset, slice.length,
+                               response->add_chunks());
+        }
+        continue;
+      }
+      out_slice->set_chunk_key(chunk.key());
       out_slice->set_offset(slice.offset);
       out_slice->set_length(slice.length);
-      if (sent->insert(slice.chunk->key()).second) {
-        ChunkToProto(*slice.chunk, response->add_chunks());
-        bytes += static_cast<int64_t>(slice.chunk->data().size());
+      if (sent->insert(chunk.key()).second) {
+        bytes += RowsToProto(chunk, chunk.key(), 0, chunk.num_steps(),
+                             response->add_chunks());
       }
     }
   }

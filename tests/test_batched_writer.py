@@ -11,6 +11,9 @@ from reverb_tf import errors
 from integration import make_server, table  # noqa: F401  (fixtures)
 
 B = 4
+# Over gRPC a writer's first items go as single items, later ones as item
+# batches once the server said it takes them; in-process, batches at once.
+BOTH_TRANSPORTS = True
 
 
 def _obs(t):

@@ -47,6 +47,18 @@ def _valid_requests():
         "InsertStream": [
             pb.InsertRequest(chunks=[chunk], items=[item]),
             pb.InsertRequest(chunks=[lanes], items=[lane_item]),
+            pb.InsertRequest(
+                chunks=[lanes],
+                item_batches=[
+                    data_pb2.ItemBatch(
+                        table="t",
+                        keys=[30, 31],
+                        priorities=[1.0, 2.0],
+                        lanes=[0, 1],
+                        columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=13, length=1)])],
+                    )
+                ],
+            ),
             # Three lanes cannot share one row.
             pb.InsertRequest(
                 chunks=[data_pb2.Chunk(key=14, tensor=tensor, lane_episode_ids=[1, 2, 3])]
@@ -220,3 +232,46 @@ def test_lane_chunks_from_the_wire_are_checked_and_stored():
         assert client.server_info()["t"].num_episodes == 1
         (sample,) = client.sample("t", emit_timesteps=False)
         np.testing.assert_array_equal(sample.data[0], rows[1])
+
+
+def test_item_batches_from_the_wire_store_one_item_per_lane():
+    """An ItemBatch is its lanes' items; a malformed one is refused precisely."""
+    rows = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32)  # 2 steps of 2 lanes
+    tensor = data_pb2.Tensor(dtype=1, shape=[4, 2], data=rows.tobytes(), uncompressed_size=32)
+    lanes = data_pb2.Chunk(key=40, tensor=tensor, lane_episode_ids=[1, 2])
+    # Lane 0's steps 0 and 1 are rows 0 and 2; lane b's are those plus b.
+    batch = data_pb2.ItemBatch(
+        table="t",
+        keys=[50, 51],
+        priorities=[1.0, 1.0],
+        lanes=[1, 0],
+        columns=[
+            data_pb2.Column(
+                slices=[
+                    data_pb2.Slice(chunk_key=40, offset=0, length=1),
+                    data_pb2.Slice(chunk_key=40, offset=2, length=1),
+                ]
+            )
+        ],
+    )
+    uneven = data_pb2.ItemBatch(table="t", keys=[1, 2], priorities=[1.0], lanes=[0, 1])
+    with reverb.Server([reverb.Table.queue("t", 10)]) as server:
+        address = f"localhost:{server.port}"
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_stream(
+                _SERVICE + "InsertStream",
+                request_serializer=pb.InsertRequest.SerializeToString,
+                response_deserializer=pb.InsertResponse.FromString,
+            )
+            responses = list(call(iter([pb.InsertRequest(chunks=[lanes], item_batches=[batch])])))
+            assert [key for r in responses for key in r.keys] == [50, 51]
+            assert all(r.takes_item_batches for r in responses)
+            with pytest.raises(grpc.RpcError) as refused:
+                list(call(iter([pb.InsertRequest(item_batches=[uneven])]), timeout=5))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "must match" in refused.value.details()
+        client = reverb.Client(address)
+        assert client.server_info()["t"].num_episodes == 2
+        got = [s.data[0] for s in client.sample("t", 2, emit_timesteps=False)]
+        np.testing.assert_array_equal(got[0], rows[[1, 3]])  # key 50: lane 1
+        np.testing.assert_array_equal(got[1], rows[[0, 2]])

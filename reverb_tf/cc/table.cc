@@ -266,11 +266,10 @@ void Table::SetJournal(TableJournal* journal) {
   journal_ = journal;
 }
 
-absl::Status Table::Insert(Item item, absl::Duration timeout,
-                           Cancellation* cancel, bool rate_limited) {
+absl::Status Table::CheckInsert(const Item& item, bool* off_signature) const {
   RETURN_IF_ERROR(CheckPriority(item.priority));
   RETURN_IF_ERROR(ValidateTrajectory(item.trajectory));
-  bool off_signature = false;
+  *off_signature = false;
   if (options_.signature.has_value()) {
     if (absl::Status status = ValidateAgainstSignature(
             item.trajectory, *options_.signature, item.legacy_steps);
@@ -280,16 +279,72 @@ absl::Status Table::Insert(Item item, absl::Duration timeout,
             "item ", item.key, " does not match the signature of table '",
             name(), "': ", status.message()));
       }
-      off_signature = true;
+      *off_signature = true;
     }
   }
-  item.times_sampled = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Table::Insert(Item item, absl::Duration timeout,
+                           Cancellation* cancel, bool rate_limited) {
+  bool off_signature = false;
+  RETURN_IF_ERROR(CheckInsert(item, &off_signature));
   const absl::Time deadline = DeadlineAfter(timeout);
   std::vector<Item> graveyard;  // destroyed after the lock is released
   absl::MutexLock lock(&mu_);
+  return InsertLocked(item, off_signature, rate_limited, deadline, cancel,
+                      &graveyard);
+}
+
+absl::Status Table::InsertAvailable(absl::Span<Item> items, int64_t* stored) {
+  *stored = 0;
+  // Checked before the lock is taken, a window at a time: a caller that
+  // comes back after a wait for the item the limiter held re-checks at most
+  // one window, not every item after it.
+  constexpr size_t kWindow = 64;
+  bool off_signature[kWindow];
+  // A deadline already passed: what would wait fails at once, as with a
+  // zero timeout.
+  const absl::Time deadline = absl::Now();
+  std::vector<Item> graveyard;  // destroyed after the lock is released
+  for (size_t first = 0; first < items.size(); first += kWindow) {
+    const size_t end = std::min(items.size(), first + kWindow);
+    size_t valid = end;
+    absl::Status invalid;
+    for (size_t i = first; i < end; ++i) {
+      invalid = CheckInsert(items[i], &off_signature[i - first]);
+      if (!invalid.ok()) {
+        valid = i;  // the items before it are still stored
+        break;
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = first; i < valid; ++i) {
+        RETURN_IF_ERROR(InsertLocked(items[i], off_signature[i - first],
+                                     /*rate_limited=*/true, deadline, nullptr,
+                                     &graveyard));
+        ++*stored;
+      }
+    }
+    if (!invalid.ok()) return invalid;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::InsertLocked(Item& item, bool off_signature,
+                                 bool rate_limited, absl::Time deadline,
+                                 Cancellation* cancel,
+                                 std::vector<Item>* graveyard) {
+  item.times_sampled = 0;
   RETURN_IF_ERROR(WritableLocked());
-  if (off_signature) ++counters_.off_signature;
-  if (items_.contains(item.key)) return AssignLocked(&item);
+  // Counted once the item is stored or assigned: InsertAvailable's caller
+  // retries, with a wait, an item the limiter held.
+  auto assign = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (off_signature) ++counters_.off_signature;
+    return AssignLocked(&item);
+  };
+  if (items_.contains(item.key)) return assign();
 
   if (rate_limited) {
     bool waited;
@@ -301,11 +356,11 @@ absl::Status Table::Insert(Item item, absl::Duration timeout,
     // The log may have failed while we waited.
     RETURN_IF_ERROR(WritableLocked());
     // Another writer may have inserted the same key while we waited.
-    if (items_.contains(item.key)) return AssignLocked(&item);
+    if (items_.contains(item.key)) return assign();
     if (budget_ != nullptr && !budget_->HasRoom()) {
       RETURN_IF_ERROR(AwaitMemoryLocked(deadline, cancel));
       RETURN_IF_ERROR(WritableLocked());
-      if (items_.contains(item.key)) return AssignLocked(&item);
+      if (items_.contains(item.key)) return assign();
     }
   }
 
@@ -316,6 +371,7 @@ absl::Status Table::Insert(Item item, absl::Duration timeout,
     return status;
   }
   if (journal_ != nullptr) journal_->Inserted(*this, item);
+  if (off_signature) ++counters_.off_signature;
   const Key key = item.key;
   CountEpisodeLocked(item, 1);
   CountPriorityLocked(item.priority, 1);
@@ -323,7 +379,7 @@ absl::Status Table::Insert(Item item, absl::Duration timeout,
   NoteSizeLocked();
   rate_limiter_.RecordInsert();
   ++counters_.inserted;
-  RETURN_IF_ERROR(EvictOverflowLocked(&graveyard));
+  RETURN_IF_ERROR(EvictOverflowLocked(graveyard));
   cv_.SignalAll();
   return absl::OkStatus();
 }

@@ -243,6 +243,14 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
                               absl::Duration timeout = absl::InfiniteDuration(),
                               Cancellation* cancel = nullptr);
 
+  // InsertOrAssign of items[0], items[1], ... in order, under one lock
+  // acquisition and without waiting: stops at the first item the rate
+  // limiter or the memory budget would make wait (DeadlineExceeded, or the
+  // budget's ResourceExhausted) or that is invalid. *stored counts the items
+  // stored (moved from); the others are left as they were. One call instead
+  // of one per item is what lets a batch of items be stored as a batch.
+  absl::Status InsertAvailable(absl::Span<Item> items, int64_t* stored);
+
   // Samples between 1 and `max_samples` items: blocks only until the first
   // sample is allowed, then takes as many more as the limiter allows without
   // waiting. Errors as InsertOrAssign; InvalidArgument if max_samples < 1.
@@ -371,6 +379,16 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // InsertOrAssign, waiting for the rate limiter only if `rate_limited`.
   absl::Status Insert(Item item, absl::Duration timeout, Cancellation* cancel,
                       bool rate_limited);
+  // Insert's checks that need no lock: priority, trajectory, signature
+  // (*off_signature: an unchecked item that does not match it).
+  absl::Status CheckInsert(const Item& item, bool* off_signature) const;
+  // Insert's part under the lock (which AwaitLocked may release while it
+  // waits). Moves from `item` only once it is stored; evicted items go to
+  // `graveyard`.
+  absl::Status InsertLocked(Item& item, bool off_signature, bool rate_limited,
+                            absl::Time deadline, Cancellation* cancel,
+                            std::vector<Item>* graveyard)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts one more sample of `item` and copies into `sample` what it
   // carries of the item: priority, times sampled (this one included) and

@@ -331,6 +331,38 @@ TEST_F(TableTest, QueueBlocksInsertsUntilTheReaderCatchesUp) {
   EXPECT_EQ(table->size(), 0);
 }
 
+TEST_F(TableTest, InsertAvailableStoresARunUntilTheLimiterOrABadItem) {
+  auto table = MakeTable(MakeTableOptions("q", Fifo(), Fifo(), 3,
+                                          RateLimiterOptions::Queue(3), 1));
+  ASSERT_OK(table->InsertOrAssign(NewItem(1)));
+  std::vector<Item> items;
+  for (Key key : {2, 3, 4, 5}) items.push_back(NewItem(key));
+  int64_t stored = -1;
+  // Room for two more: the rest is left as it was, to wait elsewhere.
+  EXPECT_EQ(table->InsertAvailable(absl::MakeSpan(items), &stored).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stored, 2);
+  EXPECT_EQ(table->size(), 3);
+  EXPECT_EQ(items[2].key, 4u);
+  ASSERT_EQ(items[2].trajectory.size(), 1u);
+  EXPECT_EQ(table->info().rate_limiter_info.insert_stats.pending, 0);
+  // An assignment of a stored key needs no room.
+  items[3] = NewItem(2, 5.0);
+  EXPECT_OK(table->InsertAvailable(absl::MakeSpan(items).subspan(3), &stored));
+  EXPECT_EQ(stored, 1);
+  // A bad item ends the run after the ones before it.
+  ASSERT_OK(table->Sample(3, kLong));
+  std::vector<Item> mixed;
+  mixed.push_back(NewItem(6));
+  mixed.push_back(NewItem(7, std::nan("")));
+  mixed.push_back(NewItem(8));
+  EXPECT_EQ(table->InsertAvailable(absl::MakeSpan(mixed), &stored).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(stored, 1);
+  EXPECT_EQ(table->size(), 1);
+  EXPECT_EQ(table->Sample(1, kLong)->front().key, 6u);
+}
+
 TEST_F(TableTest, StackReturnsNewestFirst) {
   auto table = MakeTable(MakeTableOptions("s", Lifo(), Lifo(), 3,
                                           RateLimiterOptions::Stack(3), 1));

@@ -301,6 +301,15 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // that, once per call) and builds `lane`'s item, closing open chunks it
   // references and claiming unsent ones for this build_round_; changes
   // nothing else.
+  // The error for an item referencing `step` of `column` where it has no
+  // cell.
+  absl::Status NoCellErrorLocked(int32_t column, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `lane` has a cell at every step `columns` reference (which
+  // BuildItemLocked has checked to name valid columns).
+  absl::Status CheckLaneCellsLocked(const std::vector<ItemColumn>& columns,
+                                    int32_t lane) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<QueuedItem>> BuildItemLocked(
       const std::string& table, double priority,
       const std::vector<ItemColumn>& columns, int32_t lane = 0)
@@ -345,6 +354,8 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   std::vector<bool> filled_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ColumnState>> columns_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<QueuedItem>> queue_ ABSL_GUARDED_BY(mu_);
+  // Items in queue_ (a QueuedItem may be a batch of several).
+  int64_t queued_items_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> release_queue_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -93,6 +93,27 @@ void TrajectoryWriter::ReleaseOldChunksLocked() {
   if (release_queue_.size() >= kReleaseBatch) cv_.SignalAll();
 }
 
+absl::Status TrajectoryWriter::NoCellErrorLocked(int32_t column,
+                                                 int64_t step) const {
+  return absl::InvalidArgumentError(absl::StrCat(
+      ColumnLabelLocked(column), " has no value at step ", step,
+      ": it is missing there, not appended yet, cleared by end_episode, or "
+      "older than the last ",
+      columns_[column]->keep_alive, " steps (num_keep_alive_refs)"));
+}
+
+absl::Status TrajectoryWriter::CheckLaneCellsLocked(
+    const std::vector<ItemColumn>& columns, int32_t lane) const {
+  for (const ItemColumn& ref : columns) {
+    for (int64_t step : ref.steps) {
+      if (CellIndexLocked(ref.column, step, lane) < 0) {
+        return NoCellErrorLocked(ref.column, step);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>>
 TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
                                   const std::vector<ItemColumn>& columns,
@@ -126,14 +147,7 @@ TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
     out->set_squeeze(ref.squeeze);
     for (int64_t step : ref.steps) {
       const int64_t index = CellIndexLocked(ref.column, step, lane);
-      if (index < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            ColumnLabelLocked(ref.column), " has no value at step ", step,
-            ": it is missing there, not appended yet, cleared by end_episode, "
-            "or older ",
-            "than the last ", column.keep_alive,
-            " steps (num_keep_alive_refs)"));
-      }
+      if (index < 0) return NoCellErrorLocked(ref.column, step);
       // Closing the open chunk changes no cell's position.
       if (column.cells[index].chunk == nullptr) {
         RETURN_IF_ERROR(CloseOpenChunkLocked(ref.column));

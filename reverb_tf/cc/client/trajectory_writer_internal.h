@@ -65,10 +65,17 @@ struct TrajectoryWriter::ColumnState {
   std::deque<Cell> cells;
 };
 
+// One item, or (a batched writer's create_items) the items of several lanes
+// as one ItemBatch.
 struct TrajectoryWriter::QueuedItem {
   absl::Time enqueued;
   proto::Item item;
+  // Used instead of `item` when it has keys.
+  proto::ItemBatch batch;
   std::vector<std::shared_ptr<WriterChunk>> chunks;
+
+  bool is_batch() const { return batch.keys_size() > 0; }
+  int64_t count() const { return is_batch() ? batch.keys_size() : 1; }
 };
 
 struct WriterStream {
@@ -86,6 +93,9 @@ struct WriterStream {
   bool receiver_done = false;
   // Error set from a broken write, to be replaced by Finish()'s status.
   bool provisional_error = false;
+  // The server stores InsertRequest.item_batches: it said so in a response
+  // (or it is this process's). Until then batches go as single items.
+  bool takes_item_batches = false;
 };
 
 namespace writer_internal {

@@ -70,7 +70,10 @@ absl::Status TrajectoryWriter::CreateItems(
   RETURN_IF_ERROR(CheckSignatureLocked(table, columns));
   std::vector<bool> seen(num_lanes, false);
   std::vector<std::unique_ptr<QueuedItem>> items;
-  items.reserve(lanes.size());
+  // The lanes' items differ only in their rows, a step's row plus the lane
+  // (lane chunks): one item batch carries them all, built once, unless the
+  // items are the legacy kind a batch cannot describe.
+  const bool as_batch = !options_.legacy_items;
   for (size_t i = 0; i < lanes.size(); ++i) {
     const int32_t lane = lanes[i];
     if (lane < 0 || lane >= num_lanes || seen[lane]) {
@@ -81,16 +84,39 @@ absl::Status TrajectoryWriter::CreateItems(
                            : std::string(" is listed twice")));
     }
     seen[lane] = true;
-    absl::StatusOr<std::unique_ptr<QueuedItem>> item =
-        BuildItemLocked(table, priorities[i], columns, lane);
-    if (!item.ok()) {
-      return absl::Status(
-          item.status().code(),
-          absl::StrCat("environment ", lane, ": ", item.status().message()));
+    absl::Status status;
+    if (i == 0 || !as_batch) {
+      absl::StatusOr<std::unique_ptr<QueuedItem>> item =
+          BuildItemLocked(table, priorities[i], columns, lane);
+      if (item.ok()) items.push_back(*std::move(item));
+      status = item.status();
+    } else {
+      status = CheckLaneCellsLocked(columns, lane);
     }
-    items.push_back(*std::move(item));
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("environment ", lane,
+                                                      ": ", status.message()));
+    }
   }
-  if (items.empty()) return absl::OkStatus();
+  if (as_batch) {
+    QueuedItem& queued = *items.front();
+    proto::ItemBatch& batch = queued.batch;
+    batch.set_table(table);
+    batch.set_unchecked(queued.item.unchecked());
+    batch.mutable_columns()->Swap(queued.item.mutable_columns());
+    // Lane 0's rows: each item's lane is added back on the server.
+    for (proto::Column& column : *batch.mutable_columns()) {
+      for (proto::Slice& slice : *column.mutable_slices()) {
+        slice.set_offset(slice.offset() - lanes[0]);
+      }
+    }
+    batch.mutable_keys()->Reserve(static_cast<int>(lanes.size()));
+    batch.add_keys(queued.item.key());
+    for (size_t i = 1; i < lanes.size(); ++i) batch.add_keys(rng_());
+    batch.mutable_priorities()->Assign(priorities.begin(), priorities.end());
+    batch.mutable_lanes()->Assign(lanes.begin(), lanes.end());
+    queued.item.Clear();
+  }
   return EnqueueLocked(std::move(items), timeout, cancel);
 }
 

@@ -24,7 +24,8 @@ using writer_internal::kSendBatch;
 absl::Status TrajectoryWriter::EnqueueLocked(
     std::vector<std::unique_ptr<QueuedItem>> items, absl::Duration timeout,
     Cancellation* cancel) {
-  const int64_t count = static_cast<int64_t>(items.size());
+  int64_t count = 0;
+  for (const auto& queued : items) count += queued->count();
   // A batch larger than the window goes in once the window is empty.
   const int64_t room = std::max<int64_t>(options_.max_in_flight_items, count);
   RETURN_IF_ERROR(AwaitLocked(
@@ -39,6 +40,7 @@ absl::Status TrajectoryWriter::EnqueueLocked(
   for (auto& queued : items) {
     for (const auto& chunk : queued->chunks) chunk->scheduled = true;
     queued->enqueued = now;
+    queued_items_ += queued->count();
     queue_.push_back(std::move(queued));
   }
   in_flight_ += count;
@@ -57,6 +59,7 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
   auto stream = std::make_unique<WriterStream>();
   if (std::shared_ptr<LocalServer> local = stub_->Local(); local != nullptr) {
     ASSIGN_OR_RETURN(stream->local, local->OpenInsertStream());
+    stream->takes_item_batches = true;  // the same build as this client
   }
   stream_ = std::move(stream);
   // In-process: nothing to read, acknowledgements come back from Write().
@@ -79,13 +82,37 @@ absl::Status TrajectoryWriter::EnsureStreamLocked() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// `batch` as the single items an older server takes: item i is the batch's
+// columns with each slice moved on by lanes[i] rows.
+void AddBatchAsItems(const proto::ItemBatch& batch,
+                     proto::InsertRequest* request) {
+  for (int i = 0; i < batch.keys_size(); ++i) {
+    proto::Item* item = request->add_items();
+    item->set_key(batch.keys(i));
+    item->set_table(batch.table());
+    item->set_priority(batch.priorities(i));
+    item->set_unchecked(batch.unchecked());
+    *item->mutable_columns() = batch.columns();
+    for (proto::Column& column : *item->mutable_columns()) {
+      for (proto::Slice& slice : *column.mutable_slices()) {
+        slice.set_offset(slice.offset() + batch.lanes(i));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void TrajectoryWriter::SendLoop(WriterStream* stream) {
   const int64_t byte_budget = stub_->max_message_bytes() / 2;
   const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
   auto must_send =
       +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-        return w->queue_.size() >= kSendBatch || w->flush_requested_ ||
+        return w->queued_items_ >= static_cast<int64_t>(kSendBatch) ||
+               w->flush_requested_ ||
                w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
                !w->error_.ok() || w->stream_->reads_done;
       };
@@ -110,10 +137,18 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
     // items and their closed chunks are no longer changed by anyone.
     std::vector<std::unique_ptr<QueuedItem>> batch;
     int64_t bytes = 0;
+    bool has_item_batch = false;
+    const bool takes_item_batches = stream->takes_item_batches;
     while (!queue_.empty() && (batch.empty() || bytes < byte_budget)) {
-      for (const auto& chunk : queue_.front()->chunks) {
+      QueuedItem& next = *queue_.front();
+      // A request stores its items before its item batches: an item queued
+      // after a batch waits for the next request.
+      if (has_item_batch && !next.is_batch()) break;
+      has_item_batch |= next.is_batch() && takes_item_batches;
+      for (const auto& chunk : next.chunks) {
         bytes += static_cast<int64_t>(chunk->payload->data.size());
       }
+      queued_items_ -= next.count();
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -147,7 +182,13 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
         frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data,
                        chunk);
       }
-      *request.add_items() = std::move(queued->item);
+      if (!queued->is_batch()) {
+        *request.add_items() = std::move(queued->item);
+      } else if (takes_item_batches) {
+        *request.add_item_batches() = std::move(queued->batch);
+      } else {
+        AddBatchAsItems(queued->batch, &request);
+      }
     }
     request.mutable_release_chunk_keys()->Add(releases.begin(), releases.end());
     batch.clear();  // the chunks the frame does not hold die here, unlocked
@@ -189,6 +230,7 @@ void TrajectoryWriter::ReceiveLoop(WriterStream* stream) {
   proto::InsertResponse response;
   while (stream->rw->Read(&response)) {
     absl::MutexLock lock(&mu_);
+    if (response.takes_item_batches()) stream->takes_item_batches = true;
     in_flight_ -= response.keys_size();
     cv_.SignalAll();
   }

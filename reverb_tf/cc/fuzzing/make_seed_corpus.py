@@ -100,6 +100,19 @@ def _inserts():
             for b in range(3)
         ],
     )
+    # The same items as one batch: lane b's rows are lane 0's plus b.
+    yield pb.InsertRequest(
+        chunks=lanes,
+        item_batches=[
+            data_pb2.ItemBatch(
+                table="t",
+                keys=[20, 21, 22],
+                priorities=[1.0, 2.0, 0.5],
+                lanes=[0, 1, 2],
+                columns=[lane_column(5, [0, 3]), lane_column(6, [3])],
+            )
+        ],
+    )
 
 
 def _responses():

@@ -162,6 +162,14 @@ void Insert(const uint8_t* data, size_t size) {
     if (!item.ok()) continue;
     table->InsertOrAssign(*std::move(item), absl::ZeroDuration()).IgnoreError();
   }
+  for (const proto::ItemBatch& batch : request.item_batches()) {
+    std::shared_ptr<Table> table = FindTable(batch.table());
+    if (table == nullptr) continue;
+    std::vector<Item> items;
+    ItemsFromBatch(batch, chunks, &items).IgnoreError();
+    int64_t stored = 0;
+    table->InsertAvailable(absl::MakeSpan(items), &stored).IgnoreError();
+  }
   CheckAndReset();
 }
 

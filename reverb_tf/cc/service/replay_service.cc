@@ -306,33 +306,56 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
         [&] { return AddChunk(proto_chunk, chunk_deadline); }));
   }
   proto::InsertResponse response;
-  for (const proto::Item& proto_item : request.items()) {
-    auto table = service_->FindTable(proto_item.table());
+  // Every acknowledgement tells the client it may send item batches.
+  response.set_takes_item_batches(true);
+  const auto find_table =
+      [this](const std::string& name,
+             uint64_t key) -> absl::StatusOr<std::shared_ptr<Table>> {
+    auto table = service_->FindTable(name);
     if (!table.ok()) {
       // An item naming a table the server lacks is a bad item (dm-reverb
       // reports it as an invalid argument too), not a missing resource.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "item ", proto_item.key(), ": ", table.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", key, ": ", table.status().message()));
     }
-    ASSIGN_OR_RETURN(Item item, ItemFromProto(proto_item, chunks_));
-    absl::Status status = (*table)->InsertOrAssign(item, absl::ZeroDuration());
-    if (status.code() != absl::StatusCode::kDeadlineExceeded &&
-        !MemoryBudget::IsExhausted(status)) {
-      RETURN_IF_ERROR(status);
-      response.add_keys(proto_item.key());
-      continue;
+    return table;
+  };
+  std::vector<Item> items;
+  // Runs of items for one table are stored with one call each; an item
+  // that fails to decode ends its run, the items before it stored first.
+  const auto& proto_items = request.items();
+  for (int first = 0; first < proto_items.size();) {
+    const std::string& name = proto_items[first].table();
+    ASSIGN_OR_RETURN(std::shared_ptr<Table> table,
+                     find_table(name, proto_items[first].key()));
+    items.clear();
+    absl::Status decoded;
+    int end = first;
+    for (; end < proto_items.size() && proto_items[end].table() == name;
+         ++end) {
+      absl::StatusOr<Item> item = ItemFromProto(proto_items[end], chunks_);
+      if (!item.ok()) {
+        decoded = item.status();
+        break;
+      }
+      items.push_back(*std::move(item));
     }
-    // About to wait for the rate limiter or the memory budget: acknowledge what
-    // is already stored, so the client's flush(block_until_num_items) sees it.
-    if (response.keys_size() > 0) {
-      RETURN_IF_ERROR(service_->CommitLog());
-      if (!ack(response)) return false;
-      response.Clear();
-    }
-    RETURN_IF_ERROR(WordTimeout(
-        (*table)->InsertOrAssign(item, timeout, cancel_), timeout,
-        absl::StrCat("insert into table '", proto_item.table(), "'")));
-    response.add_keys(proto_item.key());
+    ASSIGN_OR_RETURN(bool open, StoreItems(*table, absl::MakeSpan(items),
+                                           timeout, &response, ack));
+    if (!open) return false;
+    RETURN_IF_ERROR(decoded);
+    first = end;
+  }
+  for (const proto::ItemBatch& batch : request.item_batches()) {
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<Table> table,
+        find_table(batch.table(), batch.keys().empty() ? 0 : batch.keys(0)));
+    items.clear();
+    const absl::Status decoded = ItemsFromBatch(batch, chunks_, &items);
+    ASSIGN_OR_RETURN(bool open, StoreItems(*table, absl::MakeSpan(items),
+                                           timeout, &response, ack));
+    if (!open) return false;
+    RETURN_IF_ERROR(decoded);
   }
   for (ChunkKey key : request.release_chunk_keys()) {
     auto it = chunks_.find(key);
@@ -343,6 +366,42 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
   // Acknowledged only once logged (a no-op without a write-ahead log).
   RETURN_IF_ERROR(service_->CommitLog());
   return ack(response);
+}
+
+absl::StatusOr<bool> ReplayService::InsertSession::StoreItems(
+    Table& table, absl::Span<Item> items, absl::Duration timeout,
+    proto::InsertResponse* response,
+    absl::FunctionRef<bool(const proto::InsertResponse&)> ack) {
+  size_t next = 0;
+  while (next < items.size()) {
+    int64_t stored = 0;
+    const absl::Status status =
+        table.InsertAvailable(items.subspan(next), &stored);
+    for (int64_t i = 0; i < stored; ++i) {
+      response->add_keys(items[next + i].key);  // moved from: keys stay
+    }
+    next += static_cast<size_t>(stored);
+    if (status.ok()) break;
+    if (status.code() != absl::StatusCode::kDeadlineExceeded &&
+        !MemoryBudget::IsExhausted(status)) {
+      return status;
+    }
+    // About to wait for the rate limiter or the memory budget: acknowledge
+    // what is already stored, so the client's flush(block_until_num_items)
+    // sees it.
+    if (response->keys_size() > 0) {
+      RETURN_IF_ERROR(service_->CommitLog());
+      if (!ack(*response)) return false;
+      response->clear_keys();
+    }
+    const Key key = items[next].key;
+    RETURN_IF_ERROR(WordTimeout(
+        table.InsertOrAssign(std::move(items[next]), timeout, cancel_), timeout,
+        absl::StrCat("insert into table '", table.name(), "'")));
+    response->add_keys(key);
+    ++next;
+  }
+  return true;
 }
 
 grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,

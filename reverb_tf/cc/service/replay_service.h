@@ -107,11 +107,11 @@ class ReplayService final : public proto::ReplayService::Service {
     InsertSession(const InsertSession&) = delete;
     InsertSession& operator=(const InsertSession&) = delete;
 
-    // Stores `request`'s chunks (taking their bytes) and then its items, in
-    // order, blocking on rate limiters for up to the request's timeout (or
-    // until `cancel` fires), then drops the chunks the request releases.
-    // The keys stored so far go to `ack` once the write-ahead log has them:
-    // before any wait on a rate limiter, and at the end. Returns false if
+    // Stores `request`'s chunks (taking their bytes) and then its items and
+    // item batches, in order, blocking on rate limiters for up to the request's
+    // timeout (or until `cancel` fires), then drops the chunks the request
+    // releases. The keys stored so far go to `ack` once the write-ahead log has
+    // them: before any wait on a rate limiter, and at the end. Returns false if
     // `ack` returned false (the client is gone: stop, without error); an
     // error is the stream's status, and the stream must end. A chunk that
     // does not fit in memory is RESOURCE_EXHAUSTED naming it.
@@ -124,6 +124,14 @@ class ReplayService final : public proto::ReplayService::Service {
     // stream's limit.
     // Waits for the memory budget until `deadline` first.
     absl::Status AddChunk(proto::Chunk& proto_chunk, absl::Time deadline);
+    // Stores `items` (their keys in order) in `table`, as many as the rate
+    // limiter admits under one lock, then, before waiting, acknowledges the
+    // keys so far (`response` through `ack`) and waits for the next one
+    // for up to `timeout`. False if `ack` returned false.
+    absl::StatusOr<bool> StoreItems(
+        Table& table, absl::Span<Item> items, absl::Duration timeout,
+        proto::InsertResponse* response,
+        absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
 
     ReplayService* const service_;
     Cancellation* const cancel_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/wire/conversions.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -198,6 +199,32 @@ absl::StatusOr<TableInfo> TableInfoFromProto(const schema::TableInfo& proto) {
   return info;
 }
 
+namespace {
+
+// `columns` as a trajectory over `chunks`; `key` names the item in errors.
+absl::Status TrajectoryFromProto(
+    const google::protobuf::RepeatedPtrField<proto::Column>& columns,
+    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks, uint64_t key,
+    Trajectory* trajectory) {
+  trajectory->reserve(columns.size());
+  for (const proto::Column& proto_column : columns) {
+    SlicedColumn& column = trajectory->emplace_back();
+    column.set_squeeze(proto_column.squeeze());
+    for (const proto::Slice& slice : proto_column.slices()) {
+      auto it = chunks.find(slice.chunk_key());
+      if (it == chunks.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("item ", key, " references chunk ", slice.chunk_key(),
+                         " which this stream has not sent or has released"));
+      }
+      column.add_slice(ChunkSlice{it->second, slice.offset(), slice.length()});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Item> ItemFromProto(
     const proto::Item& proto_item,
     const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks) {
@@ -206,21 +233,49 @@ absl::StatusOr<Item> ItemFromProto(
   item.priority = proto_item.priority();
   item.legacy_steps = proto_item.legacy_steps();
   item.unchecked = proto_item.unchecked();
-  item.trajectory.reserve(proto_item.columns_size());
-  for (const proto::Column& proto_column : proto_item.columns()) {
-    SlicedColumn& column = item.trajectory.emplace_back();
-    column.set_squeeze(proto_column.squeeze());
-    for (const proto::Slice& slice : proto_column.slices()) {
-      auto it = chunks.find(slice.chunk_key());
-      if (it == chunks.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "item ", item.key, " references chunk ", slice.chunk_key(),
-            " which this stream has not sent or has released"));
-      }
-      column.add_slice(ChunkSlice{it->second, slice.offset(), slice.length()});
+  RETURN_IF_ERROR(TrajectoryFromProto(proto_item.columns(), chunks, item.key,
+                                      &item.trajectory));
+  return item;
+}
+
+absl::Status ItemsFromBatch(
+    const proto::ItemBatch& batch,
+    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks,
+    std::vector<Item>* items) {
+  const int n = batch.keys_size();
+  if (batch.priorities_size() != n || batch.lanes_size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an item batch has ", n, " keys, ", batch.priorities_size(),
+        " priorities and ", batch.lanes_size(), " lanes; they must match"));
+  }
+  if (n == 0) return absl::OkStatus();
+  Trajectory shape;
+  RETURN_IF_ERROR(
+      TrajectoryFromProto(batch.columns(), chunks, batch.keys(0), &shape));
+  int32_t last_offset = 0;  // the largest offset any lane moves on
+  for (const SlicedColumn& column : shape) {
+    for (const ChunkSlice& slice : column.slices()) {
+      last_offset = std::max(last_offset, slice.offset);
     }
   }
-  return item;
+  items->reserve(items->size() + n);
+  for (int i = 0; i < n; ++i) {
+    const int32_t lane = batch.lanes(i);
+    if (lane < 0 || int64_t{last_offset} + lane > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", batch.keys(i), " of an item batch has lane ",
+                       lane, ", which moves its slices outside [0, 2^31-1]"));
+    }
+    Item& item = items->emplace_back();
+    item.key = batch.keys(i);
+    item.priority = batch.priorities(i);
+    item.unchecked = batch.unchecked();
+    item.trajectory = shape;
+    for (SlicedColumn& column : item.trajectory) {
+      for (ChunkSlice& slice : column.mutable_slices()) slice.offset += lane;
+    }
+  }
+  return absl::OkStatus();
 }
 
 SampleInfo SampleInfoFromProto(const proto::SampleInfo& proto) {

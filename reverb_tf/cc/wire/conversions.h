@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -46,6 +47,16 @@ void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
 absl::StatusOr<Item> ItemFromProto(
     const proto::Item& proto_item,
     const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks);
+
+// Appends the items of `batch` to `items`, in order, their slices resolved
+// in `chunks`. INVALID_ARGUMENT (nothing appended for the failing item or
+// after it) if keys, priorities and lanes differ in number, a chunk is
+// missing, or a lane is negative or moves an offset past 2^31-1; the slices'
+// other bounds are the table's to check, as for any item.
+absl::Status ItemsFromBatch(
+    const proto::ItemBatch& batch,
+    const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks,
+    std::vector<Item>* items);
 
 // A sample's info as the client reads it from a SampleResponse item.
 SampleInfo SampleInfoFromProto(const proto::SampleInfo& info);

@@ -89,5 +89,60 @@ TEST(SampleToProtoTest, ACompressedLaneChunkIsSentWhole) {
   EXPECT_EQ(response.items(0).columns(0).slices(0).offset(), 4);
 }
 
+TEST(ItemsFromBatchTest, EachLaneGetsItsRows) {
+  ChunkStore store;
+  absl::StatusOr<ChunkRef> made = LaneChunk(store, Compression::kNone);
+  ASSERT_OK(made);
+  absl::flat_hash_map<ChunkKey, ChunkRef> chunks = {{42, *made}};
+  proto::ItemBatch batch;
+  batch.set_table("t");
+  batch.set_unchecked(true);
+  for (int lane : {2, 0}) {
+    batch.add_keys(10 + lane);
+    batch.add_priorities(0.5 * lane);
+    batch.add_lanes(lane);
+  }
+  proto::Column* column = batch.add_columns();
+  column->set_squeeze(true);
+  proto::Slice* slice = column->add_slices();
+  slice->set_chunk_key(42);
+  slice->set_offset(3);  // lane 0's step 1
+  slice->set_length(1);
+  std::vector<Item> items;
+  ASSERT_OK(ItemsFromBatch(batch, chunks, &items));
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].key, 12u);
+  EXPECT_EQ(items[0].priority, 1.0);
+  EXPECT_TRUE(items[0].unchecked);
+  EXPECT_TRUE(items[0].trajectory[0].squeeze());
+  EXPECT_EQ(items[0].trajectory[0].slices()[0].offset, 5);
+  EXPECT_EQ(items[1].trajectory[0].slices()[0].offset, 3);
+  EXPECT_EQ(items[1].trajectory[0].slices()[0].chunk.get(), made->get());
+  EXPECT_EQ((*made)->ref_count(), 4);  // the map, `made` and two items
+
+  // What cannot describe items is refused, naming the problem.
+  proto::ItemBatch uneven = batch;
+  uneven.add_keys(99);
+  items.clear();
+  absl::Status status = ItemsFromBatch(uneven, chunks, &items);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("must match"), std::string::npos);
+  EXPECT_TRUE(items.empty());
+  proto::ItemBatch far = batch;
+  far.set_lanes(1, INT32_MAX);
+  status = ItemsFromBatch(far, chunks, &items);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(items.size(), 1u);
+  items.clear();
+  far.set_lanes(1, -1);
+  EXPECT_FALSE(ItemsFromBatch(far, chunks, &items).ok());
+  items.clear();
+  EXPECT_FALSE(ItemsFromBatch(batch, {}, &items).ok());
+  EXPECT_TRUE(items.empty());
+  proto::ItemBatch empty;
+  EXPECT_OK(ItemsFromBatch(empty, chunks, &items));
+  EXPECT_TRUE(items.empty());
+}
+
 }  // namespace
 }  // namespace reverb_tf

@@ -17,7 +17,14 @@ import time
 import numpy as np
 
 import reverb_tf as reverb
-from integration import proc_status_bytes, uniform_table_config
+from integration import (
+    metric_value,
+    port_outside_ephemeral_range,
+    proc_status_bytes,
+    scrape_metrics,
+    uniform_table_config,
+    wait_until,
+)
 
 _ITEM = 1 << 20
 _ITEMS = 400
@@ -85,6 +92,66 @@ def test_resident_memory_comes_back_after_a_reset(start_server, server_binary):
                 f"the reset (baseline {baseline >> 20} MiB, held "
                 f"{full >> 20} MiB)"
             )
+    finally:
+        process.kill()
+        process.communicate()
+
+
+def _recycled(metrics_port, name="reverb_tf_recycled_chunk_bytes"):
+    samples, _ = scrape_metrics(metrics_port)
+    return metric_value(samples, name)
+
+
+def test_a_refill_lands_in_the_buffers_of_dead_chunks(start_server, server_binary):
+    """Chunk bytes of a refill go into the buffers of the chunks a reset freed.
+
+    A server that parsed each chunk into a new allocation faulted in fresh
+    pages whenever the freed buffers sat in another thread's malloc arena or
+    had been trimmed; it keeps them now, and hands them back unread: every
+    sampled item holds the bytes written in its own round.
+    """
+    items, item_bytes = 64, 64 << 10
+    metrics_port = port_outside_ephemeral_range()
+    process, port = start_server(
+        server_binary,
+        "--config=" + uniform_table_config(0, max_size=100_000),
+        f"--metrics_port={metrics_port}",
+    )
+    address = f"localhost:{port}"
+    client = reverb.Client(address)
+    try:
+        for round_index in range(2):
+            rng = np.random.default_rng(round_index)
+            values = [rng.integers(0, 256, item_bytes, dtype=np.uint8) for _ in range(items)]
+            before = _recycled(metrics_port, "reverb_tf_recycled_chunk_bytes_taken_total")
+            with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+                for value in values:
+                    writer.append([value])
+                    writer.create_item("t", 1.0, writer.history[0][-1:])
+                writer.flush()
+            if round_index == 1:
+                # The second round took the first round's buffers.
+                taken = _recycled(metrics_port, "reverb_tf_recycled_chunk_bytes_taken_total")
+                assert taken - before >= items * item_bytes
+            else:
+                assert _recycled(metrics_port, "reverb_tf_recycled_chunk_bytes_taken_total") == 0
+            sampled = {
+                bytes(np.asarray(sample.data[0]).tobytes())
+                for sample in client.sample("t", num_samples=4 * items, emit_timesteps=False)
+            }
+            assert len(sampled) > 1
+            assert sampled <= {value.tobytes() for value in values}
+            client.reset("t")
+            # The reset gave every buffer back (the bound is 256 MiB).
+            wait_until(
+                lambda: _recycled(metrics_port) >= items * item_bytes,
+                "the reset's buffers to be kept",
+            )
+        # Nobody takes them: they are freed within two periods of 1 s.
+        deadline = time.monotonic() + 10
+        while _recycled(metrics_port) > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _recycled(metrics_port) == 0
     finally:
         process.kill()
         process.communicate()

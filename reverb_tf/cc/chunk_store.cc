@@ -2,18 +2,120 @@
 #include "reverb_tf/cc/chunk_store.h"
 
 #include <cstring>
+#include <map>
+#include <memory>
 #include <new>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 
 namespace reverb_tf {
+
+namespace {
+
+// Buffers of dead chunks, by capacity, for the next chunks of about that
+// size. Its mutex is a leaf: chunks die under tables' locks. A thread of
+// its own frees, once per period, the buffers nobody took during a whole
+// period, so that a server whose data went (a reset, say) gives the memory
+// back without waiting for more traffic.
+class RecycledBuffers {
+ public:
+  explicit RecycledBuffers(int64_t max_bytes)
+      : max_bytes_(max_bytes), ager_([this] { AgeEveryPeriod(); }) {}
+
+  ~RecycledBuffers() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    ager_.join();
+  }
+
+  void Give(std::string buffer) ABSL_LOCKS_EXCLUDED(mu_) {
+    const size_t capacity = buffer.capacity();
+    if (capacity < ChunkStore::kMinRecycledBytes) return;
+    absl::MutexLock lock(&mu_);
+    // Over the bound, the buffer is freed on return, unlocked.
+    if (bytes_ + static_cast<int64_t>(capacity) > max_bytes_) return;
+    buffer.clear();
+    bytes_ += static_cast<int64_t>(capacity);
+    buffers_.emplace(capacity, Kept{std::move(buffer), period_});
+  }
+
+  std::string Take(size_t size) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = buffers_.lower_bound(size);
+    if (it == buffers_.end() || it->first > size + size / 8 + 4096) return {};
+    std::string buffer = std::move(it->second.buffer);
+    bytes_ -= static_cast<int64_t>(it->first);
+    taken_bytes_ += static_cast<int64_t>(it->first);
+    buffers_.erase(it);
+    return buffer;
+  }
+
+  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
+
+  int64_t taken_bytes() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return taken_bytes_;
+  }
+
+ private:
+  struct Kept {
+    std::string buffer;
+    int64_t period;  // the one it came back in
+  };
+
+  void AgeEveryPeriod() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                                 ChunkStore::kRecycledBufferPeriod)) {
+      std::vector<std::string> expired;
+      for (auto it = buffers_.begin(); it != buffers_.end();) {
+        if (it->second.period < period_) {
+          bytes_ -= static_cast<int64_t>(it->first);
+          expired.push_back(std::move(it->second.buffer));
+          it = buffers_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      ++period_;
+      mu_.Unlock();
+      expired.clear();  // freed unlocked
+      mu_.Lock();
+    }
+  }
+
+  const int64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  std::multimap<size_t, Kept> buffers_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t taken_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t period_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread ager_;  // last: starts once the rest is built
+};
+
+}  // namespace
 
 struct Chunk::Accounting {
   std::atomic<int64_t> num_chunks{0};
   std::atomic<int64_t> num_bytes{0};
   // One reference for the store plus one per live chunk.
   std::atomic<int64_t> refs{1};
+  // Set while the store recycles buffers (RecycleBuffers); chunks that die
+  // give theirs back. Replaced only by the store, which must not race its
+  // chunks' deaths with RecycleBuffers (it is called while none die).
+  std::shared_ptr<RecycledBuffers> recycled;
 
   void Unref() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -58,7 +160,11 @@ void Chunk::Unref() const {
   accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
   if (is_external()) {
     using String = std::string;
-    external()->~String();
+    String* buffer = const_cast<String*>(external());
+    if (accounting->recycled != nullptr) {
+      accounting->recycled->Give(std::move(*buffer));
+    }
+    buffer->~String();
   }
   this->~Chunk();
   ::operator delete(const_cast<Chunk*>(this));
@@ -137,6 +243,26 @@ int64_t ChunkStore::num_live_chunks() const {
 
 int64_t ChunkStore::num_live_bytes() const {
   return accounting_->num_bytes.load(std::memory_order_relaxed);
+}
+
+void ChunkStore::RecycleBuffers(int64_t max_bytes) {
+  accounting_->recycled =
+      max_bytes > 0 ? std::make_shared<RecycledBuffers>(max_bytes) : nullptr;
+}
+
+std::string ChunkStore::TakeBuffer(size_t size) {
+  const std::shared_ptr<RecycledBuffers>& recycled = accounting_->recycled;
+  return recycled != nullptr ? recycled->Take(size) : std::string();
+}
+
+int64_t ChunkStore::num_recycled_bytes() const {
+  const std::shared_ptr<RecycledBuffers>& recycled = accounting_->recycled;
+  return recycled != nullptr ? recycled->bytes() : 0;
+}
+
+int64_t ChunkStore::num_recycled_bytes_taken() const {
+  const std::shared_ptr<RecycledBuffers>& recycled = accounting_->recycled;
+  return recycled != nullptr ? recycled->taken_bytes() : 0;
 }
 
 }  // namespace reverb_tf

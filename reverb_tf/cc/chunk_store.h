@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/tensor_payload.h"
@@ -204,6 +205,28 @@ class REVERB_TF_EXPORT ChunkStore {
   int64_t num_live_chunks() const;
   // Sum of ByteSize() over those chunks.
   int64_t num_live_bytes() const;
+
+  // From now on, keeps the buffers of this store's chunks that die (those
+  // over kInlineBytes and at least kMinRecycledBytes) for TakeBuffer(), up
+  // to `max_bytes` of capacity at once; a buffer nobody took for a whole
+  // kRecycledBufferPeriod (one to two periods after it came back) is freed
+  // by a thread the store starts for this. A server's chunk bytes then land in
+  // memory that is already mapped and was freed by any thread, instead of fresh
+  // pages of the parsing thread's malloc arena (wire/insert_request_reader.h
+  // has the measurements). 0 stops keeping them. Kept buffers live at most
+  // until the store and its last chunk are gone. Call it before any of the
+  // store's chunks can die on another thread (a server: before it serves).
+  void RecycleBuffers(int64_t max_bytes);
+  // An empty string whose capacity is between `size` and about 1/8 more, if
+  // a recycled one fits; else a new empty string.
+  std::string TakeBuffer(size_t size);
+  // Capacity of the buffers kept for reuse now, and of all TakeBuffer()
+  // has handed out.
+  int64_t num_recycled_bytes() const;
+  int64_t num_recycled_bytes_taken() const;
+
+  static constexpr size_t kMinRecycledBytes = 4096;
+  static constexpr absl::Duration kRecycledBufferPeriod = absl::Seconds(1);
 
  private:
   // Shared by the store and its chunks (intrusively counted), so the

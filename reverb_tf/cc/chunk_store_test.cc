@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/chunk_store.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/item.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
@@ -139,6 +143,95 @@ TEST(ChunkStoreTest, ChunksOutliveTheirStoreSafely) {
   EXPECT_EQ(chunk->num_steps(), 1);
   EXPECT_EQ(chunk->shape(), (std::vector<int64_t>{1, 4}));
   chunk.reset();  // must not touch freed accounting
+}
+
+// What TakeBuffer() gives when it has nothing: a string's own capacity.
+const size_t kNoBuffer = std::string().capacity();
+
+// A chunk of `bytes` uint8 bytes of value `fill`, and where its bytes are.
+ChunkRef ByteChunk(ChunkStore& store, ChunkKey key, size_t bytes, char fill) {
+  auto payload = MakePayload(DType::kUint8, {1, static_cast<int64_t>(bytes)},
+                             std::string(bytes, fill));
+  EXPECT_OK(payload);
+  auto chunk = store.Insert(key, 1, 0, *std::move(payload));
+  EXPECT_OK(chunk);
+  return *std::move(chunk);
+}
+
+TEST(ChunkStoreTest, ABufferIsRecycledOnlyWhenAsked) {
+  ChunkStore store;
+  ByteChunk(store, 1, 28224, 'a');
+  EXPECT_EQ(store.num_recycled_bytes(), 0);
+  EXPECT_EQ(store.TakeBuffer(28224).capacity(), kNoBuffer);
+}
+
+TEST(ChunkStoreTest, ADeadChunksBufferServesTheNextOfItsSize) {
+  ChunkStore store;
+  store.RecycleBuffers(1 << 20);
+  ChunkRef chunk = ByteChunk(store, 1, 28224, 'a');
+  const char* bytes = chunk->data().data();
+  EXPECT_EQ(store.num_recycled_bytes(), 0);  // still referenced
+  chunk.reset();
+  EXPECT_GE(store.num_recycled_bytes(), 28224);
+  // Too big, and too small to be worth a 28 KB buffer: not served.
+  EXPECT_EQ(store.TakeBuffer(28225 + 8192).capacity(), kNoBuffer);
+  EXPECT_EQ(store.TakeBuffer(1000).capacity(), kNoBuffer);
+  std::string buffer = store.TakeBuffer(28000);
+  EXPECT_GE(buffer.capacity(), 28224);
+  EXPECT_EQ(buffer.size(), 0);
+  EXPECT_EQ(buffer.data(), bytes);
+  EXPECT_EQ(store.num_recycled_bytes(), 0);
+  EXPECT_EQ(store.TakeBuffer(28000).capacity(), kNoBuffer);  // taken once only
+
+  // A chunk made of it holds what it was given, not what was there.
+  buffer.assign(28224, 'b');
+  auto payload = MakePayload(DType::kUint8, {1, 28224}, std::move(buffer));
+  ASSERT_OK(payload);
+  auto again = store.Insert(2, 1, 0, *std::move(payload));
+  ASSERT_OK(again);
+  EXPECT_EQ((*again)->data(), std::string(28224, 'b'));
+  EXPECT_EQ((*again)->data().data(), bytes);
+}
+
+TEST(ChunkStoreTest, RecyclingKeepsSmallBuffersOutAndStaysInItsBound) {
+  ChunkStore store;
+  store.RecycleBuffers(3 * 10000);
+  std::vector<ChunkRef> chunks;
+  // Inline chunks have no buffer; 2 KiB ones are left to malloc.
+  chunks.push_back(ByteChunk(store, 1, 512, 'a'));
+  chunks.push_back(ByteChunk(store, 2, 2048, 'a'));
+  for (ChunkKey key = 3; key < 8; ++key) {
+    chunks.push_back(ByteChunk(store, key, 10000, 'a'));
+  }
+  chunks.clear();
+  EXPECT_GE(store.num_recycled_bytes(), 2 * 10000);
+  EXPECT_LE(store.num_recycled_bytes(), 3 * 10000);
+  EXPECT_EQ(store.TakeBuffer(2048).capacity(), kNoBuffer);
+}
+
+TEST(ChunkStoreTest, RecycledBuffersNobodyTakesAreFreed) {
+  ChunkStore store;
+  store.RecycleBuffers(1 << 20);
+  ByteChunk(store, 1, 28224, 'a');
+  EXPECT_GT(store.num_recycled_bytes(), 0);
+  // Freed one to two periods after they came back, with no other call.
+  const absl::Time deadline =
+      absl::Now() + 2 * ChunkStore::kRecycledBufferPeriod + absl::Seconds(5);
+  while (store.num_recycled_bytes() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(store.num_recycled_bytes(), 0);
+}
+
+TEST(ChunkStoreTest, RecycledChunksOutliveTheirStoreSafely) {
+  ChunkRef chunk;
+  {
+    ChunkStore store;
+    store.RecycleBuffers(1 << 20);
+    chunk = ByteChunk(store, 1, 28224, 'a');
+  }
+  EXPECT_EQ(chunk->data().size(), 28224);
+  chunk.reset();  // gives the buffer back to recycling that still exists
 }
 
 TEST(ItemTest, ValidateTrajectoryCatchesBadSlices) {

@@ -2,7 +2,8 @@
 // Coverage-guided fuzzing (libFuzzer) of everything that decodes or
 // validates bytes from the wire, in both directions:
 //
-//   first byte % 3 == 0: the rest is an InsertRequest, run through the
+//   first byte % 3 == 0: the rest is an InsertRequest, read as the server
+//     reads it (which must agree with protobuf), run through the
 //     server's insert path (payload checks, zstd verification, chunk store,
 //     item resolution, table insert with signature and slice checks); every
 //     stored item is then sampled, packed as the server packs it and decoded
@@ -25,6 +26,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/text_format.h"
 #include "reverb_tf/cc/chunk_store.h"
@@ -33,6 +35,7 @@
 #include "reverb_tf/cc/proto/service.pb.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/wire/conversions.h"
+#include "reverb_tf/cc/wire/insert_request_reader.h"
 
 namespace reverb_tf {
 namespace {
@@ -141,10 +144,40 @@ void CheckAndReset() {
   }
 }
 
+// The server's store: one for all inputs, so that chunk bytes land in
+// buffers of earlier inputs' chunks.
+ChunkStore& Store() {
+  static ChunkStore* const store = [] {
+    auto* store = new ChunkStore();
+    store->RecycleBuffers(int64_t{64} << 20);
+    return store;
+  }();
+  return *store;
+}
+
 void Insert(const uint8_t* data, size_t size) {
+  // The server's reader (recycled buffers, input in pieces as gRPC's slices)
+  // must read exactly what protobuf reads.
+  proto::InsertRequest expected;
+  const bool parsed = expected.ParseFromArray(data, static_cast<int>(size));
   proto::InsertRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return;
-  ChunkStore store;
+  google::protobuf::io::ArrayInputStream input(data, static_cast<int>(size),
+                                               1 + static_cast<int>(size % 61));
+  ChunkStore& store = Store();
+  const bool read = ReadInsertRequest(
+      &input, &request, [&](size_t n) { return store.TakeBuffer(n); });
+  // The server's look before it reads: it must not fail on any bytes.
+  google::protobuf::io::ArrayInputStream scan(data, static_cast<int>(size));
+  const bool may_hold_large_chunks = MayHoldLargeChunks(&scan);
+  if (read != parsed ||
+      (read && request.SerializeAsString() != expected.SerializeAsString())) {
+    std::fprintf(stderr,
+                 "ReadInsertRequest %s what protobuf %s (large chunks: %s)\n",
+                 read ? "read" : "refused", parsed ? "read" : "refused",
+                 may_hold_large_chunks ? "maybe" : "no");
+    std::abort();
+  }
+  if (!read) return;
   absl::flat_hash_map<ChunkKey, ChunkRef> chunks;
   for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
     auto payload = PayloadFromProto(proto_chunk.mutable_tensor());

@@ -296,6 +296,14 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
   page.Family("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.");
   page.Sample("reverb_tf_chunk_bytes", {},
               static_cast<double>(snapshot.chunk_bytes));
+  page.Family("reverb_tf_recycled_chunk_bytes", "gauge",
+              "Capacity of dead chunks' buffers kept for the next chunks.");
+  page.Sample("reverb_tf_recycled_chunk_bytes", {},
+              static_cast<double>(snapshot.recycled_chunk_bytes));
+  page.Family("reverb_tf_recycled_chunk_bytes_taken_total", "counter",
+              "Capacity of kept buffers that new chunks took.");
+  page.Sample("reverb_tf_recycled_chunk_bytes_taken_total", {},
+              static_cast<double>(snapshot.recycled_chunk_bytes_taken));
   page.Family("reverb_tf_received_bytes_total", "counter",
               "Bytes of insert and sample stream messages received.");
   page.Sample("reverb_tf_received_bytes_total", {},

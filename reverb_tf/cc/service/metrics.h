@@ -118,6 +118,10 @@ struct MetricsSnapshot {
   std::optional<Budget> budget;  // absent: no memory_limit
   int64_t chunks = 0;
   int64_t chunk_bytes = 0;
+  // Capacity of dead chunks' buffers kept for new ones (chunk_store.h), and
+  // of those new chunks took.
+  int64_t recycled_chunk_bytes = 0;
+  int64_t recycled_chunk_bytes_taken = 0;
   // Not owned; must outlive RenderMetricsPage.
   const ServiceMetrics* service = nullptr;
   int64_t active_streams = 0;

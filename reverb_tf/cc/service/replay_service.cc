@@ -17,6 +17,7 @@
 #include "reverb_tf/cc/service/guarded_call.h"
 #include "reverb_tf/cc/service/request_echo.h"
 #include "reverb_tf/cc/wire/conversions.h"
+#include "reverb_tf/cc/wire/insert_request_reader.h"
 
 namespace reverb_tf {
 namespace {
@@ -30,13 +31,35 @@ absl::Status WordTimeout(absl::Status status, absl::Duration timeout,
                    absl::FormatDuration(timeout)));
 }
 
+// Protobuf's parsing of a request; InsertRequest's puts chunk bytes into
+// recycled buffers of the store (wire/insert_request_reader.h).
+template <typename Request>
+bool ParseRequest(grpc::ByteBuffer* buffer, Request* message, ChunkStore*) {
+  return grpc::SerializationTraits<Request>::Deserialize(buffer, message).ok();
+}
+
+template <>
+bool ParseRequest(grpc::ByteBuffer* buffer, proto::InsertRequest* message,
+                  ChunkStore* store) {
+  if (grpc::ProtoBufferReader scan(buffer); !MayHoldLargeChunks(&scan)) {
+    return grpc::SerializationTraits<proto::InsertRequest>::Deserialize(buffer,
+                                                                        message)
+        .ok();
+  }
+  grpc::ProtoBufferReader reader(buffer);
+  return ReadInsertRequest(&reader, message, [store](size_t size) {
+    return store->TakeBuffer(size);
+  });
+}
+
 // A typed view of a stream the service reads as raw bytes: Read() tells a
 // message it cannot parse from the end of the stream.
 template <typename Request, typename Response>
 class ParsedStream {
  public:
-  ParsedStream(ReplayService::RawStream* raw, ServiceMetrics* metrics)
-      : raw_(raw), metrics_(metrics) {}
+  ParsedStream(ReplayService::RawStream* raw, ServiceMetrics* metrics,
+               ChunkStore* store = nullptr)
+      : raw_(raw), metrics_(metrics), store_(store) {}
 
   // True with a message, false at the end of the stream (the client
   // half-closed or went away), INVALID_ARGUMENT if a message does not parse.
@@ -48,18 +71,17 @@ class ParsedStream {
     metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes),
                                        std::memory_order_relaxed);
     message->Clear();
-    grpc::Status parsed;
+    bool parsed = false;
     RETURN_IF_ERROR(CatchOutOfMemory(
         [&] {
           return absl::StrCat("reading message ", count_, " of this stream (",
                               bytes, " bytes)");
         },
         [&] {
-          parsed =
-              grpc::SerializationTraits<Request>::Deserialize(&buffer, message);
+          parsed = ParseRequest(&buffer, message, store_);
           return absl::OkStatus();
         }));
-    if (!parsed.ok()) {
+    if (!parsed) {
       return absl::InvalidArgumentError(
           absl::StrCat("message ", count_, " of this stream is not a valid ",
                        Request::descriptor()->name(), " (", bytes, " bytes)"));
@@ -84,6 +106,7 @@ class ParsedStream {
  private:
   ReplayService::RawStream* raw_;
   ServiceMetrics* metrics_;
+  ChunkStore* const store_;  // InsertRequest's only
   int64_t count_ = 0;
 };
 
@@ -213,8 +236,8 @@ grpc::Status ReplayService::HandleInsertStream(grpc::ServerContext* context,
   }
   StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
   if (!slot_in_limit.ok()) return TooManyStreams();
-  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(raw_stream,
-                                                                   &metrics_);
+  ParsedStream<proto::InsertRequest, proto::InsertResponse> stream(
+      raw_stream, &metrics_, &chunk_store_);
   LatencyHistogram& latency = metrics_.latency[ServiceMetrics::kInsertStream];
   Cancellation cancel;
   const auto watch = cancellation_watcher_.Add(

@@ -27,6 +27,11 @@ namespace reverb_tf {
 
 namespace {
 
+// Capacity of dead chunks' buffers a server keeps for new chunks: a refill
+// of 256 MiB of large items after a reset or a drained queue lands in mapped
+// memory.
+constexpr int64_t kMaxRecycledChunkBytes = int64_t{256} << 20;
+
 // The addresses (without port) a server of `host` listens on: for
 // "localhost" both loopbacks, each bound on its own (platform/loopback.h),
 // since gRPC binds the addresses of a name best-effort.
@@ -234,6 +239,12 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   limits.max_active_streams = options.max_active_streams;
   limits.auth = options.auth;
   server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
+  // Writers' chunk bytes go into buffers of chunks that died, whichever
+  // thread freed them (chunk_store.h); within a budget, an eighth of it.
+  server->service_->mutable_chunk_store()->RecycleBuffers(
+      options.memory_limit > 0
+          ? std::min(kMaxRecycledChunkBytes, options.memory_limit / 8)
+          : kMaxRecycledChunkBytes);
   if (options.memory_limit > 0) {
     server->budget_ = std::make_unique<MemoryBudget>(
         options.memory_limit, &server->service_->chunk_store(),
@@ -473,6 +484,9 @@ std::string ReplayServer::MetricsText() const {
   }
   snapshot.chunks = num_live_chunks();
   snapshot.chunk_bytes = num_live_chunk_bytes();
+  snapshot.recycled_chunk_bytes = service_->chunk_store().num_recycled_bytes();
+  snapshot.recycled_chunk_bytes_taken =
+      service_->chunk_store().num_recycled_bytes_taken();
   snapshot.service = &service_->metrics();
   snapshot.active_streams = service_->active_streams();
   {

@@ -9,6 +9,7 @@ path. After every batch the server must still answer a normal round trip
 the time are bounded; the seed is fixed so that a failure reproduces.
 """
 
+import contextlib
 import random
 import time
 
@@ -199,6 +200,24 @@ def test_hostile_bytes_never_take_the_server_down(method):
         print(method, {code.name: n for code, n in codes.items()})
 
 
+@contextlib.contextmanager
+def _queue_server_insert_stream():
+    """A server with a queue table "t", and its InsertStream over typed messages.
+
+    Yields:
+      (address, call): the server's address, and the stream's callable.
+    """
+    with reverb.Server([reverb.Table.queue("t", 10)]) as server:
+        address = f"localhost:{server.port}"
+        with grpc.insecure_channel(address) as channel:
+            call = channel.stream_stream(
+                _SERVICE + "InsertStream",
+                request_serializer=pb.InsertRequest.SerializeToString,
+                response_deserializer=pb.InsertResponse.FromString,
+            )
+            yield address, call
+
+
 def test_lane_chunks_from_the_wire_are_checked_and_stored():
     """A lane chunk's rows must divide among its lanes; an item gets its lane's row."""
     rows = np.array([[1, 2], [3, 4]], np.float32)  # row b: environment b's step
@@ -213,21 +232,14 @@ def test_lane_chunks_from_the_wire_are_checked_and_stored():
             data_pb2.Column(slices=[data_pb2.Slice(chunk_key=22, offset=1, length=1)], squeeze=True)
         ],
     )
-    with reverb.Server([reverb.Table.queue("t", 10)]) as server:
-        address = f"localhost:{server.port}"
-        with grpc.insecure_channel(address) as channel:
-            call = channel.stream_stream(
-                _SERVICE + "InsertStream",
-                request_serializer=pb.InsertRequest.SerializeToString,
-                response_deserializer=pb.InsertResponse.FromString,
-            )
-            with pytest.raises(grpc.RpcError) as refused:
-                list(call(iter([pb.InsertRequest(chunks=[uneven])]), timeout=5))
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "is not a multiple" in refused.value.details()
-            request = pb.InsertRequest(chunks=[lanes], items=[item])
-            responses = list(call(iter([request]), timeout=5))
-            assert [key for r in responses for key in r.keys] == [9]
+    with _queue_server_insert_stream() as (address, call):
+        with pytest.raises(grpc.RpcError) as refused:
+            list(call(iter([pb.InsertRequest(chunks=[uneven])]), timeout=5))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "is not a multiple" in refused.value.details()
+        request = pb.InsertRequest(chunks=[lanes], items=[item])
+        responses = list(call(iter([request]), timeout=5))
+        assert [key for r in responses for key in r.keys] == [9]
         client = reverb.Client(address)
         assert client.server_info()["t"].num_episodes == 1
         (sample,) = client.sample("t", emit_timesteps=False)
@@ -255,21 +267,15 @@ def test_item_batches_from_the_wire_store_one_item_per_lane():
         ],
     )
     uneven = data_pb2.ItemBatch(table="t", keys=[1, 2], priorities=[1.0], lanes=[0, 1])
-    with reverb.Server([reverb.Table.queue("t", 10)]) as server:
-        address = f"localhost:{server.port}"
-        with grpc.insecure_channel(address) as channel:
-            call = channel.stream_stream(
-                _SERVICE + "InsertStream",
-                request_serializer=pb.InsertRequest.SerializeToString,
-                response_deserializer=pb.InsertResponse.FromString,
-            )
-            responses = list(call(iter([pb.InsertRequest(chunks=[lanes], item_batches=[batch])])))
-            assert [key for r in responses for key in r.keys] == [50, 51]
-            assert all(r.takes_item_batches for r in responses)
-            with pytest.raises(grpc.RpcError) as refused:
-                list(call(iter([pb.InsertRequest(item_batches=[uneven])]), timeout=5))
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "must match" in refused.value.details()
+    with _queue_server_insert_stream() as (address, call):
+        request = pb.InsertRequest(chunks=[lanes], item_batches=[batch])
+        responses = list(call(iter([request]), timeout=5))
+        assert [key for r in responses for key in r.keys] == [50, 51]
+        assert all(r.takes_item_batches for r in responses)
+        with pytest.raises(grpc.RpcError) as refused:
+            list(call(iter([pb.InsertRequest(item_batches=[uneven])]), timeout=5))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "must match" in refused.value.details()
         client = reverb.Client(address)
         assert client.server_info()["t"].num_episodes == 2
         got = [s.data[0] for s in client.sample("t", 2, emit_timesteps=False)]

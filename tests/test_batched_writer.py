@@ -8,7 +8,14 @@ import pytest
 
 import reverb_tf as reverb
 from reverb_tf import errors
-from integration import make_server, table  # noqa: F401  (fixtures)
+from integration import (  # noqa: F401  (fixtures)
+    make_server,
+    metric_value,
+    port_outside_ephemeral_range,
+    scrape_metrics,
+    table,
+    uniform_table_config,
+)
 
 B = 4
 # Over gRPC a writer's first items go as single items, later ones as item
@@ -305,3 +312,35 @@ def test_a_step_of_every_environment_is_one_chunk_and_survives_restarts(tmp_path
         assert info.num_episodes == before.num_episodes + B
     finally:
         second.stop()
+
+
+def test_a_remote_writer_sends_item_batches_once_the_server_takes_them(start_server, server_binary):
+    # Before the server's first acknowledgement a batched writer cannot know
+    # that it takes item batches, and sends single items; after it, one
+    # batch per create_items call (the server counts both by message).
+    metrics_port = port_outside_ephemeral_range()
+    process, port = start_server(
+        server_binary,
+        "--config=" + uniform_table_config(0, max_size=1000),
+        f"--metrics_port={metrics_port}",
+    )
+    steps = 5
+    try:
+        client = reverb.Client(f"localhost:{port}")
+        with client.batched_trajectory_writer(B, num_keep_alive_refs=1) as writer:
+            for t in range(steps):
+                writer.append({"obs": _obs(t)})
+                writer.create_items("t", np.ones(B), [writer.history["obs"][-1]])
+                if t == 0:
+                    writer.flush()  # the first acknowledgement
+        samples, _ = scrape_metrics(metrics_port)
+        received = {
+            message: metric_value(samples, "reverb_tf_insert_items_received_total", message=message)
+            for message in ("item", "item_batch")
+        }
+        assert received == {"item": B, "item_batch": (steps - 1) * B}
+        rows = {tuple(np.asarray(s.data[0]).tolist()) for s in _sample_all(client)}
+        assert rows == {tuple(_obs(t)[b].tolist()) for b in range(B) for t in range(steps)}
+    finally:
+        process.kill()
+        process.communicate()

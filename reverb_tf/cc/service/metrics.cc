@@ -304,6 +304,16 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
               "Capacity of kept buffers that new chunks took.");
   page.Sample("reverb_tf_recycled_chunk_bytes_taken_total", {},
               static_cast<double>(snapshot.recycled_chunk_bytes_taken));
+  page.Family("reverb_tf_insert_items_received_total", "counter",
+              "Items received on insert streams, by the message that carried "
+              "them (an item, or an item batch of a batched writer).");
+  for (int m = 0; m < ServiceMetrics::kNumItemMessages; ++m) {
+    page.Sample(
+        "reverb_tf_insert_items_received_total",
+        {{"message", std::string(ServiceMetrics::kItemMessageNames[m])}},
+        static_cast<double>(
+            service.items_received[m].load(std::memory_order_relaxed)));
+  }
   page.Family("reverb_tf_received_bytes_total", "counter",
               "Bytes of insert and sample stream messages received.");
   page.Sample("reverb_tf_received_bytes_total", {},

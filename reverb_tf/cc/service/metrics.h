@@ -70,6 +70,12 @@ struct ServiceMetrics {
   // Stream message bytes, as they cross the wire.
   std::atomic<int64_t> received_bytes{0};
   std::atomic<int64_t> sent_bytes{0};
+  // Items received on insert streams, by the message that carried them: an
+  // Item, or an ItemBatch of a batched writer (one per environment).
+  enum ItemMessage { kItem, kItemBatch, kNumItemMessages };
+  static constexpr std::array<absl::string_view, kNumItemMessages>
+      kItemMessageNames = {"item", "item_batch"};
+  std::array<std::atomic<int64_t>, kNumItemMessages> items_received{};
   // Unary methods: per call. Streams: per message handled (an insert
   // request until its acknowledgement, a sample response until written),
   // rate-limiter waits included.

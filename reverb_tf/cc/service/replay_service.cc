@@ -320,6 +320,13 @@ absl::StatusOr<bool> ReplayService::InsertSession::Process(
   const absl::Duration timeout =
       TimeoutFromMs(request.rate_limiter_timeout_ms());
   const absl::Time chunk_deadline = DeadlineAfter(timeout);
+  ServiceMetrics& metrics = service_->metrics_;
+  metrics.items_received[ServiceMetrics::kItem].fetch_add(
+      request.items_size(), std::memory_order_relaxed);
+  for (const proto::ItemBatch& batch : request.item_batches()) {
+    metrics.items_received[ServiceMetrics::kItemBatch].fetch_add(
+        batch.keys_size(), std::memory_order_relaxed);
+  }
   for (proto::Chunk& proto_chunk : *request.mutable_chunks()) {
     RETURN_IF_ERROR(CatchOutOfMemory(
         [&] {

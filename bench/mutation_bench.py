@@ -14,9 +14,16 @@ CPU time the client and the server spent per call.
 
 With several shards every call goes to every shard (each applies the keys
 it holds), and the server CPU is the shards' sum.
+
+The first line is the floor under all of them: a round trip of plain TCP
+between this process and a child process on loopback (a request of the
+held-keys call's size, an 8-byte answer), with no gRPC and no replay work.
 """
 
 import argparse
+import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -26,6 +33,53 @@ from server_process import cpu_seconds, start_server, table_config
 
 # A deadline makes the native client use a unary call instead of the stream.
 _UNARY_TIMEOUT_S = 60.0
+
+
+# A child process that answers every `size`-byte request with 8 bytes.
+_ECHO_SERVER = """
+import socket, sys
+size = int(sys.argv[1])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    got = 0
+    while got < size:
+        chunk = conn.recv(size - got)
+        if not chunk:
+            sys.exit(0)
+        got += len(chunk)
+    conn.sendall(b"12345678")
+"""
+
+
+def raw_tcp_round_trip_us(request_bytes: int, calls: int) -> float:
+    """Microseconds per round trip of plain TCP to a child process on loopback."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _ECHO_SERVER, str(request_bytes)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(child.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            request = b"x" * request_bytes
+
+            def round_trip():
+                conn.sendall(request)
+                got = 0
+                while got < 8:
+                    got += len(conn.recv(8 - got))
+
+            for _ in range(100):  # warm-up
+                round_trip()
+            start = time.perf_counter()
+            for _ in range(calls):
+                round_trip()
+            return (time.perf_counter() - start) * 1e6 / calls
+    finally:
+        child.kill()
+        child.wait()
 
 
 def main() -> None:
@@ -87,6 +141,9 @@ def main() -> None:
             f"shard(s) of {args.items} items; microseconds per call"
         )
         print(f"{'request':<22}{'path':<8}{'wall':>8}{'client CPU':>12}{'server CPU':>12}")
+        # A held key travels as 8 bytes of key and 8 of priority, plus tags.
+        floor = raw_tcp_round_trip_us(20 * args.keys, args.calls)
+        print(f"{'plain TCP, ' + str(20 * args.keys) + ' B':<22}{'socket':<8}{floor:>8.0f}")
         for label, keys in [
             ("empty", []),
             (f"{args.keys} absent keys", absent),

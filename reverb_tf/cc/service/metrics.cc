@@ -70,6 +70,12 @@ void PrometheusText::Family(absl::string_view name, absl::string_view type,
                   type, "\n");
 }
 
+void PrometheusText::Scalar(absl::string_view name, absl::string_view type,
+                            absl::string_view help, double value) {
+  Family(name, type, help);
+  Sample(name, {}, value);
+}
+
 void PrometheusText::Sample(absl::string_view name, const Labels& labels,
                             double value) {
   absl::StrAppend(&text_, name);
@@ -235,74 +241,64 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
 
   if (snapshot.wal.has_value()) {
     const WalStats& wal = snapshot.wal->stats;
-    const auto counter = [&](absl::string_view name, absl::string_view help,
-                             uint64_t value) {
-      page.Family(name, "counter", help);
-      page.Sample(name, {}, static_cast<double>(value));
-    };
-    counter("reverb_tf_wal_entries_total",
-            "Changes queued in the write-ahead log.", wal.entries);
-    counter("reverb_tf_wal_bytes_total",
-            "Bytes written to the write-ahead log.", wal.bytes);
-    counter(
-        "reverb_tf_wal_writes_total",
+    page.Scalar("reverb_tf_wal_entries_total", "counter",
+                "Changes queued in the write-ahead log.",
+                static_cast<double>(wal.entries));
+    page.Scalar("reverb_tf_wal_bytes_total", "counter",
+                "Bytes written to the write-ahead log.",
+                static_cast<double>(wal.bytes));
+    page.Scalar(
+        "reverb_tf_wal_writes_total", "counter",
         "Writes of the write-ahead log (each acknowledges one or more calls).",
-        wal.commits);
-    counter("reverb_tf_wal_syncs_total",
-            "fdatasync calls of the write-ahead log.", wal.syncs);
-    page.Family("reverb_tf_wal_files", "gauge",
-                "Files of the write-ahead log on disk.");
-    page.Sample("reverb_tf_wal_files", {}, static_cast<double>(wal.files));
-    page.Family(
+        static_cast<double>(wal.commits));
+    page.Scalar("reverb_tf_wal_syncs_total", "counter",
+                "fdatasync calls of the write-ahead log.",
+                static_cast<double>(wal.syncs));
+    page.Scalar("reverb_tf_wal_files", "gauge",
+                "Files of the write-ahead log on disk.",
+                static_cast<double>(wal.files));
+    page.Scalar(
         "reverb_tf_wal_writable", "gauge",
         "1 while the write-ahead log can be written; 0 while it cannot (a full "
-        "disk): reads are served, writes refused until a checkpoint succeeds.");
-    page.Sample("reverb_tf_wal_writable", {},
-                snapshot.wal->writable ? 1.0 : 0.0);
-    counter(
-        "reverb_tf_wal_recoveries_total",
+        "disk): reads are served, writes refused until a checkpoint succeeds.",
+        snapshot.wal->writable ? 1.0 : 0.0);
+    page.Scalar(
+        "reverb_tf_wal_recoveries_total", "counter",
         "Times the write-ahead log became writable again after a checkpoint.",
-        static_cast<uint64_t>(snapshot.wal->recoveries));
+        static_cast<double>(static_cast<uint64_t>(snapshot.wal->recoveries)));
   }
 
   if (snapshot.budget.has_value()) {
     const MetricsSnapshot::Budget& budget = *snapshot.budget;
-    page.Family("reverb_tf_memory_limit_bytes", "gauge",
+    page.Scalar("reverb_tf_memory_limit_bytes", "gauge",
                 "The memory budget (memory_limit): chunk bytes plus a fixed "
-                "cost per item.");
-    page.Sample("reverb_tf_memory_limit_bytes", {},
+                "cost per item.",
                 static_cast<double>(budget.limit));
-    page.Family("reverb_tf_memory_used_bytes", "gauge",
+    page.Scalar("reverb_tf_memory_used_bytes", "gauge",
                 "What the budget counts now: bytes of the chunks held plus "
-                "MemoryBudget::kItemBytes per item.");
-    page.Sample("reverb_tf_memory_used_bytes", {},
+                "MemoryBudget::kItemBytes per item.",
                 static_cast<double>(budget.used));
-    page.Family(
+    page.Scalar(
         "reverb_tf_memory_waiting_calls", "gauge",
-        "Inserts and writer chunks waiting for room in the memory budget.");
-    page.Sample("reverb_tf_memory_waiting_calls", {},
-                static_cast<double>(budget.waiting));
-    page.Family(
+        "Inserts and writer chunks waiting for room in the memory budget.",
+        static_cast<double>(budget.waiting));
+    page.Scalar(
         "reverb_tf_memory_refusals_total", "counter",
-        "Inserts and writer chunks refused at their timeout for want of room.");
-    page.Sample("reverb_tf_memory_refusals_total", {},
-                static_cast<double>(budget.refused));
+        "Inserts and writer chunks refused at their timeout for want of room.",
+        static_cast<double>(budget.refused));
   }
 
   const ServiceMetrics& service = *snapshot.service;
-  page.Family("reverb_tf_chunks", "gauge",
-              "Chunks held by items or writer streams.");
-  page.Sample("reverb_tf_chunks", {}, static_cast<double>(snapshot.chunks));
-  page.Family("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.");
-  page.Sample("reverb_tf_chunk_bytes", {},
+  page.Scalar("reverb_tf_chunks", "gauge",
+              "Chunks held by items or writer streams.",
+              static_cast<double>(snapshot.chunks));
+  page.Scalar("reverb_tf_chunk_bytes", "gauge", "Bytes of the chunks held.",
               static_cast<double>(snapshot.chunk_bytes));
-  page.Family("reverb_tf_recycled_chunk_bytes", "gauge",
-              "Capacity of dead chunks' buffers kept for the next chunks.");
-  page.Sample("reverb_tf_recycled_chunk_bytes", {},
+  page.Scalar("reverb_tf_recycled_chunk_bytes", "gauge",
+              "Capacity of dead chunks' buffers kept for the next chunks.",
               static_cast<double>(snapshot.recycled_chunk_bytes));
-  page.Family("reverb_tf_recycled_chunk_bytes_taken_total", "counter",
-              "Capacity of kept buffers that new chunks took.");
-  page.Sample("reverb_tf_recycled_chunk_bytes_taken_total", {},
+  page.Scalar("reverb_tf_recycled_chunk_bytes_taken_total", "counter",
+              "Capacity of kept buffers that new chunks took.",
               static_cast<double>(snapshot.recycled_chunk_bytes_taken));
   page.Family("reverb_tf_insert_items_received_total", "counter",
               "Items received on insert streams, by the message that carried "
@@ -314,19 +310,16 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
         static_cast<double>(
             service.items_received[m].load(std::memory_order_relaxed)));
   }
-  page.Family("reverb_tf_received_bytes_total", "counter",
-              "Bytes of insert and sample stream messages received.");
-  page.Sample("reverb_tf_received_bytes_total", {},
+  page.Scalar("reverb_tf_received_bytes_total", "counter",
+              "Bytes of insert and sample stream messages received.",
               static_cast<double>(
                   service.received_bytes.load(std::memory_order_relaxed)));
-  page.Family("reverb_tf_sent_bytes_total", "counter",
-              "Bytes of insert and sample stream messages sent.");
-  page.Sample(
-      "reverb_tf_sent_bytes_total", {},
+  page.Scalar(
+      "reverb_tf_sent_bytes_total", "counter",
+      "Bytes of insert and sample stream messages sent.",
       static_cast<double>(service.sent_bytes.load(std::memory_order_relaxed)));
-  page.Family("reverb_tf_active_streams", "gauge",
-              "Insert, sample and priority-mutation streams open now.");
-  page.Sample("reverb_tf_active_streams", {},
+  page.Scalar("reverb_tf_active_streams", "gauge",
+              "Insert, sample and priority-mutation streams open now.",
               static_cast<double>(snapshot.active_streams));
   page.Family(
       "reverb_tf_rpc_duration_seconds", "histogram",
@@ -348,27 +341,22 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
     page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "failed"}},
                 static_cast<double>(snapshot.checkpoints_failed));
     if (snapshot.last_checkpoint.has_value()) {
-      page.Family("reverb_tf_last_checkpoint_duration_seconds", "gauge",
-                  "How long the last checkpoint took.");
-      page.Sample("reverb_tf_last_checkpoint_duration_seconds", {},
+      page.Scalar("reverb_tf_last_checkpoint_duration_seconds", "gauge",
+                  "How long the last checkpoint took.",
                   absl::ToDoubleSeconds(snapshot.last_checkpoint->total));
-      page.Family("reverb_tf_last_checkpoint_bytes", "gauge",
-                  "Size of the last checkpoint.");
-      page.Sample("reverb_tf_last_checkpoint_bytes", {},
+      page.Scalar("reverb_tf_last_checkpoint_bytes", "gauge",
+                  "Size of the last checkpoint.",
                   static_cast<double>(snapshot.last_checkpoint->bytes));
-      page.Family("reverb_tf_last_checkpoint_items", "gauge",
-                  "Items in the last checkpoint.");
-      page.Sample("reverb_tf_last_checkpoint_items", {},
+      page.Scalar("reverb_tf_last_checkpoint_items", "gauge",
+                  "Items in the last checkpoint.",
                   static_cast<double>(snapshot.last_checkpoint->num_items));
-      page.Family("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
-                  "When the last checkpoint finished (Unix time).");
-      page.Sample("reverb_tf_last_checkpoint_timestamp_seconds", {},
+      page.Scalar("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
+                  "When the last checkpoint finished (Unix time).",
                   absl::ToUnixMicros(snapshot.last_checkpoint_time) * 1e-6);
     }
   }
-  page.Family("process_resident_memory_bytes", "gauge",
-              "Resident memory size in bytes.");
-  page.Sample("process_resident_memory_bytes", {},
+  page.Scalar("process_resident_memory_bytes", "gauge",
+              "Resident memory size in bytes.",
               static_cast<double>(snapshot.resident_bytes));
   return page.text();
 }

@@ -93,6 +93,9 @@ class PrometheusText {
               absl::string_view help);
   // One sample of the current family (`name` may add _bucket/_sum/_count).
   void Sample(absl::string_view name, const Labels& labels, double value);
+  // A family of one sample without labels.
+  void Scalar(absl::string_view name, absl::string_view type,
+              absl::string_view help, double value);
   void Histogram(absl::string_view name, const Labels& labels,
                  const LatencyHistogram::Snapshot& histogram);
 

@@ -16,22 +16,23 @@ using google::protobuf::io::CodedInputStream;
 using google::protobuf::io::CodedOutputStream;
 using google::protobuf::io::StringOutputStream;
 
+constexpr uint32_t LengthDelimited(int field_number) {
+  return WireFormatLite::MakeTag(field_number,
+                                 WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+}
+
 // The length-delimited fields read here; every other field of these
 // messages is copied as it is and parsed by protobuf.
 constexpr uint32_t kRequestChunks =
-    WireFormatLite::MakeTag(proto::InsertRequest::kChunksFieldNumber,
-                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    LengthDelimited(proto::InsertRequest::kChunksFieldNumber);
 constexpr uint32_t kRequestItems =
-    WireFormatLite::MakeTag(proto::InsertRequest::kItemsFieldNumber,
-                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    LengthDelimited(proto::InsertRequest::kItemsFieldNumber);
 constexpr uint32_t kRequestItemBatches =
-    WireFormatLite::MakeTag(proto::InsertRequest::kItemBatchesFieldNumber,
-                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    LengthDelimited(proto::InsertRequest::kItemBatchesFieldNumber);
 constexpr uint32_t kChunkTensor =
-    WireFormatLite::MakeTag(proto::Chunk::kTensorFieldNumber,
-                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
-constexpr uint32_t kTensorData = WireFormatLite::MakeTag(
-    proto::Tensor::kDataFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    LengthDelimited(proto::Chunk::kTensorFieldNumber);
+constexpr uint32_t kTensorData =
+    LengthDelimited(proto::Tensor::kDataFieldNumber);
 
 // Reads the fields of one message up to the input's end or current limit:
 // `read_field(tag)` takes the fields it knows (returning false for bytes

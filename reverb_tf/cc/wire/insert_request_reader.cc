@@ -21,8 +21,10 @@ constexpr uint32_t LengthDelimited(int field_number) {
                                  WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
 }
 
-// The length-delimited fields read here; every other field of these
-// messages is copied as it is and parsed by protobuf.
+// The length-delimited fields the reader looks at itself: a request's
+// chunks (a large one read here, a small one by protobuf), items and item
+// batches (protobuf, in place), a chunk's tensor and a tensor's bytes. Every
+// other field is copied as it is and merged by protobuf at the end.
 constexpr uint32_t kRequestChunks =
     LengthDelimited(proto::InsertRequest::kChunksFieldNumber);
 constexpr uint32_t kRequestItems =
@@ -35,10 +37,11 @@ constexpr uint32_t kTensorData =
     LengthDelimited(proto::Tensor::kDataFieldNumber);
 
 // Reads the fields of one message up to the input's end or current limit:
-// `read_field(tag)` takes the fields it knows (returning false for bytes
-// that do not parse); the others are gathered and merged into `message` at
-// the end, which keeps protobuf's semantics for each field since a message's
-// fields can be merged in any grouping that keeps their order.
+// `read_field(tag, &read)` reads the fields it knows, setting `read`
+// (returning false for bytes that do not parse); the others are gathered and
+// merged into `message` at the end, which keeps protobuf's semantics for each
+// field since a message's fields can be merged in any grouping that keeps their
+// order.
 template <typename Message, typename ReadField>
 bool ReadFields(CodedInputStream* in, Message* message, ReadField read_field) {
   std::string rest;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/wire/insert_request_reader.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,77 @@ constexpr uint32_t kChunkTensor =
 constexpr uint32_t kTensorData =
     LengthDelimited(proto::Tensor::kDataFieldNumber);
 
+// Protobuf's parser is stricter than CodedInputStream on varint encodings:
+// it refuses a tag or a length of more than five bytes (CodedInputStream
+// reads up to ten and drops the high bits), and a length of 2 GiB less its
+// 16 bytes of slop or more. The reader refuses the same.
+constexpr int kMaxTagOrLengthBytes = 5;
+constexpr uint64_t kMaxLength = INT32_MAX - 16;
+
+// A tag as protobuf's parser reads it; 0 at the input's end or limit.
+bool ReadTag(CodedInputStream* in, uint32_t* tag) {
+  const int start = in->CurrentPosition();
+  *tag = in->ReadTag();
+  return in->CurrentPosition() - start <= kMaxTagOrLengthBytes;
+}
+
+// A length prefix as protobuf's parser reads it.
+bool ReadLength(CodedInputStream* in, int* length) {
+  const int start = in->CurrentPosition();
+  uint64_t value;
+  if (!in->ReadVarint64(&value) ||
+      in->CurrentPosition() - start > kMaxTagOrLengthBytes ||
+      value > kMaxLength) {
+    return false;
+  }
+  *length = static_cast<int>(value);
+  return true;
+}
+
+// Copies the field of `tag` (already read) to `out` as it is, refusing what
+// protobuf's parser refuses. WireFormatLite::SkipField copies too, but
+// re-encodes lengths, also those in groups, and so would hand protobuf a
+// field it accepts where the original bytes are refused.
+bool CopyField(CodedInputStream* in, uint32_t tag, CodedOutputStream* out) {
+  switch (WireFormatLite::GetTagWireType(tag)) {
+    case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+      int length;
+      std::string bytes;
+      if (!ReadLength(in, &length) || !in->ReadString(&bytes, length)) {
+        return false;
+      }
+      out->WriteTag(tag);
+      out->WriteVarint32(static_cast<uint32_t>(length));
+      out->WriteString(bytes);
+      return true;
+    }
+    case WireFormatLite::WIRETYPE_START_GROUP: {
+      if (!in->IncrementRecursionDepth()) return false;
+      out->WriteTag(tag);
+      const uint32_t end =
+          WireFormatLite::MakeTag(WireFormatLite::GetTagFieldNumber(tag),
+                                  WireFormatLite::WIRETYPE_END_GROUP);
+      while (true) {
+        uint32_t inner;
+        if (!ReadTag(in, &inner) || inner == 0) return false;
+        if (WireFormatLite::GetTagWireType(inner) ==
+            WireFormatLite::WIRETYPE_END_GROUP) {
+          if (inner != end) return false;
+          break;
+        }
+        if (!CopyField(in, inner, out)) return false;
+      }
+      in->DecrementRecursionDepth();
+      out->WriteTag(end);
+      return true;
+    }
+    default:
+      // Varints and fixed-width values are copied as protobuf reads them;
+      // an end-group tag outside a group and invalid wire types are refused.
+      return WireFormatLite::SkipField(in, tag, out);
+  }
+}
+
 // Reads the fields of one message up to the input's end or current limit:
 // `read_field(tag, &read)` reads the fields it knows, setting `read`
 // (returning false for bytes that do not parse); the others are gathered and
@@ -49,15 +121,12 @@ bool ReadFields(CodedInputStream* in, Message* message, ReadField read_field) {
     StringOutputStream rest_stream(&rest);
     CodedOutputStream rest_out(&rest_stream);
     while (true) {
-      const int start = in->CurrentPosition();
-      const uint32_t tag = in->ReadTag();
-      // CodedInputStream reads a tag of up to ten bytes, dropping high bits;
-      // protobuf's parser refuses one of more than five.
-      if (in->CurrentPosition() - start > 5) return false;
+      uint32_t tag;
+      if (!ReadTag(in, &tag)) return false;
       if (tag == 0) break;
       bool read = false;
       if (!read_field(tag, &read)) return false;
-      if (!read && !WireFormatLite::SkipField(in, tag, &rest_out)) {
+      if (!read && !CopyField(in, tag, &rest_out)) {
         return false;
       }
     }
@@ -71,7 +140,7 @@ bool ReadFields(CodedInputStream* in, Message* message, ReadField read_field) {
 template <typename Read>
 bool ReadSubmessage(CodedInputStream* in, Read read) {
   int length;
-  if (!in->ReadVarintSizeAsInt(&length)) return false;
+  if (!ReadLength(in, &length)) return false;
   // PushLimit() would cut a length beyond the enclosing message's to it.
   if (const int outer = in->BytesUntilLimit(); outer >= 0 && length > outer) {
     return false;
@@ -89,7 +158,7 @@ bool ReadTensor(CodedInputStream* in, proto::Tensor* tensor,
     if (tag != kTensorData) return true;
     *read = true;
     int size;
-    if (!in->ReadVarintSizeAsInt(&size) || size > in->BytesUntilLimit()) {
+    if (!ReadLength(in, &size) || size > in->BytesUntilLimit()) {
       return false;
     }
     std::string* data = tensor->mutable_data();
@@ -124,7 +193,7 @@ bool MayHoldLargeChunks(google::protobuf::io::ZeroCopyInputStream* input) {
       continue;
     }
     int length;
-    if (!in.ReadVarintSizeAsInt(&length) ||
+    if (!ReadLength(&in, &length) ||
         length >= static_cast<int>(kMinReadBufferBytes) || !in.Skip(length)) {
       return true;
     }

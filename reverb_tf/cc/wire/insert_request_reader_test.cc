@@ -2,6 +2,7 @@
 #include "reverb_tf/cc/wire/insert_request_reader.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,14 +145,35 @@ TEST(InsertRequestReaderTest, ReadsTheClientsFrames) {
   EXPECT_EQ(parsed.serialized, request.SerializeAsString());
 }
 
-std::string Varint(uint64_t value) {
+// `value` as a varint of exactly `bytes` bytes (padded with continuation
+// bytes; high bits beyond them dropped), or of the fewest when `bytes` is 0.
+std::string VarintOf(uint64_t value, int bytes = 0) {
   std::string out;
-  do {
-    out.push_back(
-        static_cast<char>((value & 0x7f) | (value > 0x7f ? 0x80 : 0)));
+  for (int i = 0; bytes == 0 ? (i == 0 || value != 0) : i < bytes; ++i) {
+    const uint8_t low = value & 0x7f;
     value >>= 7;
-  } while (value != 0);
+    const bool more = bytes == 0 ? value != 0 : i + 1 < bytes;
+    out.push_back(static_cast<char>(low | (more ? 0x80 : 0)));
+  }
   return out;
+}
+
+std::string Tag(int field, int wire_type, int bytes = 0) {
+  return VarintOf(static_cast<uint64_t>(field) << 3 | wire_type, bytes);
+}
+
+// A length-delimited field whose length is `length` (the body's size when
+// negative) in `length_bytes` bytes.
+std::string Field(int field, const std::string& body, int length_bytes = 0,
+                  int64_t length = -1) {
+  return Tag(field, 2) +
+         VarintOf(length < 0 ? body.size() : static_cast<uint64_t>(length),
+                  length_bytes) +
+         body;
+}
+
+std::string Group(int field, const std::string& body, int end_tag_bytes = 0) {
+  return Tag(field, 3) + body + Tag(field, 4, end_tag_bytes);
 }
 
 TEST(InsertRequestReaderTest, RepeatedAndUnknownFieldsMergeAsInProtobuf) {
@@ -171,7 +193,7 @@ TEST(InsertRequestReaderTest, RepeatedAndUnknownFieldsMergeAsInProtobuf) {
     chunk_bytes += second.SerializeAsString();
     chunk_bytes += std::string("\xa0\x06\x2a", 3);          // field 100: 42
     chunk_bytes += std::string("\x22\x03\xa8\x06\x01", 5);  // tensor: 101
-    bytes += "\x0a" + Varint(chunk_bytes.size()) + chunk_bytes;
+    bytes += "\x0a" + VarintOf(chunk_bytes.size()) + chunk_bytes;
     bytes += std::string("\x20\x05", 2);        // the timeout again: 5
     bytes += std::string("\xfa\x3e\x02hi", 5);  // field 1007, bytes
     const Parsed parsed = ByReader(bytes);
@@ -227,11 +249,111 @@ TEST(InsertRequestReaderTest, FuzzerFindingsReadAsInProtobuf) {
       std::string("\xdc\xe2\xe2\xe2\xe2\xe2\xe2\xe2\x1d\x01\x02\x03\x04", 13),
       "\x0a\x84\x20" + std::string("\xdc\xe2\xe2\xe2\xe2\xe2\x1d", 7) +
           std::string(4093, '\x01'),
+      // A chunk's length in eight bytes.
+      std::string("\x0a\x00\x0a\x00\x2a\x00\x0a\x80\x80\x80\x80\x80\x80"
+                  "\x80\x00\x2a\x08\x08\x08\x2a\x00\x08\x08\x08\x08",
+                  25),
   };
   for (const std::string& bytes : findings) {
     for (int piece : {1, 7, 60, 1 << 20}) {
       EXPECT_EQ(ByReader(bytes, piece), ByProtobuf(bytes)) << piece;
     }
+  }
+}
+
+// Protobuf's parser refuses a length or tag of more than five bytes and a
+// length of 2 GiB or more (a fifth byte of 8 or above), where
+// CodedInputStream reads up to ten bytes and drops high bits. Each length
+// the reader meets, in each place (in a chunk read by the reader or by
+// protobuf, in fields copied for protobuf, in groups), in every encoding.
+TEST(InsertRequestReaderTest, LongTagsAndLengthsReadAsInProtobuf) {
+  struct Encoding {
+    int bytes;
+    uint64_t high;  // bits above what `bytes` bytes hold are dropped
+  };
+  std::vector<Encoding> encodings;
+  for (int bytes = 1; bytes <= 11; ++bytes) encodings.push_back({bytes, 0});
+  for (uint64_t high : {uint64_t{1} << 31, uint64_t{1} << 32,
+                        uint64_t{0x7f} << 28, uint64_t{1} << 35}) {
+    encodings.push_back({5, high});
+    encodings.push_back({6, high});
+  }
+  const std::string data(5000, 'x');
+  const std::string small_chunk = Field(4, Field(5, "ab"));  // a tensor
+  // Each place builds a request with the length of one field encoded `e`.
+  using Place = std::function<std::string(const Encoding&)>;
+  auto length = [](const std::string& body, const Encoding& e) {
+    return body.size() + e.high;
+  };
+  const std::vector<std::pair<std::string, Place>> places = {
+      {"small chunk",
+       [&](const Encoding& e) {
+         return Field(1, small_chunk, e.bytes, length(small_chunk, e));
+       }},
+      {"item",
+       [&](const Encoding& e) {
+         const std::string item = Field(2, "t");
+         return Field(2, item, e.bytes, length(item, e));
+       }},
+      {"copied field",
+       [&](const Encoding& e) {
+         return Field(9, "ab", e.bytes, length("ab", e));
+       }},
+      {"field in a group",
+       [&](const Encoding& e) {
+         return Group(9, Field(1, "ab", e.bytes, length("ab", e)));
+       }},
+      {"tag in a group",
+       [&](const Encoding& e) {
+         return Group(9, Tag(1, 0, e.bytes) + VarintOf(3));
+       }},
+      {"end of a group",
+       [&](const Encoding& e) { return Group(9, Field(1, "ab"), e.bytes); }},
+      {"large chunk",
+       [&](const Encoding& e) {
+         const std::string chunk = Field(4, Field(5, data));
+         return Field(1, chunk, e.bytes, length(chunk, e));
+       }},
+      {"tensor of a large chunk",
+       [&](const Encoding& e) {
+         const std::string tensor = Field(5, data);
+         return Field(1, Field(4, tensor, e.bytes, length(tensor, e)));
+       }},
+      {"bytes of a large chunk",
+       [&](const Encoding& e) {
+         return Field(1, Field(4, Field(5, data, e.bytes, length(data, e))));
+       }},
+      {"copied field of a large chunk",
+       [&](const Encoding& e) {
+         return Field(1, Field(9, "ab", e.bytes, length("ab", e)) +
+                             Field(4, Field(5, data)));
+       }},
+      {"copied field of a large tensor",
+       [&](const Encoding& e) {
+         return Field(1, Field(4, Field(5, data) + Field(9, "ab", e.bytes,
+                                                         length("ab", e))));
+       }},
+      {"group in a large chunk",
+       [&](const Encoding& e) {
+         return Field(1, Group(9, Field(1, "ab", e.bytes, length("ab", e))) +
+                             Field(4, Field(5, data)));
+       }},
+  };
+  for (const auto& [place, build] : places) {
+    int accepted = 0;
+    for (const Encoding& e : encodings) {
+      const std::string bytes = build(e);
+      const Parsed expected = ByProtobuf(bytes);
+      accepted += expected.ok;
+      for (int piece : {1, 7, 1 << 20}) {
+        EXPECT_EQ(ByReader(bytes, piece), expected)
+            << place << ", " << e.bytes << " bytes, high " << e.high
+            << ", pieces of " << piece;
+      }
+    }
+    // Both outcomes: the short encodings are read, the long ones refused.
+    EXPECT_GT(accepted, 0) << place;
+    EXPECT_LT(accepted, static_cast<int>(encodings.size())) << place;
   }
 }
 

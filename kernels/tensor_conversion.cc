@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/element_tensor.h"
+
 namespace reverb_tf {
 
 using ::tensorflow::DataType;
@@ -35,7 +37,7 @@ absl::Status ColumnToTensor(const tf_facade::Tensor& column, DataType dtype,
         "column ", index, " of the sampled item has shape ",
         shape.DebugString(), " but the op expects ", expected.DebugString()));
   }
-  *out = Tensor(dtype, shape);
+  *out = NewElementTensor(dtype, shape);
   if (dtype == tensorflow::DT_STRING) {
     std::vector<std::string> strings;
     TF_RETURN_IF_ERROR(ToTfStatus(tf_facade::DecodeStrings(column, &strings)));

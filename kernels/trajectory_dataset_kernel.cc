@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/element_tensor.h"
 #include "kernels/tensor_conversion.h"
 #include "reverb_tf/cc/client/tf_facade.h"
 #include "tensorflow/core/framework/cancellation.h"
@@ -280,20 +281,22 @@ class Dataset : public DatasetBase {
                          " columns but the dataset expects ", columns));
       }
       out->reserve(options.dtypes.size());
-      out->emplace_back(tensorflow::DT_UINT64, TensorShape({}));
+      out->push_back(NewElementTensor(tensorflow::DT_UINT64, TensorShape({})));
       out->back().scalar<uint64_t>()() = sample.info.key;
-      out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+      out->push_back(NewElementTensor(tensorflow::DT_DOUBLE, TensorShape({})));
       out->back().scalar<double>()() = sample.info.probability;
-      out->emplace_back(tensorflow::DT_INT64, TensorShape({}));
+      out->push_back(NewElementTensor(tensorflow::DT_INT64, TensorShape({})));
       out->back().scalar<int64_t>()() = sample.info.table_size;
-      out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+      out->push_back(NewElementTensor(tensorflow::DT_DOUBLE, TensorShape({})));
       out->back().scalar<double>()() = sample.info.priority;
-      out->emplace_back(tensorflow::DT_INT32, TensorShape({}));
+      out->push_back(NewElementTensor(tensorflow::DT_INT32, TensorShape({})));
       out->back().scalar<int32_t>()() = sample.info.times_sampled;
       if (options.sampling_stats) {
-        out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+        out->push_back(
+            NewElementTensor(tensorflow::DT_DOUBLE, TensorShape({})));
         out->back().scalar<double>()() = sample.info.table_weight;
-        out->emplace_back(tensorflow::DT_DOUBLE, TensorShape({}));
+        out->push_back(
+            NewElementTensor(tensorflow::DT_DOUBLE, TensorShape({})));
         out->back().scalar<double>()() = sample.info.min_probability;
       }
       for (size_t i = 0; i < columns; ++i) {

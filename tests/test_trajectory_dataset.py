@@ -95,6 +95,69 @@ def test_tf_function_loop_batch_prefetch_and_parallel_map(server):
     assert float(total(ds)) == pytest.approx(5 * 8 * 4 * 2.0)
 
 
+def test_elements_held_across_many_later_elements_keep_their_values():
+    """Small element tensors come from a pool of blocks that released tensors
+    return to (kernels/element_tensor.h): a tensor still held must never get a
+    block back, whichever thread releases the others and however many are out
+    at once (more than the pool keeps, so some go back to malloc)."""
+    signature = {
+        "obs": tf.TensorSpec([4], tf.float32),  # pooled
+        "action": tf.TensorSpec([], tf.int64),  # pooled
+        "wide": tf.TensorSpec([100], tf.float32),  # 400 bytes: TensorFlow's
+    }
+    with reverb.Server([_table(signature=signature)]) as srv:
+        with reverb.Client(_address(srv)).trajectory_writer(1) as writer:
+            for t in range(200):
+                writer.append(
+                    {
+                        "obs": np.full(4, t, np.float32),
+                        "action": np.int64(t),
+                        "wide": np.arange(100, dtype=np.float32) + t,
+                    }
+                )
+                writer.create_item("t", 1.0, {k: writer.history[k][-1] for k in signature})
+
+        def consistent(sample) -> bool:
+            t = int(sample.data["action"])
+            return (
+                np.all(sample.data["obs"].numpy() == t)
+                and np.array_equal(sample.data["wide"].numpy(), np.arange(100) + t)
+                and int(sample.info.key) != 0
+                and 0 < float(sample.info.probability) <= 1
+                and int(sample.info.table_size) == 200
+            )
+
+        def read(n: int, into: list) -> None:
+            dataset = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 64)
+            into.extend(dataset.take(n))  # list.extend: atomic under the GIL
+
+        # Two readers at once (each element ~8 pooled tensors: 5,000 elements
+        # hold more blocks than the pool keeps) ...
+        held = []
+        readers = [threading.Thread(target=read, args=(2500, held)) for _ in range(2)]
+        for thread in readers:
+            thread.start()
+        for thread in readers:
+            thread.join()
+        assert len(held) == 5000
+        failures = [s for s in held if not consistent(s)]
+        # ... then one thread releases half of them while another reads more,
+        # into the blocks being released; the elements still held are unchanged.
+        released, kept, more = held[::2], held[1::2], []
+        del held
+        threads = [
+            threading.Thread(target=released.clear),
+            threading.Thread(target=read, args=(3000, more)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(more) == 3000
+        failures += [s for s in kept + more if not consistent(s)]
+        assert not failures, f"{len(failures)} elements changed"
+
+
 def test_graph_mode_with_compat_v1(server):
     address = _address(server)
     graph = tf.Graph()

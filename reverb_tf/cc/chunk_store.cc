@@ -63,6 +63,15 @@ class RecycledBuffers {
     return bytes_;
   }
 
+  void FreeAll() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::multimap<size_t, Kept> freed;
+    {
+      absl::MutexLock lock(&mu_);
+      freed.swap(buffers_);
+      bytes_ = 0;
+    }
+  }  // freed unlocked
+
   int64_t taken_bytes() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return taken_bytes_;
@@ -253,6 +262,11 @@ void ChunkStore::RecycleBuffers(int64_t max_bytes) {
 std::string ChunkStore::TakeBuffer(size_t size) {
   const std::shared_ptr<RecycledBuffers>& recycled = accounting_->recycled;
   return recycled != nullptr ? recycled->Take(size) : std::string();
+}
+
+void ChunkStore::FreeRecycledBuffers() {
+  const std::shared_ptr<RecycledBuffers>& recycled = accounting_->recycled;
+  if (recycled != nullptr) recycled->FreeAll();
 }
 
 int64_t ChunkStore::num_recycled_bytes() const {

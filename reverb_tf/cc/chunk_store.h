@@ -220,6 +220,8 @@ class REVERB_TF_EXPORT ChunkStore {
   // An empty string whose capacity is between `size` and about 1/8 more, if
   // a recycled one fits; else a new empty string.
   std::string TakeBuffer(size_t size);
+  // Frees the buffers kept for reuse now (memory is short).
+  void FreeRecycledBuffers();
   // Capacity of the buffers kept for reuse now, and of all TakeBuffer()
   // has handed out.
   int64_t num_recycled_bytes() const;

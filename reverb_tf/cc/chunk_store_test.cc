@@ -193,6 +193,19 @@ TEST(ChunkStoreTest, ADeadChunksBufferServesTheNextOfItsSize) {
   EXPECT_EQ((*again)->data().data(), bytes);
 }
 
+TEST(ChunkStoreTest, KeptBuffersAreFreedOnDemand) {
+  ChunkStore store;
+  store.RecycleBuffers(1 << 20);
+  ByteChunk(store, 1, 28224, 'a');  // dies at once
+  ASSERT_GE(store.num_recycled_bytes(), 28224);
+  store.FreeRecycledBuffers();
+  EXPECT_EQ(store.num_recycled_bytes(), 0);
+  EXPECT_EQ(store.TakeBuffer(28000).capacity(), kNoBuffer);
+  // Recycling goes on afterwards.
+  ByteChunk(store, 2, 28224, 'a');
+  EXPECT_GE(store.TakeBuffer(28000).capacity(), 28224);
+}
+
 TEST(ChunkStoreTest, RecyclingKeepsSmallBuffersOutAndStaysInItsBound) {
   ChunkStore store;
   store.RecycleBuffers(3 * 10000);

@@ -17,10 +17,19 @@
 // the call's own error paths leave it (nothing a failed call half-did is
 // acknowledged).
 //
+// gRPC's own allocations (the slices its transport reads a message into)
+// do not fail that way: under RLIMIT_AS a slice gRPC cannot get crashes the
+// process. So our large allocations must fail first: AddressSpaceFits()
+// says whether one leaves kGrpcHeadroomBytes of the address space that
+// RLIMIT_AS allows, and a call that would not is refused as if it had run
+// out (a memory cgroup needs no such check: there the kernel reclaims or
+// kills, it does not fail an allocation).
+//
 // Thread safety: stateless.
 #ifndef REVERB_TF_CC_PLATFORM_OUT_OF_MEMORY_H_
 #define REVERB_TF_CC_PLATFORM_OUT_OF_MEMORY_H_
 
+#include <cstddef>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -37,6 +46,17 @@ inline absl::Status OutOfMemoryError(absl::string_view what) {
   return absl::ResourceExhaustedError(
       absl::StrCat("the server ran out of memory while ", what));
 }
+
+// Address space that our allocations leave for gRPC's under RLIMIT_AS: more
+// than the messages it buffers ahead on a stream (HTTP/2 flow control) and
+// its read slices.
+inline constexpr size_t kGrpcHeadroomBytes = size_t{64} << 20;
+
+// False if the process's address space is capped (RLIMIT_AS) and mapping
+// `bytes` more would leave less than `headroom` under the cap. Reads
+// /proc/self/statm (a few microseconds): for large allocations only. True
+// when there is no cap or the size cannot be read.
+bool AddressSpaceFits(size_t bytes, size_t headroom = kGrpcHeadroomBytes);
 
 // fn() (returning absl::Status or absl::StatusOr<T>), or OutOfMemoryError(
 // what) if it throws std::bad_alloc. `what` is a string, or a callable

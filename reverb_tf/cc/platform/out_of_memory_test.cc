@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/platform/out_of_memory.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <new>
 #include <string>
 
@@ -37,6 +42,38 @@ TEST(OutOfMemoryTest, WhatSucceedsOrFailsOtherwiseIsPassedThrough) {
       CatchOutOfMemory("x", []() -> absl::StatusOr<int> { return 3; });
   ASSERT_OK(value);
   EXPECT_EQ(*value, 3);
+}
+
+// Under a cap, an allocation fits while it leaves the headroom; without one,
+// anything fits. In a child process: the cap is the process's.
+TEST(OutOfMemoryTest, AddressSpaceFitsLeavesTheHeadroomUnderTheCap) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_TRUE(AddressSpaceFits(size_t{1} << 50));  // no cap here
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // VmSize of this process, then a cap 256 MiB above it.
+    const long pages = [] {
+      FILE* statm = std::fopen("/proc/self/statm", "r");
+      long size = -1;
+      if (statm == nullptr || std::fscanf(statm, "%ld", &size) != 1) _exit(10);
+      std::fclose(statm);
+      return size;
+    }();
+    const rlim_t cap =
+        static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + 256 * kMiB;
+    const rlimit limit{cap, cap};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(11);
+    if (!AddressSpaceFits(64 * kMiB, 64 * kMiB)) _exit(12);
+    if (!AddressSpaceFits(150 * kMiB, 64 * kMiB)) _exit(13);
+    if (AddressSpaceFits(200 * kMiB, 64 * kMiB)) _exit(14);  // 264 > 256
+    if (AddressSpaceFits(300 * kMiB, 0)) _exit(15);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed check " << WEXITSTATUS(status);
 }
 
 }  // namespace

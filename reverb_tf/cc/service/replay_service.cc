@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -21,6 +22,13 @@
 
 namespace reverb_tf {
 namespace {
+
+// Messages from this size on are checked against the address space left
+// before they are parsed (out_of_memory.h). Smaller ones are parsed into
+// memory malloc has mostly mapped already (its arenas, which the mapped size
+// counts whether used or not); from glibc's largest mmap threshold on, every
+// allocation maps new address space.
+constexpr size_t kCheckedMessageBytes = size_t{32} << 20;
 
 // Words a rate limiter timeout for the client.
 absl::Status WordTimeout(absl::Status status, absl::Duration timeout,
@@ -78,6 +86,13 @@ class ParsedStream {
                               bytes, " bytes)");
         },
         [&] {
+          // Parsing takes about the message's size again; a large message
+          // that would leave too little for gRPC's own buffers is refused
+          // here (out_of_memory.h), once kept chunk buffers are given back.
+          if (bytes >= kCheckedMessageBytes && !AddressSpaceFits(bytes)) {
+            if (store_ != nullptr) store_->FreeRecycledBuffers();
+            if (!AddressSpaceFits(bytes)) throw std::bad_alloc();
+          }
           parsed = ParseRequest(&buffer, message, store_);
           return absl::OkStatus();
         }));

@@ -54,7 +54,7 @@ inline constexpr size_t kGrpcHeadroomBytes = size_t{64} << 20;
 
 // False if the process's address space is capped (RLIMIT_AS) and mapping
 // `bytes` more would leave less than `headroom` under the cap. Reads
-// /proc/self/statm (a few microseconds): for large allocations only. True
+// ReadProcessMemory() (a few microseconds): for large allocations only. True
 // when there is no cap or the size cannot be read.
 bool AddressSpaceFits(size_t bytes, size_t headroom = kGrpcHeadroomBytes);
 

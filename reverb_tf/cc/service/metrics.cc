@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/service/metrics.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -106,16 +104,6 @@ void PrometheusText::Histogram(absl::string_view name, const Labels& labels,
   Sample(absl::StrCat(name, "_sum"), labels, histogram.sum_seconds);
   Sample(absl::StrCat(name, "_count"), labels,
          static_cast<double>(histogram.count));
-}
-
-int64_t ResidentMemoryBytes() {
-  std::FILE* statm = std::fopen("/proc/self/statm", "r");
-  if (statm == nullptr) return 0;
-  long pages = 0;
-  long resident = 0;
-  const int read = std::fscanf(statm, "%ld %ld", &pages, &resident);
-  std::fclose(statm);
-  return read == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : 0;
 }
 
 std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {

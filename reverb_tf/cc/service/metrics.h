@@ -105,9 +105,6 @@ class PrometheusText {
   std::string text_;
 };
 
-// This process's resident set size in bytes (0 if /proc cannot tell).
-int64_t ResidentMemoryBytes();
-
 // What one scrape of a server reports, gathered by ReplayServer::MetricsText
 // under the server's own locks, so that rendering needs none.
 struct MetricsSnapshot {

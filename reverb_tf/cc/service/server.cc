@@ -17,6 +17,7 @@
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
+#include "reverb_tf/cc/platform/process_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/health_service.h"
 #include "reverb_tf/cc/service/metrics.h"
@@ -497,7 +498,9 @@ std::string ReplayServer::MetricsText() const {
     snapshot.last_checkpoint = last_checkpoint_;
     snapshot.last_checkpoint_time = last_checkpoint_time_;
   }
-  snapshot.resident_bytes = ResidentMemoryBytes();
+  if (const std::optional<ProcessMemory> memory = ReadProcessMemory()) {
+    snapshot.resident_bytes = memory->resident_bytes;
+  }
   return RenderMetricsPage(snapshot);
 }
 

@@ -93,8 +93,8 @@ tensorflow::Tensor NewElementTensor(tensorflow::DataType dtype,
                                     const tensorflow::TensorShape& shape) {
   const size_t bytes = static_cast<size_t>(shape.num_elements()) *
                        tensorflow::DataTypeSize(dtype);
-  if (dtype == tensorflow::DT_STRING ||
-      !tensorflow::DataTypeCanUseMemcpy(dtype) || bytes > kMaxPooledBytes) {
+  // Strings (and other types whose elements own memory) are not memcpy-able.
+  if (!tensorflow::DataTypeCanUseMemcpy(dtype) || bytes > kMaxPooledBytes) {
     return tensorflow::Tensor(dtype, shape);
   }
   return tensorflow::Tensor(

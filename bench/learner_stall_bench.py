@@ -16,6 +16,14 @@ where they would in production.
         one run; one JSON object on stdout.
 
 The script uses only dm-reverb's public API, so the same file runs under both.
+
+Where a wait goes is read from Linux's scheduler statistics
+(/proc/<thread>/schedstat): for each batch, how long the thread calling
+`next()` and the thread that fills batches (the learner's busiest other
+thread during the warm-up) were ready to run but had no core. The slow
+batches (over twice the median wait) are then split into that run-queue
+time and the rest. A wait that is mostly run-queue time is the machine's
+cores being shared, not the library making the learner wait.
 """
 
 import argparse
@@ -100,6 +108,45 @@ def act(reverb, args) -> None:
     print(steps, flush=True)
 
 
+def _run_queue_ns(schedstat: str) -> int:
+    """Nanoseconds a thread has spent ready to run but not running.
+
+    Args:
+      schedstat: The thread's /proc/.../schedstat path.
+
+    Returns:
+      The second field of the file: time spent on a run queue.
+    """
+    with open(schedstat) as stats:
+        return int(stats.read().split()[1])
+
+
+def _thread_times() -> Dict[str, tuple]:
+    """(CPU ns, run-queue ns, name) of each thread of this process, by thread id."""
+    times = {}
+    for task in pathlib.Path("/proc/self/task").iterdir():
+        try:
+            running, waiting = (task / "schedstat").read_text().split()[:2]
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        times[task.name] = (int(running), int(waiting), name)
+    return times
+
+
+def _busiest(before: Dict[str, tuple], after: Dict[str, tuple]) -> List[tuple]:
+    """(CPU s, run-queue s, name, thread id) of threads, busiest first."""
+    return sorted(
+        (
+            (cpu - before.get(tid, (0, 0))[0]) / 1e9,
+            (waiting - before.get(tid, (0, 0))[1]) / 1e9,
+            name,
+            tid,
+        )
+        for tid, (cpu, waiting, name) in after.items()
+    )[::-1]
+
+
 def _percentile(values: List[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
@@ -150,8 +197,13 @@ def learn(reverb, args) -> Dict:
             num_workers_per_iterator=args.workers,
         ).batch(args.batch)
         iterator = iter(dataset)
+        warming = _thread_times()
         for _ in range(args.warmup):
             next(iterator)
+        me = str(threading.get_native_id())
+        filler = next(t for *_, t in _busiest(warming, _thread_times()) if t != me)
+        consumer_stats = f"/proc/self/task/{me}/schedstat"
+        filler_stats = f"/proc/self/task/{filler}/schedstat"
         if args.gc_freeze:
             # What a program can do for itself: move everything imported and
             # built so far out of the collector's view, so that a full
@@ -171,14 +223,23 @@ def learn(reverb, args) -> Dict:
 
         checkpointing = threading.Thread(target=checkpoint_loop, daemon=True)
         checkpointing.start()
-        waits, starts = [], []
+        waits, starts, queued = [], [], []
+        threads_before = _thread_times()
         began = time.perf_counter()
         for _ in range(args.batches):
+            queued_before = _run_queue_ns(consumer_stats), _run_queue_ns(filler_stats)
             start = time.perf_counter()
             next(iterator)
             waits.append(time.perf_counter() - start)
             starts.append(start)
+            queued.append(
+                (
+                    _run_queue_ns(consumer_stats) - queued_before[0],
+                    _run_queue_ns(filler_stats) - queued_before[1],
+                )
+            )
         elapsed = time.perf_counter() - began
+        threads_after = _thread_times()
         stop.set()
         checkpointing.join()
         size = client.server_info()[TABLE].current_size
@@ -196,6 +257,11 @@ def learn(reverb, args) -> Dict:
         if any(c0 <= start + wait and start <= c1 for c0, c1 in checkpoints)
     ]
     ms = [w * 1000 for w in waits]
+    # The slow batches, and how much of their wait the learner's two threads
+    # spent ready to run without a core (each; they may overlap).
+    p50 = _percentile(ms, 50)
+    slow = [i for i, wait in enumerate(ms) if wait > 2 * p50] or [ms.index(max(ms))]
+    busiest = _busiest(threads_before, threads_after)[:3]
     return {
         "module": args.module,
         "batch": args.batch,
@@ -208,6 +274,22 @@ def learn(reverb, args) -> Dict:
             "max": max(ms),
             "mean": statistics.fmean(ms),
         },
+        "slow_batches": {
+            "over_2x_p50": len(slow),
+            "wait_ms_mean": statistics.fmean(ms[i] for i in slow),
+            "consumer_runqueue_ms_mean": statistics.fmean(queued[i][0] / 1e6 for i in slow),
+            "filler_runqueue_ms_mean": statistics.fmean(queued[i][1] / 1e6 for i in slow),
+        },
+        "other_batches_filler_runqueue_ms_mean": statistics.fmean(
+            [queued[i][1] / 1e6 for i in set(range(len(ms))) - set(slow)] or [0.0]
+        ),
+        # CPU and run-queue seconds of the learner's three busiest threads
+        # over the measured batches (`elapsed_s`).
+        "busiest_threads": [
+            {"name": name, "cpu_s": round(cpu, 3), "runqueue_s": round(waiting, 3)}
+            for cpu, waiting, name, _ in busiest
+        ],
+        "elapsed_s": elapsed,
         "checkpoints": len(checkpoints),
         "checkpoint_s": [round(c1 - c0, 3) for c0, c1 in checkpoints],
         "batches_during_checkpoints": len(during),
@@ -249,11 +331,17 @@ def compare(args) -> None:
             )
             result = json.loads(out.stdout.strip().splitlines()[-1])
             results[module].append(result)
-            w = result["wait_ms"]
+            w, slow = result["wait_ms"], result["slow_batches"]
             print(
                 f"round {round_index + 1} {module:9s}: "
                 f"p50 {w['p50']:.2f} ms, p99 {w['p99']:.2f} ms, "
                 f"max {w['max']:.1f} ms, {result['batches_per_s']:.1f} batches/s, "
+                f"{slow['over_2x_p50']} batches over 2x p50 waited "
+                f"{slow['wait_ms_mean']:.2f} ms, of which without a core: the "
+                f"consumer {slow['consumer_runqueue_ms_mean']:.2f} ms, the filler "
+                f"{slow['filler_runqueue_ms_mean']:.2f} ms "
+                f"({result['other_batches_filler_runqueue_ms_mean']:.2f} ms in "
+                "the other batches), "
                 f"{result['checkpoints']} checkpoints {result['checkpoint_s']}, "
                 f"actors {result['actor_steps_per_s']:.0f} steps/s",
                 file=sys.stderr,
@@ -267,6 +355,10 @@ def compare(args) -> None:
         }
         summary[module]["p99/p50"] = summary[module]["p99"] / summary[module]["p50"]
         summary[module]["batches_per_s"] = statistics.median(r["batches_per_s"] for r in runs)
+        for key in ("wait_ms_mean", "consumer_runqueue_ms_mean", "filler_runqueue_ms_mean"):
+            summary[module][f"slow_batches_{key}"] = statistics.median(
+                r["slow_batches"][key] for r in runs
+            )
     print(json.dumps({"summary": summary, "runs": results}, indent=1))
 
 

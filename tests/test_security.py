@@ -141,6 +141,36 @@ def test_tokens_and_roles_on_every_method(pki):
                         call()
 
 
+def test_mutate_stream_checks_the_token_of_its_call(pki):
+    """The priority-update stream (served apart from the other methods) needs a writer."""
+    import grpc  # pylint: disable=import-outside-toplevel
+
+    from reverb_tf.cc.proto import service_pb2 as pb  # pylint: disable=import-outside-toplevel
+
+    with reverb.Server([_table()], auth_tokens_file=str(pki / "tokens.txt")) as server:
+        request = pb.MutatePrioritiesRequest(table="t", keys=[1], priorities=[1.0])
+        with grpc.insecure_channel(f"localhost:{server.port}") as channel:
+            call = channel.stream_stream(
+                "/reverb_tf.proto.ReplayService/MutateStream",
+                request_serializer=pb.MutatePrioritiesRequest.SerializeToString,
+                response_deserializer=pb.MutatePrioritiesResponse.FromString,
+            )
+            for metadata, code in [
+                ((), grpc.StatusCode.UNAUTHENTICATED),
+                ((("authorization", "Bearer wrong-token"),), grpc.StatusCode.UNAUTHENTICATED),
+                (
+                    (("authorization", f"Bearer {TOKENS['reader']}"),),
+                    grpc.StatusCode.PERMISSION_DENIED,
+                ),
+            ]:
+                with pytest.raises(grpc.RpcError) as raised:
+                    list(call(iter([request]), metadata=metadata, timeout=10))
+                assert raised.value.code() == code
+            writer = (("authorization", f"Bearer {TOKENS['writer']}"),)
+            answers = list(call(iter([request, request]), metadata=writer, timeout=10))
+            assert [a.missing for a in answers] == [1, 1]  # served: key 1 is not held
+
+
 def _write_one(client):
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         writer.append({"x": np.int32(3)})

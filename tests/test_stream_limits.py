@@ -7,6 +7,8 @@ so what is tested is the server's answer to what a hostile or broken client
 can put on the wire.
 """
 
+import queue
+import threading
 import time
 
 import grpc
@@ -210,3 +212,160 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
     finally:
         process.kill()
         process.wait()
+
+
+def _mutate_stream(channel):
+    return channel.stream_stream(
+        _SERVICE + "MutateStream",
+        request_serializer=_identity,
+        response_deserializer=pb.MutatePrioritiesResponse.FromString,
+    )
+
+
+def _keys_of_items(address: str, n: int) -> list:
+    """Inserts n items into "t" (a Prioritized table) and returns their keys."""
+    client = reverb.Client(address)
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for i in range(n):
+            writer.append({"x": np.float32(i)})
+            writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+    keys = set()
+    while len(keys) < n:
+        keys.update(int(s.info.key) for s in client.sample("t", 4 * n, emit_timesteps=False))
+    return sorted(keys)
+
+
+def _prioritized_table(max_size=100):
+    return reverb.Table(
+        "t",
+        sampler=reverb.selectors.Prioritized(1.0),
+        remover=reverb.selectors.Fifo(),
+        max_size=max_size,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
+
+
+def test_mutate_stream_answers_each_message_in_order_and_a_malformed_one_ends_it():
+    with (
+        reverb.Server([_prioritized_table()]) as server,
+        grpc.insecure_channel(f"localhost:{server.port}") as channel,
+    ):
+        address = f"localhost:{server.port}"
+        keys = _keys_of_items(address, 3)
+        messages = [
+            pb.MutatePrioritiesRequest(table="t", keys=keys[:2], priorities=[5.0, 7.0]),
+            # A failed request is answered with its error; the stream goes on.
+            pb.MutatePrioritiesRequest(table="nope", keys=keys[:1], priorities=[1.0]),
+            pb.MutatePrioritiesRequest(table="t", keys=[keys[2], 12345], priorities=[3.0, 1.0]),
+            pb.MutatePrioritiesRequest(table="t", deletes=[keys[0]]),
+        ]
+        answers = []
+        with pytest.raises(grpc.RpcError) as error:
+            for answer in _mutate_stream(channel)(
+                iter([m.SerializeToString() for m in messages] + [_GARBAGE]), timeout=10
+            ):
+                answers.append(answer)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (
+            "message 5 of this stream is not a valid MutatePrioritiesRequest"
+            in error.value.details()
+        )
+        assert [(a.updated, a.deleted, a.missing, a.error_code) for a in answers] == [
+            (2, 0, 0, 0),
+            (0, 0, 0, grpc.StatusCode.NOT_FOUND.value[0]),
+            (1, 0, 1, 0),
+            (0, 1, 0, 0),
+        ]
+        assert "Priority table nope was not found" in answers[1].error_message
+        # What the answers said was done is what the table holds.
+        priorities = {
+            int(s.info.key): s.info.priority
+            for s in reverb.Client(address).sample("t", 200, emit_timesteps=False)
+        }
+        assert priorities == {keys[1]: 7.0, keys[2]: 3.0}
+
+
+def test_many_mutate_streams_at_once_are_each_answered():
+    """One thread serves every MutateStream: none waits on another's idle stream."""
+    with reverb.Server([_prioritized_table()]) as server:
+        address = f"localhost:{server.port}"
+        keys = _keys_of_items(address, 8)
+        channels = [grpc.insecure_channel(address) for _ in range(8)]
+        results, errors = {}, []
+
+        def stream(i: int) -> None:
+            # Each stream sets its own key's priority, message after message.
+            requests = [
+                pb.MutatePrioritiesRequest(
+                    table="t", keys=[keys[i]], priorities=[float(1 + i + m)]
+                ).SerializeToString()
+                for m in range(200)
+            ]
+            try:
+                answers = list(_mutate_stream(channels[i])(iter(requests), timeout=30))
+                results[i] = [a.updated for a in answers]
+            except grpc.RpcError as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        # An idle stream (opened, never written to) must not hold the others up.
+        idle_requests = queue.Queue()
+        idle = _mutate_stream(grpc.insecure_channel(address))(
+            iter(idle_requests.get, None), timeout=30
+        )
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        idle_requests.put(None)
+        assert list(idle) == []
+        assert not errors, errors
+        assert results == {i: [1] * 200 for i in range(8)}
+        priorities = {
+            int(s.info.key): s.info.priority
+            for s in reverb.Client(address).sample("t", 200, emit_timesteps=False)
+        }
+        assert priorities == {keys[i]: float(i + 200) for i in range(8)}
+        for channel in channels:
+            channel.close()
+
+
+def test_mutate_streams_beyond_the_limit_are_refused_and_a_cancelled_one_frees_its_slot():
+    with reverb.Server([_prioritized_table()], max_active_streams=2) as server:
+        address = f"localhost:{server.port}"
+        keys = _keys_of_items(address, 1)
+        request = pb.MutatePrioritiesRequest(
+            table="t", keys=keys, priorities=[2.0]
+        ).SerializeToString()
+        channels = [grpc.insecure_channel(address) for _ in range(4)]
+        feeds = [queue.Queue() for _ in range(4)]
+        calls = [
+            _mutate_stream(channel)(iter(feed.get, None), timeout=30)
+            for channel, feed in zip(channels, feeds)
+        ]
+        # Two streams are served (each answers a message)...
+        for call, feed in zip(calls[:2], feeds[:2]):
+            feed.put(request)
+            assert next(call).updated == 1
+        # ...the third is refused.
+        feeds[2].put(request)
+        with pytest.raises(grpc.RpcError) as error:
+            next(calls[2])
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "already serves 2 streams" in error.value.details()
+        # A client that goes away mid-stream gives its slot back.
+        calls[0].cancel()
+        deadline = time.monotonic() + 10
+        while True:
+            retry = _mutate_stream(channels[3])(iter([request]), timeout=10)
+            try:
+                assert [a.updated for a in retry] == [1]
+                break
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert time.monotonic() < deadline, "the cancelled stream's slot was never freed"
+                time.sleep(0.05)
+        feeds[1].put(None)
+        assert list(calls[1]) == []
+        for channel in channels:
+            channel.close()

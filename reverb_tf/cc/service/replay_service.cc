@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <limits>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/async_stream.h"
 #include "grpcpp/support/method_handler.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -29,6 +31,9 @@ namespace {
 // counts whether used or not); from glibc's largest mmap threshold on, every
 // allocation maps new address space.
 constexpr size_t kCheckedMessageBytes = size_t{32} << 20;
+
+// MutateStream's position in the proto's service.
+constexpr int kMutateStreamMethod = 6;
 
 // Words a rate limiter timeout for the client.
 absl::Status WordTimeout(absl::Status status, absl::Duration timeout,
@@ -60,6 +65,58 @@ bool ParseRequest(grpc::ByteBuffer* buffer, proto::InsertRequest* message,
   });
 }
 
+// Parses message `count` of a stream, of `buffer.Length()` bytes, into
+// `message` (cleared first), counting its bytes as received: INVALID_ARGUMENT
+// if it does not parse, RESOURCE_EXHAUSTED if it does not fit in memory.
+template <typename Request>
+absl::Status ParseMessage(grpc::ByteBuffer* buffer, int64_t count,
+                          ServiceMetrics* metrics, ChunkStore* store,
+                          Request* message) {
+  const size_t bytes = buffer->Length();
+  metrics->received_bytes.fetch_add(static_cast<int64_t>(bytes),
+                                    std::memory_order_relaxed);
+  message->Clear();
+  bool parsed = false;
+  RETURN_IF_ERROR(CatchOutOfMemory(
+      [&] {
+        return absl::StrCat("reading message ", count, " of this stream (",
+                            bytes, " bytes)");
+      },
+      [&] {
+        // Parsing takes about the message's size again; a large message
+        // that would leave too little for gRPC's own buffers is refused
+        // here (out_of_memory.h), once kept chunk buffers are given back.
+        if (bytes >= kCheckedMessageBytes && !AddressSpaceFits(bytes)) {
+          if (store != nullptr) store->FreeRecycledBuffers();
+          if (!AddressSpaceFits(bytes)) throw std::bad_alloc();
+        }
+        parsed = ParseRequest(buffer, message, store);
+        return absl::OkStatus();
+      }));
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("message ", count, " of this stream is not a valid ",
+                     Request::descriptor()->name(), " (", bytes, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// Serializes `message` into `buffer`, counting its bytes as sent; false if
+// it cannot be serialized.
+template <typename Response>
+bool SerializeMessage(const Response& message, ServiceMetrics* metrics,
+                      grpc::ByteBuffer* buffer) {
+  bool own_buffer = false;
+  if (!grpc::SerializationTraits<Response>::Serialize(message, buffer,
+                                                      &own_buffer)
+           .ok()) {
+    return false;
+  }
+  metrics->sent_bytes.fetch_add(static_cast<int64_t>(buffer->Length()),
+                                std::memory_order_relaxed);
+  return true;
+}
+
 // A typed view of a stream the service reads as raw bytes: Read() tells a
 // message it cannot parse from the end of the stream.
 template <typename Request, typename Response>
@@ -74,48 +131,14 @@ class ParsedStream {
   absl::StatusOr<bool> Read(Request* message) {
     grpc::ByteBuffer buffer;
     if (!raw_->Read(&buffer)) return false;
-    ++count_;
-    const size_t bytes = buffer.Length();
-    metrics_->received_bytes.fetch_add(static_cast<int64_t>(bytes),
-                                       std::memory_order_relaxed);
-    message->Clear();
-    bool parsed = false;
-    RETURN_IF_ERROR(CatchOutOfMemory(
-        [&] {
-          return absl::StrCat("reading message ", count_, " of this stream (",
-                              bytes, " bytes)");
-        },
-        [&] {
-          // Parsing takes about the message's size again; a large message
-          // that would leave too little for gRPC's own buffers is refused
-          // here (out_of_memory.h), once kept chunk buffers are given back.
-          if (bytes >= kCheckedMessageBytes && !AddressSpaceFits(bytes)) {
-            if (store_ != nullptr) store_->FreeRecycledBuffers();
-            if (!AddressSpaceFits(bytes)) throw std::bad_alloc();
-          }
-          parsed = ParseRequest(&buffer, message, store_);
-          return absl::OkStatus();
-        }));
-    if (!parsed) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("message ", count_, " of this stream is not a valid ",
-                       Request::descriptor()->name(), " (", bytes, " bytes)"));
-    }
+    RETURN_IF_ERROR(ParseMessage(&buffer, ++count_, metrics_, store_, message));
     return true;
   }
 
   // False if the client is gone.
   bool Write(const Response& message) {
     grpc::ByteBuffer buffer;
-    bool own_buffer = false;
-    if (!grpc::SerializationTraits<Response>::Serialize(message, &buffer,
-                                                        &own_buffer)
-             .ok()) {
-      return false;
-    }
-    metrics_->sent_bytes.fetch_add(static_cast<int64_t>(buffer.Length()),
-                                   std::memory_order_relaxed);
-    return raw_->Write(buffer);
+    return SerializeMessage(message, metrics_, &buffer) && raw_->Write(buffer);
   }
 
  private:
@@ -173,7 +196,6 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   // Indices are the methods' positions in the proto's service.
   constexpr int kInsertStream = 0;
   constexpr int kSampleStream = 1;
-  constexpr int kMutateStream = 6;
   using RawHandler =
       grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer,
                                            grpc::ByteBuffer>;
@@ -192,10 +214,8 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
       kSampleStream,
       new RawHandler(
           guarded("SampleStream", &ReplayService::HandleSampleStream), this));
-  MarkMethodStreamed(
-      kMutateStream,
-      new RawHandler(
-          guarded("MutateStream", &ReplayService::HandleMutateStream), this));
+  // On the completion-queue API, over raw bytes too.
+  MarkMethodRaw(kMutateStreamMethod);
 }
 
 grpc::Status ReplayService::Admit(grpc::ServerContext* context, Role needed,
@@ -551,47 +571,183 @@ grpc::Status ReplayService::MutatePriorities(
                        [&] { return Mutate(*request, response); }));
 }
 
-grpc::Status ReplayService::HandleMutateStream(grpc::ServerContext* context,
-                                               RawStream* raw_stream) {
-  if (grpc::Status admitted = Admit(context, Role::kWriter, "MutateStream");
-      !admitted.ok()) {
-    return admitted;
+// One MutateStream, from gRPC handing it over to its end. Each event of the
+// queue moves it on by one step, and at most one operation of it is in
+// flight, so only the queue's thread touches it (EndMutateStreams' TryCancel
+// of its context is gRPC's to make safe).
+class ReplayService::MutateStreamCall {
+ public:
+  explicit MutateStreamCall(ReplayService* service) : service_(service) {}
+  MutateStreamCall(const MutateStreamCall&) = delete;
+  MutateStreamCall& operator=(const MutateStreamCall&) = delete;
+  ~MutateStreamCall() {
+    if (!registered_) return;
+    absl::MutexLock lock(&service_->mutate_streams_mu_);
+    service_->mutate_streams_.erase(&context_);
   }
-  StreamSlot slot_in_limit(&active_streams_, limits_.max_active_streams);
-  if (!slot_in_limit.ok()) return TooManyStreams();
-  {
-    absl::MutexLock lock(&mutate_streams_mu_);
-    if (mutate_streams_ended_) {
+
+  // Puts this call on the queue to receive the next MutateStream.
+  void Await() {
+    service_->RequestAsyncBidiStreaming(kMutateStreamMethod, &context_,
+                                        &stream_, service_->mutate_queue_.get(),
+                                        service_->mutate_queue_.get(), this);
+  }
+
+  // The outcome of the operation in flight; deletes the call at its end.
+  void Proceed(bool ok) {
+    grpc::Status finish;
+    bool finishing = false;
+    try {
+      finishing = Advance(ok, &finish);
+    } catch (const std::bad_alloc&) {
+      finish = ToGrpcStatus(OutOfMemoryError("serving a MutateStream call"));
+      finishing = true;
+    }
+    if (!finishing) return;
+    if (step_ == Step::kFinishing) {
+      delete this;
+      return;
+    }
+    step_ = Step::kFinishing;
+    stream_.Finish(finish, this);
+  }
+
+ private:
+  enum class Step { kAccepting, kReading, kWriting, kFinishing };
+
+  // Starts the next operation; true (with the call's status in `finish`)
+  // when the call is to end instead.
+  bool Advance(bool ok, grpc::Status* finish) {
+    switch (step_) {
+      case Step::kAccepting:
+        // Not ok: the queue is shutting down, and no call came.
+        if (!ok) {
+          step_ = Step::kFinishing;
+          return true;
+        }
+        service_->AwaitMutateStream();
+        *finish = Admit();
+        if (!finish->ok()) return true;
+        return Read();
+      case Step::kReading: {
+        // Not ok: the client half-closed the stream or went away.
+        if (!ok) return true;
+        proto::MutatePrioritiesRequest request;
+        if (absl::Status parsed =
+                ParseMessage(&message_, ++count_, &service_->metrics_,
+                             /*store=*/nullptr, &request);
+            !parsed.ok()) {
+          *finish = ToGrpcStatus(parsed);
+          return true;
+        }
+        proto::MutatePrioritiesResponse response;
+        {
+          CallTimer timer(
+              &service_->metrics_.latency[ServiceMetrics::kMutatePriorities]);
+          absl::Status status = service_->CheckAccepting();
+          if (status.ok()) {
+            status = CatchOutOfMemory(
+                "applying priority updates and deletes",
+                [&] { return service_->Mutate(request, &response); });
+          }
+          if (!status.ok()) {
+            response.Clear();
+            response.set_error_code(static_cast<int32_t>(status.code()));
+            response.set_error_message(std::string(status.message()));
+          }
+        }
+        message_.Clear();
+        if (!SerializeMessage(response, &service_->metrics_, &message_)) {
+          *finish = grpc::Status(grpc::StatusCode::INTERNAL,
+                                 "a MutateStream answer did not serialize");
+          return true;
+        }
+        step_ = Step::kWriting;
+        stream_.Write(message_, this);
+        return false;
+      }
+      case Step::kWriting:
+        // Not ok: the client is gone.
+        if (!ok) return true;
+        return Read();
+      case Step::kFinishing:
+        return true;
+    }
+    return true;
+  }
+
+  grpc::Status Admit() {
+    if (grpc::Status admitted =
+            service_->Admit(&context_, Role::kWriter, "MutateStream");
+        !admitted.ok()) {
+      return admitted;
+    }
+    slot_.emplace(&service_->active_streams_,
+                  service_->limits_.max_active_streams);
+    if (!slot_->ok()) return service_->TooManyStreams();
+    absl::MutexLock lock(&service_->mutate_streams_mu_);
+    if (service_->mutate_streams_ended_) {
       return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
     }
-    mutate_streams_.insert(context);
+    service_->mutate_streams_.insert(&context_);
+    registered_ = true;
+    return grpc::Status::OK;
   }
-  absl::Cleanup registered = [this, context] {
+
+  bool Read() {
+    step_ = Step::kReading;
+    stream_.Read(&message_, this);
+    return false;
+  }
+
+  ReplayService* const service_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{
+      &context_};
+  Step step_ = Step::kAccepting;
+  // The message read, then the answer written.
+  grpc::ByteBuffer message_;
+  int64_t count_ = 0;
+  std::optional<StreamSlot> slot_;
+  bool registered_ = false;
+};
+
+void ReplayService::StartMutateStreams(
+    std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+  mutate_queue_ = std::move(queue);
+  AwaitMutateStream();
+  mutate_thread_ = std::thread([this] { ServeMutateStreams(); });
+}
+
+void ReplayService::AwaitMutateStream() {
+  {
     absl::MutexLock lock(&mutate_streams_mu_);
-    mutate_streams_.erase(context);
-  };
-  ParsedStream<proto::MutatePrioritiesRequest, proto::MutatePrioritiesResponse>
-      stream(raw_stream, &metrics_);
-  proto::MutatePrioritiesRequest request;
-  while (true) {
-    absl::StatusOr<bool> read = stream.Read(&request);
-    if (!read.ok()) return ToGrpcStatus(read.status());
-    if (!*read) return grpc::Status::OK;  // client done
-    proto::MutatePrioritiesResponse response;
-    {
-      CallTimer timer(&metrics_.latency[ServiceMetrics::kMutatePriorities]);
-      absl::Status status = CheckAccepting();
-      if (status.ok()) {
-        status = CatchOutOfMemory("applying priority updates and deletes",
-                                  [&] { return Mutate(request, &response); });
-      }
-      if (!status.ok()) {
-        response.Clear();
-        response.set_error_code(static_cast<int32_t>(status.code()));
-        response.set_error_message(std::string(status.message()));
-      }
-    }
-    if (!stream.Write(response)) return grpc::Status::OK;  // client gone
+    if (mutate_streams_ended_) return;
+  }
+  (new MutateStreamCall(this))->Await();
+}
+
+void ReplayService::ServeMutateStreams() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (mutate_queue_->Next(&tag, &ok)) {
+    static_cast<MutateStreamCall*>(tag)->Proceed(ok);
+  }
+}
+
+void ReplayService::StopMutateStreams() {
+  if (mutate_queue_ == nullptr) return;
+  mutate_queue_->Shutdown();
+  mutate_thread_.join();
+  mutate_queue_.reset();
+}
+
+void ReplayService::DiscardQueue(
+    std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+  queue->Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->Next(&tag, &ok)) {
   }
 }
 

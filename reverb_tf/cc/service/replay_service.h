@@ -15,12 +15,24 @@
 // which a client keeps open to save each call's setup; a failed request is
 // answered in its response and leaves that stream open.
 //
-// Streams: the synchronous gRPC API, one handler thread per active stream,
-// at most `max_active_streams` at once (more fail with RESOURCE_EXHAUSTED,
-// so a flood of streams cannot exhaust the server's threads). The streaming
-// methods are served over raw byte buffers and parsed here, because gRPC's
-// typed reader reports a message it cannot parse as the end of the stream:
-// a malformed message fails its stream with INVALID_ARGUMENT instead.
+// Streams: at most `max_active_streams` at once (more fail with
+// RESOURCE_EXHAUSTED, so a flood of streams cannot exhaust the server's
+// threads). InsertStream and SampleStream are on the synchronous gRPC API,
+// one handler thread per active stream, since their calls block on rate
+// limiters. MutateStreams never block on anything but a table's mutex, and
+// are served on the completion-queue API by one thread of the service's own
+// (StartMutateStreams) that polls the queue, so the thread that reads a
+// message also applies it and writes the answer: gRPC's sync API hands each
+// message from its polling thread to the stream's handler thread, which cost
+// about three context switches and 30 us of CPU per message on this
+// project's 2-core machines. One thread serves all of them: a second one
+// polling the same queue brought the hand-off back. A long mutation (a huge
+// request, a table paused by a checkpoint) therefore delays the other
+// MutateStreams' next answers; a client whose stream is busy makes unary
+// calls instead. The streaming methods are served over raw byte buffers and
+// parsed here, because gRPC's typed reader reports a message it cannot
+// parse as the end of the stream: a malformed message fails its stream with
+// INVALID_ARGUMENT instead.
 //
 // Cancellation: a stream's blocking table calls carry a Cancellation that one
 // CancellationWatcher thread fires when gRPC reports the call cancelled (the
@@ -30,8 +42,10 @@
 // Close() on the tables frees every thread at once when the server stops.
 //
 // Thread safety: all handlers may run concurrently; the service itself holds
-// only immutable state (the table map), thread-safe objects and the set of
-// open MutateStreams (under its mutex).
+// only immutable state (the table map), thread-safe objects, the set of
+// open MutateStreams (under its mutex) and the MutateStreams' queue and
+// thread (set by StartMutateStreams, cleared by StopMutateStreams, which the
+// server calls in that order from one thread).
 #ifndef REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 #define REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 
@@ -40,6 +54,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -48,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/completion_queue.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "reverb_tf/cc/checkpointing/wal.h"
 #include "reverb_tf/cc/chunk_store.h"
@@ -162,8 +178,6 @@ class ReplayService final : public proto::ReplayService::Service {
                                   RawStream* stream);
   grpc::Status HandleSampleStream(grpc::ServerContext* context,
                                   RawStream* stream);
-  grpc::Status HandleMutateStream(grpc::ServerContext* context,
-                                  RawStream* stream);
 
   // Chunks written through this service and still held by an item or a
   // stream.
@@ -183,10 +197,21 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::StatusOr<std::shared_ptr<Table>> FindTable(
       const std::string& name) const;
 
+  // Serves MutateStreams from `queue`, which must come from
+  // AddCompletionQueue() of the builder this service was registered with,
+  // on a thread of the service's own, from now until StopMutateStreams().
+  // Call once, after that server started.
+  void StartMutateStreams(std::unique_ptr<grpc::ServerCompletionQueue> queue);
   // Ends every MutateStream at once and refuses new ones (UNAVAILABLE):
-  // for the server's Stop(). Between requests their handlers wait in Read(),
+  // for the server's Stop(). Between requests they wait for a message,
   // which nothing else ends before gRPC's shutdown deadline.
   void EndMutateStreams();
+  // After the server's Shutdown(): shuts the queue down and waits until its
+  // thread has finished every call left on it. No-op if not started.
+  void StopMutateStreams();
+  // Shuts down a queue no call was requested on and drains it (a queue of
+  // a server that did not start, or was given up).
+  static void DiscardQueue(std::unique_ptr<grpc::ServerCompletionQueue> queue);
 
   // Each table's info, by name: what ServerInfo answers.
   std::vector<TableInfo> TableInfos() const;
@@ -213,6 +238,14 @@ class ReplayService final : public proto::ReplayService::Service {
                           proto::CheckpointResponse* response) override;
 
  private:
+  // One MutateStream's state between the queue's events (replay_service.cc).
+  class MutateStreamCall;
+
+  // The MutateStreams' thread: hands each event of the queue to its call.
+  void ServeMutateStreams();
+  // Asks gRPC for the next MutateStream, unless they have ended.
+  void AwaitMutateStream();
+
   // One priority mutation, logged: the work of MutatePriorities and of
   // each MutateStream message.
   absl::Status Mutate(const proto::MutatePrioritiesRequest& request,
@@ -245,6 +278,8 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::flat_hash_set<grpc::ServerContext*> mutate_streams_
       ABSL_GUARDED_BY(mutate_streams_mu_);
   bool mutate_streams_ended_ ABSL_GUARDED_BY(mutate_streams_mu_) = false;
+  std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue_;
+  std::thread mutate_thread_;
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
   WriteAheadLog* wal_ = nullptr;

@@ -300,14 +300,21 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
     builder.RegisterService(server->service_.get());
     builder.RegisterService(server->health_.get());
+    // MutateStreams' queue (replay_service.h says why they are served there).
+    std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue =
+        builder.AddCompletionQueue();
     server->server_ = builder.BuildAndStart();
     if (server->server_ != nullptr &&
         std::all_of(bound.begin(), bound.end(),
                     [&](int p) { return p == bound[0] && p != 0; })) {
       server->port_ = bound[0];
-    } else if (server->server_ != nullptr) {
-      server->server_->Shutdown();
-      server->server_.reset();
+      server->service_->StartMutateStreams(std::move(mutate_queue));
+    } else {
+      if (server->server_ != nullptr) {
+        server->server_->Shutdown();
+        server->server_.reset();
+      }
+      ReplayService::DiscardQueue(std::move(mutate_queue));
     }
   }
   if (server->server_ == nullptr) {
@@ -597,6 +604,8 @@ void ReplayServer::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(2));
     server_->Wait();
+    // After the server's shutdown, as gRPC requires of its queues.
+    service_->StopMutateStreams();
   }
   // Scrapes are answered until the service has stopped.
   metrics_http_.reset();

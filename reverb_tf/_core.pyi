@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Client', 'ClientSecurity', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled']
+__all__: list[str] = ['Client', 'ClientSecurity', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled', 'tf_update_priorities']
 class SelectorKind:
     """
     Members:
@@ -322,4 +322,8 @@ def set_default_client_security(arg0: ClientSecurity) -> None:
 def set_in_process_enabled(enabled: bool) -> None:
     """
     Clients of a server of this process reach its tables directly (default: on unless REVERB_TF_IN_PROCESS=0); off, every call goes over gRPC.
+    """
+def tf_update_priorities(server_address: str, table: str, keys: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], priorities: typing.Annotated[numpy.typing.ArrayLike, numpy.float64]) -> tuple[int, int, int, list[str], str]:
+    """
+    (updated, deleted, missing, unreachable, warning) of a priority update made as TFClient's op makes it.
     """

@@ -3,13 +3,19 @@
 
 Each method adds an op whose C++ kernel talks to the server
 (`kernels/tf_client_kernels.cc`), so no Python runs when the graph executes.
+Executing eagerly, `update_priorities` makes the kernel's call without the op
+when it can (`TFClient._update_without_op`): a learner's hottest call then
+skips TensorFlow's dispatch of the op.
 """
 
 import numbers
 from typing import Any, List, Optional, Sequence, Union
 
+from absl import logging
+
 from reverb_tf import _tensorflow
 from reverb_tf import _address
+from reverb_tf import _native
 from reverb_tf import _ops
 from reverb_tf import replay_sample
 
@@ -186,11 +192,15 @@ class TFClient:
         # The hot path of learners running eagerly (a name only names ops in
         # a graph; one that is no str still fails below, as in dm-reverb).
         if tf.executing_eagerly() and name is None:
+            keys = _as_tensor(keys, tf.uint64)
+            priorities = _as_tensor(priorities, tf.float64)
+            if self._update_without_op(table, keys, priorities):
+                return None  # what the op returns when executing eagerly
             return self._ops.reverb_tf_update_priorities(
                 server_address=self._string(self._server_address),
                 table=self._string(table),
-                keys=_as_tensor(keys, tf.uint64),
-                priorities=_as_tensor(priorities, tf.float64),
+                keys=keys,
+                priorities=priorities,
             )
         with _name_scope(name, f"{self._name}_update_priorities"):
             if tf.executing_eagerly():
@@ -217,6 +227,41 @@ class TFClient:
                 keys=keys,
                 priorities=priorities,
             )
+
+    def _update_without_op(self, table: Any, keys: Any, priorities: Any) -> bool:
+        """The eager op's work without TensorFlow's dispatch of the op.
+
+        TensorFlow runs each eager op as a function, which cost about 50 us
+        of a 190 us remote update here. The native module makes the update
+        through the same shared client as the op's kernel. Anything the op
+        would answer differently (an argument it refuses, any error) is left
+        to the op, which raises it in its classes and words; making the
+        update again is safe, since updates are idempotent.
+
+        Args:
+          table: The table argument as given.
+          keys: An eager uint64 tensor.
+          priorities: An eager float64 tensor.
+
+        Returns:
+          True if the update was made; False if the op must make it.
+        """
+        if (
+            type(table) is not str  # pylint: disable=unidiomatic-typecheck
+            or not isinstance(self._server_address, str)
+            or keys.shape.rank != 1
+            or keys.shape != priorities.shape
+        ):
+            return False
+        try:
+            *_, warning = _native.core().tf_update_priorities(
+                self._server_address, table, keys.numpy(), priorities.numpy()
+            )
+        except Exception:  # pylint: disable=broad-except
+            return False
+        if warning:  # worded by the native client, at most once a minute
+            logging.warning("reverb_tf: %s", warning)
+        return True
 
 
 def _name_scope(name: Optional[str], default_name: str) -> Any:

@@ -275,10 +275,18 @@ def test_client_defaults_reach_datasets_and_tf_ops(pki):
             security.set_client_defaults(tls=tls, token=TOKENS["reader"])
             batch = next(iter(reverb.ReverbDataset.from_table_signature(address, "t", 2)))
             assert int(batch.data["x"]) == 3
+            tf_client = reverb.TFClient(address)
             with pytest.raises(tf.errors.PermissionDeniedError):
-                reverb.TFClient(address).update_priorities(
-                    "t", [batch.info.key], tf.constant([1.0], tf.float64)
-                )
+                tf_client.update_priorities("t", [batch.info.key], tf.constant([1.0], tf.float64))
+            # The defaults as they are at each call, also for an eager update
+            # made without the op.
+            security.set_client_defaults(tls=tls, token=TOKENS["writer"])
+            tf_client.update_priorities("t", [batch.info.key], tf.constant([2.0], tf.float64))
+            security.set_client_defaults(tls=tls, token=TOKENS["reader"])
+            with pytest.raises(tf.errors.PermissionDeniedError):
+                tf_client.update_priorities("t", [batch.info.key], tf.constant([3.0], tf.float64))
+            sample = next(reverb.Client(address, tls=tls, token=TOKENS["reader"]).sample("t"))
+            assert sample[0].info.priority == 2.0
         finally:
             security.set_client_defaults()  # plaintext, no token, for the other tests
         with pytest.raises((tf.errors.UnavailableError, reverb.errors.UnavailableError)):

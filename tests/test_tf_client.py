@@ -114,6 +114,46 @@ def test_errors_surface_as_tf_errors(server):
         client.update_priorities("p", tf.constant(1, tf.uint64), tf.constant([1.0], tf.float64))
 
 
+class _NoOps:
+    """TFClient's ops, replaced: an eager update that makes the op fails."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the op {name} was made")
+
+
+def test_eager_priority_updates_skip_the_op_and_leave_errors_to_it(server):
+    address = f"localhost:{server.port}"
+    with reverb.Client(address).trajectory_writer(num_keep_alive_refs=1) as writer:
+        for i in range(2):
+            writer.append({"x": np.int64(i), "obs": np.zeros(2, np.float32)})
+            writer.create_item(
+                "p", 1.0, {"x": writer.history["x"][-1:], "obs": writer.history["obs"][-1:]}
+            )
+    keys = sorted(
+        {int(s.info.key) for s in reverb.Client(address).sample("p", 50, emit_timesteps=False)}
+    )
+    client = reverb.TFClient(address)
+    ops = client._ops  # pylint: disable=protected-access
+    client._ops = _NoOps()  # pylint: disable=protected-access
+    # Tensors, arrays and lists, as the op takes them; keys no longer held
+    # are skipped, as the op skips them.
+    assert client.update_priorities("p", tf.constant(keys, tf.uint64), [4.0, 0.0]) is None
+    client.update_priorities("p", np.array(keys + [7], np.uint64), np.array([4.0, 0.0, 1.0]))
+    sampled = {
+        int(s.info.key): s.info.priority
+        for s in reverb.Client(address).sample("p", 50, emit_timesteps=False)
+    }
+    assert sampled == {keys[0]: 4.0}  # priority 0: never sampled
+    # A failure is the op's to report: here, the op is made.
+    with pytest.raises(AssertionError, match="reverb_tf_update_priorities"):
+        client.update_priorities("nope", tf.constant(keys, tf.uint64), [1.0, 1.0])
+    with pytest.raises(AssertionError, match="reverb_tf_update_priorities"):
+        client.update_priorities("p", tf.constant(keys, tf.uint64), [float("nan"), 1.0])
+    client._ops = ops  # pylint: disable=protected-access
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must be finite and non-negative"):
+        client.update_priorities("p", tf.constant(keys, tf.uint64), [float("nan"), 1.0])
+
+
 def test_insert_errors_say_what_dm_reverb_says(server):
     client = reverb.TFClient(f"localhost:{server.port}")
     data = [tf.constant([1.0, 2.0]), tf.constant(5, tf.int64)]

@@ -5,12 +5,12 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "reverb_tf/cc/client/client.h"
+#include "reverb_tf/cc/client/shared_clients.h"
 #include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/platform/cancellation.h"
 #include "reverb_tf/cc/platform/deadline.h"
@@ -30,28 +30,6 @@ namespace {
 
 Status FromAbsl(const absl::Status& status) {
   return Status{static_cast<int>(status.code()), std::string(status.message())};
-}
-
-// Kernels run many times against few servers: share one Client (one
-// channel per shard) per address and security settings (the process's
-// defaults when the kernel runs) for the life of the process.
-absl::StatusOr<std::shared_ptr<Client>> ClientFor(const std::string& address) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* clients =
-      new absl::flat_hash_map<std::string, std::shared_ptr<Client>>();
-  auto security = DefaultClientSecurity();
-  if (!security.ok()) return security.status();
-  const std::string key = absl::StrCat(address, "\n", security->Fingerprint());
-  absl::MutexLock lock(&mu);
-  auto it = clients->find(key);
-  if (it != clients->end()) return it->second;
-  ClientOptions options;
-  options.security = *std::move(security);
-  auto client = Client::Create(address, options);
-  if (!client.ok()) return client.status();
-  std::shared_ptr<Client> shared = *std::move(client);
-  clients->emplace(key, shared);
-  return shared;
 }
 
 class SamplerAdapter : public FacadeSampler {
@@ -257,7 +235,7 @@ class WriterAdapter : public FacadeTrajectoryWriter {
 Status NewSampler(const std::string& server_address, const std::string& table,
                   const SamplerOptions& options,
                   std::unique_ptr<FacadeSampler>* out) {
-  auto client = ClientFor(server_address);
+  auto client = SharedClient(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   reverb_tf::SamplerOptions sampler_options;
   sampler_options.max_in_flight = options.max_in_flight;
@@ -278,7 +256,7 @@ Status GetTableSignature(const std::string& server_address,
                          std::vector<ColumnSignature>* columns) {
   *has_signature = false;
   columns->clear();
-  auto client = ClientFor(server_address);
+  auto client = SharedClient(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   auto info = (*client)->ServerInfoOfAnyShard(TimeoutFromMs(timeout_ms));
   if (!info.ok()) return FromAbsl(info.status());
@@ -315,7 +293,7 @@ Status UpdatePriorities(const std::string& server_address,
     return Status{static_cast<int>(absl::StatusCode::kInvalidArgument),
                   "keys and priorities must have the same length"};
   }
-  auto client = ClientFor(server_address);
+  auto client = SharedClient(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   std::vector<std::pair<Key, double>> updates(keys.size());
   for (size_t i = 0; i < keys.size(); ++i)
@@ -375,7 +353,7 @@ Status InsertItem(const std::string& server_address,
         static_cast<int>(absl::StatusCode::kInvalidArgument),
         "tables and priorities must be non-empty and of the same length"};
   }
-  auto client = ClientFor(server_address);
+  auto client = SharedClient(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   // dm-reverb inserts through its legacy Writer: one step with a time
   // dimension, checked against the signature as a legacy item.
@@ -414,7 +392,7 @@ Status InsertItem(const std::string& server_address,
 Status NewTrajectoryWriter(const std::string& server_address,
                            const WriterOptions& options,
                            std::unique_ptr<FacadeTrajectoryWriter>* out) {
-  auto client = ClientFor(server_address);
+  auto client = SharedClient(server_address);
   if (!client.ok()) return FromAbsl(client.status());
   TrajectoryWriterOptions writer_options;
   writer_options.num_keep_alive_refs = options.num_keep_alive_refs;

@@ -338,16 +338,16 @@ def test_mutate_streams_beyond_the_limit_are_refused_and_a_cancelled_one_frees_i
             table="t", keys=keys, priorities=[2.0]
         ).SerializeToString()
         channels = [grpc.insecure_channel(address) for _ in range(4)]
-        feeds = [queue.Queue() for _ in range(4)]
-        calls = [
-            _mutate_stream(channel)(iter(feed.get, None), timeout=30)
-            for channel, feed in zip(channels, feeds)
-        ]
-        # Two streams are served (each answers a message)...
-        for call, feed in zip(calls[:2], feeds[:2]):
+        feeds = [queue.Queue() for _ in range(3)]
+        calls = []
+        # Two streams are served (each answers a message), one after the
+        # other so that they are the ones holding the slots...
+        for channel, feed in zip(channels[:2], feeds[:2]):
+            calls.append(_mutate_stream(channel)(iter(feed.get, None), timeout=30))
             feed.put(request)
-            assert next(call).updated == 1
+            assert next(calls[-1]).updated == 1
         # ...the third is refused.
+        calls.append(_mutate_stream(channels[2])(iter(feeds[2].get, None), timeout=30))
         feeds[2].put(request)
         with pytest.raises(grpc.RpcError) as error:
             next(calls[2])
@@ -367,5 +367,7 @@ def test_mutate_streams_beyond_the_limit_are_refused_and_a_cancelled_one_frees_i
                 time.sleep(0.05)
         feeds[1].put(None)
         assert list(calls[1]) == []
+        for feed in feeds:  # ends the request iterators of the other calls too
+            feed.put(None)
         for channel in channels:
             channel.close()

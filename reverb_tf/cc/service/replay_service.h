@@ -199,8 +199,9 @@ class ReplayService final : public proto::ReplayService::Service {
 
   // Serves MutateStreams from `queue`, which must come from
   // AddCompletionQueue() of the builder this service was registered with,
-  // on a thread of the service's own, from now until StopMutateStreams().
-  // Call once, after that server started.
+  // on a thread of the service's own, from now until StopMutateStreams(),
+  // which must have run before the service is destroyed. Call once, after
+  // that server started.
   void StartMutateStreams(std::unique_ptr<grpc::ServerCompletionQueue> queue);
   // Ends every MutateStream at once and refuses new ones (UNAVAILABLE):
   // for the server's Stop(). Between requests they wait for a message,

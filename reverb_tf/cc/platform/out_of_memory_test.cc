@@ -5,12 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "reverb_tf/cc/platform/process_memory.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
@@ -53,15 +54,9 @@ TEST(OutOfMemoryTest, AddressSpaceFitsLeavesTheHeadroomUnderTheCap) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     // VmSize of this process, then a cap 256 MiB above it.
-    const long pages = [] {
-      FILE* statm = std::fopen("/proc/self/statm", "r");
-      long size = -1;
-      if (statm == nullptr || std::fscanf(statm, "%ld", &size) != 1) _exit(10);
-      std::fclose(statm);
-      return size;
-    }();
-    const rlim_t cap =
-        static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + 256 * kMiB;
+    const std::optional<ProcessMemory> memory = ReadProcessMemory();
+    if (!memory.has_value()) _exit(10);
+    const rlim_t cap = static_cast<rlim_t>(memory->mapped_bytes) + 256 * kMiB;
     const rlimit limit{cap, cap};
     if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(11);
     if (!AddressSpaceFits(64 * kMiB, 64 * kMiB)) _exit(12);

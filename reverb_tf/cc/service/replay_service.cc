@@ -595,50 +595,52 @@ class ReplayService::MutateStreamCall {
 
   // The outcome of the operation in flight; deletes the call at its end.
   void Proceed(bool ok) {
-    grpc::Status finish;
-    bool finishing = false;
-    try {
-      finishing = Advance(ok, &finish);
-    } catch (const std::bad_alloc&) {
-      finish = ToGrpcStatus(OutOfMemoryError("serving a MutateStream call"));
-      finishing = true;
+    std::optional<grpc::Status> end;
+    // An allocation failure ends the call as it ends a sync handler's.
+    if (grpc::Status failed = GuardedCall("MutateStream",
+                                          [&] {
+                                            end = Advance(ok);
+                                            return grpc::Status::OK;
+                                          });
+        !failed.ok()) {
+      end = std::move(failed);
     }
-    if (!finishing) return;
+    if (!end.has_value()) return;
     if (step_ == Step::kFinishing) {
       delete this;
       return;
     }
     step_ = Step::kFinishing;
-    stream_.Finish(finish, this);
+    stream_.Finish(*end, this);
   }
 
  private:
   enum class Step { kAccepting, kReading, kWriting, kFinishing };
 
-  // Starts the next operation; true (with the call's status in `finish`)
-  // when the call is to end instead.
-  bool Advance(bool ok, grpc::Status* finish) {
+  // Starts the next operation and returns nothing, or returns the status to
+  // end the call with instead.
+  std::optional<grpc::Status> Advance(bool ok) {
     switch (step_) {
-      case Step::kAccepting:
+      case Step::kAccepting: {
         // Not ok: the queue is shutting down, and no call came.
         if (!ok) {
           step_ = Step::kFinishing;
-          return true;
+          return grpc::Status::OK;
         }
         service_->AwaitMutateStream();
-        *finish = Admit();
-        if (!finish->ok()) return true;
+        grpc::Status admitted = Admit();
+        if (!admitted.ok()) return admitted;
         return Read();
+      }
       case Step::kReading: {
         // Not ok: the client half-closed the stream or went away.
-        if (!ok) return true;
+        if (!ok) return grpc::Status::OK;
         proto::MutatePrioritiesRequest request;
         if (absl::Status parsed =
                 ParseMessage(&message_, ++count_, &service_->metrics_,
                              /*store=*/nullptr, &request);
             !parsed.ok()) {
-          *finish = ToGrpcStatus(parsed);
-          return true;
+          return ToGrpcStatus(parsed);
         }
         proto::MutatePrioritiesResponse response;
         {
@@ -658,22 +660,21 @@ class ReplayService::MutateStreamCall {
         }
         message_.Clear();
         if (!SerializeMessage(response, &service_->metrics_, &message_)) {
-          *finish = grpc::Status(grpc::StatusCode::INTERNAL,
-                                 "a MutateStream answer did not serialize");
-          return true;
+          return grpc::Status(grpc::StatusCode::INTERNAL,
+                              "a MutateStream answer did not serialize");
         }
         step_ = Step::kWriting;
         stream_.Write(message_, this);
-        return false;
+        return std::nullopt;
       }
       case Step::kWriting:
         // Not ok: the client is gone.
-        if (!ok) return true;
+        if (!ok) return grpc::Status::OK;
         return Read();
       case Step::kFinishing:
-        return true;
+        return grpc::Status::OK;
     }
-    return true;
+    return grpc::Status::OK;
   }
 
   grpc::Status Admit() {
@@ -694,10 +695,10 @@ class ReplayService::MutateStreamCall {
     return grpc::Status::OK;
   }
 
-  bool Read() {
+  std::optional<grpc::Status> Read() {
     step_ = Step::kReading;
     stream_.Read(&message_, this);
-    return false;
+    return std::nullopt;
   }
 
   ReplayService* const service_;

@@ -11,11 +11,14 @@ RESOURCE_EXHAUSTED naming the budget, while sampling goes on and deletes
 let a waiting insert in.
 """
 
+import os
+import pathlib
 import resource
 import threading
 import time
 
 import numpy as np
+import pytest
 
 import reverb_tf as reverb
 from integration import (
@@ -141,3 +144,76 @@ def test_writers_past_the_budget_wait_and_are_refused_and_the_server_lives(
         process.kill()
         stderr = process.communicate()[1]
     assert "ran out of memory" not in stderr and "terminate called" not in stderr, stderr
+
+
+_ARENA_HEAP = 64 << 20  # what glibc maps for each heap of an arena beyond the main one
+
+
+def _arena_heaps(pid: int) -> int:
+    """How many 64 MiB glibc arena heaps process `pid` has mapped.
+
+    A heap is an anonymous mapping at a 64 MiB-aligned address whose
+    read-write part and the reserved (no-access) rest after it span exactly
+    64 MiB; thread stacks (8 MiB) and mmap'd blocks do not look like that.
+    """
+    spans = []
+    for line in pathlib.Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        spans.append((start, end, fields[1], len(fields) > 5))
+    heaps = 0
+    for i, (start, end, perms, named) in enumerate(spans):
+        if named or start % _ARENA_HEAP or not perms.startswith("rw"):
+            continue
+        size = end - start
+        if i + 1 < len(spans) and spans[i + 1][0] == end and spans[i + 1][2].startswith("---"):
+            size += spans[i + 1][1] - spans[i + 1][0]
+        heaps += size == _ARENA_HEAP
+    return heaps
+
+
+def _serve_busy_clients(address: str, clients: int = 8, items: int = 200) -> None:
+    """`clients` threads, each with a client of its own, insert and sample at once."""
+
+    def work(seed):
+        client = reverb.Client(address)
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(items):
+                writer.append([np.full(64, seed * items + i, np.int64)])
+                writer.create_item("t", 1.0, writer.history[0][-1:])
+        for _ in client.sample("t", num_samples=items, emit_timesteps=False):
+            pass
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a client did not finish"
+
+
+@pytest.mark.parametrize("arena_max", [None, "1"])
+def test_the_server_binary_keeps_to_one_malloc_arena_per_core(
+    start_server, server_binary, arena_max, monkeypatch
+):
+    """Each arena reserves 64 MiB of address space, which RLIMIT_AS counts."""
+    if arena_max is None:
+        monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_ARENA_MAX", arena_max)
+    process, port = start_server(
+        server_binary, "--config=" + uniform_table_config(max_size=100_000)
+    )
+    try:
+        _serve_busy_clients(f"localhost:{port}")
+        heaps = _arena_heaps(process.pid)
+        # The main arena lives on the brk heap; the others map one heap each
+        # (this workload holds a few MB, far below a heap's 64 MiB).
+        arenas = 1 if arena_max else max(2, os.cpu_count())
+        assert heaps <= arenas - 1, heaps
+        if arena_max is None:
+            assert heaps >= 1, "no second arena: the check above would not see a cap missing"
+        assert process.poll() is None, "the server died"
+    finally:
+        process.kill()
+        process.communicate()

@@ -4,11 +4,21 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <thread>
 #include <utility>
 
 #include "absl/time/clock.h"
 
 namespace reverb_tf {
+
+int LimitMallocArenas() {
+  const char* configured = std::getenv("MALLOC_ARENA_MAX");
+  if (configured != nullptr && configured[0] != '\0') return 0;
+  const int arenas =
+      std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  return mallopt(M_ARENA_MAX, arenas) == 1 ? arenas : 0;
+}
 
 HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes,
                            absl::Duration period, int64_t min_drop)

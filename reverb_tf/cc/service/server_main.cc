@@ -390,6 +390,8 @@ int Run() {
 }  // namespace reverb_tf
 
 int main(int argc, char** argv) {
+  // Before any thread exists, so that none gets an arena past the cap.
+  reverb_tf::LimitMallocArenas();
   // Debian's absl is a shared library, and its test for a bool flag compares
   // type ids that our hidden-visibility build instantiates separately, so the
   // bare `--checkpoint_on_exit` would be refused for lacking a value: spell

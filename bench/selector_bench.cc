@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // PrioritizedSelector alone, without a table or a network: nanoseconds per
-// Update of a random held key (one at a time, and in batches of 256 with
-// the two-stage prefetch Table::MutatePriorities uses) and per Sample, at
+// Update of a random held key (one at a time, and in batches of 256 through
+// UpdateMany, as Table::MutatePriorities makes them) and per Sample, at
 // several sizes. Random keys over the whole selector are its worst case:
 // nothing stays cached at 10M keys.
 //
@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "reverb_tf/cc/selectors/prioritized_selector.h"
 
 namespace {
@@ -54,15 +56,18 @@ int main(int argc, char** argv) {
       if (!selector.Update(picked[i], priorities[i]).ok()) return 1;
     }
     const double update_ns = NanosPer(start, kOps);
-    // As the table does: stage 0 (the key's hash slot) 16 keys ahead,
-    // stage 1 (its tree path) 8 ahead.
+    constexpr int kBatch = 256;
+    std::vector<std::pair<Key, double>> batches(kOps);
+    for (int i = 0; i < kOps; ++i) batches[i] = {picked[i], priorities[i]};
     start = absl::Now();
-    for (int i = 0; i < kOps; ++i) {
-      if (i + 16 < kOps) selector.Prefetch(picked[i + 16], 0);
-      if (i + 8 < kOps) selector.Prefetch(picked[i + 8], 1);
-      if (!selector.Update(picked[i], priorities[i]).ok()) return 1;
+    for (int i = 0; i + kBatch <= kOps; i += kBatch) {
+      size_t applied = 0;
+      if (!selector
+               .UpdateMany(absl::MakeConstSpan(&batches[i], kBatch), &applied)
+               .ok())
+        return 1;
     }
-    const double batched_ns = NanosPer(start, kOps);
+    const double batched_ns = NanosPer(start, kOps / kBatch * kBatch);
     start = absl::Now();
     double sink = 0;
     for (int i = 0; i < kOps; ++i) sink += selector.Sample()->probability;

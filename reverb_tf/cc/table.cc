@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/deadline.h"
@@ -507,39 +508,46 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
   std::vector<Item> graveyard;
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(WritableLocked());
-  // Keys are random: in a large table each lookup misses the cache, and so
-  // does each level of a prioritized sampler's tree below its top. Finding
-  // keys kAhead ahead and updating them kAhead/2 ahead overlaps those
-  // misses (Prefetch() in item_selector.h).
+  // Keys are random: in a large table each lookup misses the cache, so
+  // the lookups ask for the key kAhead further on.
   constexpr size_t kAhead = 16;
-  auto prefetch = [&](size_t i, int stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (i >= updates.size()) return;
-    if (stage == 0) items_.prefetch(updates[i].first);
-    if (sampler_priority_matters_) sampler_->Prefetch(updates[i].first, stage);
-  };
-  for (size_t i = 0; i < kAhead; ++i) prefetch(i, 0);
-  for (size_t i = 0; i < kAhead / 2; ++i) prefetch(i, 1);
+  for (size_t i = 0; i < std::min(kAhead, updates.size()); ++i)
+    items_.prefetch(updates[i].first);
+  std::vector<std::pair<Key, double>> present;
+  std::vector<Item*> items;
+  present.reserve(updates.size());
+  items.reserve(updates.size());
   for (size_t i = 0; i < updates.size(); ++i) {
-    prefetch(i + kAhead, 0);
-    prefetch(i + kAhead / 2, 1);
-    const auto& [key, priority] = updates[i];
-    auto it = items_.find(key);
+    if (i + kAhead < updates.size()) items_.prefetch(updates[i + kAhead].first);
+    auto it = items_.find(updates[i].first);
     if (it == items_.end()) {
       ++result.missing;
       continue;
     }
-    // The item is here, so it is in both selectors: those that ignore
-    // priorities have nothing to change.
-    if (sampler_priority_matters_)
-      RETURN_IF_ERROR(sampler_->Update(key, priority));
+    present.push_back(updates[i]);
+    items.push_back(&it->second);
+  }
+  // A present item is in both selectors, and those that ignore priorities
+  // have nothing to change. The sampler takes the batch at once
+  // (a prioritized one recomputes each tree node once for it); if it
+  // refuses an update, the ones before it are applied everywhere, as they
+  // would be one by one. A remover's Update cannot fail for a present key
+  // and a checked priority.
+  size_t applied = present.size();
+  absl::Status refused;
+  if (sampler_priority_matters_)
+    refused = sampler_->UpdateMany(present, &applied);
+  for (size_t i = 0; i < applied; ++i) {
+    const auto& [key, priority] = present[i];
     if (remover_priority_matters_)
       RETURN_IF_ERROR(remover_->Update(key, priority));
-    CountPriorityLocked(it->second.priority, -1);
+    CountPriorityLocked(items[i]->priority, -1);
     CountPriorityLocked(priority, 1);
-    it->second.priority = priority;
+    items[i]->priority = priority;
     ++result.updated;
     ++counters_.priority_updates;
   }
+  RETURN_IF_ERROR(refused);
   for (Key key : deletes) {
     if (!items_.contains(key)) {
       ++result.missing;

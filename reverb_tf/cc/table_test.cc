@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -460,6 +462,43 @@ TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
   auto only = table->Sample(1, kLong)->front();
   EXPECT_EQ(only.key, 1u);
   EXPECT_EQ(only.priority, 3.0);
+}
+
+// The sampler takes a batch of updates at once; an update it refuses (a
+// total weight that would overflow) leaves the ones before it applied
+// everywhere (priority, remover, counters) and the ones after it not.
+TEST_F(TableTest, MutatePrioritiesStopsAtAnUpdateTheSamplerRefuses) {
+  constexpr double kHuge = std::numeric_limits<double>::max() / 2;
+  auto table = MakeTable(
+      MakeTableOptions("t", Prioritized(1.0),
+                       SelectorOptions{SelectorOptions::Kind::kMaxHeap, 1}, 10,
+                       RateLimiterOptions::MinSize(1)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(1, kHuge)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(2, 2.0)));
+  ASSERT_OK(table->InsertOrAssign(NewItem(3, 1.0)));
+  auto refused =
+      table->MutatePriorities({{2, 0.25}, {3, 2 * kHuge}, {1, 7.0}}, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("overflow"), std::string::npos);
+  const TableInfo info = table->info();
+  EXPECT_EQ(info.counters.priority_updates, 1);
+  EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(0.25)], 1);
+  EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(2.0)], 0);
+  EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(1.0)], 1);
+  EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(kHuge)], 1);
+  // The max-heap remover saw key 2 go from 2 to 0.25: once key 1 is gone,
+  // the eviction an eleventh item causes takes key 3 (1.0), not key 2.
+  ASSERT_OK(table->MutatePriorities({}, {1}));
+  for (Key key = 4; key <= 12; ++key)
+    ASSERT_OK(table->InsertOrAssign(NewItem(key, 0.5)));
+  auto probe = table->MutatePriorities({{2, 0.25}, {3, 1.0}}, {});
+  ASSERT_OK(probe);
+  EXPECT_EQ(probe->updated, 1);
+  EXPECT_EQ(probe->missing, 1);
+  EXPECT_EQ(table->size(), 10);
+  auto kept = table->MutatePriorities({{2, 0.25}}, {});
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->updated, 1) << "the remover evicted key 2";
 }
 
 TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {

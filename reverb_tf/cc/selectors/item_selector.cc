@@ -55,6 +55,16 @@ absl::Status ValidatePriorityWeight(double priority) {
                    priority, "."));
 }
 
+absl::Status ItemSelector::UpdateMany(
+    absl::Span<const std::pair<Key, double>> updates, size_t* applied) {
+  *applied = 0;
+  for (const auto& [key, priority] : updates) {
+    RETURN_IF_ERROR(Update(key, priority));
+    ++*applied;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SelectorOptions::Validate() const {
   if (KindName(kind) == nullptr) {
     return absl::InvalidArgumentError(

@@ -24,6 +24,7 @@
 #ifndef REVERB_TF_CC_SELECTORS_ITEM_SELECTOR_H_
 #define REVERB_TF_CC_SELECTORS_ITEM_SELECTOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "reverb_tf/cc/item_key.h"
 #include "reverb_tf/cc/platform/export.h"
 
@@ -79,14 +81,13 @@ class ItemSelector {
   // Changes the priority of a present `key`.
   virtual absl::Status Update(Key key, double priority) = 0;
 
-  // Hints that Update(key) follows soon, so that a batch of updates overlaps
-  // its cache misses instead of taking them one after another. Stage 0
-  // (issued first) prefetches what finding the key reads; stage 1 (issued
-  // later, when that has arrived) what updating it touches.
-  virtual void Prefetch(Key key, int stage) const {
-    (void)key;
-    (void)stage;
-  }
+  // Applies `updates` in order, as Update() one key at a time would, and
+  // stops at the first that fails; `*applied` is how many were applied (all
+  // of them when the result is OK). Selectors that keep more than one
+  // node per key (PrioritizedSelector's sum tree) may share work across
+  // the batch; the default calls Update() for each.
+  virtual absl::Status UpdateMany(
+      absl::Span<const std::pair<Key, double>> updates, size_t* applied);
 
   // False for selectors whose choice ignores priorities (Uniform, Fifo,
   // Lifo): their Update() only checks the key, which a table that already

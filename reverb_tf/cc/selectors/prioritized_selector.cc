@@ -80,25 +80,6 @@ absl::StatusOr<double> PrioritizedSelector::WeightOf(double priority) const {
   return weight;
 }
 
-void PrioritizedSelector::Prefetch(Key key, int stage) const {
-  if (stage == 0) {
-    slot_of_.prefetch(key);
-    return;
-  }
-  auto it = slot_of_.find(key);
-  if (it == slot_of_.end()) return;
-  // The leaf's line and, on each level, the lines of its ancestor's group:
-  // what SetLeaf reads and writes.
-  size_t node = it->second;
-  __builtin_prefetch(&leaves_[node], /*rw=*/1);
-  for (size_t level = 1; level <= num_levels_; ++level) {
-    node /= kFanOut;
-    const double* group = &nodes_[GroupOffset(level, node / kFanOut)];
-    __builtin_prefetch(group, /*rw=*/1);
-    __builtin_prefetch(group + kFanOut, /*rw=*/1);
-  }
-}
-
 void PrioritizedSelector::RecomputeNode(size_t level, size_t node) {
   double sum = 0.0;
   double smallest = kInfinity;
@@ -115,7 +96,7 @@ void PrioritizedSelector::RecomputeNode(size_t level, size_t node) {
       smallest = std::min(smallest, children[kFanOut + i]);
     }
   }
-  const size_t at = GroupOffset(level, node / kFanOut) + node % kFanOut;
+  const size_t at = SumOffset(level, node);
   nodes_[at] = sum;
   nodes_[at + kFanOut] = smallest;
 }
@@ -194,6 +175,73 @@ absl::Status PrioritizedSelector::Update(Key key, double priority) {
         "Updating key ", key, " to priority ", priority,
         " would overflow the total weight of PrioritizedSelector."));
   }
+  return absl::OkStatus();
+}
+
+absl::Status PrioritizedSelector::UpdateMany(
+    absl::Span<const std::pair<Key, double>> updates, size_t* applied) {
+  constexpr double kLargest = std::numeric_limits<double>::max();
+  // Keys are random: in a large selector each lookup, leaf and node misses
+  // the cache, so each pass asks for what it will touch kAhead steps later.
+  constexpr size_t kAhead = 8;
+  const double weight_bound = kLargest / 4 / static_cast<double>(capacity_);
+  bool batch = updates.size() > 1 && total_weight() <= kLargest / 4;
+  batch_slots_.clear();
+  batch_weights_.clear();
+  for (size_t i = 0; batch && i < updates.size(); ++i) {
+    if (i + kAhead < updates.size())
+      slot_of_.prefetch(updates[i + kAhead].first);
+    const auto& [key, priority] = updates[i];
+    if (!ValidatePriorityWeight(priority).ok()) break;
+    const absl::StatusOr<double> weight = WeightOf(priority);
+    const auto it = slot_of_.find(key);
+    if (!weight.ok() || *weight > weight_bound || it == slot_of_.end()) break;
+    batch_slots_.push_back(it->second);
+    batch_weights_.push_back(*weight);
+  }
+  if (!batch || batch_slots_.size() < updates.size()) {
+    // Some update would be refused or might overflow: one at a time gives
+    // each its own answer and stops where Update() would.
+    return ItemSelector::UpdateMany(updates, applied);
+  }
+  // A node's sum is set to NaN while it waits in dirty_ (a sum is never NaN
+  // otherwise: weights are finite and the bound keeps sums finite), so that
+  // each node is listed once without a set beside the tree.
+  constexpr double kListed = std::numeric_limits<double>::quiet_NaN();
+  auto list = [this](size_t level, size_t node) {
+    double& sum = nodes_[SumOffset(level, node)];
+    if (std::isnan(sum)) return;
+    sum = kListed;
+    dirty_.push_back(node);
+  };
+  dirty_.clear();
+  const size_t count = batch_slots_.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kAhead < count) {
+      const size_t ahead = batch_slots_[i + kAhead];
+      __builtin_prefetch(&leaves_[ahead], /*rw=*/1);
+      __builtin_prefetch(&nodes_[SumOffset(1, ahead / kFanOut)], /*rw=*/1);
+    }
+    leaves_[batch_slots_[i]] = batch_weights_[i];
+    list(1, batch_slots_[i] / kFanOut);
+  }
+  for (size_t level = 1;; ++level) {
+    // Recomputing reads the children just written and writes the node just
+    // listed: both cached. Listing the parents is where the misses are.
+    for (size_t node : dirty_) RecomputeNode(level, node);
+    if (level == num_levels_) break;
+    const size_t listed = dirty_.size();
+    for (size_t j = 0; j < listed; ++j) {
+      if (j + kAhead < listed) {
+        __builtin_prefetch(
+            &nodes_[SumOffset(level + 1, dirty_[j + kAhead] / kFanOut)],
+            /*rw=*/1);
+      }
+      list(level + 1, dirty_[j] / kFanOut);
+    }
+    dirty_.erase(dirty_.begin(), dirty_.begin() + listed);
+  }
+  *applied = updates.size();
   return absl::OkStatus();
 }
 

@@ -56,8 +56,18 @@ class PrioritizedSelector : public ItemSelector {
   PrioritizedSelector& operator=(const PrioritizedSelector&) = delete;
 
   absl::Status Insert(Key key, double priority) override;
-  void Prefetch(Key key, int stage) const override;
   absl::Status Update(Key key, double priority) override;
+  // Sets every leaf first, then recomputes each ancestor once for the batch
+  // (256 random keys of 8k: about 355 node recomputations instead of
+  // 1,280), with the leaves' and the tree's cache misses overlapped. The
+  // nodes come out exactly as Update() one by one leaves them, since nodes
+  // depend only on the leaves; that holds when no Update of the sequence
+  // would be refused, which is checked before anything changes (every new
+  // weight at most a quarter of the largest double over the capacity, the
+  // total at most a quarter of it: no sum can overflow). Otherwise, and
+  // for a single key, it updates one key at a time.
+  absl::Status UpdateMany(absl::Span<const std::pair<Key, double>> updates,
+                          size_t* applied) override;
   absl::Status Delete(Key key) override;
   absl::StatusOr<KeyWithProbability> Sample() override;
   void Clear() override;
@@ -115,6 +125,10 @@ class PrioritizedSelector : public ItemSelector {
   // Recomputes node `node` of internal level `level` (its sum and minimum)
   // from its children.
   void RecomputeNode(size_t level, size_t node);
+  // Where node `node` of internal level `level` keeps its sum in nodes_.
+  size_t SumOffset(size_t level, size_t node) const {
+    return GroupOffset(level, node / kFanOut) + node % kFanOut;
+  }
   // Lays out the internal levels for capacity_ leaves, all nodes empty.
   void LayOutLevels();
 
@@ -137,6 +151,11 @@ class PrioritizedSelector : public ItemSelector {
   // Inverse of `keys_`.
   TableMap<Key, size_t> slot_of_;
   std::mt19937_64 rng_;
+  // UpdateMany's scratch, kept to spare an allocation per batch: the slots
+  // and weights of the batch, then the nodes of one level to recompute.
+  std::vector<size_t> batch_slots_;
+  std::vector<double> batch_weights_;
+  std::vector<size_t> dirty_;
 };
 
 }  // namespace reverb_tf

@@ -492,6 +492,71 @@ TEST(PrioritizedSelectorTest, OverflowingTotalIsRejectedAndRolledBack) {
   EXPECT_EQ(sample->probability, 1.0 / kMax);
 }
 
+// UpdateMany recomputes each tree node once per batch: the tree must come
+// out bit for bit as Update() one key at a time leaves it, on every level
+// of a deep tree (5,000 keys: 5 levels).
+TEST(PrioritizedSelectorTest, UpdateManyLeavesTheTreeExactlyAsUpdateDoes) {
+  PrioritizedSelector many(/*priority_exponent=*/0.6, /*seed=*/1);
+  PrioritizedSelector one(/*priority_exponent=*/0.6, /*seed=*/1);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> priority(0.0, 100.0);
+  constexpr Key kKeys = 5000;
+  for (Key key = 0; key < kKeys; ++key) {
+    const double p = priority(rng);
+    ASSERT_OK(many.Insert(key, p));
+    ASSERT_OK(one.Insert(key, p));
+  }
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::pair<Key, double>> batch(256);
+    for (auto& [key, p] : batch) {
+      key = rng() % kKeys;
+      // Some zero weights, so that the minimums change too.
+      p = rng() % 16 == 0 ? 0.0 : priority(rng);
+    }
+    size_t applied = 0;
+    ASSERT_OK(many.UpdateMany(batch, &applied));
+    ASSERT_EQ(applied, batch.size());
+    for (const auto& [key, p] : batch) ASSERT_OK(one.Update(key, p));
+    ASSERT_EQ(many.total_weight(), one.total_weight()) << "round " << round;
+    ASSERT_EQ(many.MinProbability(), one.MinProbability());
+    for (int i = 0; i < 64; ++i) {
+      const double target = many.total_weight() * (i + 0.5) / 64;
+      absl::StatusOr<ItemSelector::KeyWithProbability> a =
+          many.SampleAtForTesting(target);
+      absl::StatusOr<ItemSelector::KeyWithProbability> b =
+          one.SampleAtForTesting(target);
+      ASSERT_OK(a);
+      ASSERT_OK(b);
+      ASSERT_EQ(a->key, b->key);
+      ASSERT_EQ(a->probability, b->probability);
+    }
+  }
+  EXPECT_NEAR(many.total_weight(), many.SumOfLeavesForTesting(),
+              1e-9 * many.total_weight());
+}
+
+// Near the largest double the batch cannot promise that no sum overflows:
+// the updates go one at a time, and the one that would overflow is refused
+// with the ones before it applied.
+TEST(PrioritizedSelectorTest, UpdateManyNearOverflowRefusesWhereUpdateWould) {
+  constexpr double kMax = std::numeric_limits<double>::max();
+  PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
+  ASSERT_OK(selector.Insert(1, kMax / 2));
+  ASSERT_OK(selector.Insert(2, 1.0));
+  ASSERT_OK(selector.Insert(3, 1.0));
+  size_t applied = 0;
+  absl::Status status =
+      selector.UpdateMany({{2, kMax / 4}, {3, kMax / 2}, {1, 1.0}}, &applied);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("overflow"));
+  EXPECT_EQ(applied, 1u);
+  EXPECT_EQ(selector.total_weight(), kMax / 2 + kMax / 4 + 1.0);
+  // Large weights that fit go in, one at a time.
+  ASSERT_OK(selector.UpdateMany({{1, kMax / 4}, {3, kMax / 4}}, &applied));
+  EXPECT_EQ(applied, 2u);
+  EXPECT_EQ(selector.total_weight(), 3 * (kMax / 4));
+}
+
 TEST(PrioritizedSelectorTest, GrowingAndShrinkingKeepsTotalsExact) {
   PrioritizedSelector selector(/*priority_exponent=*/1.0, /*seed=*/1);
   for (Key key = 0; key < 1000; ++key) {

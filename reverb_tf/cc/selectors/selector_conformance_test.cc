@@ -12,6 +12,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -106,6 +107,76 @@ TEST_P(SelectorConformanceTest, UpdateOfUnknownKeyIsNotFound) {
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("3"));
   EXPECT_EQ(selector->size(), 1);
+}
+
+// Two selectors of the same seed answer the same samples (keys and
+// probabilities) only while they hold the same keys and priorities.
+void ExpectSameSamples(ItemSelector& a, ItemSelector& b, int draws) {
+  for (int i = 0; i < draws; ++i) {
+    absl::StatusOr<ItemSelector::KeyWithProbability> sa = a.Sample();
+    absl::StatusOr<ItemSelector::KeyWithProbability> sb = b.Sample();
+    ASSERT_OK(sa);
+    ASSERT_OK(sb);
+    ASSERT_EQ(sa->key, sb->key) << "draw " << i;
+    ASSERT_EQ(sa->probability, sb->probability) << "draw " << i;
+  }
+}
+
+TEST_P(SelectorConformanceTest, UpdateManyIsUpdateOneKeyAtATime) {
+  std::unique_ptr<ItemSelector> many = Make(/*seed=*/5);
+  std::unique_ptr<ItemSelector> one = Make(/*seed=*/5);
+  ASSERT_TRUE(many && one);
+  std::mt19937_64 rng(11);
+  for (Key key = 0; key < 300; ++key) {
+    const double priority = static_cast<double>(rng() % 1000) / 10.0;
+    ASSERT_OK(many->Insert(key, priority));
+    ASSERT_OK(one->Insert(key, priority));
+  }
+  for (int round = 0; round < 20; ++round) {
+    // Repeated keys included: the last update of a key wins.
+    std::vector<std::pair<Key, double>> batch(1 + rng() % 64);
+    for (auto& [key, priority] : batch) {
+      key = rng() % 300;
+      priority = static_cast<double>(rng() % 1000) / 10.0;
+    }
+    size_t applied = 0;
+    ASSERT_OK(many->UpdateMany(batch, &applied));
+    EXPECT_EQ(applied, batch.size());
+    for (const auto& [key, priority] : batch) {
+      ASSERT_OK(one->Update(key, priority));
+    }
+    ExpectSameSamples(*many, *one, 50);
+  }
+  EXPECT_EQ(many->TotalWeight(), one->TotalWeight());
+  EXPECT_EQ(many->MinProbability(), one->MinProbability());
+}
+
+TEST_P(SelectorConformanceTest, UpdateManyStopsAtTheFirstRefusedUpdate) {
+  std::unique_ptr<ItemSelector> many = Make(/*seed=*/5);
+  std::unique_ptr<ItemSelector> one = Make(/*seed=*/5);
+  ASSERT_TRUE(many && one);
+  for (Key key = 0; key < 20; ++key) {
+    ASSERT_OK(many->Insert(key, 1.0 + key));
+    ASSERT_OK(one->Insert(key, 1.0 + key));
+  }
+  size_t applied = 99;
+  absl::Status status =
+      many->UpdateMany({{3, 40.0}, {4, 50.0}, {77, 1.0}, {5, 60.0}}, &applied);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("77"));
+  EXPECT_EQ(applied, 2u);
+  ASSERT_OK(one->Update(3, 40.0));
+  ASSERT_OK(one->Update(4, 50.0));
+  ExpectSameSamples(*many, *one, 100);
+
+  status = many->UpdateMany({{6, 70.0}, {7, kNaN}, {8, 90.0}}, &applied);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(applied, 1u);
+  ASSERT_OK(one->Update(6, 70.0));
+  ExpectSameSamples(*many, *one, 100);
+
+  ASSERT_OK(many->UpdateMany({}, &applied));
+  EXPECT_EQ(applied, 0u);
 }
 
 TEST_P(SelectorConformanceTest, DeleteOfUnknownKeyIsNotFound) {

@@ -547,7 +547,13 @@ absl::StatusOr<MutationResult> Table::MutatePriorities(
     ++result.updated;
     ++counters_.priority_updates;
   }
-  RETURN_IF_ERROR(refused);
+  if (!refused.ok()) {
+    // The journal is told of what did change, so that a replay agrees.
+    if (journal_ != nullptr && applied > 0) {
+      journal_->Mutated(*this, absl::MakeConstSpan(present).first(applied), {});
+    }
+    return refused;
+  }
   for (Key key : deletes) {
     if (!items_.contains(key)) {
       ++result.missing;

@@ -261,7 +261,10 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   // Applies priority updates and deletes; keys the table does not hold are
   // counted in `missing`. All priorities are validated before anything is
   // applied (InvalidArgument, nothing changed); the journal's status while
-  // it is not Writable() (nothing changed).
+  // it is not Writable() (nothing changed). An update the sampler refuses
+  // (a total weight that would overflow) ends the call with its
+  // InvalidArgument: the updates before it stay applied (and journaled),
+  // the ones after it and the deletes are not.
   absl::StatusOr<MutationResult> MutatePriorities(
       absl::Span<const std::pair<Key, double>> updates,
       absl::Span<const Key> deletes);

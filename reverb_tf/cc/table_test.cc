@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -467,12 +469,30 @@ TEST_F(TableTest, MutatePrioritiesIsAllOrNothingOnBadPriorities) {
 // The sampler takes a batch of updates at once; an update it refuses (a
 // total weight that would overflow) leaves the ones before it applied
 // everywhere (priority, remover, counters) and the ones after it not.
+// Records the priority updates and deletes a table reports.
+class UpdateJournal : public TableJournal {
+ public:
+  void Inserted(const Table&, const Item&) override {}
+  void Mutated(const Table&, absl::Span<const std::pair<Key, double>> updates,
+               absl::Span<const Key> deletes) override {
+    this->updates.insert(this->updates.end(), updates.begin(), updates.end());
+    this->deletes.insert(this->deletes.end(), deletes.begin(), deletes.end());
+  }
+  void SampledOut(const Table&, Key) override {}
+  void WasReset(const Table&) override {}
+
+  std::vector<std::pair<Key, double>> updates;
+  std::vector<Key> deletes;
+};
+
 TEST_F(TableTest, MutatePrioritiesStopsAtAnUpdateTheSamplerRefuses) {
   constexpr double kHuge = std::numeric_limits<double>::max() / 2;
   auto table = MakeTable(
       MakeTableOptions("t", Prioritized(1.0),
                        SelectorOptions{SelectorOptions::Kind::kMaxHeap, 1}, 10,
                        RateLimiterOptions::MinSize(1)));
+  UpdateJournal journal;
+  table->SetJournal(&journal);
   ASSERT_OK(table->InsertOrAssign(NewItem(1, kHuge)));
   ASSERT_OK(table->InsertOrAssign(NewItem(2, 2.0)));
   ASSERT_OK(table->InsertOrAssign(NewItem(3, 1.0)));
@@ -486,6 +506,9 @@ TEST_F(TableTest, MutatePrioritiesStopsAtAnUpdateTheSamplerRefuses) {
   EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(2.0)], 0);
   EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(1.0)], 1);
   EXPECT_EQ(info.priorities.counts[PriorityHistogram::BucketOf(kHuge)], 1);
+  // The journal (a write-ahead log) hears of the applied update only.
+  EXPECT_EQ(journal.updates, (std::vector<std::pair<Key, double>>{{2, 0.25}}));
+  EXPECT_TRUE(journal.deletes.empty());
   // The max-heap remover saw key 2 go from 2 to 0.25: once key 1 is gone,
   // the eviction an eleventh item causes takes key 3 (1.0), not key 2.
   ASSERT_OK(table->MutatePriorities({}, {1}));
@@ -499,6 +522,7 @@ TEST_F(TableTest, MutatePrioritiesStopsAtAnUpdateTheSamplerRefuses) {
   auto kept = table->MutatePriorities({{2, 0.25}}, {});
   ASSERT_OK(kept);
   EXPECT_EQ(kept->updated, 1) << "the remover evicted key 2";
+  table->SetJournal(nullptr);
 }
 
 TEST_F(TableTest, ResetEmptiesTheTableAndTheLimiter) {

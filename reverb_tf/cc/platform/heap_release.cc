@@ -12,12 +12,11 @@
 
 namespace reverb_tf {
 
-int LimitMallocArenas() {
+void LimitMallocArenas() {
   const char* configured = std::getenv("MALLOC_ARENA_MAX");
-  if (configured != nullptr && configured[0] != '\0') return 0;
-  const int arenas =
-      std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-  return mallopt(M_ARENA_MAX, arenas) == 1 ? arenas : 0;
+  if (configured != nullptr && configured[0] != '\0') return;
+  mallopt(M_ARENA_MAX,
+          std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes,

@@ -39,8 +39,8 @@ namespace reverb_tf {
 
 // Caps glibc's malloc arenas at one per core (at least 2), unless the
 // environment sets MALLOC_ARENA_MAX (glibc's own knob), which is left to
-// apply. Returns the cap in force, 0 if glibc's default was kept.
-int LimitMallocArenas();
+// apply.
+void LimitMallocArenas();
 
 class HeapReleaser {
  public:

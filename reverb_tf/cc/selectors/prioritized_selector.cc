@@ -184,11 +184,14 @@ absl::Status PrioritizedSelector::UpdateMany(
   // Keys are random: in a large selector each lookup, leaf and node misses
   // the cache, so each pass asks for what it will touch kAhead steps later.
   constexpr size_t kAhead = 8;
+  // One key, or a total this large: one at a time (see the header).
+  if (updates.size() < 2 || !(total_weight() <= kLargest / 4)) {
+    return ItemSelector::UpdateMany(updates, applied);
+  }
   const double weight_bound = kLargest / 4 / static_cast<double>(capacity_);
-  bool batch = updates.size() > 1 && total_weight() <= kLargest / 4;
   batch_slots_.clear();
   batch_weights_.clear();
-  for (size_t i = 0; batch && i < updates.size(); ++i) {
+  for (size_t i = 0; i < updates.size(); ++i) {
     if (i + kAhead < updates.size())
       slot_of_.prefetch(updates[i + kAhead].first);
     const auto& [key, priority] = updates[i];
@@ -199,7 +202,7 @@ absl::Status PrioritizedSelector::UpdateMany(
     batch_slots_.push_back(it->second);
     batch_weights_.push_back(*weight);
   }
-  if (!batch || batch_slots_.size() < updates.size()) {
+  if (batch_slots_.size() < updates.size()) {
     // Some update would be refused or might overflow: one at a time gives
     // each its own answer and stops where Update() would.
     return ItemSelector::UpdateMany(updates, applied);

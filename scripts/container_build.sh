@@ -17,7 +17,8 @@
 #                     default auto, which is portable)
 #   --base-only       make (or find) the base image, print its name, stop
 #   --probe           build pip_package/probe.Dockerfile on the base instead of
-#                     the wheel: the same buildah invocation, in seconds
+#                     the wheel: the same buildah invocation and context, in
+#                     seconds (it reports the files the context holds)
 #   --refresh-base    download the base again instead of using the cache
 #
 # The base is cached twice: mmdebstrap's tarball under
@@ -111,15 +112,15 @@ fi
 
 context="$(mktemp -d)"
 trap 'rm -rf "${context}"' EXIT
+# The context is a clean export of HEAD: exactly what is committed, filtered
+# by the ignore file as `docker build .` would filter a working tree. The
+# probe gets the same context, so that it sees what the wheel build sees.
+git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
+ignorefile=(--ignorefile "${context}/pip_package/Dockerfile.dockerignore")
 if [[ "${mode}" == "probe" ]]; then
-  # The probe needs no sources: an empty context and the working tree's file.
-  dockerfile="${ROOT}/pip_package/probe.Dockerfile"
-  ignorefile=()
+  dockerfile="${context}/pip_package/probe.Dockerfile"
 else
-  # The context is a clean export of HEAD: exactly what is committed.
-  git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
   dockerfile="${context}/pip_package/Dockerfile"
-  ignorefile=(--ignorefile "${context}/pip_package/Dockerfile.dockerignore")
 fi
 # On a network that intercepts TLS, the host trusts an extra CA (pip's
 # `cert` setting); hand the container the same trust for pip.

@@ -60,23 +60,6 @@ TEST(ChunkStoreTest, ChunkLivesExactlyAsLongAsItsLastReference) {
   EXPECT_EQ(store.num_live_bytes(), 0);
 }
 
-TEST(ChunkStoreTest, FreeingChunksReturnsTheirMemory) {
-  ChunkStore store;
-  const size_t before = testing::HeapBytesInUse();
-  std::vector<ChunkRef> chunks;
-  for (int i = 0; i < 64; ++i) {
-    chunks.push_back(MakeFloatChunk(store, i, /*steps=*/256, /*width=*/256));
-  }
-  const size_t held = testing::HeapBytesInUse() - before;
-  EXPECT_GE(held, 64u * 256 * 256 * sizeof(float));
-  EXPECT_GE(store.num_live_bytes(), int64_t{64} * 256 * 256 * 4);
-  chunks.clear();
-  const size_t after = testing::HeapBytesInUse();
-  // Allow for allocator bookkeeping, never for the 16 MiB of payload.
-  EXPECT_LT(after - std::min(after, before), 64u * 1024);
-  EXPECT_EQ(store.num_live_chunks(), 0);
-}
-
 TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
   ChunkStore store;
   for (size_t size : {size_t{16}, Chunk::kInlineBytes, Chunk::kInlineBytes + 1,

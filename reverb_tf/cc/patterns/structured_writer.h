@@ -90,9 +90,6 @@ class REVERB_TF_EXPORT StructuredWriter {
   absl::Status Close();
 
   bool step_is_open() const { return engine_.step_is_open(); }
-  int64_t num_pending_items() const {
-    return static_cast<int64_t>(pending_.size());
-  }
   TrajectoryWriter& trajectory_writer() { return *writer_; }
 
  private:

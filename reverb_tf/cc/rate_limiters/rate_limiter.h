@@ -144,9 +144,6 @@ class REVERB_TF_EXPORT RateLimiter {
   // Forgets all counts (Table::Reset).
   void Reset();
 
-  // Replaces the options, keeping the counters (used when restoring a table
-  // whose limiter settings changed).
-  void set_options(const RateLimiterOptions& options) { options_ = options; }
   const RateLimiterOptions& options() const { return options_; }
 
   // Restores counters (checkpoint load).

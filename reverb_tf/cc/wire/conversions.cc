@@ -119,10 +119,6 @@ void PayloadMetadataToProto(const TensorPayload& payload,
   tensor->set_uncompressed_size(payload.uncompressed_size);
 }
 
-void ChunkToProto(const Chunk& chunk, proto::Chunk* out) {
-  RowsToProto(chunk, chunk.key(), 0, chunk.num_steps(), out);
-}
-
 absl::StatusOr<TableOptions> TableOptionsFromConfig(
     const schema::PriorityTableCheckpoint& config) {
   return TableOptionsFromMessage(config);

@@ -39,7 +39,6 @@ void PayloadToProto(TensorPayload payload, proto::Tensor* tensor);
 // Every field of `payload` but its bytes.
 void PayloadMetadataToProto(const TensorPayload& payload,
                             proto::Tensor* tensor);
-void ChunkToProto(const Chunk& chunk, proto::Chunk* out);
 
 // The server's view of a written item: its slices resolved against the
 // chunks the stream holds. INVALID_ARGUMENT if a slice names a chunk not in

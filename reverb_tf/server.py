@@ -408,9 +408,12 @@ class Server:
             "0.0.0.0" or "::" accept them on every interface, an address on
             that one. Anyone who can connect may insert, sample, reset and
             checkpoint. Not in dm-reverb, which listens on every interface.
-          max_active_streams: Most writer and sampler streams served at once
-            (each holds a server thread); more fail with
-            `ResourceExhaustedError` until others end. Not in dm-reverb.
+          max_active_streams: Most streams served at once: writer
+            (InsertStream), sampler (SampleStream) and priority-mutation
+            (MutateStream) streams alike; more fail with
+            `ResourceExhaustedError` until others end. Each writer or
+            sampler stream holds a server thread; MutateStreams take a slot
+            but share one thread. Not in dm-reverb.
           metrics_port: Serve Prometheus metrics at
             `http://<host>:<metrics_port>/metrics` (0 picks a free port; read
             it back from `metrics_port`). None: no metrics endpoint. Not in

@@ -17,7 +17,7 @@
 //
 // Memory layout, chosen because small items are the common case and dm-reverb
 // spends ~3.5 KB of server memory on each: a small chunk is ONE allocation
-// holding a 48-byte header, its dimensions and its bytes, and it is
+// holding a 40-byte header, its dimensions and its bytes, and it is
 // reference-counted intrusively, so a reference (ChunkRef) is a single
 // pointer. A one-step f32[4] column costs 80 bytes of heap instead of ~190
 // with std::shared_ptr and a separate buffer (docs/core_design.md has the

@@ -204,7 +204,12 @@ class TableJournal {
   virtual ~TableJournal() = default;
   // `item` was inserted, or replaced the stored item of its key.
   virtual void Inserted(const Table& table, const Item& item) = 0;
-  // A MutatePriorities call was applied (keys the table lacked included).
+  // A MutatePriorities call was applied; once per call. A call that
+  // succeeds passes all its updates and deletes (keys the table lacked
+  // included). A call that fails because the sampler refused an update
+  // keeps the updates before it applied, so it passes those, for a replay
+  // to agree with the table: the updates of present keys before the
+  // refused one and no deletes (no call at all if none was applied).
   virtual void Mutated(const Table& table,
                        absl::Span<const std::pair<Key, double>> updates,
                        absl::Span<const Key> deletes) = 0;

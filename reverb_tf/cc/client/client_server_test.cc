@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -78,6 +79,23 @@ class ClientServerTest : public ::testing::TestWithParam<bool> {
   }
   int64_t TableSize(const std::string& name) {
     return testing::TableSize(*client_, name);
+  }
+  // Table `name` as server_info reports it once `done` holds of it, or as it
+  // last was when kTimeout passed (for the caller's checks to show).
+  TableInfo AwaitTableInfo(const std::string& name,
+                           absl::FunctionRef<bool(const TableInfo&)> done) {
+    const absl::Time deadline = absl::Now() + kTimeout;
+    TableInfo last;
+    while (true) {
+      auto tables = client_->ServerInfo(kTimeout);
+      if (tables.ok()) {
+        for (TableInfo& info : *tables) {
+          if (info.options.name == name) last = std::move(info);
+        }
+      }
+      if (done(last) || absl::Now() >= deadline) return last;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
   }
 
   testing::ScopedInProcess in_process_;
@@ -565,7 +583,12 @@ TEST_P(ClientServerTest, CancellationAbortsABlockedSample) {
   std::thread sampler([&] {
     status = client_->SampleItems("t", 1, SamplerOptions(), &cancel).status();
   });
-  absl::SleepFor(absl::Milliseconds(200));
+  // Cancelling before the sample waits in the limiter would test a call
+  // cancelled before it started, not a blocked one.
+  const TableInfo waiting = AwaitTableInfo("t", [](const TableInfo& info) {
+    return info.rate_limiter_info.sample_stats.pending == 1;
+  });
+  EXPECT_EQ(waiting.rate_limiter_info.sample_stats.pending, 1);
   const absl::Time start = absl::Now();
   cancel.Cancel();
   sampler.join();
@@ -585,8 +608,14 @@ TEST_P(ClientServerTest, StoppingTheServerFailsBlockedCallsPromptly) {
   }
   absl::Status flush_status, sample_status;
   std::thread flusher([&] { flush_status = writer->Flush(0, kTimeout); });
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(TableSize("q"), 1);  // the second item waits for the limiter
+  // Stopping before the second item reaches the limiter would test a call
+  // in flight, not a blocked one.
+  const TableInfo blocked = AwaitTableInfo("q", [](const TableInfo& info) {
+    return info.current_size == 1 &&
+           info.rate_limiter_info.insert_stats.pending == 1;
+  });
+  EXPECT_EQ(blocked.current_size, 1);
+  EXPECT_EQ(blocked.rate_limiter_info.insert_stats.pending, 1);
   const absl::Time start = absl::Now();
   server_->Stop();
   flusher.join();

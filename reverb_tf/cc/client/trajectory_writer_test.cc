@@ -220,7 +220,8 @@ TEST(TrajectoryWriterStatusTest,
     Sample sample;
     sampler->Next(&sample).IgnoreError();  // until cancelled
   });
-  absl::SleepFor(absl::Milliseconds(300));  // the sampler's stream is open
+  // Until the sampler's stream holds the slot, a writer's could take it.
+  ASSERT_EQ(testing::AwaitActiveStreams(**server, 1), 1);
   for (int attempt = 0; attempt < 20; ++attempt) {
     auto writer = testing::NewWriter(*client, 1);
     const int64_t step = *writer->Append({FloatStep(attempt)});

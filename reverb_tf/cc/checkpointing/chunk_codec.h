@@ -5,6 +5,10 @@
 // they are held (compressed or not), so that large data is written without
 // being copied into a buffer first. Also how both store the chunk slices of an
 // item's trajectory.
+//
+// Thread safety: stateless; calls may run concurrently on distinct
+// arguments. DecodeChunk inserts into `store`, which is thread-safe, so
+// several threads may decode into one store.
 #ifndef REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 #define REVERB_TF_CC_CHECKPOINTING_CHUNK_CODEC_H_
 

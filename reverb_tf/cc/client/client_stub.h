@@ -2,6 +2,14 @@
 // Internal to the client: the gRPC channel and stub of one server, shared by
 // a Client and its writers and samplers, and the glue between a Cancellation
 // and an RPC.
+//
+// Thread safety: ClientStub is thread-safe, since a Client's threads and
+// those of its writers and samplers share one: its fields are set at
+// construction, and the gRPC channel and stub and the MutationStream are
+// thread-safe. A ScopedRpcCancellation belongs to the thread making its RPC;
+// the Cancellation may fire from any thread (ClientContext::TryCancel is
+// thread-safe), and the destructor waits for a running callback, so the
+// context outlives it.
 #ifndef REVERB_TF_CC_CLIENT_CLIENT_STUB_H_
 #define REVERB_TF_CC_CLIENT_CLIENT_STUB_H_
 

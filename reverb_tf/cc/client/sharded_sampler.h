@@ -36,6 +36,13 @@
 // background with backoff; the others go on. Only when every shard has
 // failed for longer than SamplerOptions::reconnect_timeout does Next()
 // report UNAVAILABLE.
+//
+// Thread safety: as Sampler: Next() and TryNext() from one thread at a
+// time, Cancel() from any thread. One mutex guards every shard's queue and
+// state, which the caller and the worker threads share. Only a worker's own
+// thread calls its StreamSampler's Next() or replaces it; Cancel() and the
+// destructor reach the StreamSamplers under the mutex, and the destructor
+// joins the workers.
 #ifndef REVERB_TF_CC_CLIENT_SHARDED_SAMPLER_H_
 #define REVERB_TF_CC_CLIENT_SHARDED_SAMPLER_H_
 

@@ -15,6 +15,10 @@
 //         Kubernetes headless Service lists its pods.
 // docs/scale_out.md explains why the client keeps one channel per shard
 // instead of one round-robin channel over all of them.
+//
+// Thread safety: stateless; the functions may run concurrently from any
+// thread (ResolveAddresses, and ExpandTarget through it, blocks in
+// getaddrinfo, which is thread-safe).
 #ifndef REVERB_TF_CC_CLIENT_TARGET_H_
 #define REVERB_TF_CC_CLIENT_TARGET_H_
 

@@ -8,6 +8,11 @@
 // DEADLINE_EXCEEDED, an unknown table NOT_FOUND, a bad signature
 // INVALID_ARGUMENT, and the Python layer maps the number to an exception
 // class (reverb_tf/errors.py).
+//
+// Thread safety: stateless; each function touches only its arguments, so
+// calls may run concurrently on distinct ones. Chunks they share between
+// threads are immutable and their references counted atomically
+// (chunk_store.h).
 #ifndef REVERB_TF_CC_WIRE_CONVERSIONS_H_
 #define REVERB_TF_CC_WIRE_CONVERSIONS_H_
 

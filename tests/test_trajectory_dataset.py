@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
+from integration import wait_until
 from reverb_tf import _ops
 
 # Every test twice: over gRPC and in-process (conftest.py).
@@ -308,6 +309,15 @@ def test_max_samples_ends_each_iterator_and_max_samples_per_stream_does_not(serv
     assert len(list(ds.take(30))) == 30
 
 
+def _await_blocked_sample(srv: reverb.Server) -> None:
+    """Waits until a sample waits in table t's rate limiter: GetNext is blocked."""
+    info = srv.localhost_client().server_info
+    wait_until(
+        lambda: info()["t"].rate_limiter_info.sample_stats.pending > 0,
+        "a sample waits in the rate limiter",
+    )
+
+
 def test_server_stopping_under_a_blocked_get_next_fails_it_promptly():
     with reverb.Server([_table(signature=OBS)]) as srv:  # empty table: GetNext blocks
         ds = reverb.TrajectoryDataset.from_table_signature(_address(srv), "t", 4)
@@ -322,7 +332,7 @@ def test_server_stopping_under_a_blocked_get_next_fails_it_promptly():
 
         thread = threading.Thread(target=consume)
         thread.start()
-        time.sleep(0.5)
+        _await_blocked_sample(srv)
         start = time.monotonic()
         srv.stop()  # the server goes away under a blocked GetNext
         thread.join(timeout=15)
@@ -549,7 +559,7 @@ def test_closing_a_session_cancels_a_blocked_get_next():
 
         thread = threading.Thread(target=run)
         thread.start()
-        time.sleep(0.5)
+        _await_blocked_sample(srv)
         start = time.monotonic()
         session.close()
         thread.join(timeout=10)
@@ -573,7 +583,7 @@ def test_dataset_waits_a_bounded_time_for_a_server_that_is_starting():
     holder = {}
 
     def start_later():
-        time.sleep(0.3)
+        time.sleep(0.3)  # no server for a while: the dataset must retry, not fail
         server = reverb.Server([_table(signature={"x": tf.TensorSpec([], tf.int32)})], port=port)
         client = reverb.Client(f"localhost:{port}")
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:

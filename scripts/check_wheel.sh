@@ -13,9 +13,9 @@
 #      pip_package/smoke_test_no_tf.py in a second new venv into which only
 #      the wheel was installed (no TensorFlow: it must not bring one);
 #   4. with --pytest, pytest runs a copy of tests/ (and README.md, which a
-#      test reads) there too, against the installed package. --portable
-#      leaves out the two test files that need a side venv only Python 3.11
-#      can have here (PORTABLE_IGNORES below), for builds on other Pythons.
+#      test reads) there too, against the installed package; tests marked
+#      checkout_only skip (tests/conftest.py). --portable also skips those
+#      marked side_venv (their venvs need Python 3.11), for other Pythons.
 # --constraints pins TensorFlow's own dependencies (CI passes requirements.txt).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,19 +84,15 @@ if (( run_pytest )); then
   "${venv}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
   # examples/: scenarios of the differential tests run them.
   cp -r "${ROOT}/tests" "${ROOT}/examples" "${ROOT}/README.md" "${work}/"
-  ignores=()
+  # Where a test can run is a marker it carries (tests/conftest.py):
+  # checkout_only tests skip here, and with --portable so do the side_venv
+  # ones (their pinned packages exist for Python 3.11 only).
+  portable_env=()
   if (( portable )); then
-    # - tests/compat/test_differential.py compares with dm-reverb 0.14, whose
-    #   wheels (and TensorFlow 2.14's) stop at Python 3.11;
-    # - tests/test_without_tensorflow.py runs PyTorch, whose CPU build lies on
-    #   the development machine's disk for Python 3.11 only (from PyPI it is
-    #   a CUDA build of several GB).
-    # CI runs both on Python 3.11 (scripts/test.sh).
-    ignores=(--ignore="${work}/tests/compat/test_differential.py"
-             --ignore="${work}/tests/test_without_tensorflow.py")
-    log "portable: without ${ignores[*]//--ignore=${work}\//}"
+    portable_env=(REVERB_TF_TEST_PORTABLE=1)
+    log "portable: without the side_venv tests"
   fi
   log "pytest on a copy of tests/, against the installed wheel"
-  REVERB_TF_TEST_INSTALLED=1 TF_CPP_MIN_LOG_LEVEL=2 \
-    "${venv}/bin/python" -m pytest -q -p no:cacheprovider "${ignores[@]}" "${work}/tests"
+  env REVERB_TF_TEST_INSTALLED=1 "${portable_env[@]}" TF_CPP_MIN_LOG_LEVEL=2 \
+    "${venv}/bin/python" -m pytest -q -rs -p no:cacheprovider "${work}/tests"
 fi

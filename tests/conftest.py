@@ -40,9 +40,27 @@ def pytest_report_header(config):
 _stderr_copy = None
 
 
+# Where a test can run, as markers the tests carry (each with its reason), so
+# that a copy of tests/ run against an installed wheel (check_wheel.sh
+# --pytest) runs every test that does not say why it cannot:
+#   checkout_only: reads the source tree (sources, scripts, the Bazel
+#     outputs), which a wheel does not ship;
+#   installed_only: checks what only an installed wheel has;
+#   side_venv: needs a side venv of scripts/setup_*.sh whose pinned packages
+#     exist for Python 3.11 only (dm-reverb 0.14 and TF 2.14, the CPU
+#     PyTorch file, TF-Agents 0.19); left out of a portable run
+#     (REVERB_TF_TEST_PORTABLE=1, builds on other Pythons).
+PLACE_MARKERS = {
+    "checkout_only": "runs in a source checkout, not against an installed wheel",
+    "installed_only": "runs against an installed wheel only",
+    "side_venv": "needs a Python 3.11 side venv; not in a portable run",
+}
+
+
 def pytest_configure(config):
-    del config
     global _stderr_copy
+    for name, meaning in PLACE_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}(reason): {meaning}")
     _stderr_copy = os.dup(2)
     if os.environ.get("REVERB_TF_TEST_INSTALLED"):
         site_packages = {
@@ -53,6 +71,32 @@ def pytest_configure(config):
                 f"REVERB_TF_TEST_INSTALLED is set but reverb_tf is "
                 f"{_package_dir()}, not an installed package"
             )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips the tests that cannot run in this place, with their markers' reasons.
+
+    Raises:
+      pytest.UsageError: A place marker carries no reason.
+    """
+    del config
+    installed = bool(os.environ.get("REVERB_TF_TEST_INSTALLED"))
+    portable = bool(os.environ.get("REVERB_TF_TEST_PORTABLE"))
+    out_of_place = {
+        "checkout_only": installed,
+        "installed_only": not installed,
+        "side_venv": portable,
+    }
+    for item in items:
+        for name in PLACE_MARKERS:
+            marker = item.get_closest_marker(name)
+            if marker is None:
+                continue
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} needs a reason")
+            if out_of_place[name]:
+                item.add_marker(pytest.mark.skip(reason=f"{name}: {reason}"))
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,14 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from reverb_tf import _native
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.checkout_only(
+    reason="compares the module with the stub in the sources (reverb_tf/_core.pyi)"
+)
 STUB = ROOT / "reverb_tf" / "_core.pyi"
 
 

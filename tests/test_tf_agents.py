@@ -28,6 +28,10 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from integration import side_venv_python
 
+pytestmark = pytest.mark.side_venv(
+    reason="TF-Agents 0.19 and RLDS in scripts/setup_tf_agents.sh's venv (Python 3.11)"
+)
+
 # The library test modules that exercise Reverb, relative to site-packages.
 LIBRARY_TESTS = (
     "tf_agents/replay_buffers/reverb_utils_test.py",

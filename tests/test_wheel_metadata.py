@@ -11,7 +11,6 @@ the installed distribution's metadata instead.
 import email.parser
 import importlib.metadata
 import importlib.util
-import os
 import pathlib
 import re
 import types
@@ -21,12 +20,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILDER = ROOT / "pip_package" / "build_pip_package.py"
-INSTALLED = bool(os.environ.get("REVERB_TF_TEST_INSTALLED"))
-checkout_only = pytest.mark.skipif(
-    INSTALLED, reason="the wheel builder is not part of the installed package"
+checkout_only = pytest.mark.checkout_only(
+    reason="the wheel builder is not part of the installed package"
 )
-installed_only = pytest.mark.skipif(
-    not INSTALLED, reason="needs an installed wheel (scripts/check_wheel.sh --pytest)"
+installed_only = pytest.mark.installed_only(
+    reason="needs an installed wheel (scripts/check_wheel.sh --pytest)"
 )
 
 

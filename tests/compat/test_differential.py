@@ -30,6 +30,10 @@ import run_scenarios  # pylint: disable=g-import-not-at-top
 import walk  # pylint: disable=g-import-not-at-top
 import walk_differences  # pylint: disable=g-import-not-at-top
 
+pytestmark = pytest.mark.side_venv(
+    reason="dm-reverb 0.14 and TensorFlow 2.14 (scripts/setup_oracle.sh) exist for Python 3.11"
+)
+
 _TIMEOUT_S = 900
 # The longest scenario takes about 15 s on 2 busy cores. dm-reverb hangs now
 # and then (seen: tensor_address.graph_tensor_address, in TF's executor); the

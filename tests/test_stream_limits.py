@@ -118,6 +118,47 @@ def test_a_malformed_sample_message_fails_its_stream():
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+@pytest.mark.parametrize(
+    "method, response",
+    [
+        ("MutatePriorities", pb.MutatePrioritiesResponse),
+        ("Reset", pb.ResetResponse),
+        ("ServerInfo", pb.ServerInfoResponse),
+        ("Checkpoint", pb.CheckpointResponse),
+    ],
+)
+def test_a_malformed_unary_request_is_invalid_argument_naming_the_method(method, response):
+    with (
+        reverb.Server([_table()]) as server,
+        grpc.insecure_channel(f"localhost:{server.port}") as channel,
+    ):
+        reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"t": 1.0})
+        call = channel.unary_unary(
+            _SERVICE + method, request_serializer=_identity, response_deserializer=response.FromString
+        )
+        with pytest.raises(grpc.RpcError) as error:
+            call(_GARBAGE, timeout=10)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, error.value
+        assert (
+            f"the request of a {method} call is not a valid {method}Request (5 bytes)"
+            in error.value.details()
+        )
+        # The server serves on, and a well-formed request of the same method
+        # is answered as before (the table was not reset by the bad one).
+        info = pb.ServerInfoResponse.FromString(
+            channel.unary_unary(_SERVICE + "ServerInfo", request_serializer=_identity)(
+                pb.ServerInfoRequest().SerializeToString(), timeout=10
+            )
+        )
+        assert [t.current_size for t in info.tables] == [1]
+        if method == "MutatePriorities":
+            answer = call(
+                pb.MutatePrioritiesRequest(table="t", deletes=[12345]).SerializeToString(),
+                timeout=10,
+            )
+            assert answer.missing == 1
+
+
 def test_streams_beyond_the_limit_are_refused_until_one_ends():
     limit = 3
     with reverb.Server(

@@ -65,11 +65,13 @@ bool ParseRequest(grpc::ByteBuffer* buffer, proto::InsertRequest* message,
   });
 }
 
-// Parses message `count` of a stream, of `buffer.Length()` bytes, into
-// `message` (cleared first), counting its bytes as received: INVALID_ARGUMENT
-// if it does not parse, RESOURCE_EXHAUSTED if it does not fit in memory.
-template <typename Request>
-absl::Status ParseMessage(grpc::ByteBuffer* buffer, int64_t count,
+// Parses `buffer` into `message` (cleared first), counting its bytes as
+// received: INVALID_ARGUMENT "<what()> is not a valid <Request> (N bytes)"
+// if it does not parse, RESOURCE_EXHAUSTED "... while reading <what()> ..."
+// if it does not fit in memory. `what` names the message for the caller (a
+// stream's message N, a unary call's request); called only on failure.
+template <typename Request, typename What>
+absl::Status ParseMessage(grpc::ByteBuffer* buffer, const What& what,
                           ServiceMetrics* metrics, ChunkStore* store,
                           Request* message) {
   const size_t bytes = buffer->Length();
@@ -78,10 +80,7 @@ absl::Status ParseMessage(grpc::ByteBuffer* buffer, int64_t count,
   message->Clear();
   bool parsed = false;
   RETURN_IF_ERROR(CatchOutOfMemory(
-      [&] {
-        return absl::StrCat("reading message ", count, " of this stream (",
-                            bytes, " bytes)");
-      },
+      [&] { return absl::StrCat("reading ", what(), " (", bytes, " bytes)"); },
       [&] {
         // Parsing takes about the message's size again; a large message
         // that would leave too little for gRPC's own buffers is refused
@@ -95,10 +94,15 @@ absl::Status ParseMessage(grpc::ByteBuffer* buffer, int64_t count,
       }));
   if (!parsed) {
     return absl::InvalidArgumentError(
-        absl::StrCat("message ", count, " of this stream is not a valid ",
-                     Request::descriptor()->name(), " (", bytes, " bytes)"));
+        absl::StrCat(what(), " is not a valid ", Request::descriptor()->name(),
+                     " (", bytes, " bytes)"));
   }
   return absl::OkStatus();
+}
+
+// Names message `count` of a stream for ParseMessage.
+auto StreamMessage(int64_t count) {
+  return [count] { return absl::StrCat("message ", count, " of this stream"); };
 }
 
 // Serializes `message` into `buffer`, counting its bytes as sent; false if
@@ -131,7 +135,8 @@ class ParsedStream {
   absl::StatusOr<bool> Read(Request* message) {
     grpc::ByteBuffer buffer;
     if (!raw_->Read(&buffer)) return false;
-    RETURN_IF_ERROR(ParseMessage(&buffer, ++count_, metrics_, store_, message));
+    RETURN_IF_ERROR(ParseMessage(&buffer, StreamMessage(++count_), metrics_,
+                                 store_, message));
     return true;
   }
 
@@ -147,6 +152,47 @@ class ParsedStream {
   ChunkStore* const store_;  // InsertRequest's only
   int64_t count_ = 0;
 };
+
+// A unary method of the service, as the generated base class declares it.
+template <typename Request, typename Response>
+using UnaryMethod = grpc::Status (ReplayService::*)(grpc::ServerContext*,
+                                                    const Request*, Response*);
+
+// Serves a unary call read as raw bytes (see the header): parses its one
+// request, runs `method` and writes the response with the status. A request
+// that does not parse is the caller's error, INVALID_ARGUMENT naming the
+// method (gRPC's typed handler would answer INTERNAL).
+template <typename Request, typename Response>
+grpc::Status ServeUnary(ReplayService* service, const char* name,
+                        UnaryMethod<Request, Response> method,
+                        grpc::ServerContext* context,
+                        ReplayService::RawStream* stream,
+                        ServiceMetrics* metrics) {
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat(name, ": the call carried no request")));
+  }
+  Request request;
+  if (absl::Status parsed = ParseMessage(
+          &buffer,
+          [name] { return absl::StrCat("the request of a ", name, " call"); },
+          metrics, nullptr, &request);
+      !parsed.ok()) {
+    return ToGrpcStatus(parsed);
+  }
+  Response response;
+  grpc::Status status = (service->*method)(context, &request, &response);
+  if (!status.ok()) return status;
+  grpc::ByteBuffer out;
+  if (!SerializeMessage(response, metrics, &out)) {
+    return ToGrpcStatus(absl::InternalError(
+        absl::StrCat(name, ": the response could not be serialized")));
+  }
+  // Sent with the status, as gRPC sends a unary call's response.
+  stream->WriteLast(out, grpc::WriteOptions());
+  return status;
+}
 
 // Observes how long a unary call took, however it returns.
 class CallTimer {
@@ -214,6 +260,31 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
       kSampleStream,
       new RawHandler(
           guarded("SampleStream", &ReplayService::HandleSampleStream), this));
+  // The unary methods too, so that a request that does not parse is
+  // INVALID_ARGUMENT: the sync API's typed handler answers INTERNAL.
+  const auto unary = [](const char* method, auto handler) {
+    return [method, handler](ReplayService* service,
+                             grpc::ServerContext* context, RawStream* stream) {
+      return ServeUnary(service, method, handler, context, stream,
+                        &service->metrics_);
+    };
+  };
+  constexpr int kMutatePriorities = 2;
+  constexpr int kReset = 3;
+  constexpr int kServerInfo = 4;
+  constexpr int kCheckpoint = 5;
+  MarkMethodStreamed(
+      kMutatePriorities,
+      new RawHandler(
+          unary("MutatePriorities", &ReplayService::MutatePriorities), this));
+  MarkMethodStreamed(kReset,
+                     new RawHandler(unary("Reset", &ReplayService::Reset), this));
+  MarkMethodStreamed(
+      kServerInfo,
+      new RawHandler(unary("ServerInfo", &ReplayService::ServerInfo), this));
+  MarkMethodStreamed(
+      kCheckpoint,
+      new RawHandler(unary("Checkpoint", &ReplayService::Checkpoint), this));
   // On the completion-queue API, over raw bytes too.
   MarkMethodRaw(kMutateStreamMethod);
 }
@@ -637,7 +708,8 @@ class ReplayService::MutateStreamCall {
         if (!ok) return grpc::Status::OK;
         proto::MutatePrioritiesRequest request;
         if (absl::Status parsed =
-                ParseMessage(&message_, ++count_, &service_->metrics_,
+                ParseMessage(&message_, StreamMessage(++count_),
+                             &service_->metrics_,
                              /*store=*/nullptr, &request);
             !parsed.ok()) {
           return ToGrpcStatus(parsed);

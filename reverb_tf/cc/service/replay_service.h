@@ -29,10 +29,11 @@
 // polling the same queue brought the hand-off back. A long mutation (a huge
 // request, a table paused by a checkpoint) therefore delays the other
 // MutateStreams' next answers; a client whose stream is busy makes unary
-// calls instead. The streaming methods are served over raw byte buffers and
-// parsed here, because gRPC's typed reader reports a message it cannot
-// parse as the end of the stream: a malformed message fails its stream with
-// INVALID_ARGUMENT instead.
+// calls instead. Every method is served over raw byte buffers and parsed
+// here, because gRPC's typed reader reports a message it cannot parse as the
+// end of a stream, and its typed unary handler answers such a request with
+// INTERNAL: a malformed message is the caller's error, INVALID_ARGUMENT
+// naming the stream's message or the unary method.
 //
 // Cancellation: a stream's blocking table calls carry a Cancellation that one
 // CancellationWatcher thread fires when gRPC reports the call cancelled (the

@@ -7,14 +7,19 @@ keeps freed blocks for reuse and, once the first large blocks are freed,
 serves blocks of that size from its arenas, so without the server's heap
 releaser (platform/heap_release.h) the second reset left hundreds of MB
 resident with no chunk held. Now the resident size must come back near the
-empty server's within a few seconds.
+empty server's within a few seconds, for the binary and for a server hosted
+by a Python process (`reverb_tf.Server`) alike.
 """
 
 import gc
+import os
+import sys
 import threading
 import time
+from unittest import mock
 
 import numpy as np
+import pytest
 
 import reverb_tf as reverb
 from integration import (
@@ -56,10 +61,27 @@ def _round(address, count, item_bytes):
         thread.join()
 
 
-def test_resident_memory_comes_back_after_a_reset(start_server, server_binary):
-    process, port = start_server(
-        server_binary, "--config=" + uniform_table_config(0, max_size=100_000)
-    )
+# A server hosted by Python, as dm-reverb's users, Acme and TF-Agents run
+# it: `reverb_tf.Server` in a process of its own.
+_PYTHON_HOSTED = """
+import sys, time
+import reverb_tf as reverb
+table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100_000,
+                     reverb.rate_limiters.MinSize(1))
+server = reverb.Server([table])
+print(f"python-hosted server on port {server.port}", flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("host", ["binary", "python"])
+def test_resident_memory_comes_back_after_a_reset(host, start_server, server_binary, package_path):
+    if host == "binary":
+        command = [server_binary, "--config=" + uniform_table_config(0, max_size=100_000)]
+    else:
+        command = [sys.executable, "-c", _PYTHON_HOSTED]
+    with mock.patch.dict(os.environ, {"PYTHONPATH": package_path}):
+        process, port = start_server(*command)
     address = f"localhost:{port}"
     client = reverb.Client(address)
     try:

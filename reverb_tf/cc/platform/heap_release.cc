@@ -20,9 +20,12 @@ void LimitMallocArenas() {
 }
 
 HeapReleaser::HeapReleaser(std::function<int64_t()> held_bytes,
-                           absl::Duration period, int64_t min_drop)
+                           absl::Duration period, bool trim_idle,
+                           int64_t min_drop)
     : held_bytes_(std::move(held_bytes)) {
-  thread_ = std::thread([this, period, min_drop] { Run(period, min_drop); });
+  thread_ = std::thread([this, period, trim_idle, min_drop] {
+    Run(period, trim_idle, min_drop);
+  });
 }
 
 HeapReleaser::~HeapReleaser() {
@@ -33,7 +36,8 @@ HeapReleaser::~HeapReleaser() {
   thread_.join();
 }
 
-void HeapReleaser::Run(absl::Duration period, int64_t min_drop) {
+void HeapReleaser::Run(absl::Duration period, bool trim_idle,
+                       int64_t min_drop) {
   int64_t peak = held_bytes_();
   // What holders free shortly after the data goes (stream buffers, the
   // last batches in flight) lands after the first trim: trim once more.
@@ -50,7 +54,7 @@ void HeapReleaser::Run(absl::Duration period, int64_t min_drop) {
     // Memory freed later than that (connections closed by their clients'
     // garbage collectors, say) sits free in the arenas: trim when much of
     // it does, at most every kIdleTrimEvery.
-    if (!trim && absl::Now() - last_trim >= kIdleTrimEvery) {
+    if (trim_idle && !trim && absl::Now() - last_trim >= kIdleTrimEvery) {
       const struct mallinfo2 info = mallinfo2();
       const int64_t free_bytes = static_cast<int64_t>(info.fordblks);
       trim = free_bytes >= std::max<int64_t>(kIdleTrimFreeBytes, held / 4);

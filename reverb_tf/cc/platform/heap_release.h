@@ -20,8 +20,11 @@
 // per core it maps 198 MB, and server throughput did not change (7
 // alternating rounds of bench/scale_bench.py against the binary).
 //
-// For the server binary only: a Python process hosting an in-process
-// server keeps its allocator's behaviour as its user configured it.
+// Every server runs a HeapReleaser (service/server.h), the binary and a
+// Python-hosted one alike: trimming after the server's own data dropped
+// changes no setting of the host process. Only the binary also trims when idle
+// (below) and caps the arenas: a host process's allocator is its own, and
+// its other work (TensorFlow, Python) may reuse what it freed.
 //
 // Thread safety: HeapReleaser is thread-safe; the destructor stops the
 // thread. LimitMallocArenas() must run before the process starts threads.
@@ -47,13 +50,13 @@ class HeapReleaser {
   // Every `period`, reads `held_bytes()` (what the process keeps on
   // purpose, e.g. live chunk bytes); once it is at least `min_drop` bytes
   // below its peak since the last trim, trims the heap (and once more a
-  // period later) and starts a new peak. Also trims, at most every
-  // kIdleTrimEvery, while the arenas hold at least kIdleTrimFreeBytes free
-  // and a quarter of `held_bytes()` (a busy server reuses what it frees;
-  // an idle one gives it back). `held_bytes` must be callable from another
-  // thread until the destructor returns.
+  // period later) and starts a new peak. With `trim_idle`, also trims, at
+  // most every kIdleTrimEvery, while the arenas hold at least
+  // kIdleTrimFreeBytes free and a quarter of `held_bytes()` (a busy server
+  // reuses what it frees; an idle one gives it back). `held_bytes` must be
+  // callable from another thread until the destructor returns.
   HeapReleaser(std::function<int64_t()> held_bytes, absl::Duration period,
-               int64_t min_drop = int64_t{32} << 20);
+               bool trim_idle, int64_t min_drop = int64_t{32} << 20);
   ~HeapReleaser();
 
   HeapReleaser(const HeapReleaser&) = delete;
@@ -63,7 +66,7 @@ class HeapReleaser {
   static constexpr int64_t kIdleTrimFreeBytes = int64_t{8} << 20;
 
  private:
-  void Run(absl::Duration period, int64_t min_drop);
+  void Run(absl::Duration period, bool trim_idle, int64_t min_drop);
 
   const std::function<int64_t()> held_bytes_;
   absl::Mutex mu_;

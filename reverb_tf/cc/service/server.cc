@@ -15,6 +15,7 @@
 #include "grpcpp/server_builder.h"
 #include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
+#include "reverb_tf/cc/platform/heap_release.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/process_memory.h"
@@ -394,6 +395,15 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
       raw->CheckpointPeriodically(interval, retry);
     });
   }
+  // Memory the tables let go of goes back to the kernel (heap_release.h).
+  // The buffers a reset leaves for recycling are held too: when the store
+  // frees them unused, a second or two later, that drop trims again.
+  server->heap_releaser_ = std::make_unique<HeapReleaser>(
+      [raw] {
+        return raw->num_live_chunk_bytes() +
+               raw->service_->chunk_store().num_recycled_bytes();
+      },
+      absl::Milliseconds(500), options.trim_idle_heap);
   // Clients in this process reach the tables directly, unless the server is
   // secured: tokens and certificates ride on the RPC, and a client that
   // could not connect over the wire must not get in through the back door.
@@ -609,6 +619,7 @@ void ReplayServer::Stop() {
   }
   // Scrapes are answered until the service has stopped.
   metrics_http_.reset();
+  heap_releaser_.reset();
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
 }

@@ -52,6 +52,7 @@ class Server;
 
 namespace reverb_tf {
 
+class HeapReleaser;
 class MetricsHttpServer;
 class HealthService;
 class ReplayService;
@@ -97,6 +98,12 @@ struct REVERB_TF_EXPORT ServerOptions {
   // new items and writers' chunks wait while the chunks and items held use
   // it up, and fail with RESOURCE_EXHAUSTED at their timeout. 0: none.
   int64_t memory_limit = 0;
+  // Heap memory the server's data let go of goes back to the kernel
+  // (platform/heap_release.h) after a drop of the chunk bytes held; with
+  // this, also whenever the allocator holds much free memory. For a process
+  // that is the server's own (the binary): in a host process, that memory
+  // may be the host's to reuse.
+  bool trim_idle_heap = false;
 };
 
 class REVERB_TF_EXPORT ReplayServer {
@@ -189,6 +196,8 @@ class REVERB_TF_EXPORT ReplayServer {
   // One checkpoint at a time: a log's recovery must not race another save.
   absl::Mutex checkpoint_mu_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;
+  // After service_, whose chunk store it reads: destroyed first.
+  std::unique_ptr<HeapReleaser> heap_releaser_;
   mutable absl::Mutex mu_;
   // Checkpoints written and failed by this process, and the last one.
   int64_t checkpoints_ ABSL_GUARDED_BY(mu_) = 0;

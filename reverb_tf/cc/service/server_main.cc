@@ -264,6 +264,8 @@ int Run() {
     return 2;
   }
   ServerOptions options;
+  // The process is the server's own: its free heap goes back when idle too.
+  options.trim_idle_heap = true;
   options.port = config->port();
   if (config->max_message_bytes() > 0)
     options.max_message_bytes = config->max_message_bytes();
@@ -348,10 +350,6 @@ int Run() {
     std::fprintf(stderr, "reverb_tf_server: metrics on http://%s:%d/metrics\n",
                  options.host.c_str(), (*server)->metrics_port());
   }
-  // Memory the tables let go of goes back to the kernel (heap_release.h).
-  const HeapReleaser releaser(
-      [&server] { return (*server)->num_live_chunk_bytes(); },
-      absl::Milliseconds(500));
   std::printf("reverb_tf_server: serving %zu table(s) on port %d\n",
               tables.size(), (*server)->port());
   std::fflush(stdout);

@@ -7,15 +7,21 @@ checkpointing/, the service (service/), the client (client/, patterns/),
 TensorFlow (ops/, kernels/), Python (python/). Non-test code of a layer may
 include and depend on its own layer and those below; the core includes no
 gRPC, protobuf or TensorFlow header; the kernels include only the facades
-of ours. Checked twice: every `#include "reverb_tf/..."` of a non-test
-source, and every label in the `deps` of a non-test Bazel target.
+of ours. Checked three times: every `#include "reverb_tf/..."` of a non-test
+source, every namespace a non-test source opens (a forward declaration,
+`namespace proto { class InsertRequest; }`, depends on the layer that
+defines the type as much as an include does, and the include check cannot
+see it), and every label in the `deps` of a non-test Bazel target.
 """
 
 import pathlib
 import re
 from typing import Dict, List, Optional, Tuple
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.checkout_only(reason="reads the C++ sources and BUILD files")
 CC = ROOT / "reverb_tf" / "cc"
 
 # Directory (relative to the repository) -> layer.
@@ -43,6 +49,13 @@ _FACADES = {
     "reverb_tf/cc/platform/export.h",
 }
 _FOREIGN_IN_CORE = ("grpc", "grpcpp/", "google/protobuf/", "tensorflow/")
+# Namespace -> the lowest layer whose code defines names in it. The
+# generated protos put their messages in reverb_tf::proto, ::schema and
+# ::patterns (the wire layer), so a lower layer that opens one of them to
+# declare a message takes on the wire layer.
+_NAMESPACE_LAYERS: Dict[str, int] = {"proto": 2, "schema": 2, "patterns": 2}
+# Namespaces of the libraries the core includes nothing of.
+_FOREIGN_NAMESPACES = ("grpc", "grpc_impl", "google", "tensorflow")
 # What the shared object ships: every layer in one target, packaging rather
 # than code of the core.
 _BUNDLES = {("reverb_tf/cc", "reverb_tf_all")}
@@ -86,6 +99,33 @@ def _include_violations() -> List[str]:
                 found.append(f"{where} (a test-only or unknown directory)")
             elif theirs > mine:
                 found.append(f"{where} (layer {mine} includes layer {theirs})")
+    return found
+
+
+def _namespace_violations_in(text: str, where: str, mine: int) -> List[str]:
+    """The namespaces that `text`, code of layer `mine`, may not open."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        match = re.match(r"\s*namespace\s+([\w:]+)\s*\{", line)
+        if not match:
+            continue
+        # `namespace reverb_tf::proto {` opens proto as much as a nested block.
+        for name in match.group(1).split("::"):
+            at = f"{where}:{number}: namespace {name}"
+            if mine == 1 and name in _FOREIGN_NAMESPACES:
+                found.append(f"{at} (the core declares nothing of gRPC, protobuf or TensorFlow)")
+            theirs = _NAMESPACE_LAYERS.get(name)
+            if theirs is not None and theirs > mine:
+                found.append(f"{at} (layer {mine} declares into layer {theirs})")
+    return found
+
+
+def _namespace_violations() -> List[str]:
+    found = []
+    for source in _sources():
+        mine = _layer(str(source.parent.relative_to(ROOT)))
+        assert mine is not None, f"{source}: a directory docs/design.md does not place"
+        found += _namespace_violations_in(source.read_text(), str(source.relative_to(ROOT)), mine)
     return found
 
 
@@ -135,6 +175,10 @@ def test_includes_follow_the_layers():
     assert _include_violations() == []
 
 
+def test_forward_declarations_follow_the_layers():
+    assert _namespace_violations() == []
+
+
 def test_bazel_dependencies_follow_the_layers():
     assert _dependency_violations() == []
 
@@ -146,3 +190,10 @@ def test_the_checks_see_the_code():
     assert any(p.name == "server.cc" for p in sources)
     service = [t for t in _targets(CC / "service" / "BUILD") if t[1] == "server"]
     assert service and "//reverb_tf/cc:table" in service[0][2]
+    declared = "namespace reverb_tf {\nnamespace proto {\nclass InsertRequest;\n}\n}\n"
+    assert _namespace_violations_in(declared, "core.h", 1) == [
+        "core.h:2: namespace proto (layer 1 declares into layer 2)"
+    ]
+    assert _namespace_violations_in("namespace reverb_tf::schema {", "core.h", 1)
+    assert _namespace_violations_in("namespace grpc {", "core.h", 1)
+    assert _namespace_violations_in(declared, "client.h", 5) == []

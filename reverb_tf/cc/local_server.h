@@ -11,9 +11,10 @@
 // methods the service calls, with the same rate limiters, timeouts,
 // cancellation, write-ahead log commits and errors, but no serialization,
 // no copies through the network stack and no thread hops. Writers hand
-// their insert messages to the service's own stream logic
-// (ReplayService::InsertSession) instead of serializing them. In-process
-// insert streams are not counted among the server's active streams.
+// their insert messages to the service's own stream logic instead of
+// serializing them (wire/local_insert_stream.h: every registered server
+// takes them). In-process insert streams are not counted among the
+// server's active streams.
 // REVERB_TF_IN_PROCESS=0 (or SetInProcessEnabled(false)) sends everything
 // over gRPC.
 //
@@ -25,36 +26,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {
-
-// Declared only: this header is public (the Python module includes it),
-// and protobuf's headers are not.
-namespace proto {
-class InsertRequest;
-class InsertResponse;
-}  // namespace proto
-
-// An InsertStream without gRPC. Thread safety: Write() from one thread at a
-// time; Cancel() from any thread.
-class REVERB_TF_EXPORT LocalInsertStream {
- public:
-  virtual ~LocalInsertStream() = default;
-  // What one message of the InsertStream RPC does (the request's chunk
-  // bytes are taken), with each acknowledgement handed to `ack` as the
-  // server would send it. Blocks on rate limiters for up to the request's
-  // timeout, until Cancel() (CANCELLED) or until the server stops
-  // (UNAVAILABLE). An error ends the stream: later calls fail.
-  virtual absl::Status Write(
-      proto::InsertRequest& request,
-      absl::FunctionRef<void(const proto::InsertResponse&)> ack) = 0;
-  virtual void Cancel() = 0;
-};
 
 // What a server of this process offers its in-process clients. Methods
 // fail with UNAVAILABLE once the server is stopping, as its RPCs would.
@@ -69,9 +46,6 @@ class REVERB_TF_EXPORT LocalServer {
   virtual absl::Status Commit() = 0;
   // The path of a new checkpoint.
   virtual absl::StatusOr<std::string> Checkpoint() = 0;
-  // A new insert stream (see LocalInsertStream).
-  virtual absl::StatusOr<std::unique_ptr<LocalInsertStream>>
-  OpenInsertStream() = 0;
 };
 
 // `host` is the interface the server listens on ("localhost", "0.0.0.0",

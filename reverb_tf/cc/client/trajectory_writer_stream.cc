@@ -57,7 +57,9 @@ absl::Status TrajectoryWriter::Connect() {
 absl::Status TrajectoryWriter::EnsureStreamLocked() {
   if (stream_ != nullptr) return absl::OkStatus();
   auto stream = std::make_unique<WriterStream>();
-  if (std::shared_ptr<LocalServer> local = stub_->Local(); local != nullptr) {
+  // Every registered server takes insert streams (local_insert_stream.h).
+  if (auto local = std::dynamic_pointer_cast<LocalInsertServer>(stub_->Local());
+      local != nullptr) {
     ASSIGN_OR_RETURN(stream->local, local->OpenInsertStream());
     stream->takes_item_batches = true;  // the same build as this client
   }

@@ -112,7 +112,7 @@ class ReplayService final : public proto::ReplayService::Service {
                 const Limits& limits);
 
   // One insert stream's state and work, shared by the InsertStream RPC and
-  // by in-process writers (local_server.h): the chunks the stream
+  // by in-process writers (wire/local_insert_stream.h): the chunks the stream
   // sent and has not released, and the storing of each message's items.
   //
   // Thread-compatible: one message at a time. `service` and `cancel` must

@@ -24,6 +24,7 @@
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
 #include "reverb_tf/cc/service/replay_service.h"
+#include "reverb_tf/cc/wire/local_insert_stream.h"
 
 namespace reverb_tf {
 
@@ -50,9 +51,10 @@ std::vector<std::string> ListeningHosts(const std::string& host) {
 }  // namespace
 
 // What in-process clients reach (local_server.h): the server's tables,
-// its log and its checkpoints, until the server starts stopping.
+// its log, its checkpoints and its insert streams (local_insert_stream.h),
+// until the server starts stopping.
 class ReplayServer::Local final
-    : public LocalServer,
+    : public LocalInsertServer,
       public std::enable_shared_from_this<ReplayServer::Local> {
  public:
   Local(ReplayServer* server, int64_t max_message_bytes)

@@ -106,18 +106,42 @@ void PrometheusText::Histogram(absl::string_view name, const Labels& labels,
          static_cast<double>(histogram.count));
 }
 
-std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
-  PrometheusText page;
-  const std::vector<TableInfo>& infos = snapshot.tables;
-  using Labels = PrometheusText::Labels;
-  const auto table_family = [&](absl::string_view name, absl::string_view type,
-                                absl::string_view help, auto value) {
-    page.Family(name, type, help);
-    for (const TableInfo& info : infos) {
-      page.Sample(name, Labels{{"table", info.options.name}},
-                  static_cast<double>(value(info)));
-    }
-  };
+namespace {
+
+using Labels = PrometheusText::Labels;
+
+// A family of one sample per table: value(info).
+template <typename Value>
+void TableFamily(const std::vector<TableInfo>& infos, absl::string_view name,
+                 absl::string_view type, absl::string_view help, Value value,
+                 PrometheusText& page) {
+  page.Family(name, type, help);
+  for (const TableInfo& info : infos) {
+    page.Sample(name, Labels{{"table", info.options.name}},
+                static_cast<double>(value(info)));
+  }
+}
+
+// A family of one sample per table and limiter side (insert, sample):
+// value(stats) of the side's RateLimiterCallStats.
+template <typename Value>
+void RateLimiterSideFamily(const std::vector<TableInfo>& infos,
+                           absl::string_view name, absl::string_view type,
+                           absl::string_view help, Value value,
+                           PrometheusText& page) {
+  page.Family(name, type, help);
+  for (const TableInfo& info : infos) {
+    const RateLimiterInfo& limiter = info.rate_limiter_info;
+    page.Sample(name, Labels{{"table", info.options.name}, {"side", "insert"}},
+                value(limiter.insert_stats));
+    page.Sample(name, Labels{{"table", info.options.name}, {"side", "sample"}},
+                value(limiter.sample_stats));
+  }
+}
+
+// reverb_tf_table_info: each table's selectors and options as labels.
+void RenderTableInfo(const std::vector<TableInfo>& infos,
+                     PrometheusText& page) {
   page.Family(
       "reverb_tf_table_info", "gauge",
       "Always 1; the labels describe the table's selectors and options.");
@@ -132,26 +156,36 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
             {"signature", info.options.signature.has_value() ? "yes" : "no"}},
         1);
   }
-  table_family("reverb_tf_table_size", "gauge", "Items in the table.",
-               [](const TableInfo& i) { return i.current_size; });
-  table_family("reverb_tf_table_max_size", "gauge",
-               "Most items the table holds.",
-               [](const TableInfo& i) { return i.options.max_size; });
-  table_family("reverb_tf_table_inserts_total", "counter",
-               "New items inserted (replacements of a key not counted).",
-               [](const TableInfo& i) { return i.counters.inserted; });
-  table_family("reverb_tf_table_samples_total", "counter", "Items sampled.",
-               [](const TableInfo& i) { return i.counters.sampled; });
-  table_family("reverb_tf_table_priority_updates_total", "counter",
-               "Priority updates applied.",
-               [](const TableInfo& i) { return i.counters.priority_updates; });
-  table_family("reverb_tf_table_resets_total", "counter", "Reset calls.",
-               [](const TableInfo& i) { return i.counters.resets; });
-  table_family(
-      "reverb_tf_table_off_signature_items_total", "counter",
+}
+
+// The tables' sizes and the counts of what was done to their items.
+void RenderTableCounters(const std::vector<TableInfo>& infos,
+                         PrometheusText& page) {
+  TableFamily(
+      infos, "reverb_tf_table_size", "gauge", "Items in the table.",
+      [](const TableInfo& i) { return i.current_size; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_max_size", "gauge", "Most items the table holds.",
+      [](const TableInfo& i) { return i.options.max_size; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_inserts_total", "counter",
+      "New items inserted (replacements of a key not counted).",
+      [](const TableInfo& i) { return i.counters.inserted; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_samples_total", "counter", "Items sampled.",
+      [](const TableInfo& i) { return i.counters.sampled; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_priority_updates_total", "counter",
+      "Priority updates applied.",
+      [](const TableInfo& i) { return i.counters.priority_updates; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_resets_total", "counter", "Reset calls.",
+      [](const TableInfo& i) { return i.counters.resets; }, page);
+  TableFamily(
+      infos, "reverb_tf_table_off_signature_items_total", "counter",
       "Items accepted from writers with validate_items=False that do not match "
       "the table's signature.",
-      [](const TableInfo& i) { return i.counters.off_signature; });
+      [](const TableInfo& i) { return i.counters.off_signature; }, page);
   page.Family(
       "reverb_tf_table_removed_total", "counter",
       "Items removed, by reason: deleted (by a client), evicted (the table was "
@@ -167,49 +201,51 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
                   static_cast<double>(count));
     }
   }
-  // One sample per table and limiter side (insert, sample).
-  const auto side_family = [&](absl::string_view name, absl::string_view type,
-                               absl::string_view help, auto value) {
-    page.Family(name, type, help);
-    for (const TableInfo& info : infos) {
-      const RateLimiterInfo& limiter = info.rate_limiter_info;
-      page.Sample(name,
-                  Labels{{"table", info.options.name}, {"side", "insert"}},
-                  value(limiter.insert_stats));
-      page.Sample(name,
-                  Labels{{"table", info.options.name}, {"side", "sample"}},
-                  value(limiter.sample_stats));
-    }
-  };
-  side_family("reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
-              "Time calls spent waiting for the rate limiter (since the last "
-              "reset), by "
-              "side.",
-              [](const RateLimiterCallStats& s) {
-                return absl::ToDoubleSeconds(s.completed_wait_time);
-              });
-  side_family("reverb_tf_table_rate_limiter_waiting_calls", "gauge",
-              "Calls waiting for the rate limiter now, by side.",
-              [](const RateLimiterCallStats& s) {
-                return static_cast<double>(s.pending);
-              });
-  table_family("reverb_tf_table_samples_per_insert", "gauge",
-               "Samples per insert as the rate limiter counts them (since the "
-               "last reset; "
-               "0 before the first insert).",
-               [](const TableInfo& i) {
-                 const RateLimiterInfo& limiter = i.rate_limiter_info;
-                 return limiter.inserts > 0
-                            ? static_cast<double>(limiter.samples) /
-                                  static_cast<double>(limiter.inserts)
-                            : 0.0;
-               });
-  table_family("reverb_tf_table_samples_per_insert_target", "gauge",
-               "The rate limiter's configured samples per insert.",
-               [](const TableInfo& i) {
-                 return i.rate_limiter_info.options.samples_per_insert;
-               });
+}
 
+// The rate limiters: their waits and the samples per insert they allow.
+void RenderRateLimiters(const std::vector<TableInfo>& infos,
+                        PrometheusText& page) {
+  RateLimiterSideFamily(
+      infos, "reverb_tf_table_rate_limiter_blocked_seconds_total", "counter",
+      "Time calls spent waiting for the rate limiter (since the last "
+      "reset), by "
+      "side.",
+      [](const RateLimiterCallStats& s) {
+        return absl::ToDoubleSeconds(s.completed_wait_time);
+      },
+      page);
+  RateLimiterSideFamily(
+      infos, "reverb_tf_table_rate_limiter_waiting_calls", "gauge",
+      "Calls waiting for the rate limiter now, by side.",
+      [](const RateLimiterCallStats& s) {
+        return static_cast<double>(s.pending);
+      },
+      page);
+  TableFamily(
+      infos, "reverb_tf_table_samples_per_insert", "gauge",
+      "Samples per insert as the rate limiter counts them (since the "
+      "last reset; "
+      "0 before the first insert).",
+      [](const TableInfo& i) {
+        const RateLimiterInfo& limiter = i.rate_limiter_info;
+        return limiter.inserts > 0 ? static_cast<double>(limiter.samples) /
+                                         static_cast<double>(limiter.inserts)
+                                   : 0.0;
+      },
+      page);
+  TableFamily(
+      infos, "reverb_tf_table_samples_per_insert_target", "gauge",
+      "The rate limiter's configured samples per insert.",
+      [](const TableInfo& i) {
+        return i.rate_limiter_info.options.samples_per_insert;
+      },
+      page);
+}
+
+// How the tables' items spread over priorities.
+void RenderPriorityHistograms(const std::vector<TableInfo>& infos,
+                              PrometheusText& page) {
   page.Family(
       "reverb_tf_table_items_by_priority", "gauge",
       "Items whose priority is at most `le` (cumulative, powers of two; for "
@@ -226,57 +262,61 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
           static_cast<double>(cumulative));
     }
   }
+}
 
-  if (snapshot.wal.has_value()) {
-    const WalStats& wal = snapshot.wal->stats;
-    page.Scalar("reverb_tf_wal_entries_total", "counter",
-                "Changes queued in the write-ahead log.",
-                static_cast<double>(wal.entries));
-    page.Scalar("reverb_tf_wal_bytes_total", "counter",
-                "Bytes written to the write-ahead log.",
-                static_cast<double>(wal.bytes));
-    page.Scalar(
-        "reverb_tf_wal_writes_total", "counter",
-        "Writes of the write-ahead log (each acknowledges one or more calls).",
-        static_cast<double>(wal.commits));
-    page.Scalar("reverb_tf_wal_syncs_total", "counter",
-                "fdatasync calls of the write-ahead log.",
-                static_cast<double>(wal.syncs));
-    page.Scalar("reverb_tf_wal_files", "gauge",
-                "Files of the write-ahead log on disk.",
-                static_cast<double>(wal.files));
-    page.Scalar(
-        "reverb_tf_wal_writable", "gauge",
-        "1 while the write-ahead log can be written; 0 while it cannot (a full "
-        "disk): reads are served, writes refused until a checkpoint succeeds.",
-        snapshot.wal->writable ? 1.0 : 0.0);
-    page.Scalar(
-        "reverb_tf_wal_recoveries_total", "counter",
-        "Times the write-ahead log became writable again after a checkpoint.",
-        static_cast<double>(static_cast<uint64_t>(snapshot.wal->recoveries)));
-  }
+// The write-ahead log of a server that keeps one.
+void RenderWal(const MetricsSnapshot::Wal& log, PrometheusText& page) {
+  const WalStats& wal = log.stats;
+  page.Scalar("reverb_tf_wal_entries_total", "counter",
+              "Changes queued in the write-ahead log.",
+              static_cast<double>(wal.entries));
+  page.Scalar("reverb_tf_wal_bytes_total", "counter",
+              "Bytes written to the write-ahead log.",
+              static_cast<double>(wal.bytes));
+  page.Scalar(
+      "reverb_tf_wal_writes_total", "counter",
+      "Writes of the write-ahead log (each acknowledges one or more calls).",
+      static_cast<double>(wal.commits));
+  page.Scalar("reverb_tf_wal_syncs_total", "counter",
+              "fdatasync calls of the write-ahead log.",
+              static_cast<double>(wal.syncs));
+  page.Scalar("reverb_tf_wal_files", "gauge",
+              "Files of the write-ahead log on disk.",
+              static_cast<double>(wal.files));
+  page.Scalar(
+      "reverb_tf_wal_writable", "gauge",
+      "1 while the write-ahead log can be written; 0 while it cannot (a full "
+      "disk): reads are served, writes refused until a checkpoint succeeds.",
+      log.writable ? 1.0 : 0.0);
+  page.Scalar(
+      "reverb_tf_wal_recoveries_total", "counter",
+      "Times the write-ahead log became writable again after a checkpoint.",
+      static_cast<double>(static_cast<uint64_t>(log.recoveries)));
+}
 
-  if (snapshot.budget.has_value()) {
-    const MetricsSnapshot::Budget& budget = *snapshot.budget;
-    page.Scalar("reverb_tf_memory_limit_bytes", "gauge",
-                "The memory budget (memory_limit): chunk bytes plus a fixed "
-                "cost per item.",
-                static_cast<double>(budget.limit));
-    page.Scalar("reverb_tf_memory_used_bytes", "gauge",
-                "What the budget counts now: bytes of the chunks held plus "
-                "MemoryBudget::kItemBytes per item.",
-                static_cast<double>(budget.used));
-    page.Scalar(
-        "reverb_tf_memory_waiting_calls", "gauge",
-        "Inserts and writer chunks waiting for room in the memory budget.",
-        static_cast<double>(budget.waiting));
-    page.Scalar(
-        "reverb_tf_memory_refusals_total", "counter",
-        "Inserts and writer chunks refused at their timeout for want of room.",
-        static_cast<double>(budget.refused));
-  }
+// The memory budget of a server that has a memory_limit.
+void RenderMemoryBudget(const MetricsSnapshot::Budget& budget,
+                        PrometheusText& page) {
+  page.Scalar("reverb_tf_memory_limit_bytes", "gauge",
+              "The memory budget (memory_limit): chunk bytes plus a fixed "
+              "cost per item.",
+              static_cast<double>(budget.limit));
+  page.Scalar("reverb_tf_memory_used_bytes", "gauge",
+              "What the budget counts now: bytes of the chunks held plus "
+              "MemoryBudget::kItemBytes per item.",
+              static_cast<double>(budget.used));
+  page.Scalar(
+      "reverb_tf_memory_waiting_calls", "gauge",
+      "Inserts and writer chunks waiting for room in the memory budget.",
+      static_cast<double>(budget.waiting));
+  page.Scalar(
+      "reverb_tf_memory_refusals_total", "counter",
+      "Inserts and writer chunks refused at their timeout for want of room.",
+      static_cast<double>(budget.refused));
+}
 
-  const ServiceMetrics& service = *snapshot.service;
+// The chunks held, and the buffers of dead ones kept for new ones.
+void RenderChunks(const MetricsSnapshot& snapshot, PrometheusText& page) {
   page.Scalar("reverb_tf_chunks", "gauge",
               "Chunks held by items or writer streams.",
               static_cast<double>(snapshot.chunks));
@@ -288,6 +328,11 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
   page.Scalar("reverb_tf_recycled_chunk_bytes_taken_total", "counter",
               "Capacity of kept buffers that new chunks took.",
               static_cast<double>(snapshot.recycled_chunk_bytes_taken));
+}
+
+// What the insert and sample streams carried, and how many are open.
+void RenderStreams(const MetricsSnapshot& snapshot, PrometheusText& page) {
+  const ServiceMetrics& service = *snapshot.service;
   page.Family("reverb_tf_insert_items_received_total", "counter",
               "Items received on insert streams, by the message that carried "
               "them (an item, or an item batch of a batched writer).");
@@ -309,6 +354,10 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
   page.Scalar("reverb_tf_active_streams", "gauge",
               "Insert, sample and priority-mutation streams open now.",
               static_cast<double>(snapshot.active_streams));
+}
+
+// A latency histogram per method.
+void RenderLatencies(const ServiceMetrics& service, PrometheusText& page) {
   page.Family(
       "reverb_tf_rpc_duration_seconds", "histogram",
       "Unary calls: the call. Streams: one message, from a request to its "
@@ -321,28 +370,46 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
         Labels{{"method", std::string(ServiceMetrics::kMethodNames[m])}},
         service.latency[m].Read());
   }
-  {
-    page.Family("reverb_tf_checkpoints_total", "counter",
-                "Checkpoints written by this process, by outcome.");
-    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "ok"}},
-                static_cast<double>(snapshot.checkpoints_ok));
-    page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "failed"}},
-                static_cast<double>(snapshot.checkpoints_failed));
-    if (snapshot.last_checkpoint.has_value()) {
-      page.Scalar("reverb_tf_last_checkpoint_duration_seconds", "gauge",
-                  "How long the last checkpoint took.",
-                  absl::ToDoubleSeconds(snapshot.last_checkpoint->total));
-      page.Scalar("reverb_tf_last_checkpoint_bytes", "gauge",
-                  "Size of the last checkpoint.",
-                  static_cast<double>(snapshot.last_checkpoint->bytes));
-      page.Scalar("reverb_tf_last_checkpoint_items", "gauge",
-                  "Items in the last checkpoint.",
-                  static_cast<double>(snapshot.last_checkpoint->num_items));
-      page.Scalar("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
-                  "When the last checkpoint finished (Unix time).",
-                  absl::ToUnixMicros(snapshot.last_checkpoint_time) * 1e-6);
-    }
+}
+
+// The checkpoints this process wrote, and the last one's size and time.
+void RenderCheckpoints(const MetricsSnapshot& snapshot, PrometheusText& page) {
+  page.Family("reverb_tf_checkpoints_total", "counter",
+              "Checkpoints written by this process, by outcome.");
+  page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "ok"}},
+              static_cast<double>(snapshot.checkpoints_ok));
+  page.Sample("reverb_tf_checkpoints_total", Labels{{"outcome", "failed"}},
+              static_cast<double>(snapshot.checkpoints_failed));
+  if (snapshot.last_checkpoint.has_value()) {
+    page.Scalar("reverb_tf_last_checkpoint_duration_seconds", "gauge",
+                "How long the last checkpoint took.",
+                absl::ToDoubleSeconds(snapshot.last_checkpoint->total));
+    page.Scalar("reverb_tf_last_checkpoint_bytes", "gauge",
+                "Size of the last checkpoint.",
+                static_cast<double>(snapshot.last_checkpoint->bytes));
+    page.Scalar("reverb_tf_last_checkpoint_items", "gauge",
+                "Items in the last checkpoint.",
+                static_cast<double>(snapshot.last_checkpoint->num_items));
+    page.Scalar("reverb_tf_last_checkpoint_timestamp_seconds", "gauge",
+                "When the last checkpoint finished (Unix time).",
+                absl::ToUnixMicros(snapshot.last_checkpoint_time) * 1e-6);
   }
+}
+
+}  // namespace
+
+std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
+  PrometheusText page;
+  RenderTableInfo(snapshot.tables, page);
+  RenderTableCounters(snapshot.tables, page);
+  RenderRateLimiters(snapshot.tables, page);
+  RenderPriorityHistograms(snapshot.tables, page);
+  if (snapshot.wal.has_value()) RenderWal(*snapshot.wal, page);
+  if (snapshot.budget.has_value()) RenderMemoryBudget(*snapshot.budget, page);
+  RenderChunks(snapshot, page);
+  RenderStreams(snapshot, page);
+  RenderLatencies(*snapshot.service, page);
+  RenderCheckpoints(snapshot, page);
   page.Scalar("process_resident_memory_bytes", "gauge",
               "Resident memory size in bytes.",
               static_cast<double>(snapshot.resident_bytes));

@@ -236,21 +236,25 @@ absl::StatusOr<std::shared_ptr<Checkpointer>> MakeCheckpointer(
   return std::shared_ptr<Checkpointer>(std::move(checkpointer));
 }
 
-int Run() {
-  auto config = LoadConfig();
-  if (!config.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
+// Prints why the server cannot start; returns the exit status of a bad
+// config or flag (2).
+int ReportBadStart(const absl::Status& status) {
+  std::fprintf(stderr, "reverb_tf_server: %s\n",
+               std::string(status.message()).c_str());
+  return 2;
+}
+
+// The config's tables, each checked as a new table is; warns on stderr of
+// a rate limiter's caveat.
+absl::StatusOr<std::vector<TableOptions>> TablesFromConfig(
+    const schema::ReverbServerConfig& config) {
   std::vector<TableOptions> tables;
-  for (const schema::PriorityTableCheckpoint& table : config->tables()) {
+  for (const schema::PriorityTableCheckpoint& table : config.tables()) {
     auto options = TableOptionsFromConfig(table);
     absl::Status valid = options.ok() ? options->CheckNew() : options.status();
     if (!valid.ok()) {
-      std::fprintf(stderr, "reverb_tf_server: bad config: %s\n",
-                   std::string(valid.message()).c_str());
-      return 2;
+      return absl::Status(valid.code(),
+                          absl::StrCat("bad config: ", valid.message()));
     }
     if (const std::string caveat = options->rate_limiter.Caveat();
         !caveat.empty()) {
@@ -260,9 +264,148 @@ int Run() {
     tables.push_back(*std::move(options));
   }
   if (tables.empty()) {
-    std::fprintf(stderr, "reverb_tf_server: bad config: no tables\n");
-    return 2;
+    return absl::InvalidArgumentError("bad config: no tables");
   }
+  return tables;
+}
+
+// --memory_limit, if given.
+absl::Status ApplyMemoryLimitFlag(ServerOptions* options) {
+  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit);
+      !limit.empty()) {
+    auto bytes = ParseByteSize(limit);
+    if (!bytes.ok()) {
+      return absl::Status(
+          bytes.status().code(),
+          absl::StrCat("--memory_limit: ", bytes.status().message()));
+    }
+    options->memory_limit = *bytes;
+  }
+  return absl::OkStatus();
+}
+
+// The write-ahead log, if --wal_dir names one.
+absl::Status ApplyWalFlags(ServerOptions* options) {
+  if (const std::string dir = absl::GetFlag(FLAGS_wal_dir); !dir.empty()) {
+    ASSIGN_OR_RETURN(const WalSync sync,
+                     ParseWalSync(absl::GetFlag(FLAGS_wal_sync)));
+    WalOptions wal;
+    wal.dir = dir;
+    wal.sync = sync;
+    wal.interval = absl::GetFlag(FLAGS_wal_sync_interval);
+    wal.retry_interval = absl::GetFlag(FLAGS_wal_retry_interval);
+    options->wal = wal;
+  }
+  return absl::OkStatus();
+}
+
+// The bearer tokens of --auth_tokens_file, if given; an error names the
+// file.
+absl::Status ApplyAuthTokensFlag(ServerOptions* options) {
+  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file);
+      !path.empty()) {
+    auto tokens = ReadPemFile(path, "auth tokens");
+    auto auth = tokens.ok()
+                    ? TokenAuthenticator::Create(*tokens)
+                    : absl::StatusOr<std::unique_ptr<TokenAuthenticator>>(
+                          tokens.status());
+    if (!auth.ok()) {
+      return absl::Status(auth.status().code(),
+                          absl::StrCat(path, ": ", auth.status().message()));
+    }
+    options->auth = *std::move(auth);
+  }
+  return absl::OkStatus();
+}
+
+// The flags that may fail: the memory budget, checkpoints (flags win over
+// the config's fields), TLS, the write-ahead log and the auth tokens.
+absl::Status ApplyFlags(const schema::ReverbServerConfig& config,
+                        ServerOptions* options) {
+  RETURN_IF_ERROR(ApplyMemoryLimitFlag(options));
+  ASSIGN_OR_RETURN(options->checkpointer,
+                   MakeCheckpointer(config, &options->checkpoint_interval));
+  ASSIGN_OR_RETURN(options->tls,
+                   ServerTlsFromFiles(absl::GetFlag(FLAGS_tls_cert_file),
+                                      absl::GetFlag(FLAGS_tls_key_file),
+                                      absl::GetFlag(FLAGS_tls_client_ca_file)));
+  RETURN_IF_ERROR(ApplyWalFlags(options));
+  return ApplyAuthTokensFlag(options);
+}
+
+// Blocks the stop signals in every thread started after (gRPC's included),
+// so that WaitForStopSignal takes them here and shutdown runs on this
+// thread, not in a signal handler.
+sigset_t BlockStopSignals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+// Tells what the server loaded and where it serves.
+void ReportServing(const ReplayServer& server, const std::string& host,
+                   size_t num_tables) {
+  if (!server.loaded_checkpoint().empty()) {
+    // stderr: stdout carries exactly one readiness line.
+    std::fprintf(stderr, "reverb_tf_server: loaded checkpoint %s\n",
+                 server.loaded_checkpoint().c_str());
+  }
+  if (server.metrics_port() >= 0) {
+    std::fprintf(stderr, "reverb_tf_server: metrics on http://%s:%d/metrics\n",
+                 host.c_str(), server.metrics_port());
+  }
+  std::printf("reverb_tf_server: serving %zu table(s) on port %d\n", num_tables,
+              server.port());
+  std::fflush(stdout);
+}
+
+// Returns once SIGINT or SIGTERM arrived.
+void WaitForStopSignal(const sigset_t& stop_signals) {
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::printf("reverb_tf_server: received signal %d, stopping\n",
+              signal_number);
+  std::fflush(stdout);
+}
+
+// --checkpoint_on_exit's checkpoint of a stopped server; returns the exit
+// status (1 if it failed).
+int WriteFinalCheckpoint(ReplayServer& server) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<CheckpointStats> saved = server.Checkpoint();
+  if (!saved.ok()) {
+    std::fprintf(stderr, "reverb_tf_server: final checkpoint failed: %s\n",
+                 saved.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("reverb_tf_server: final checkpoint %s in %.3f s\n",
+              saved->path.c_str(),
+              absl::ToDoubleSeconds(absl::Now() - started));
+  return 0;
+}
+
+// Stops the server, then writes the final checkpoint if asked to; returns
+// the exit status.
+int StopAndCheckpoint(ReplayServer& server) {
+  const absl::Time stopping = absl::Now();
+  server.Stop();
+  int status = 0;
+  if (absl::GetFlag(FLAGS_checkpoint_on_exit)) {
+    status = WriteFinalCheckpoint(server);
+  }
+  std::printf("reverb_tf_server: stopped in %.3f s\n",
+              absl::ToDoubleSeconds(absl::Now() - stopping));
+  return status;
+}
+
+int Run() {
+  auto config = LoadConfig();
+  if (!config.ok()) return ReportBadStart(config.status());
+  auto tables = TablesFromConfig(*config);
+  if (!tables.ok()) return ReportBadStart(tables.status());
   ServerOptions options;
   // The process is the server's own: its free heap goes back when idle too.
   options.trim_idle_heap = true;
@@ -272,110 +415,20 @@ int Run() {
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
   options.host = absl::GetFlag(FLAGS_bind);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (const std::string limit = absl::GetFlag(FLAGS_memory_limit);
-      !limit.empty()) {
-    auto bytes = ParseByteSize(limit);
-    if (!bytes.ok()) {
-      std::fprintf(stderr, "reverb_tf_server: --memory_limit: %s\n",
-                   std::string(bytes.status().message()).c_str());
-      return 2;
-    }
-    options.memory_limit = *bytes;
-  }
-  auto checkpointer = MakeCheckpointer(*config, &options.checkpoint_interval);
-  if (!checkpointer.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n",
-                 std::string(checkpointer.status().message()).c_str());
-    return 2;
-  }
-  options.checkpointer = *std::move(checkpointer);
-  auto tls = ServerTlsFromFiles(absl::GetFlag(FLAGS_tls_cert_file),
-                                absl::GetFlag(FLAGS_tls_key_file),
-                                absl::GetFlag(FLAGS_tls_client_ca_file));
-  if (!tls.ok()) {
-    std::fprintf(stderr, "reverb_tf_server: %s\n",
-                 std::string(tls.status().message()).c_str());
-    return 2;
-  }
-  options.tls = *std::move(tls);
-  if (const std::string dir = absl::GetFlag(FLAGS_wal_dir); !dir.empty()) {
-    auto sync = ParseWalSync(absl::GetFlag(FLAGS_wal_sync));
-    if (!sync.ok()) {
-      std::fprintf(stderr, "reverb_tf_server: %s\n",
-                   std::string(sync.status().message()).c_str());
-      return 2;
-    }
-    WalOptions wal;
-    wal.dir = dir;
-    wal.sync = *sync;
-    wal.interval = absl::GetFlag(FLAGS_wal_sync_interval);
-    wal.retry_interval = absl::GetFlag(FLAGS_wal_retry_interval);
-    options.wal = wal;
-  }
-  if (const std::string path = absl::GetFlag(FLAGS_auth_tokens_file);
-      !path.empty()) {
-    auto tokens = ReadPemFile(path, "auth tokens");
-    auto auth = tokens.ok()
-                    ? TokenAuthenticator::Create(*tokens)
-                    : absl::StatusOr<std::unique_ptr<TokenAuthenticator>>(
-                          tokens.status());
-    if (!auth.ok()) {
-      std::fprintf(stderr, "reverb_tf_server: %s: %s\n", path.c_str(),
-                   std::string(auth.status().message()).c_str());
-      return 2;
-    }
-    options.auth = *std::move(auth);
+  if (absl::Status applied = ApplyFlags(*config, &options); !applied.ok()) {
+    return ReportBadStart(applied);
   }
 
-  // Block the stop signals in every thread (gRPC's included) and wait for
-  // them here, so shutdown runs on this thread, not in a signal handler.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
-  auto server = ReplayServer::StartFromOptions(tables, options);
+  const sigset_t stop_signals = BlockStopSignals();
+  auto server = ReplayServer::StartFromOptions(*tables, options);
   if (!server.ok()) {
     std::fprintf(stderr, "reverb_tf_server: %s\n",
                  server.status().ToString().c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
-  if (!(*server)->loaded_checkpoint().empty()) {
-    // stderr: stdout carries exactly one readiness line.
-    std::fprintf(stderr, "reverb_tf_server: loaded checkpoint %s\n",
-                 (*server)->loaded_checkpoint().c_str());
-  }
-  if ((*server)->metrics_port() >= 0) {
-    std::fprintf(stderr, "reverb_tf_server: metrics on http://%s:%d/metrics\n",
-                 options.host.c_str(), (*server)->metrics_port());
-  }
-  std::printf("reverb_tf_server: serving %zu table(s) on port %d\n",
-              tables.size(), (*server)->port());
-  std::fflush(stdout);
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  std::printf("reverb_tf_server: received signal %d, stopping\n",
-              signal_number);
-  std::fflush(stdout);
-  const absl::Time stopping = absl::Now();
-  (*server)->Stop();
-  int status = 0;
-  if (absl::GetFlag(FLAGS_checkpoint_on_exit)) {
-    const absl::Time started = absl::Now();
-    absl::StatusOr<CheckpointStats> saved = (*server)->Checkpoint();
-    if (saved.ok()) {
-      std::printf("reverb_tf_server: final checkpoint %s in %.3f s\n",
-                  saved->path.c_str(),
-                  absl::ToDoubleSeconds(absl::Now() - started));
-    } else {
-      std::fprintf(stderr, "reverb_tf_server: final checkpoint failed: %s\n",
-                   saved.status().ToString().c_str());
-      status = 1;
-    }
-  }
-  std::printf("reverb_tf_server: stopped in %.3f s\n",
-              absl::ToDoubleSeconds(absl::Now() - stopping));
+  ReportServing(**server, options.host, tables->size());
+  WaitForStopSignal(stop_signals);
+  const int status = StopAndCheckpoint(**server);
   std::fflush(stdout);
   std::fflush(stderr);
   // Everything that must outlive the process is on disk (checkpoint files

@@ -217,34 +217,26 @@ absl::Status ReadHeader(RecordReader& reader, const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status LoadInto(
-    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
-    const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
-    uint64_t* wal_position = nullptr, ChunkStore* into_store = nullptr) {
-  const std::string file = (fs::path(path) / kDataFile).string();
-  auto opened = RecordReader::Open(file);
-  if (absl::IsNotFound(opened.status())) {
-    return absl::NotFoundError(absl::StrCat(
-        "'", path, "' is not a reverb_tf checkpoint: it has no ", kDataFile));
-  }
-  RETURN_IF_ERROR(opened.status());
-  RecordReader& reader = **opened;
+// The server's tables that a checkpoint's tables load into, in the
+// checkpoint's order, and what the checkpoint saved of each.
+struct LoadTargets {
+  std::vector<Table*> tables;
+  std::vector<TableInfo> saved;
+};
 
-  proto::CheckpointHeader header;
-  RETURN_IF_ERROR(ReadHeader(reader, path, &header));
-  if (wal_position != nullptr) *wal_position = header.wal_position();
-  uint8_t type;
-  absl::string_view payload;
-  bool more;
-
+// Pairs each table of the checkpoint with the server's table of its name,
+// which must have the same signature.
+absl::StatusOr<LoadTargets> MatchTables(
+    const proto::CheckpointHeader& header,
+    absl::Span<const std::shared_ptr<Table>> tables, const std::string& path,
+    const RecordReader& reader) {
   absl::flat_hash_map<std::string, Table*> by_name;
   std::vector<std::string> server_names;
   for (const auto& table : tables) {
     by_name[table->name()] = table.get();
     server_names.push_back(absl::StrCat("'", table->name(), "'"));
   }
-  std::vector<Table*> targets;
-  std::vector<TableInfo> saved;
+  LoadTargets targets;
   for (const proto::CheckpointTable& proto_table : header.tables()) {
     auto info = FromCheckpointTable(proto_table);
     if (!info.ok()) return reader.Corrupt(info.status().message());
@@ -264,94 +256,168 @@ absl::Status LoadInto(
                        " differs from the one in checkpoint '", path, "' ",
                        SignatureDebugString(info->options.signature)));
     }
-    targets.push_back(table);
-    saved.push_back(*std::move(info));
+    targets.tables.push_back(table);
+    targets.saved.push_back(*std::move(info));
   }
+  return targets;
+}
 
-  ChunkStore own_store;
-  ChunkStore& store = into_store != nullptr ? *into_store : own_store;
+// What the entries after a checkpoint's header held, as far as read.
+struct EntriesRead {
   std::vector<ChunkRef> chunks;
-  chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
-  std::vector<int64_t> items_read(targets.size(), 0);
+  // Per table of the checkpoint.
+  std::vector<int64_t> items;
   bool ended = false;
+};
+
+// A chunk entry: the next chunk, decoded into `store`.
+absl::Status ReadChunkEntry(absl::string_view payload,
+                            const proto::CheckpointHeader& header,
+                            const RecordReader& reader, ChunkStore* store,
+                            EntriesRead* read) {
+  if (static_cast<int64_t>(read->chunks.size()) >= header.num_chunks()) {
+    return reader.Corrupt("more chunks than the header announces");
+  }
+  auto chunk = DecodeChunk(payload, store);
+  if (!chunk.ok()) {
+    return reader.Corrupt(absl::StrCat("chunk ", read->chunks.size(), ": ",
+                                       chunk.status().message()));
+  }
+  read->chunks.push_back(*std::move(chunk));
+  return absl::OkStatus();
+}
+
+// An items entry: decodes its items and loads them into their table.
+absl::Status ReadItemsEntry(absl::string_view payload,
+                            const std::vector<Table*>& targets,
+                            const RecordReader& reader, EntriesRead* read) {
+  ByteReader in(payload);
+  uint64_t table_index, count;
+  if (!in.GetVarint(&table_index) || table_index >= targets.size() ||
+      !in.GetVarint(&count)) {
+    return reader.Corrupt("malformed items entry");
+  }
+  std::vector<Item> items;
+  if (absl::Status status = DecodeItems(&in, count, read->chunks, &items);
+      !status.ok()) {
+    return reader.Corrupt(status.message());
+  }
+  read->items[table_index] += static_cast<int64_t>(count);
+  if (absl::Status status = targets[table_index]->LoadItems(std::move(items));
+      !status.ok()) {
+    return reader.Corrupt(status.message());
+  }
+  return absl::OkStatus();
+}
+
+// The end entry: it must count the tables, chunks and items read.
+absl::Status ReadEndEntry(absl::string_view payload,
+                          const proto::CheckpointHeader& header,
+                          const RecordReader& reader, EntriesRead* read) {
+  ByteReader in(payload);
+  uint64_t num_tables, num_chunks, num_items;
+  in.GetVarint(&num_tables);
+  in.GetVarint(&num_chunks);
+  in.GetVarint(&num_items);
+  int64_t total = 0;
+  for (int64_t n : read->items) total += n;
+  if (!in.ok() || num_tables != read->items.size() ||
+      num_chunks != read->chunks.size() ||
+      static_cast<int64_t>(num_chunks) != header.num_chunks() ||
+      static_cast<int64_t>(num_items) != total) {
+    return reader.Corrupt("the end entry does not match what was read");
+  }
+  read->ended = true;
+  return absl::OkStatus();
+}
+
+// Reads the entries after the header to the end of the file, loading the
+// items into `targets`; calls `progress` (if set) every 8 MiB and at the
+// end.
+absl::StatusOr<EntriesRead> ReadEntries(
+    const proto::CheckpointHeader& header, const std::vector<Table*>& targets,
+    const std::function<void(uint64_t, uint64_t)>& progress,
+    RecordReader& reader, ChunkStore* store) {
+  EntriesRead read;
+  read.chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
+  read.items.assign(targets.size(), 0);
   constexpr uint64_t kProgressEvery = uint64_t{8} << 20;
   uint64_t next_progress = 0;
   while (true) {
-    ASSIGN_OR_RETURN(more, reader.Next(&type, &payload));
+    uint8_t type;
+    absl::string_view payload;
+    ASSIGN_OR_RETURN(const bool more, reader.Next(&type, &payload));
     if (progress && (reader.offset() >= next_progress || !more)) {
       progress(reader.offset(), reader.file_size());
       next_progress = reader.offset() + kProgressEvery;
     }
     if (!more) break;
-    if (ended) return reader.Corrupt("data after the end entry");
+    if (read.ended) return reader.Corrupt("data after the end entry");
     switch (type) {
-      case kChunk: {
-        if (static_cast<int64_t>(chunks.size()) >= header.num_chunks()) {
-          return reader.Corrupt("more chunks than the header announces");
-        }
-        auto chunk = DecodeChunk(payload, &store);
-        if (!chunk.ok()) {
-          return reader.Corrupt(absl::StrCat("chunk ", chunks.size(), ": ",
-                                             chunk.status().message()));
-        }
-        chunks.push_back(*std::move(chunk));
+      case kChunk:
+        RETURN_IF_ERROR(ReadChunkEntry(payload, header, reader, store, &read));
         break;
-      }
-      case kItems: {
-        ByteReader in(payload);
-        uint64_t table_index, count;
-        if (!in.GetVarint(&table_index) || table_index >= targets.size() ||
-            !in.GetVarint(&count)) {
-          return reader.Corrupt("malformed items entry");
-        }
-        std::vector<Item> items;
-        if (absl::Status status = DecodeItems(&in, count, chunks, &items);
-            !status.ok()) {
-          return reader.Corrupt(status.message());
-        }
-        items_read[table_index] += static_cast<int64_t>(count);
-        if (absl::Status status =
-                targets[table_index]->LoadItems(std::move(items));
-            !status.ok()) {
-          return reader.Corrupt(status.message());
-        }
+      case kItems:
+        RETURN_IF_ERROR(ReadItemsEntry(payload, targets, reader, &read));
         break;
-      }
-      case kEnd: {
-        ByteReader in(payload);
-        uint64_t num_tables, num_chunks, num_items;
-        in.GetVarint(&num_tables);
-        in.GetVarint(&num_chunks);
-        in.GetVarint(&num_items);
-        int64_t total = 0;
-        for (int64_t n : items_read) total += n;
-        if (!in.ok() || num_tables != targets.size() ||
-            num_chunks != chunks.size() ||
-            static_cast<int64_t>(num_chunks) != header.num_chunks() ||
-            static_cast<int64_t>(num_items) != total) {
-          return reader.Corrupt("the end entry does not match what was read");
-        }
-        ended = true;
+      case kEnd:
+        RETURN_IF_ERROR(ReadEndEntry(payload, header, reader, &read));
         break;
-      }
       default:
         return reader.Corrupt(absl::StrCat("unknown entry type ", type));
     }
   }
-  if (!ended) {
+  return read;
+}
+
+// DATA_LOSS unless the file ended with its end entry and each table has as
+// many items as the checkpoint's header says.
+absl::Status CheckComplete(const std::string& file, const EntriesRead& read,
+                           const std::vector<TableInfo>& saved) {
+  if (!read.ended) {
     return absl::DataLossError(absl::StrCat(
         "checkpoint file '", file, "' ends without its end entry (truncated)"));
   }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    if (items_read[i] != saved[i].current_size) {
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (read.items[i] != saved[i].current_size) {
       return absl::DataLossError(
           absl::StrCat("checkpoint file '", file, "': table '",
-                       saved[i].options.name, "' has ", items_read[i],
+                       saved[i].options.name, "' has ", read.items[i],
                        " items, its header says ", saved[i].current_size));
     }
   }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    targets[i]->FinishLoad(saved[i]);
+  return absl::OkStatus();
+}
+
+// Loads the checkpoint in directory `path` into `tables`, its chunks into
+// `into_store` (a store of its own if null); sets `wal_position` (if set)
+// to where the write-ahead log goes on after it.
+absl::Status LoadInto(
+    const std::string& path, absl::Span<const std::shared_ptr<Table>> tables,
+    const std::function<void(uint64_t, uint64_t)>& progress = nullptr,
+    uint64_t* wal_position = nullptr, ChunkStore* into_store = nullptr) {
+  const std::string file = (fs::path(path) / kDataFile).string();
+  auto opened = RecordReader::Open(file);
+  if (absl::IsNotFound(opened.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "'", path, "' is not a reverb_tf checkpoint: it has no ", kDataFile));
+  }
+  RETURN_IF_ERROR(opened.status());
+  RecordReader& reader = **opened;
+
+  proto::CheckpointHeader header;
+  RETURN_IF_ERROR(ReadHeader(reader, path, &header));
+  if (wal_position != nullptr) *wal_position = header.wal_position();
+  ASSIGN_OR_RETURN(const LoadTargets targets,
+                   MatchTables(header, tables, path, reader));
+  ChunkStore own_store;
+  ASSIGN_OR_RETURN(
+      const EntriesRead read,
+      ReadEntries(header, targets.tables, progress, reader,
+                  into_store != nullptr ? into_store : &own_store));
+  RETURN_IF_ERROR(CheckComplete(file, read, targets.saved));
+  for (size_t i = 0; i < targets.tables.size(); ++i) {
+    targets.tables[i]->FinishLoad(targets.saved[i]);
   }
   return absl::OkStatus();
 }

@@ -121,6 +121,11 @@ class TempDirCheckpointer(DefaultCheckpointer):
             fallback_checkpoint_path=fallback_checkpoint_path,
         )
 
+    def native_options(self) -> Dict[str, Any]:
+        # A restart will not find these checkpoints: the native server
+        # refuses a write-ahead log with them.
+        return dict(super().native_options(), checkpoint_temporary=True)
+
 
 def default_checkpointer() -> CheckpointerBase:
     """The checkpointer a `Server` uses when none is given.

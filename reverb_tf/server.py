@@ -8,9 +8,8 @@ or any address that reaches it.
 """
 
 import abc
-import collections
+import contextlib
 import os
-import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -119,8 +118,6 @@ class Table:
         # The live table, from now on (as in dm-reverb): the one owner of its
         # state, which the servers that host it share.
         self._core = _native.core().Table(self._core_config())
-        # The running Server hosting it, if any: one at a time.
-        self._server_ref: Optional["weakref.ReferenceType[Server]"] = None
 
     @classmethod
     def queue(
@@ -320,13 +317,6 @@ class Table:
             signature=pick(signature, self._signature),
         )
 
-    def _hosting_server(self) -> Optional["Server"]:
-        """The running Server hosting this table, or None."""
-        server = self._server_ref() if self._server_ref is not None else None
-        if server is None or server._stopped:  # pylint: disable=protected-access
-            return None
-        return server
-
     def __reduce__(self) -> Any:
         # Picklable as its description (a new, unhosted table), so that a
         # table can be handed to another process, e.g. a Ray actor.
@@ -444,7 +434,11 @@ class Server:
             overhead. None: no budget. Not in dm-reverb.
 
         Raises:
-          ValueError: If `tables` is empty or has duplicate names.
+          ValueError: If `tables` is empty or has duplicate names (an
+            `InvalidArgumentError`, as the native server checks it), a table
+            is hosted by another running server (stop it first), or `wal`
+            comes without a checkpointer whose directory outlives the
+            process.
           TypeError: If an element of `tables` is not a `Table`.
           ImportError: If the native module is not built.
           ReverbError: If the native server rejects the configuration,
@@ -460,13 +454,6 @@ class Server:
         for table in tables:
             if not isinstance(table, Table):
                 raise TypeError(f"tables must be reverb_tf.Table objects, got {table!r}")
-        counts = collections.Counter(table.name for table in tables)
-        duplicates = sorted(name for name, count in counts.items() if count > 1)
-        if duplicates:
-            raise ValueError(
-                "Multiple items in tables have the same name: "
-                f"{', '.join(duplicates)} (table names must be unique)"
-            )
         if port is None:
             port = 0
         port = _arguments.integer("port", port)
@@ -474,44 +461,41 @@ class Server:
             raise ValueError(
                 f"checkpoint_interval must be None or > 0 seconds, got {checkpoint_interval!r}"
             )
-        if wal is not None and (
-            checkpointer is None or isinstance(checkpointer, checkpointers_lib.TempDirCheckpointer)
-        ):
-            # The log is truncated by checkpoints it must find again on restart.
-            raise ValueError(
-                "a write-ahead log needs a checkpointer whose directory outlives "
-                "the process (checkpointers.DefaultCheckpointer(path))"
-            )
+        made_checkpointer = checkpointer is None
         if checkpointer is None:
             checkpointer = checkpointers_lib.default_checkpointer()
         if not isinstance(checkpointer, checkpointers_lib.CheckpointerBase):
             raise TypeError(
                 f"checkpointer must be a reverb_tf.checkpointers checkpointer, got {checkpointer!r}"
             )
-        for table in tables:
-            hosting = table._hosting_server()  # pylint: disable=protected-access
-            if hosting is not None:
-                raise ValueError(
-                    f"table {table.name!r} is hosted by a running server (port {hosting.port}); "
-                    "stop it first, or host table.replace() (a new, empty table)"
-                )
         self._checkpointer = checkpointer
         self._tables = list(tables)
         core = _native.core()
-        self._server = core.Server(
-            [table._core for table in self._tables],  # pylint: disable=protected-access
-            int(port),
-            _native.MAX_MESSAGE_BYTES,
-            max_active_streams=int(max_active_streams),
-            host=str(host),
-            metrics_port=-1 if metrics_port is None else int(metrics_port),
-            checkpoint_interval_s=float(checkpoint_interval or 0.0),
-            auth_tokens_file=os.fspath(auth_tokens_file or ""),
-            memory_limit=_arguments.integer("memory_limit", memory_limit or 0),
-            **(tls.native_options() if tls is not None else {}),
-            **(wal.native_options() if wal is not None else {}),
-            **checkpointer.internal_checkpointer().native_options(),
-        )
+        # The native server checks the rest (unique names, a table hosted by
+        # one running server at a time, a write-ahead log's checkpointer)
+        # before it changes anything.
+        try:
+            self._server = core.Server(
+                [table._core for table in self._tables],  # pylint: disable=protected-access
+                int(port),
+                _native.MAX_MESSAGE_BYTES,
+                max_active_streams=int(max_active_streams),
+                host=str(host),
+                metrics_port=-1 if metrics_port is None else int(metrics_port),
+                checkpoint_interval_s=float(checkpoint_interval or 0.0),
+                auth_tokens_file=os.fspath(auth_tokens_file or ""),
+                memory_limit=_arguments.integer("memory_limit", memory_limit or 0),
+                **(tls.native_options() if tls is not None else {}),
+                **(wal.native_options() if wal is not None else {}),
+                **checkpointer.internal_checkpointer().native_options(),
+            )
+        except BaseException:
+            if made_checkpointer:
+                # The temporary directory made above, still empty: a server
+                # that did not start leaves nothing behind.
+                with contextlib.suppress(OSError):
+                    os.rmdir(checkpointer.path)
+            raise
         self._stopped = False
         damage = self._server.wal_replay["damage"]
         if damage:
@@ -528,8 +512,6 @@ class Server:
             )
         elif self._server.loaded_checkpoint:
             logging.info("reverb_tf.Server: loaded checkpoint %s", self._server.loaded_checkpoint)
-        for table in self._tables:
-            table._server_ref = weakref.ref(self)
 
     @property
     def port(self) -> int:

@@ -606,6 +606,39 @@ void Table::Open() {
   closed_ = false;
 }
 
+absl::Status Table::CheckHostableLocked(const void* server) const {
+  if (host_ == nullptr || host_ == server) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "table '", name(), "' is hosted by a running server (port ",
+      host_port_ > 0 ? absl::StrCat(host_port_) : std::string("not bound yet"),
+      "); stop it first, or host table.replace() (a new, empty table)"));
+}
+
+absl::Status Table::CheckHostable(const void* server) const {
+  absl::MutexLock lock(&mu_);
+  return CheckHostableLocked(server);
+}
+
+absl::Status Table::Host(const void* server) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckHostableLocked(server));
+  host_ = server;
+  host_port_ = 0;
+  return absl::OkStatus();
+}
+
+void Table::SetHostPort(const void* server, int port) {
+  absl::MutexLock lock(&mu_);
+  if (host_ == server) host_port_ = port;
+}
+
+void Table::Unhost(const void* server) {
+  absl::MutexLock lock(&mu_);
+  if (host_ != server) return;
+  host_ = nullptr;
+  host_port_ = 0;
+}
+
 int64_t Table::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(items_.size());

@@ -284,9 +284,19 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   void Close();
   // Undoes Close(): a table outlives the server that hosted it (Python's
   // Table owns it from construction), and ReplayServer::Start() opens each
-  // table it is given, so a table hosted again serves again. A table must be
-  // hosted by one running server at a time (Python's Server checks).
+  // table it is given, so a table hosted again serves again.
   void Open();
+
+  // A table is hosted by one running server at a time: ReplayServer::Start()
+  // takes it (Host) before it changes anything and Stop() gives it back
+  // (Unhost). `server` identifies the server; `port` is where it serves,
+  // told once it is bound (SetHostPort; 0 until then). CheckHostable and
+  // Host fail with INVALID_ARGUMENT, naming the port, while another server
+  // hosts the table; Unhost by a server that does not host it does nothing.
+  absl::Status CheckHostable(const void* server) const;
+  absl::Status Host(const void* server);
+  void SetHostPort(const void* server, int port);
+  void Unhost(const void* server);
 
   int64_t size() const;
   // size() without the lock (a relaxed read, for the memory budget, which
@@ -350,6 +360,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
                            Cancellation* cancel, RateLimiterCallStats* stats,
                            const char* what, bool* waited,
                            absl::Duration recheck = absl::InfiniteDuration())
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CheckHostable()'s verdict.
+  absl::Status CheckHostableLocked(const void* server) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For an insert of a new key: waits while the memory budget is used up
   // and the table is not full; the budget's Exhausted() at the deadline.
@@ -417,6 +430,9 @@ class REVERB_TF_EXPORT Table : public std::enable_shared_from_this<Table> {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The running server hosting the table (Host), or null, and its port.
+  const void* host_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int host_port_ ABSL_GUARDED_BY(mu_) = 0;
   TableCounters counters_ ABSL_GUARDED_BY(mu_);
   PriorityHistogram priorities_ ABSL_GUARDED_BY(mu_);
   TableMap<Key, Item> items_ ABSL_GUARDED_BY(mu_);

@@ -61,6 +61,10 @@ struct REVERB_TF_EXPORT CheckpointerOptions {
   // disk), warns on stderr and reports the skipped ones. Errors that are not
   // damage (a table missing or with another signature) fail either way.
   bool load_previous_if_damaged = false;
+  // `root` is a new temporary directory of this process (Python's
+  // TempDirCheckpointer): a restart does not find its checkpoints, so a
+  // write-ahead log, which they truncate, refuses it (ReplayServer::Start).
+  bool temporary = false;
 };
 
 struct REVERB_TF_EXPORT LoadedCheckpoint {

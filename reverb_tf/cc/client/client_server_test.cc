@@ -791,6 +791,82 @@ TEST(ServerTest, BadOptionsAreRejected) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Client::Create("").status().code(),
             absl::StatusCode::kInvalidArgument);
+  ServerOptions wal_alone;
+  wal_alone.wal.emplace();
+  wal_alone.wal->dir = "/nonexistent/wal";
+  absl::Status no_checkpointer = ReplayServer::CheckStart({}, wal_alone);
+  EXPECT_EQ(no_checkpointer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_checkpointer.message().find("outlives the process"),
+            absl::string_view::npos)
+      << no_checkpointer;
+  CheckpointerOptions temporary;
+  temporary.root = "/nonexistent/checkpoints";
+  temporary.temporary = true;
+  EXPECT_EQ(ReplayServer::CheckStart({}, wal_alone, &temporary).code(),
+            absl::StatusCode::kInvalidArgument);
+  temporary.temporary = false;
+  EXPECT_OK(ReplayServer::CheckStart({}, wal_alone, &temporary));
+}
+
+TEST(ServerTest, DuplicateTableNamesAreNamed) {
+  auto table = [](const std::string& name) {
+    return *Table::Create(MakeTableOptions(name, Uniform(), Fifo(), 10,
+                                           RateLimiterOptions::MinSize(1)),
+                          1);
+  };
+  absl::Status status = ReplayServer::CheckStart(
+      {table("b"), table("a"), table("b"), table("c"), table("a")},
+      ServerOptions());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "Multiple items in tables have the same name: a, b (table names "
+            "must be unique)");
+}
+
+TEST(ServerTest, ATableIsHostedByOneRunningServerAtATime) {
+  ASSERT_OK_AND_ASSIGN(
+      std::shared_ptr<Table> table,
+      Table::Create(MakeTableOptions("t", Uniform(), Fifo(), 10,
+                                     RateLimiterOptions::MinSize(1)),
+                    1));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReplayServer> first,
+                       ReplayServer::Start({table}, ServerOptions()));
+  const std::string hosted =
+      absl::StrCat("table 't' is hosted by a running server (port ",
+                   first->port(), "); stop it first");
+  for (const absl::Status& refused :
+       {ReplayServer::CheckStart({table}, ServerOptions()),
+        ReplayServer::Start({table}, ServerOptions()).status()}) {
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find(hosted), absl::string_view::npos)
+        << refused;
+  }
+  // The refused start neither closed nor took the table.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client,
+                       Client::Create(absl::StrCat("localhost:",
+                                                   first->port())));
+  ASSERT_OK_AND_ASSIGN(auto info, client->ServerInfo(kTimeout));
+  EXPECT_EQ(info.size(), 1);
+  EXPECT_EQ(table->CheckHostable(nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Stop() gives it back: another server hosts it.
+  first->Stop();
+  EXPECT_OK(table->CheckHostable(nullptr));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReplayServer> second,
+                       ReplayServer::Start({table}, ServerOptions()));
+  // A start that fails after taking its tables (the port is taken) gives
+  // them back too.
+  ASSERT_OK_AND_ASSIGN(
+      std::shared_ptr<Table> other,
+      Table::Create(MakeTableOptions("u", Uniform(), Fifo(), 10,
+                                     RateLimiterOptions::MinSize(1)),
+                    2));
+  ServerOptions busy;
+  busy.port = second->port();
+  EXPECT_EQ(ReplayServer::Start({other}, busy).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_OK(other->CheckHostable(nullptr));
+  EXPECT_OK(ReplayServer::Start({other}, ServerOptions()).status());
 }
 
 }  // namespace

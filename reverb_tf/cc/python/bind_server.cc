@@ -35,6 +35,7 @@ void BindServer(py::module_& m) {
                        int checkpoint_keep, const std::string& checkpoint_group,
                        double checkpoint_interval_s,
                        bool checkpoint_load_previous_if_damaged,
+                       bool checkpoint_temporary,
                        int64_t max_active_streams, const std::string& host,
                        int metrics_port, const std::string& tls_cert_file,
                        const std::string& tls_key_file,
@@ -66,16 +67,25 @@ void BindServer(py::module_& m) {
              options.max_message_bytes = max_message_bytes;
              options.max_active_streams = max_active_streams;
              options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
+             std::optional<CheckpointerOptions> checkpointer;
              if (!checkpoint_root.empty()) {
-               CheckpointerOptions checkpointer;
-               checkpointer.root = checkpoint_root;
-               checkpointer.fallback_checkpoint_path = fallback_checkpoint_path;
-               checkpointer.keep = checkpoint_keep;
-               checkpointer.group = checkpoint_group;
-               checkpointer.load_previous_if_damaged =
+               checkpointer.emplace();
+               checkpointer->root = checkpoint_root;
+               checkpointer->fallback_checkpoint_path =
+                   fallback_checkpoint_path;
+               checkpointer->keep = checkpoint_keep;
+               checkpointer->group = checkpoint_group;
+               checkpointer->load_previous_if_damaged =
                    checkpoint_load_previous_if_damaged;
+               checkpointer->temporary = checkpoint_temporary;
+             }
+             // Before the checkpointer makes its directory.
+             CheckOk(ReplayServer::CheckStart(
+                 tables, options,
+                 checkpointer.has_value() ? &*checkpointer : nullptr));
+             if (checkpointer.has_value()) {
                options.checkpointer = ValueOrRaise(WithoutGil([&] {
-                 return Checkpointer::Create(std::move(checkpointer));
+                 return Checkpointer::Create(*std::move(checkpointer));
                }));
              }
              // Loading a checkpoint can take a while: other Python threads run.
@@ -89,6 +99,7 @@ void BindServer(py::module_& m) {
            py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
            py::arg("checkpoint_interval_s") = 0.0,
            py::arg("checkpoint_load_previous_if_damaged") = false,
+           py::arg("checkpoint_temporary") = false,
            py::arg("max_active_streams") = ServerOptions().max_active_streams,
            py::arg("host") = ServerOptions().host,
            py::arg("metrics_port") = ServerOptions().metrics_port,

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -181,13 +183,15 @@ class ReplayServer::Local final
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
-    std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options) {
+absl::Status ReplayServer::CheckStart(
+    const std::vector<std::shared_ptr<Table>>& tables,
+    const ServerOptions& options, const CheckpointerOptions* checkpointer) {
+  if (options.checkpointer != nullptr)
+    checkpointer = &options.checkpointer->options();
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid port ", options.port));
   }
-  RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
   if (options.host.empty() ||
       options.host.find_first_of(" /[]") != std::string::npos) {
     return absl::InvalidArgumentError(
@@ -201,12 +205,17 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
         absl::StrCat("max_message_bytes must be in [1 KiB, 2 GiB), got ",
                      options.max_message_bytes));
   }
+  // Every name given twice, sorted; dm-reverb's words.
   absl::flat_hash_set<std::string> names;
+  std::set<std::string> duplicates;
   for (const auto& table : tables) {
-    if (!names.insert(table->name()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("two tables are named '", table->name(), "'"));
-    }
+    if (!names.insert(table->name()).second) duplicates.insert(table->name());
+  }
+  if (!duplicates.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Multiple items in tables have the same name: ",
+                     absl::StrJoin(duplicates, ", "),
+                     " (table names must be unique)"));
   }
   if (options.max_active_streams < 1 || options.max_stream_chunk_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -224,16 +233,37 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
   if (options.wal.has_value()) {
     RETURN_IF_ERROR(options.wal->Validate());
-    if (options.checkpointer == nullptr) {
+    // The log is truncated by checkpoints it must find again on restart.
+    if (checkpointer == nullptr || checkpointer->temporary) {
       return absl::InvalidArgumentError(
-          "a write-ahead log needs a checkpointer: its checkpoints truncate "
-          "the log");
+          "a write-ahead log needs a checkpointer whose directory outlives "
+          "the process (checkpointers.DefaultCheckpointer(path), "
+          "--checkpoint_dir): its checkpoints truncate the log");
     }
   }
+  // A pre-check: Start() takes the tables (Table::Host) to be sure.
+  for (const auto& table : tables) {
+    RETURN_IF_ERROR(table->CheckHostable(/*server=*/nullptr));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
+    std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options) {
+  RETURN_IF_ERROR(CheckGrpcUsableAndNoteUse());
+  RETURN_IF_ERROR(CheckStart(tables, options));
   DisableMutexDeadlockDetection();
+  std::unique_ptr<ReplayServer> server(new ReplayServer());
+  // Each table for this server alone, before anything changes it; Stop()
+  // (also when Start fails below) gives them back.
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (absl::Status hosted = tables[i]->Host(server.get()); !hosted.ok()) {
+      for (size_t j = 0; j < i; ++j) tables[j]->Unhost(server.get());
+      return hosted;
+    }
+  }
   // Tables hosted before (and closed when that server stopped) serve again.
   for (const auto& table : tables) table->Open();
-  std::unique_ptr<ReplayServer> server(new ReplayServer());
   server->tables_ = tables;
   server->checkpointer_ = options.checkpointer;
   // Half the message budget for chunk bytes leaves room for the framing.
@@ -326,6 +356,9 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
         options.port,
         hosts.size() > 1 ? " (the port must be free on each)" : ""));
   }
+  // What a server that finds a table hosted here names.
+  for (const auto& table : server->tables_)
+    table->SetHostPort(raw, server->port_);
   // The whole server ("") and the replay service by name.
   server->health_->SetServingStatus("", !loading);
   server->health_->SetServingStatus(kHealthServiceName, !loading);
@@ -563,12 +596,8 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(
 }
 
 ReplayServer::~ReplayServer() {
+  // Stop() detaches the tables from the log, which goes last.
   Stop();
-  // The log goes last: the tables report to it until they are detached.
-  for (const auto& table : tables_) {
-    table->SetJournal(nullptr);
-    table->SetMemoryBudget(nullptr);
-  }
   wal_.reset();
 }
 
@@ -618,6 +647,13 @@ void ReplayServer::Stop() {
     server_->Wait();
     // After the server's shutdown, as gRPC requires of its queues.
     service_->StopMutateStreams();
+  }
+  // Nothing of this server changes the tables any more: they go back, for
+  // another server to host (which sets its own log and budget, or none).
+  for (const auto& table : tables_) {
+    table->SetJournal(nullptr);
+    table->SetMemoryBudget(nullptr);
+    table->Unhost(this);
   }
   // Scrapes are answered until the service has stopped.
   metrics_http_.reset();

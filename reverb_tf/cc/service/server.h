@@ -92,7 +92,8 @@ struct REVERB_TF_EXPORT ServerOptions {
   std::shared_ptr<const TokenAuthenticator> auth;
   // A write-ahead log (checkpointing/wal.h): changes are acknowledged only
   // once logged, and a restart replays the log after the newest checkpoint.
-  // Needs a checkpointer, whose checkpoints truncate the log.
+  // Needs a checkpointer whose directory outlives the process (not a
+  // CheckpointerOptions::temporary one), whose checkpoints truncate the log.
   std::optional<WalOptions> wal;
   // > 0: a memory budget of this many bytes (memory_budget.h): inserts of
   // new items and writers' chunks wait while the chunks and items held use
@@ -114,11 +115,24 @@ class REVERB_TF_EXPORT ReplayServer {
 
   // Starts serving `tables` (names must be unique), opening any that an
   // earlier server closed when it stopped (Table::Open); Stop() closes them.
-  // A table must be hosted by one running server at a time. Fails with
-  // INVALID_ARGUMENT on bad options and UNAVAILABLE if the address cannot be
-  // bound.
+  // A table is hosted by one running server at a time (Table::Host): Start
+  // takes each table before it changes anything, and Stop() gives them
+  // back. Fails with INVALID_ARGUMENT on bad options or a table another
+  // running server hosts (CheckStart) and UNAVAILABLE if the address cannot
+  // be bound.
   static absl::StatusOr<std::unique_ptr<ReplayServer>> Start(
       std::vector<std::shared_ptr<Table>> tables, const ServerOptions& options);
+
+  // The checks Start() makes before it changes anything, for a caller that
+  // makes what the options need (a checkpointer, whose Create makes its
+  // directory) only if they pass: the options' values, unique table names,
+  // no table hosted by a running server, and a write-ahead log's
+  // checkpointer. `checkpointer` is the options of the checkpointer the
+  // server will have (null: none), which `options.checkpointer` overrides.
+  static absl::Status CheckStart(
+      const std::vector<std::shared_ptr<Table>>& tables,
+      const ServerOptions& options,
+      const CheckpointerOptions* checkpointer = nullptr);
 
   // Builds the tables from their options, then Start()s.
   static absl::StatusOr<std::unique_ptr<ReplayServer>> StartFromOptions(

@@ -10,7 +10,8 @@
 #
 # Usage: bash scripts/container_build.sh [options] [OUTDIR]   (default: ./wheels)
 #   --suite SUITE     Debian suite of the base: bookworm (Debian 12,
-#                     Python 3.11; the default) or trixie (Debian 13, Python 3.13)
+#                     Python 3.11; the default), trixie (Debian 13, Python
+#                     3.13) or sid (Debian unstable, Python 3.14)
 #   --tf VERSION      build for another TensorFlow (the Dockerfile's TF_VERSION)
 #   --distribution D  its pip distribution (default tensorflow-cpu)
 #   --tests T         portable | pytest | smoke | auto (the Dockerfile's TESTS;
@@ -51,10 +52,11 @@ while (( $# )); do
   esac
 done
 # Only suites whose archive keys the host's debian-archive-keyring holds and
-# whose toolchain the build scripts know.
+# whose toolchain the build scripts know. sid's Release is signed with the
+# Debian 12 and 13 archive keys, which Debian 12's keyring holds.
 case "${suite}" in
-  bookworm|trixie) ;;
-  *) echo "--suite must be bookworm or trixie, not ${suite}" >&2; exit 2 ;;
+  bookworm|trixie|sid) ;;
+  *) echo "--suite must be bookworm, trixie or sid, not ${suite}" >&2; exit 2 ;;
 esac
 OUT="$(realpath -m "${out:-${ROOT}/wheels}")"
 image="localhost/reverb_tf-base:${suite}"
@@ -86,11 +88,28 @@ if ! buildah inspect --type image "${image}" >/dev/null 2>&1; then
     # leaves a truncated tarball that later runs would trust.
     partial="${tarball}.partial.$$"
     trap 'rm -f "${partial}"' EXIT
-    # The same sources as the official debian:SUITE images.
-    mmdebstrap --variant=minbase --format=tar --quiet "${suite}" "${partial}" \
-      "deb http://deb.debian.org/debian ${suite} main" \
-      "deb http://deb.debian.org/debian ${suite}-updates main" \
-      "deb http://deb.debian.org/debian-security ${suite}-security main"
+    # The same sources as the official debian:SUITE images; sid has no
+    # -updates or -security suite.
+    sources=("deb http://deb.debian.org/debian ${suite} main")
+    if [[ "${suite}" != sid ]]; then
+      sources+=("deb http://deb.debian.org/debian ${suite}-updates main"
+                "deb http://deb.debian.org/debian-security ${suite}-security main")
+    fi
+    # A Release file is signed with a date after which apt refuses it
+    # (Valid-Until, a week for sid). A mirror that has stopped syncing sid
+    # serves an expired one (the one reachable here: dated 2026-10-30, valid
+    # until 11-06); then, and only then, apt is told to accept it, in the
+    # base and so also inside the build (mmdebstrap keeps --aptopt in
+    # /etc/apt/apt.conf.d/99mmdebstrap). The signature is still checked.
+    aptopts=()
+    valid_until="$(curl -fsS "http://deb.debian.org/debian/dists/${suite}/InRelease" 2>/dev/null \
+                   | sed -n 's/^Valid-Until: //p' | head -n 1)" || true
+    if [[ -n "${valid_until}" ]] && (( $(date -d "${valid_until}" +%s) < $(date +%s) )); then
+      log "the mirror's ${suite} Release expired on ${valid_until}: accepting it (Acquire::Check-Valid-Until false)"
+      aptopts+=(--aptopt='Acquire::Check-Valid-Until "false"')
+    fi
+    mmdebstrap --variant=minbase --format=tar --quiet "${aptopts[@]}" "${suite}" "${partial}" \
+      "${sources[@]}"
     mv "${partial}" "${tarball}"
     trap - EXIT
   fi

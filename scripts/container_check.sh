@@ -16,7 +16,7 @@
 # by a timeout. Prints one PASS/FAIL line per step and
 # "container_check: N passed, N failed"; exits non-zero on a failure.
 #
-# Usage: bash scripts/container_check.sh [--suite bookworm|trixie]
+# Usage: bash scripts/container_check.sh [--suite bookworm|trixie|sid]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 suite="bookworm"
@@ -25,7 +25,8 @@ if [[ "${1:-}" == "--suite" ]]; then suite="$2"; fi
 case "${suite}" in
   bookworm) want_python="3.11" ;;
   trixie) want_python="3.13" ;;
-  *) echo "--suite must be bookworm or trixie" >&2; exit 2 ;;
+  sid) want_python="3.14" ;;
+  *) echo "--suite must be bookworm, trixie or sid" >&2; exit 2 ;;
 esac
 
 passed=0; failed=0

@@ -123,10 +123,15 @@ def tensorflow_extras(build_info: dict) -> Dict[str, List[str]]:
             "(_build_info.json's tensorflow_distribution): build with a TensorFlow "
             f"installed by pip as one of {TENSORFLOW_DISTRIBUTIONS}"
         )
-    major, minor = (int(part) for part in build_info["tensorflow_version"].split(".")[:2])
-    return {
-        name: [f"{name}>={major}.{minor},<{major}.{minor + 1}"] for name in TENSORFLOW_DISTRIBUTIONS
-    }
+    from packaging.version import Version  # a dependency of every TensorFlow
+
+    built = Version(build_info["tensorflow_version"])
+    major, minor = built.release[:2]
+    # A pre-release (2.22.0-rc0) sorts below X.Y, so `>=X.Y` would exclude
+    # the very TensorFlow the ops were built against: the lower bound is
+    # then that version, which also lets pip choose pre-releases of X.Y.
+    lower = str(built) if built.is_prerelease else f"{major}.{minor}"
+    return {name: [f"{name}>={lower},<{major}.{minor + 1}"] for name in TENSORFLOW_DISTRIBUTIONS}
 
 
 def is_elf(path: pathlib.Path) -> bool:

@@ -181,6 +181,29 @@ def test_license_is_the_apache_2_text_and_notices_name_every_shipped_file(builde
         assert package in notices, package
 
 
+@checkout_only
+@pytest.mark.parametrize(
+    "built, admitted, refused",
+    [
+        ("2.21.0", ["2.21.0", "2.21.1"], ["2.20.0", "2.22.0", "2.22.0rc0"]),
+        # Built against a release candidate: the extra must admit it.
+        ("2.22.0-rc0", ["2.22.0rc0", "2.22.0rc1", "2.22.0", "2.22.1"], ["2.21.0", "2.23.0rc0"]),
+    ],
+)
+def test_tensorflow_extras_pin_the_build_minor_version(builder, built, admitted, refused):
+    from packaging.requirements import Requirement
+
+    extras = builder.tensorflow_extras(
+        {"tensorflow_version": built, "tensorflow_distribution": "tensorflow-cpu"}
+    )
+    assert sorted(extras) == ["tensorflow", "tensorflow-cpu"]
+    for name, (requirement,) in extras.items():
+        specifier = Requirement(requirement).specifier
+        assert Requirement(requirement).name == name
+        assert [v for v in admitted if v not in specifier] == [], requirement
+        assert [v for v in refused if v in specifier] == [], requirement
+
+
 @installed_only
 def test_installed_wheel_declares_its_licences():
     distribution = importlib.metadata.distribution("reverb-tf")

@@ -56,15 +56,20 @@ cd "${ROOT}"
 
 bazel_startup=()
 bazel_flags=(--noshow_progress --ui_event_filters=-info,-debug)
+# requirements.txt's pins, or for a Python with an overlay
+# (requirements-pyX.Y.txt) its changes of them: scripts/pins.sh.
+pins="$(mktemp)"
+trap 'rm -f "${pins}"' EXIT
+bash scripts/pins.sh "${PYTHON}" > "${pins}"
 if [[ -z "${tf_version}" ]]; then
   outdir="dist"
-  tf_requirement="$(grep -iE '^tensorflow([-_]cpu)?==' requirements.txt)"
-  check_args=(--constraints requirements.txt "${pytest[@]}")
+  tf_requirement="$(grep -iE '^tensorflow([-_]cpu)?==' "${pins}")"
+  check_args=(--constraints "${pins}" "${pytest[@]}")
 else
   tf_requirement="${distribution}==${tf_version}"
   work="${CACHE}/tf-${distribution}-${tf_version}"
   venv="${work}/venv"
-  pybind11_pin="$(grep -i '^pybind11==' requirements.txt)"
+  pybind11_pin="$(grep -i '^pybind11==' "${pins}")"
   if [[ "$(cat "${venv}/.installed" 2>/dev/null)" != "${tf_requirement} ${pybind11_pin}" ]]; then
     log "build venv ${venv}: ${tf_requirement} ${pybind11_pin}"
     rm -rf "${venv}"
@@ -79,7 +84,7 @@ else
   bazel_startup=(--output_base="${work}/bazel")
   # No bazel-* symlinks: they would point the checkout's bazel-bin here.
   bazel_flags+=(--symlink_prefix=/ --repo_env=REVERB_TF_PYTHON="${venv}/bin/python")
-  trap 'bazel "${bazel_startup[@]}" shutdown 2>/dev/null || true' EXIT
+  trap 'rm -f "${pins}"; bazel "${bazel_startup[@]}" shutdown 2>/dev/null || true' EXIT
   log "bazel test //tests/native/... against ${tf_requirement}"
   bazel "${bazel_startup[@]}" test "${bazel_flags[@]}" //tests/native/...
   step "bazel build and native test"

@@ -77,10 +77,10 @@ log "installed size: without TensorFlow $(du -sh "$(site "${bare}")" | cut -f1),
     "with ${tf_requirement} $(du -sh "$(site "${venv}")" | cut -f1)"
 
 if (( run_pytest )); then
-  # What the tests import besides TensorFlow and reverb_tf, pinned as in CI.
-  mapfile -t test_pins < <(grep -iE \
-    '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet|ray)==' \
-    "${ROOT}/requirements.txt")
+  # What the tests import besides TensorFlow and reverb_tf, pinned as in CI
+  # (requirements.txt, through scripts/pins.sh for this venv's Python).
+  mapfile -t test_pins < <(bash "${ROOT}/scripts/pins.sh" "${venv}/bin/python" | grep -iE \
+    '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet|ray)==')
   "${venv}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
   # examples/: scenarios of the differential tests run them.
   cp -r "${ROOT}/tests" "${ROOT}/examples" "${ROOT}/README.md" "${work}/"

@@ -4,7 +4,8 @@
 #   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/OpenSSL/protobuf/absl/zstd/gtest);
 #   2. a PIC static protobuf and a static libmicrohttpd without HTTPS, built
 #      from Debian's source (build_protobuf_pic.sh, build_microhttpd.sh);
-#   3. the venv .venv with the pinned packages of requirements.txt;
+#   3. the venv .venv with the pinned packages of requirements.txt (with
+#      requirements-pyX.Y.txt's for a Python that has one: scripts/pins.sh);
 #   4. .bazelrc.local pointing Bazel at them, and the Bazel build.
 # A second run only checks, then lets Bazel find nothing to rebuild.
 #
@@ -58,10 +59,15 @@ if [[ ! -x "${VENV}/bin/python" ]]; then
   log "creating ${VENV}"
   "${PYTHON}" -m venv "${VENV}"
 fi
-want="$(sha256sum "${ROOT}/requirements.txt" | cut -d' ' -f1)"
+# requirements.txt, with the pins of requirements-pyX.Y.txt for the venv's
+# Python where there is one (scripts/pins.sh): Python 3.14 needs another
+# TensorFlow and h5py.
+bash "${ROOT}/scripts/pins.sh" "${VENV}/bin/python" > "${VENV}/pins.txt"
+want="$(sha256sum "${VENV}/pins.txt" | cut -d' ' -f1)"
 if [[ "$(cat "${VENV}/.requirements.sha256" 2>/dev/null)" != "${want}" ]]; then
-  log "installing pinned Python packages (requirements.txt)"
-  "${VENV}/bin/pip" install -q --disable-pip-version-check -r "${ROOT}/requirements.txt"
+  log "installing pinned Python packages (requirements.txt$(
+    cmp -s "${VENV}/pins.txt" "${ROOT}/requirements.txt" || echo ", with scripts/pins.sh's changes"))"
+  "${VENV}/bin/pip" install -q --disable-pip-version-check -r "${VENV}/pins.txt"
   echo "${want}" > "${VENV}/.requirements.sha256"
 fi
 

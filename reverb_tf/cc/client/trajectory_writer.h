@@ -332,6 +332,28 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // calls (rw, local) made outside mu_ by the loop that owns them.
   void SendLoop(WriterStream* stream);
   void ReceiveLoop(WriterStream* stream);
+  // SendLoop's steps. Waits until a message is due (enough items queued, a
+  // flush, the oldest item's linger over, releases piling up); false once
+  // the loop ends (an error, the stream ended, or closing with nothing
+  // queued).
+  bool AwaitSendLocked(const WriterStream& stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the queued items of the next message: up to about `byte_budget`
+  // of chunk bytes (at least one item), its items before its item batches.
+  std::vector<std::unique_ptr<QueuedItem>> TakeBatchLocked(
+      bool takes_item_batches, int64_t byte_budget)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the message of `batch` and `releases` and writes it to `stream`;
+  // an error ends the stream.
+  absl::Status SendBatch(WriterStream* stream,
+                         std::vector<std::unique_ptr<QueuedItem>> batch,
+                         const std::vector<uint64_t>& releases,
+                         bool takes_item_batches, int64_t timeout_ms)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells a remote server that nothing more comes, unless the stream failed
+  // or ended, then lets the receiver finish the call.
+  void EndSendingLocked(WriterStream* stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<ClientStub> stub_;

@@ -105,12 +105,100 @@ void AddBatchAsItems(const proto::ItemBatch& batch,
   }
 }
 
+// One InsertRequest being put together. An in-process server takes the
+// bytes it is given, so it gets a copy in the request; a remote one gets
+// them in place, in the frame.
+class InsertMessage {
+ public:
+  InsertMessage(bool local, bool takes_item_batches, int64_t timeout_ms)
+      : local_(local), takes_item_batches_(takes_item_batches) {
+    request_.set_rate_limiter_timeout_ms(timeout_ms);
+  }
+
+  void AddChunk(const std::shared_ptr<WriterChunk>& chunk) {
+    proto::Chunk* out = local_ ? request_.add_chunks() : &chunk_fields_;
+    out->set_key(chunk->key);
+    out->set_episode_id(chunk->episode_id);
+    out->set_episode_step(chunk->episode_step);
+    out->mutable_lane_episode_ids()->Assign(chunk->lane_episode_ids.begin(),
+                                            chunk->lane_episode_ids.end());
+    if (local_) {
+      PayloadToProto(*chunk->payload, out->mutable_tensor());
+      return;
+    }
+    tensor_fields_.Clear();
+    PayloadMetadataToProto(*chunk->payload, &tensor_fields_);
+    frame_.AddChunk(chunk_fields_, tensor_fields_, chunk->payload->data, chunk);
+  }
+
+  void AddItem(proto::Item item) { *request_.add_items() = std::move(item); }
+
+  // As an item batch if the server takes them, else as single items.
+  void AddItemBatch(proto::ItemBatch batch) {
+    if (takes_item_batches_) {
+      *request_.add_item_batches() = std::move(batch);
+    } else {
+      AddBatchAsItems(batch, &request_);
+    }
+  }
+
+  void AddReleases(const std::vector<uint64_t>& releases) {
+    request_.mutable_release_chunk_keys()->Add(releases.begin(),
+                                               releases.end());
+  }
+
+  // The request, for an in-process server (which takes its bytes).
+  proto::InsertRequest& mutable_request() { return request_; }
+
+  // The message, for a remote server.
+  grpc::ByteBuffer Finish() { return frame_.Finish(request_); }
+
+ private:
+  const bool local_;
+  const bool takes_item_batches_;
+  proto::InsertRequest request_;
+  InsertFrame frame_;
+  // A remote chunk's fields, reused from chunk to chunk.
+  proto::Chunk chunk_fields_;
+  proto::Tensor tensor_fields_;
+};
+
 }  // namespace
 
 void TrajectoryWriter::SendLoop(WriterStream* stream) {
   const int64_t byte_budget = stub_->max_message_bytes() / 2;
   const int64_t timeout_ms = TimeoutToMs(options_.rate_limiter_timeout);
   absl::MutexLock lock(&mu_);
+  while (AwaitSendLocked(*stream)) {
+    // Only the taking is done under the lock: the message is built outside
+    // it, so that the writer's thread never waits for the lock (and this
+    // thread never has to wake it) while a message is put together. Queued
+    // items and their closed chunks are no longer changed by anyone.
+    const bool takes_item_batches = stream->takes_item_batches;
+    std::vector<std::unique_ptr<QueuedItem>> batch =
+        TakeBatchLocked(takes_item_batches, byte_budget);
+    // Releases only once every queued item is in a message: a release applies
+    // after the items of its message, and queued items may use the chunk.
+    std::vector<uint64_t> releases;
+    if (queue_.empty()) releases.swap(release_queue_);
+    mu_.Unlock();
+    const absl::Status sent = SendBatch(stream, std::move(batch), releases,
+                                        takes_item_batches, timeout_ms);
+    mu_.Lock();
+    if (!sent.ok()) {
+      // A broken remote stream: Finish() (in the receiver) will tell why;
+      // until then, a placeholder.
+      if (stream->local == nullptr && error_.ok()) {
+        stream->provisional_error = true;
+      }
+      FailLocked(sent);
+      break;
+    }
+  }
+  EndSendingLocked(stream);
+}
+
+bool TrajectoryWriter::AwaitSendLocked(const WriterStream& stream) {
   auto must_send =
       +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
         return w->queued_items_ >= static_cast<int64_t>(kSendBatch) ||
@@ -118,107 +206,76 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
                w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
                !w->error_.ok() || w->stream_->reads_done;
       };
-  while (true) {
-    mu_.Await(absl::Condition(
-        +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-          return !w->queue_.empty() ||
-                 w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
-                 !w->error_.ok() || w->stream_->reads_done;
-        },
-        this));
-    if (!queue_.empty()) {
-      mu_.AwaitWithDeadline(absl::Condition(must_send, this),
-                            queue_.front()->enqueued + kLinger);
+  mu_.Await(absl::Condition(
+      +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+        return !w->queue_.empty() ||
+               w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
+               !w->error_.ok() || w->stream_->reads_done;
+      },
+      this));
+  if (!queue_.empty()) {
+    mu_.AwaitWithDeadline(absl::Condition(must_send, this),
+                          queue_.front()->enqueued + kLinger);
+  }
+  flush_requested_ = false;
+  if (!error_.ok() || stream.reads_done) return false;
+  return !(closing_ && queue_.empty());
+}
+
+std::vector<std::unique_ptr<TrajectoryWriter::QueuedItem>>
+TrajectoryWriter::TakeBatchLocked(bool takes_item_batches,
+                                  int64_t byte_budget) {
+  std::vector<std::unique_ptr<QueuedItem>> batch;
+  int64_t bytes = 0;
+  bool has_item_batch = false;
+  while (!queue_.empty() && (batch.empty() || bytes < byte_budget)) {
+    QueuedItem& next = *queue_.front();
+    // A request stores its items before its item batches: an item queued
+    // after a batch waits for the next request.
+    if (has_item_batch && !next.is_batch()) break;
+    has_item_batch |= next.is_batch() && takes_item_batches;
+    for (const auto& chunk : next.chunks) {
+      bytes += static_cast<int64_t>(chunk->payload->data.size());
     }
-    flush_requested_ = false;
-    if (!error_.ok() || stream->reads_done) break;
-    if (closing_ && queue_.empty()) break;
-    // Only the taking is done under the lock: the message is built outside
-    // it, so that the writer's thread never waits for the lock (and this
-    // thread never has to wake it) while a message is put together. Queued
-    // items and their closed chunks are no longer changed by anyone.
-    std::vector<std::unique_ptr<QueuedItem>> batch;
-    int64_t bytes = 0;
-    bool has_item_batch = false;
-    const bool takes_item_batches = stream->takes_item_batches;
-    while (!queue_.empty() && (batch.empty() || bytes < byte_budget)) {
-      QueuedItem& next = *queue_.front();
-      // A request stores its items before its item batches: an item queued
-      // after a batch waits for the next request.
-      if (has_item_batch && !next.is_batch()) break;
-      has_item_batch |= next.is_batch() && takes_item_batches;
-      for (const auto& chunk : next.chunks) {
-        bytes += static_cast<int64_t>(chunk->payload->data.size());
-      }
-      queued_items_ -= next.count();
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    // Releases only once every queued item is in a message: a release applies
-    // after the items of its message, and queued items may use the chunk.
-    std::vector<uint64_t> releases;
-    if (queue_.empty()) releases.swap(release_queue_);
-    mu_.Unlock();
-    proto::InsertRequest request;
-    request.set_rate_limiter_timeout_ms(timeout_ms);
-    // An in-process server takes the bytes it is given, so it gets a copy in
-    // the request; a remote one gets them in place, in `frame`.
-    const bool local = stream->local != nullptr;
-    InsertFrame frame;
-    proto::Chunk chunk_fields;
-    proto::Tensor tensor_fields;
-    for (std::unique_ptr<QueuedItem>& queued : batch) {
-      for (const auto& chunk : queued->chunks) {
-        proto::Chunk* out = local ? request.add_chunks() : &chunk_fields;
-        out->set_key(chunk->key);
-        out->set_episode_id(chunk->episode_id);
-        out->set_episode_step(chunk->episode_step);
-        out->mutable_lane_episode_ids()->Assign(chunk->lane_episode_ids.begin(),
-                                                chunk->lane_episode_ids.end());
-        if (local) {
-          PayloadToProto(*chunk->payload, out->mutable_tensor());
-          continue;
-        }
-        tensor_fields.Clear();
-        PayloadMetadataToProto(*chunk->payload, &tensor_fields);
-        frame.AddChunk(chunk_fields, tensor_fields, chunk->payload->data,
-                       chunk);
-      }
-      if (!queued->is_batch()) {
-        *request.add_items() = std::move(queued->item);
-      } else if (takes_item_batches) {
-        *request.add_item_batches() = std::move(queued->batch);
-      } else {
-        AddBatchAsItems(queued->batch, &request);
-      }
-    }
-    request.mutable_release_chunk_keys()->Add(releases.begin(), releases.end());
-    batch.clear();  // the chunks the frame does not hold die here, unlocked
-    if (local) {
-      const absl::Status status = stream->local->Write(
-          request, [this](const proto::InsertResponse& response) {
-            absl::MutexLock lock(&mu_);
-            in_flight_ -= response.keys_size();
-            cv_.SignalAll();
-          });
-      mu_.Lock();
-      if (!status.ok()) {
-        FailLocked(status);
-        break;
-      }
-      continue;
-    }
-    grpc::ByteBuffer message = frame.Finish(request);
-    const bool written = stream->rw->Write(message);
-    mu_.Lock();
-    if (!written) {
-      // Finish() (in the receiver) will tell why; until then, a placeholder.
-      if (error_.ok()) stream->provisional_error = true;
-      FailLocked(
-          absl::UnavailableError("the insert stream to the server broke"));
-      break;
+    queued_items_ -= next.count();
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  return batch;
+}
+
+absl::Status TrajectoryWriter::SendBatch(
+    WriterStream* stream, std::vector<std::unique_ptr<QueuedItem>> batch,
+    const std::vector<uint64_t>& releases, bool takes_item_batches,
+    int64_t timeout_ms) {
+  const bool local = stream->local != nullptr;
+  InsertMessage message(local, takes_item_batches, timeout_ms);
+  for (std::unique_ptr<QueuedItem>& queued : batch) {
+    for (const auto& chunk : queued->chunks) message.AddChunk(chunk);
+    if (queued->is_batch()) {
+      message.AddItemBatch(std::move(queued->batch));
+    } else {
+      message.AddItem(std::move(queued->item));
     }
   }
+  message.AddReleases(releases);
+  batch.clear();  // the chunks the frame does not hold die here, unlocked
+  if (local) {
+    const auto acknowledged = [this](const proto::InsertResponse& response) {
+      absl::MutexLock lock(&mu_);
+      in_flight_ -= response.keys_size();
+      cv_.SignalAll();
+    };
+    return stream->local->Write(message.mutable_request(), acknowledged);
+  }
+  grpc::ByteBuffer bytes = message.Finish();
+  if (!stream->rw->Write(bytes)) {
+    return absl::UnavailableError("the insert stream to the server broke");
+  }
+  return absl::OkStatus();
+}
+
+void TrajectoryWriter::EndSendingLocked(WriterStream* stream) {
   if (error_.ok() && !stream->reads_done && stream->local == nullptr) {
     mu_.Unlock();
     stream->rw->WritesDone();

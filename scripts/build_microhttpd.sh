@@ -28,7 +28,7 @@ echo "building static libmicrohttpd $(dpkg-parsechangelog -S Version) into ${pre
 # made them (automake-1.17), which is not installed. Only the library is
 # built here, from the tarball's generated files: they are made newer than
 # their inputs again, and the patched inputs are named.
-patched_inputs="$(sed -n 's|^+++ b/||p' debian/patches/*.patch debian/patches/*.diff 2>/dev/null |
+patched_inputs="$(sed -n 's|^+++ b/||p' debian/patches/* 2>/dev/null |
                   grep -E '(Makefile\.am|configure\.ac|\.m4)$' | sort -u | tr '\n' ' ' || true)"
 if [[ -n "${patched_inputs}" ]]; then
   echo "note: Debian's patches change ${patched_inputs}(automake inputs); the library" \

@@ -70,9 +70,7 @@ MutationTuple MutateAndReport(
           std::move(r.warning)};
 }
 
-}  // namespace
-
-void BindClient(py::module_& m) {
+void BindSampler(py::module_& m) {
   py::class_<Sampler>(m, "Sampler")
       .def(
           "next_batch",
@@ -153,7 +151,9 @@ void BindClient(py::module_& m) {
       .def("cancel", &Sampler::Cancel,
            "Ends a blocked or later next_batch()/next_stacked() with "
            "CANCELLED; any thread.");
+}
 
+void BindClientSecurity(py::module_& m) {
   py::class_<ClientSecurity>(
       m, "ClientSecurity",
       "TLS and bearer token of clients (security/credentials.h).")
@@ -201,6 +201,10 @@ void BindClient(py::module_& m) {
             ", server_name='", s.server_name,
             "', token=", s.token.empty() ? "None" : "'***'", ")");
       });
+}
+
+// The in-process switch and the clients' default security.
+void BindClientSettings(py::module_& m) {
   m.def("set_in_process_enabled", &SetInProcessEnabled,
         "Clients of a server of this process reach its tables directly "
         "(default: on "
@@ -212,13 +216,15 @@ void BindClient(py::module_& m) {
   m.def("set_default_client_security", [](const ClientSecurity& security) {
     CheckOk(SetDefaultClientSecurity(security));
   });
+}
 
-  // TFClient.update_priorities when executing eagerly: the op kernel's work
-  // (through the shared Client of the address, as the ops reach it) without
-  // TensorFlow's eager dispatch, which runs each op as a function and cost
-  // about 50 us of client CPU per call here, a quarter of a remote update.
-  // Python makes the op instead after any error, so that errors keep the
-  // op's classes and words (updates are idempotent).
+// TFClient.update_priorities when executing eagerly: the op kernel's work
+// (through the shared Client of the address, as the ops reach it) without
+// TensorFlow's eager dispatch, which runs each op as a function and cost
+// about 50 us of client CPU per call here, a quarter of a remote update.
+// Python makes the op instead after any error, so that errors keep the
+// op's classes and words (updates are idempotent).
+void BindTfUpdatePriorities(py::module_& m) {
   m.def(
       "tf_update_priorities",
       [](const std::string& address, const std::string& table,
@@ -241,7 +247,77 @@ void BindClient(py::module_& m) {
       "update made as TFClient's op makes it.",
       py::arg("server_address"), py::arg("table"), py::arg("keys"),
       py::arg("priorities"));
+}
 
+// Client.server_info_by_shard: [(address, {name: TableInfo} or None,
+// (code, message) or None)] per shard.
+py::list ServerInfoByShard(Client& client, std::optional<double> timeout_s) {
+  std::vector<ShardInfo> shards;
+  CheckOk(RunCancellable([&](Cancellation* cancel) {
+    shards = client.ServerInfoByShard(TimeoutFromSeconds(timeout_s), cancel);
+    return absl::OkStatus();
+  }));
+  py::list out;
+  for (ShardInfo& shard : shards) {
+    if (shard.tables.ok()) {
+      out.append(py::make_tuple(
+          shard.address, TablesDict(*std::move(shard.tables)), py::none()));
+    } else {
+      const absl::Status& status = shard.tables.status();
+      out.append(py::make_tuple(shard.address, py::none(),
+                                py::make_tuple(static_cast<int>(status.code()),
+                                               std::string(status.message()))));
+    }
+  }
+  return out;
+}
+
+// Client.mutate_priorities: updates as two lists.
+MutationTuple MutatePrioritiesFromLists(Client& client,
+                                        const std::string& table,
+                                        const std::vector<Key>& keys,
+                                        const std::vector<double>& priorities,
+                                        const std::vector<Key>& deletes,
+                                        std::optional<double> timeout_s) {
+  if (keys.size() != priorities.size()) {
+    RaiseStatus(absl::InvalidArgumentError(absl::StrCat(
+        keys.size(), " keys but ", priorities.size(), " priorities")));
+  }
+  std::vector<std::pair<Key, double>> updates(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    updates[i] = {keys[i], priorities[i]};
+  return MutateAndReport(client, table, updates, deletes, timeout_s);
+}
+
+// Client.mutate_priorities_dict: the common case of Python's
+// mutate_priorities, a dict of int keys to float (or int) priorities, read
+// straight from it rather than through two lists. None: not that case;
+// nothing was sent and Python takes the general path (which also reports
+// what is wrong).
+std::optional<MutationTuple> MutatePrioritiesFromDict(
+    Client& client, const std::string& table, py::handle updates,
+    const std::vector<Key>& deletes, std::optional<double> timeout_s) {
+  if (!PyDict_CheckExact(updates.ptr())) return std::nullopt;
+  std::vector<std::pair<Key, double>> pairs;
+  pairs.reserve(PyDict_Size(updates.ptr()));
+  PyObject* key;
+  PyObject* priority;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(updates.ptr(), &pos, &key, &priority)) {
+    const std::optional<double> p = PlainNumber(priority);
+    if (!PyLong_CheckExact(key) || !p.has_value()) return std::nullopt;
+    const unsigned long long k =  // NOLINT(runtime/int)
+        PyLong_AsUnsignedLongLong(key);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();  // negative or too large: the general path's
+      return std::nullopt;
+    }
+    pairs.emplace_back(static_cast<Key>(k), *p);
+  }
+  return MutateAndReport(client, table, pairs, deletes, timeout_s);
+}
+
+void BindClientClass(py::module_& m) {
   py::class_<Client>(m, "Client")
       .def(py::init([](const std::string& address, int64_t max_message_bytes,
                        std::optional<ClientSecurity> security) {
@@ -275,84 +351,17 @@ void BindClient(py::module_& m) {
           "The tables of the first shard that answers (options and "
           "signatures).",
           py::arg("timeout_s") = py::none())
-      .def(
-          "server_info_by_shard",
-          [](Client& client, std::optional<double> timeout_s) {
-            std::vector<ShardInfo> shards;
-            CheckOk(RunCancellable([&](Cancellation* cancel) {
-              shards = client.ServerInfoByShard(TimeoutFromSeconds(timeout_s),
-                                                cancel);
-              return absl::OkStatus();
-            }));
-            py::list out;
-            for (ShardInfo& shard : shards) {
-              if (shard.tables.ok()) {
-                out.append(py::make_tuple(shard.address,
-                                          TablesDict(*std::move(shard.tables)),
-                                          py::none()));
-              } else {
-                const absl::Status& status = shard.tables.status();
-                out.append(py::make_tuple(
-                    shard.address, py::none(),
-                    py::make_tuple(static_cast<int>(status.code()),
-                                   std::string(status.message()))));
-              }
-            }
-            return out;
-          },
-          "[(address, {name: TableInfo} or None, (code, message) or None)] per "
-          "shard.",
-          py::arg("timeout_s") = py::none())
+      .def("server_info_by_shard", &ServerInfoByShard,
+           "[(address, {name: TableInfo} or None, (code, message) or None)] "
+           "per shard.",
+           py::arg("timeout_s") = py::none())
       .def_property_readonly("shard_addresses", &Client::ShardAddresses)
-      .def(
-          "mutate_priorities",
-          [](Client& client, const std::string& table,
-             const std::vector<Key>& keys,
-             const std::vector<double>& priorities,
-             const std::vector<Key>& deletes, std::optional<double> timeout_s) {
-            if (keys.size() != priorities.size()) {
-              RaiseStatus(absl::InvalidArgumentError(
-                  absl::StrCat(keys.size(), " keys but ", priorities.size(),
-                               " priorities")));
-            }
-            std::vector<std::pair<Key, double>> updates(keys.size());
-            for (size_t i = 0; i < keys.size(); ++i)
-              updates[i] = {keys[i], priorities[i]};
-            return MutateAndReport(client, table, updates, deletes, timeout_s);
-          },
-          py::arg("table"), py::arg("keys"), py::arg("priorities"),
-          py::arg("deletes"), py::arg("timeout_s") = py::none())
-      // The common case of Python's mutate_priorities: a dict of int keys to
-      // float (or int) priorities, read straight from it rather than through
-      // two lists. None: not that case; nothing was sent and Python takes
-      // the general path (which also reports what is wrong).
-      .def(
-          "mutate_priorities_dict",
-          [](Client& client, const std::string& table, py::handle updates,
-             const std::vector<Key>& deletes,
-             std::optional<double> timeout_s) -> std::optional<MutationTuple> {
-            if (!PyDict_CheckExact(updates.ptr())) return std::nullopt;
-            std::vector<std::pair<Key, double>> pairs;
-            pairs.reserve(PyDict_Size(updates.ptr()));
-            PyObject* key;
-            PyObject* priority;
-            Py_ssize_t pos = 0;
-            while (PyDict_Next(updates.ptr(), &pos, &key, &priority)) {
-              const std::optional<double> p = PlainNumber(priority);
-              if (!PyLong_CheckExact(key) || !p.has_value())
-                return std::nullopt;
-              const unsigned long long k =  // NOLINT(runtime/int)
-                  PyLong_AsUnsignedLongLong(key);
-              if (PyErr_Occurred()) {
-                PyErr_Clear();  // negative or too large: the general path's
-                return std::nullopt;
-              }
-              pairs.emplace_back(static_cast<Key>(k), *p);
-            }
-            return MutateAndReport(client, table, pairs, deletes, timeout_s);
-          },
-          py::arg("table"), py::arg("updates"), py::arg("deletes"),
-          py::arg("timeout_s") = py::none())
+      .def("mutate_priorities", &MutatePrioritiesFromLists, py::arg("table"),
+           py::arg("keys"), py::arg("priorities"), py::arg("deletes"),
+           py::arg("timeout_s") = py::none())
+      .def("mutate_priorities_dict", &MutatePrioritiesFromDict,
+           py::arg("table"), py::arg("updates"), py::arg("deletes"),
+           py::arg("timeout_s") = py::none())
       .def(
           "reset",
           [](Client& client, const std::string& table,
@@ -421,6 +430,18 @@ void BindClient(py::module_& m) {
             return ValueOrRaise(StructuredWriter::Create(client, serialized));
           },
           py::arg("serialized_configs"));
+}
+
+}  // namespace
+
+void BindClient(py::module_& m) {
+  // Sampler first: Client's methods return one, and pybind11 names a type
+  // in a signature only once it is bound.
+  BindSampler(m);
+  BindClientSecurity(m);
+  BindClientSettings(m);
+  BindTfUpdatePriorities(m);
+  BindClientClass(m);
 }
 
 }  // namespace reverb_tf::binding

@@ -49,10 +49,8 @@ TableOptions MakeTableOptions(const std::string& name,
   return options;
 }
 
-}  // namespace
-
-void BindTables(py::module_& m) {
-  // Selector kinds under the names Python's reverb_tf.item_selectors uses.
+// Selector kinds under the names Python's reverb_tf.item_selectors uses.
+void BindSelectorKind(py::module_& m) {
   py::enum_<SelectorOptions::Kind>(m, "SelectorKind")
       .value("uniform", SelectorOptions::Kind::kUniform)
       .value("prioritized", SelectorOptions::Kind::kPrioritized)
@@ -60,7 +58,9 @@ void BindTables(py::module_& m) {
       .value("lifo", SelectorOptions::Kind::kLifo)
       .value("min_heap", SelectorOptions::Kind::kMinHeap)
       .value("max_heap", SelectorOptions::Kind::kMaxHeap);
+}
 
+void BindSelectorOptions(py::module_& m) {
   py::class_<SelectorOptions>(m, "SelectorOptions")
       .def(py::init([](SelectorOptions::Kind kind, double priority_exponent) {
              SelectorOptions options{kind, priority_exponent};
@@ -76,10 +76,12 @@ void BindTables(py::module_& m) {
             py::str(py::cast(o.kind).attr("name")).cast<std::string>(),
             ", priority_exponent=", o.priority_exponent, ")");
       });
+}
 
-  // The rate limiter's parameters and presets, each checked by the core
-  // (ValueError with its message): the one definition and the one set of
-  // checks Python's reverb_tf.rate_limiters builds on.
+// The rate limiter's parameters and presets, each checked by the core
+// (ValueError with its message): the one definition and the one set of
+// checks Python's reverb_tf.rate_limiters builds on.
+void BindRateLimiterOptions(py::module_& m) {
   py::class_<RateLimiterOptions>(m, "RateLimiterOptions")
       .def(py::init([](double samples_per_insert, int64_t min_size_to_sample,
                        double min_diff, double max_diff) {
@@ -131,7 +133,9 @@ void BindTables(py::module_& m) {
       // Empty, or why valid options may still surprise a program.
       .def("caveat", &RateLimiterOptions::Caveat)
       .def("__repr__", &RateLimiterOptions::DebugString);
+}
 
+void BindTableOptions(py::module_& m) {
   py::class_<TableOptions>(m, "TableOptions")
       .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
            py::arg("remover"), py::arg("max_size"),
@@ -139,10 +143,12 @@ void BindTables(py::module_& m) {
            py::arg("signature"), py::arg("nested_structure") = py::bytes(""))
       .def_property_readonly("name",
                              [](const TableOptions& o) { return o.name; });
+}
 
-  // What Python reads of a table's info is the serialized schema::TableInfo
-  // (reverb_types.TableInfo.from_serialized_proto), the message a remote
-  // client gets; the accessors are what Python needs before decoding it.
+// What Python reads of a table's info is the serialized schema::TableInfo
+// (reverb_types.TableInfo.from_serialized_proto), the message a remote
+// client gets; the accessors are what Python needs before decoding it.
+void BindTableInfo(py::module_& m) {
   py::class_<TableInfo>(m, "TableInfo")
       .def_property_readonly("name",
                              [](const TableInfo& i) { return i.options.name; })
@@ -166,7 +172,9 @@ void BindTables(py::module_& m) {
                              ? i.options.signature->nested_structure
                              : "");
       });
+}
 
+void BindInspectCheckpoint(py::module_& m) {
   m.def(
       "inspect_checkpoint",
       [](const std::string& path, std::optional<py::function> progress) {
@@ -199,9 +207,11 @@ void BindTables(py::module_& m) {
       },
       py::arg("path"), py::arg("progress") = py::none(),
       "Reads and verifies a checkpoint directory (see checkpointer.h).");
+}
 
-  // A live table (table.h), owned by Python's reverb_tf.Table from its
-  // construction and shared with the servers that host it.
+// A live table (table.h), owned by Python's reverb_tf.Table from its
+// construction and shared with the servers that host it.
+void BindTable(py::module_& m) {
   py::class_<Table, std::shared_ptr<Table>>(m, "Table")
       .def(py::init([](const TableOptions& options) {
              std::random_device seed_source;
@@ -220,6 +230,20 @@ void BindTables(py::module_& m) {
       .def("can_sample", [](const Table& table, int64_t n) {
         return ValueOrRaise(table.CanSample(n));
       });
+}
+
+}  // namespace
+
+void BindTables(py::module_& m) {
+  // In this order: pybind11 names a type in a signature only once it is
+  // bound (SelectorKind in SelectorOptions', both in TableOptions', ...).
+  BindSelectorKind(m);
+  BindSelectorOptions(m);
+  BindRateLimiterOptions(m);
+  BindTableOptions(m);
+  BindTableInfo(m);
+  BindInspectCheckpoint(m);
+  BindTable(m);
 }
 
 }  // namespace reverb_tf::binding

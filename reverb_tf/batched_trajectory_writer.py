@@ -278,9 +278,10 @@ class BatchedTrajectoryWriter(trajectory_writer_lib._WriterBase):  # pylint: dis
           ValueError: If a column comes from another writer, `envs` names an
             environment out of range or twice, or `priority` has the wrong
             length.
-          InvalidArgumentError: (a ValueError) If an environment cannot
-            reference a cell, or the trajectory does not match the table's
-            signature.
+          InvalidArgumentError: (a ValueError) If a priority is NaN, the
+            trajectory is empty or has a column without steps, an
+            environment cannot reference a cell, or the trajectory does not
+            match the table's signature (the native writer's checks).
           ReverbError: If the native writer fails.
         """
         self._check_open()

@@ -9,7 +9,6 @@ sequence writer, kept for code that still uses `Client.writer`.
 
 import collections
 import functools
-import math
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
 from absl import logging
@@ -289,7 +288,8 @@ class Writer:
 
         Raises:
           ValueError: If `num_timesteps` < 1.
-          InvalidArgumentError: If fewer steps are available.
+          InvalidArgumentError: If fewer steps are available, or `priority`
+            is NaN (a ValueError).
           ReverbError: If the native writer fails.
         """
         table = _arguments.string("table", table)
@@ -308,8 +308,7 @@ class Writer:
         if table not in self._known_tables and self._check_table is not None:
             self._check_table(table)
             self._known_tables.add(table)
-        if math.isnan(priority):
-            raise ValueError("`priority` must not be nan.")
+        # The native writer refuses a NaN priority first (validate_item).
         steps = list(self._steps)[-num_timesteps:]
         columns = [(c, steps, False) for c in range(self._num_leaves)]
         self._writer.create_item(table, priority, columns)

@@ -278,12 +278,12 @@ class StructuredWriter:
             background after a timeout.
 
         Raises:
-          ValueError: If `block_until_num_items` < 0.
+          ValueError: If `block_until_num_items` < 0 (an
+            `InvalidArgumentError`).
           TypeError: If `timeout_ms` is neither None nor an integer.
           DeadlineExceededError: If the items were not confirmed in time.
         """
-        if block_until_num_items < 0:
-            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
+        # The native writer checks block_until_num_items before anything.
         _call_with_timeout(
             "Flush", timeout_ms, lambda s: self._writer.flush(block_until_num_items, s)
         )

@@ -254,6 +254,11 @@ class TFTrajectoryWriter:
         """
         flat: List[HistorySlice] = tree.flatten(trajectory)
         if not flat:
+            # The op cannot be made without a column (its list attributes need
+            # one), so the native writer, which checks every item the op gives
+            # it (TrajectoryWriter::ValidateItem), never sees this case; left
+            # to TensorFlow it would be TensorFlow's error (not a ValueError
+            # when eager) in TensorFlow's words.
             raise ValueError("trajectory must not be empty.")
         for leaf in flat:
             if not isinstance(leaf, HistorySlice):

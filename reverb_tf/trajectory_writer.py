@@ -386,7 +386,9 @@ class TrajectoryColumn(_ColumnCells):
             self._hist = None
             self._generation = None
             self._steps = tuple(range(len(references)))
-            self._entry = (None, [], bool(squeeze))
+            # No steps: what an empty column gives the native writer, which
+            # refuses it (the references, if any, are checked first).
+            self._entry = (0, [], bool(squeeze))
             self._refs = references
 
     def __iter__(self) -> Iterator[WeakCellRef]:
@@ -509,8 +511,9 @@ def _check_references(column: TrajectoryColumn) -> None:
 
     Raises:
       TypeError: If a reference is not a `WeakCellRef`.
-      InvalidArgumentError: If the column holds no cells, or its cells differ
-        in dtype or shape (the checks dm-reverb's writer makes).
+      InvalidArgumentError: If the cells differ in dtype or shape (the
+        checks dm-reverb's writer makes; a column of no cells is the native
+        writer's to refuse as empty).
       RuntimeError: If a cell has expired.
       UnimplementedError: Otherwise: cells of compatible columns, which
         reverb_tf's native writer cannot combine in one item column.
@@ -521,11 +524,6 @@ def _check_references(column: TrajectoryColumn) -> None:
             raise TypeError(
                 f"a TrajectoryColumn must hold WeakCellRefs, got {type(reference).__name__}"
             )
-    if not references:
-        # dm-reverb's phrase, although only this column is empty.
-        raise errors.InvalidArgumentError(
-            "trajectory must not be empty. A TrajectoryColumn of the item holds no cells"
-        )
     if any(reference.expired for reference in references):
         raise errors.InvalidArgumentError(
             f"{_EXPIRED_IN_ITEM} A cell left the keep-alive window or was cleared by "
@@ -777,15 +775,17 @@ class _WriterBase:
             forever. The items are still sent after a timeout.
 
         Raises:
-          ValueError: If `block_until_num_items` < 0.
+          ValueError: If `block_until_num_items` < 0 (an
+            `InvalidArgumentError`).
           DeadlineExceededError: If the timeout expires first.
           ReverbError: If the native writer fails (e.g. an item was rejected).
         """
         block_until_num_items = _arguments.integer("block_until_num_items", block_until_num_items)
         timeout_s = _arguments.timeout_ms_in_s(timeout_ms)
-        if block_until_num_items < 0:
-            raise ValueError(f"block_until_num_items must be >= 0, got {block_until_num_items}")
         if self._closed:
+            # The native writer's check of the count, as an open one makes it
+            # first.
+            self._writer.validate_flush(block_until_num_items)
             raise _closed_error()
         self._writer.flush(block_until_num_items, timeout_s)
 
@@ -947,36 +947,40 @@ class TrajectoryWriter(_WriterBase):
           TypeError: If a leaf of `trajectory` is not a `TrajectoryColumn`.
           ValueError: If a column comes from another writer or from before
             `end_episode(clear_buffers=True)`.
-          InvalidArgumentError: (a ValueError) If the table has a signature
-            and the trajectory does not match it (the message names the
-            column).
+          InvalidArgumentError: (a ValueError) If `priority` is NaN, the
+            trajectory is empty or has a column without steps (the native
+            writer's checks), or the table has a signature and the
+            trajectory does not match it (the message names the column).
           InvalidArgumentError: If the table does not exist (at once when
             signatures are checked, else from flush).
           ReverbError: If the native writer fails.
         """
         # The common case (columns cut from the current history, a signed
-        # table, a plain priority) in one native call; anything else, every
-        # error included, is the general path's.
+        # table, a plain priority) in one native call, which also makes the
+        # native writer's checks; anything else, and every error Python
+        # reports, is the general path's.
         if not self._closed and self._writer.try_create_item(
             table, priority, trajectory, TrajectoryColumn, self._generation, self._signed
         ):
             return
         table = _arguments.string("table", table)
-        priority = _arguments.number("priority", priority)
+        # NaN is the native writer's to refuse (validate_item).
+        priority = _arguments.number("priority", priority, allow_nan=True)
         flat = self._flatten_trajectory(trajectory)
-        if not flat:
-            raise ValueError("trajectory must not be empty.")
         generation = self._generation
         entries = []
-        every_column_has_steps = True
         for column in flat:
-            if type(column) is not TrajectoryColumn or column._generation is not generation:
+            # A column without steps references no cells, of this history
+            # or any other: validate_item refuses it as empty.
+            if type(column) is not TrajectoryColumn or (
+                column._generation is not generation and column._steps
+            ):
                 self._reject(column)
-            entry = column._entry
-            every_column_has_steps = every_column_has_steps and bool(entry[1])
-            entries.append(entry)
-        if not every_column_has_steps:
-            raise ValueError("trajectory must not be empty. (A column references no steps.)")
+            entries.append(column._entry)
+        # The native writer's rules on the item (a priority that is not NaN,
+        # a column, a step in every column), before a closed writer is
+        # reported or the table's signature fetched.
+        self._writer.validate_item(priority, entries)
         if self._closed:
             raise _closed_error()
         if table not in self._signed:
@@ -1002,11 +1006,7 @@ class TrajectoryWriter(_WriterBase):
         timeout_s = _arguments.timeout_ms_in_s(timeout_ms)
         if self._closed:
             raise _closed_error()
-        if self._writer.step_open:
-            raise errors.FailedPreconditionError(
-                "end_episode called while a partial step is open; complete it with "
-                "append(..., partial_step=False) first"
-            )
+        # The native writer refuses an open partial step (FailedPreconditionError).
         try:
             self._writer.end_episode(clear_buffers, timeout_s)
         except errors.DeadlineExceededError:

@@ -239,9 +239,17 @@ def _write_mixed_program(writer, table_name):
                 trajectory["r"] = h["r"][-1]
             writer.create_item(table_name, i, trajectory)
         writer.create_item(table_name, 0.5 * i, h["obs"][-1])
-        for bad in ({"obs": h["obs"][-1], "x": 1}, {"obs": h["act"][-1]}, {}):
+        # The last three break the native writer's rules (validate_item),
+        # which both paths leave to it.
+        for priority, bad in (
+            (1.0, {"obs": h["obs"][-1], "x": 1}),
+            (1.0, {"obs": h["act"][-1]}),
+            (1.0, {}),
+            (1.0, {"obs": h["obs"][-1:-1]}),
+            (float("nan"), h["obs"][-1]),
+        ):
             try:
-                writer.create_item(table_name, 1.0, bad)
+                writer.create_item(table_name, priority, bad)
                 outcomes.append("stored")
             except Exception as e:  # noqa: BLE001  (compared below)
                 outcomes.append((type(e).__name__, str(e)))
@@ -283,4 +291,46 @@ def test_the_common_paths_store_what_the_general_path_stores(make_server):
     assert len(ours) == 17  # 5 of three columns, 6 squeezed, 6 renamed
     assert ours == items("general")
     common.close()
+    general.close()
+
+
+def test_the_native_writer_checks_item_and_flush_arguments_first(make_server):
+    # Its rules, whichever way the call comes: the common path, the general
+    # path, a closed writer (the argument is named first, as dm-reverb's
+    # Python did), and a batched writer's items. Nothing is stored.
+    server = make_server(table())
+    client = server.localhost_client()
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    writer.append({"x": np.float32(1)})
+    writer.create_item("t", 1.0, writer.history["x"][-1])  # signs the table
+    general = client.trajectory_writer(num_keep_alive_refs=2)
+    general._writer = GeneralPathOnly(general._writer)  # pylint: disable=protected-access
+    general.append({"x": np.float32(1)})
+    for w in (writer, general):
+        for priority, trajectory, phrase in (
+            (float("nan"), w.history["x"][-1], "`priority` must not be nan."),
+            (1.0, {}, "trajectory must not be empty."),
+            (1.0, {"x": w.history["x"][-1:-1]}, "(A column references no steps.)"),
+        ):
+            with pytest.raises(errors.InvalidArgumentError) as raised:
+                w.create_item("t", priority, trajectory)
+            assert phrase in str(raised.value)
+        with pytest.raises(errors.InvalidArgumentError, match="must be >= 0, got -1"):
+            w.flush(block_until_num_items=-1)
+    writer.flush()
+    assert client.server_info()["t"].current_size == 1
+    writer.close()
+    with pytest.raises(errors.InvalidArgumentError, match="trajectory must not be empty"):
+        writer.create_item("t", 1.0, {})
+    with pytest.raises(errors.InvalidArgumentError, match="block_until_num_items"):
+        writer.flush(block_until_num_items=-1)
+    with pytest.raises(errors.FailedPreconditionError, match="Close has been called"):
+        writer.flush()
+    batched = client.batched_trajectory_writer(2, num_keep_alive_refs=2)
+    batched.append({"x": np.zeros(2, np.float32)})
+    with pytest.raises(errors.InvalidArgumentError, match="must not be nan"):
+        batched.create_items("t", [1.0, float("nan")], batched.history["x"][-1])
+    with pytest.raises(errors.InvalidArgumentError, match="trajectory must not be empty"):
+        batched.create_items("t", 1.0, {})
+    batched.close()
     general.close()

@@ -125,7 +125,8 @@ class WriterAdapter : public FacadeTrajectoryWriter {
   Status CreateItem(const std::string& table, double priority,
                     const std::vector<ItemColumnRef>& refs,
                     CallCancellation* cancel) override {
-    if (refs.empty()) return Invalid("trajectory must not be empty.");
+    // The writer checks the item (TrajectoryWriter::ValidateItem: a column,
+    // steps in each) before anything else of its own.
     absl::MutexLock lock(&mu_);
     if (!signed_.contains(table)) {
       if (absl::Status status = SignLocked(table); !status.ok())
@@ -149,10 +150,6 @@ class WriterAdapter : public FacadeTrajectoryWriter {
         if (!step.ok()) return FromAbsl(step.status());
         column.steps.push_back(*step);
       }
-      if (column.steps.empty()) {
-        return Invalid(
-            "trajectory must not be empty. (A column references no steps.)");
-      }
     }
     return FromAbsl(writer_->CreateItem(table, priority, columns,
                                         absl::InfiniteDuration(),
@@ -170,11 +167,7 @@ class WriterAdapter : public FacadeTrajectoryWriter {
   Status EndEpisode(bool clear_buffers, int64_t timeout_ms,
                     CallCancellation* cancel) override {
     absl::MutexLock lock(&mu_);
-    if (writer_->step_open()) {
-      return Status{static_cast<int>(absl::StatusCode::kFailedPrecondition),
-                    "end_episode called while a partial step is open; "
-                    "complete it with append(..., partial_step=False) first"};
-    }
+    // FAILED_PRECONDITION while a partial step is open: the writer's rule.
     return FromAbsl(writer_->EndEpisode(
         clear_buffers, TimeoutFromMs(timeout_ms), CancellationOf(cancel)));
   }

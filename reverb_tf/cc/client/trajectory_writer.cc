@@ -4,6 +4,7 @@
 #include "reverb_tf/cc/client/trajectory_writer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -243,6 +244,7 @@ absl::Status TrajectoryWriter::CreateItem(
     const std::string& table, double priority,
     const std::vector<ItemColumn>& columns, absl::Duration timeout,
     Cancellation* cancel) {
+  RETURN_IF_ERROR(ValidateItem(priority, columns));
   RETURN_IF_ERROR(RequireLanes(false, "CreateItem()"));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
@@ -257,11 +259,9 @@ absl::Status TrajectoryWriter::CreateItem(
 absl::Status TrajectoryWriter::Flush(int32_t block_until_num_items,
                                      absl::Duration timeout,
                                      Cancellation* cancel) {
+  RETURN_IF_ERROR(ValidateFlush(block_until_num_items));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(ErrorLocked());
-  if (block_until_num_items < 0) {
-    return absl::InvalidArgumentError("block_until_num_items must be >= 0");
-  }
   if (in_flight_ > block_until_num_items) flush_requested_ = true;
   return AwaitLocked(
       [this, block_until_num_items]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -276,8 +276,12 @@ absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers,
   RETURN_IF_ERROR(RequireLanes(false, "EndEpisode()"));
   {
     absl::MutexLock lock(&mu_);
+    if (step_open_) {
+      return absl::FailedPreconditionError(
+          "end_episode called while a partial step is open; complete it with "
+          "append(..., partial_step=False) first");
+    }
     RETURN_IF_ERROR(ErrorLocked());
-    if (step_open_) RETURN_IF_ERROR(FinishStepLocked());
     const int32_t lane = 0;
     RETURN_IF_ERROR(
         EndLaneEpisodesLocked(absl::MakeConstSpan(&lane, 1), clear_buffers));
@@ -320,6 +324,43 @@ absl::Status TrajectoryWriter::Configure(int32_t column,
     RETURN_IF_ERROR(CloseOpenChunkLocked(column));
   }
   ReleaseOldChunksLocked();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::FinishStep() {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(ErrorLocked());
+  return step_open_ ? FinishStepLocked() : absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::ValidateItem(
+    double priority, const std::vector<ItemColumn>& columns) {
+  if (std::isnan(priority)) {
+    return absl::InvalidArgumentError("`priority` must not be nan.");
+  }
+  if (columns.empty()) {
+    return absl::InvalidArgumentError(
+        "trajectory must not be empty. (An item needs at least one column.)");
+  }
+  for (const ItemColumn& column : columns) {
+    if (column.steps.empty()) {
+      return absl::InvalidArgumentError(
+          "trajectory must not be empty. (A column references no steps.)");
+    }
+    if (column.squeeze && column.steps.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a squeezed column must reference exactly one step, column ",
+          column.column, " references ", column.steps.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::ValidateFlush(int32_t block_until_num_items) {
+  if (block_until_num_items < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_until_num_items must be >= 0, got ", block_until_num_items));
+  }
   return absl::OkStatus();
 }
 

@@ -124,22 +124,32 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   absl::StatusOr<int64_t> Append(std::vector<std::optional<TensorPayload>> step,
                                  bool partial_step = false);
 
-  // Queues an item for `table`. Every referenced cell must exist and be
-  // within the keep-alive window. Blocks while max_in_flight_items are
-  // unacknowledged (bounded by `timeout`).
+  // Queues an item for `table`. The item must pass ValidateItem() (checked
+  // first, before the writer's state), and every referenced cell must exist
+  // and be within the keep-alive window. Blocks while max_in_flight_items
+  // are unacknowledged (bounded by `timeout`).
   absl::Status CreateItem(const std::string& table, double priority,
                           const std::vector<ItemColumn>& columns,
                           absl::Duration timeout = absl::InfiniteDuration(),
                           Cancellation* cancel = nullptr);
 
-  // Waits until at most `block_until_num_items` items are unacknowledged.
+  // Waits until at most `block_until_num_items` items are unacknowledged;
+  // ValidateFlush() first.
   absl::Status Flush(int32_t block_until_num_items, absl::Duration timeout,
                      Cancellation* cancel = nullptr);
 
   // Closes every open chunk, starts a new episode (step 0) and flushes. With
   // clear_buffers the old episode's cells can no longer be referenced.
+  // FAILED_PRECONDITION while a partial step is open (checked first): end
+  // it with Append(..., partial_step=false), or FinishStep().
   absl::Status EndEpisode(bool clear_buffers, absl::Duration timeout,
                           Cancellation* cancel = nullptr);
+
+  // Ends an open partial step as it stands, its missing columns missing (as
+  // Append() of nothing more without partial_step); nothing if none is
+  // open. For a writer whose episode ends with the step its caller left
+  // open (StructuredWriter).
+  absl::Status FinishStep();
 
   // Per-column overrides; 0 keeps the current value (max_chunk_length
   // shortened to fit a smaller keep-alive window). The result must pass
@@ -197,6 +207,16 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // exist yet can be checked.
   static absl::Status ValidateColumnOptions(int32_t num_keep_alive_refs,
                                             int32_t max_chunk_length);
+  // CreateItem()'s and CreateItems()' rules on their arguments alone (for a
+  // priority each): the priority is not NaN, the item has a column, every
+  // column references a step, a squeezed column exactly one. In dm-reverb's
+  // words (INVALID_ARGUMENT). Static, so that a caller can check before it
+  // does anything else (the Python writer: before it fetches the table's
+  // signature or reports a closed writer).
+  static absl::Status ValidateItem(double priority,
+                                   const std::vector<ItemColumn>& columns);
+  // Flush()'s rule: block_until_num_items >= 0 (INVALID_ARGUMENT).
+  static absl::Status ValidateFlush(int32_t block_until_num_items);
 
   // -- What the Python adapter reads instead of keeping its own copy --------
 

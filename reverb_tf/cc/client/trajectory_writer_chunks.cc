@@ -118,9 +118,7 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter::QueuedItem>>
 TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
                                   const std::vector<ItemColumn>& columns,
                                   int32_t lane) {
-  if (columns.empty()) {
-    return absl::InvalidArgumentError("an item needs at least one column");
-  }
+  // The callers have checked ValidateItem().
   auto queued = std::make_unique<QueuedItem>();
   queued->item.set_key(rng_());
   queued->item.set_table(table);
@@ -132,15 +130,6 @@ TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
       return absl::InvalidArgumentError(
           absl::StrCat("item references column ", ref.column,
                        " but the writer has ", columns_.size()));
-    }
-    if (ref.steps.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("item references no steps of column ", ref.column));
-    }
-    if (ref.squeeze && ref.steps.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a squeezed column must reference exactly one step, column ",
-          ref.column, " references ", ref.steps.size()));
     }
     ColumnState& column = *columns_[ref.column];
     proto::Column* out = queued->item.add_columns();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Batched writing: lanes of environments that step together.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,12 @@ absl::Status TrajectoryWriter::CreateItems(
     const std::string& table, absl::Span<const double> priorities,
     const std::vector<ItemColumn>& columns, absl::Span<const int32_t> lanes,
     absl::Duration timeout, Cancellation* cancel) {
+  // ValidateItem's rules first: the columns once, then every priority.
+  RETURN_IF_ERROR(
+      ValidateItem(priorities.empty() ? 0.0 : priorities[0], columns));
+  for (const double priority : priorities) {
+    if (std::isnan(priority)) return ValidateItem(priority, columns);
+  }
   RETURN_IF_ERROR(RequireLanes(true, "CreateItems()"));
   const int32_t num_lanes = options_.num_lanes;
   if (priorities.size() != lanes.size()) {

@@ -5,6 +5,7 @@
 // window, and batched (vectorised-environment) writers.
 #include "reverb_tf/cc/client/trajectory_writer.h"
 
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -141,6 +142,59 @@ TEST_F(TrajectoryWriterTest,
   EXPECT_EQ(*next, *first + 1);
   ASSERT_OK(writer->Flush(0, kTimeout));
   EXPECT_EQ(TableSize("big"), 1);
+}
+
+TEST_F(TrajectoryWriterTest, EndEpisodeRefusesAnOpenPartialStep) {
+  auto writer = NewWriter(2);
+  ASSERT_OK(writer->Append({FloatStep(1)}, /*partial_step=*/true));
+  absl::Status refused = writer->EndEpisode(/*clear_buffers=*/true, kTimeout);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "partial step is open"))
+      << refused;
+  // Nothing changed: the step is still open, the episode goes on.
+  EXPECT_TRUE(writer->step_open());
+  ASSERT_OK(writer->FinishStep());
+  EXPECT_FALSE(writer->step_open());
+  EXPECT_EQ(writer->episode_steps(), 1);
+  EXPECT_OK(writer->FinishStep());  // none open: nothing to do
+  EXPECT_OK(writer->EndEpisode(/*clear_buffers=*/true, kTimeout));
+  EXPECT_EQ(writer->episode_steps(), 0);
+}
+
+TEST_F(TrajectoryWriterTest, ItemAndFlushArgumentsAreCheckedFirst) {
+  auto writer = NewWriter(2);
+  const int64_t step = *writer->Append({FloatStep(1)});
+  auto expect_invalid = [](const absl::Status& status,
+                           absl::string_view phrase) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), phrase)) << status;
+  };
+  expect_invalid(writer->CreateItem("big", std::nan(""),
+                                    {ItemColumn{0, {step}, true}}, kTimeout),
+                 "`priority` must not be nan.");
+  expect_invalid(writer->CreateItem("big", 1.0, {}, kTimeout),
+                 "trajectory must not be empty.");
+  expect_invalid(writer->CreateItem("big", 1.0,
+                                    {ItemColumn{0, {step}, true},
+                                     ItemColumn{0, {}, false}},
+                                    kTimeout),
+                 "trajectory must not be empty. (A column references no "
+                 "steps.)");
+  expect_invalid(
+      writer->CreateItem("big", 1.0, {ItemColumn{0, {step, step}, true}},
+                         kTimeout),
+      "a squeezed column must reference exactly one step");
+  expect_invalid(writer->Flush(-1, kTimeout),
+                 "block_until_num_items must be >= 0, got -1");
+  // Before the writer's own state: a closed writer still names the
+  // argument.
+  ASSERT_OK(writer->Close());
+  expect_invalid(writer->CreateItem("big", 1.0, {}, kTimeout),
+                 "trajectory must not be empty.");
+  expect_invalid(writer->Flush(-1, kTimeout), "block_until_num_items");
+  EXPECT_OK(TrajectoryWriter::ValidateItem(1.0, {ItemColumn{0, {step}, true}}));
+  EXPECT_OK(TrajectoryWriter::ValidateFlush(0));
+  EXPECT_EQ(TableSize("big"), 0);
 }
 
 TEST_F(TrajectoryWriterTest, ConfigureWidensOneColumnsWindow) {

@@ -107,6 +107,8 @@ absl::Status StructuredWriter::CreatePendingItems(absl::Duration timeout,
 absl::Status StructuredWriter::Flush(int32_t block_until_num_items,
                                      absl::Duration timeout,
                                      Cancellation* cancel) {
+  // The argument first: a refused flush creates nothing.
+  RETURN_IF_ERROR(TrajectoryWriter::ValidateFlush(block_until_num_items));
   RETURN_IF_ERROR(CreatePendingItems(absl::InfiniteDuration(), cancel));
   return writer_->Flush(block_until_num_items, timeout, cancel);
 }
@@ -119,8 +121,12 @@ absl::Status StructuredWriter::EndEpisode(bool clear_buffers,
   absl::Status applied = engine_.EndEpisode(clear_buffers, &applications_);
   Enqueue(applications_);
   absl::Status created = CreatePendingItems(absl::InfiniteDuration(), cancel);
-  // The episode ends whatever happened above, as the engine's has.
-  absl::Status ended = writer_->EndEpisode(clear_buffers, timeout, cancel);
+  // The episode ends whatever happened above, as the engine's has, with the
+  // step the caller left open (the engine applied its configs to it).
+  absl::Status finished = writer_->FinishStep();
+  absl::Status ended =
+      finished.ok() ? writer_->EndEpisode(clear_buffers, timeout, cancel)
+                    : finished;
   // Items that could not be created reference cells of the ended episode.
   if (!created.ok()) pending_.clear();
   RETURN_IF_ERROR(applied);

@@ -5,7 +5,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,9 +40,107 @@ void CreateItem(TrajectoryWriter& writer, const std::string& table,
   });
 }
 
-}  // namespace
+// TrajectoryWriter.flush: waits (without the GIL, interruptibly) until at
+// most `block_until_num_items` items are unacknowledged.
+void FlushWriter(TrajectoryWriter& writer, int32_t block_until_num_items,
+                 std::optional<double> timeout_s) {
+  absl::Status status =
+      writer.Flush(block_until_num_items, absl::ZeroDuration());
+  if (status.code() != absl::StatusCode::kDeadlineExceeded)
+    return CheckOk(status);
+  WaitInSlices(TimeoutFromSeconds(timeout_s), [&](absl::Duration slice) {
+    return writer.Flush(block_until_num_items, slice);
+  });
+}
 
-void BindWriters(py::module_& m) {
+// TrajectoryWriter.end_episode: ends the episode at once, then waits as
+// flush(0) does.
+void EndWriterEpisode(TrajectoryWriter& writer, bool clear_buffers,
+                      std::optional<double> timeout_s) {
+  absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
+  if (status.code() != absl::StatusCode::kDeadlineExceeded)
+    return CheckOk(status);
+  WaitInSlices(TimeoutFromSeconds(timeout_s),
+               [&](absl::Duration slice) { return writer.Flush(0, slice); });
+}
+
+// TrajectoryWriter.history_step: IndexError and ValueError, as for a Python
+// sequence.
+int64_t WriterHistoryStep(const TrajectoryWriter& writer, int32_t column,
+                          int64_t index) {
+  absl::StatusOr<int64_t> step = writer.HistoryStep(column, index);
+  if (step.ok()) return *step;
+  const std::string message(step.status().message());
+  if (step.status().code() == absl::StatusCode::kOutOfRange) {
+    throw py::index_error(message);
+  }
+  throw py::value_error(message);
+}
+
+// TrajectoryWriter.read_cells: the cells of `column` at `steps` (of `lane`)
+// as one array.
+py::array ReadWriterCells(TrajectoryWriter& writer, int32_t column,
+                          const std::vector<int64_t>& steps, int32_t lane) {
+  absl::StatusOr<TensorPayload> payload =
+      WithoutGil([&] { return writer.ReadCells(column, steps, lane); });
+  // A plain RuntimeError for expired cells, as dm-reverb raises.
+  if (payload.status().code() == absl::StatusCode::kFailedPrecondition) {
+    throw std::runtime_error(std::string(payload.status().message()));
+  }
+  return ArrayFromPayload(ValueOrRaise(std::move(payload)));
+}
+
+// TrajectoryWriter.column_type: (dtype, shape), or None before the column
+// has a value.
+py::object WriterColumnType(const TrajectoryWriter& writer, int32_t column) {
+  std::optional<std::pair<DType, Shape>> type = writer.ColumnType(column);
+  if (!type.has_value()) return py::none();
+  py::tuple shape(type->second.size());
+  for (size_t i = 0; i < type->second.size(); ++i) shape[i] = type->second[i];
+  return py::make_tuple(NumpyDType(type->first), shape);
+}
+
+// TrajectoryWriter.create_items of a batched writer: an item per lane in
+// `lanes`, waiting as CreateItem() does.
+void CreateLaneItems(
+    TrajectoryWriter& writer, const std::string& table,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>&
+        priorities,
+    const std::vector<ColumnRef>& refs,
+    const py::array_t<int32_t, py::array::c_style | py::array::forcecast>&
+        lanes) {
+  const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
+  const absl::Span<const double> p(priorities.data(), priorities.size());
+  const absl::Span<const int32_t> l(lanes.data(), lanes.size());
+  absl::Status status =
+      writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
+  if (status.code() != absl::StatusCode::kDeadlineExceeded)
+    return CheckOk(status);
+  WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
+    return writer.CreateItems(table, p, columns, l, slice);
+  });
+}
+
+// TrajectoryWriter.end_lane_episodes of a batched writer.
+void EndLaneEpisodes(
+    TrajectoryWriter& writer,
+    const py::array_t<int32_t, py::array::c_style | py::array::forcecast>&
+        lanes,
+    bool clear_buffers) {
+  CheckOk(writer.EndLaneEpisodes(
+      absl::MakeConstSpan(lanes.data(), lanes.size()), clear_buffers));
+}
+
+// TrajectoryWriter.lane_episode_steps of a batched writer: the steps of each
+// lane's current episode.
+py::array_t<int32_t> LaneEpisodeSteps(const TrajectoryWriter& writer) {
+  std::vector<int32_t> steps = writer.LaneEpisodeSteps();
+  py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
+  std::copy(steps.begin(), steps.end(), out.mutable_data());
+  return out;
+}
+
+void BindTrajectoryWriter(py::module_& m) {
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def(
           "append",
@@ -78,13 +175,16 @@ void BindWriters(py::module_& m) {
           [](TrajectoryWriter& writer, py::handle table, py::handle priority,
              py::handle trajectory, py::handle column_type,
              py::handle generation, py::handle signed_tables) {
-            // Python's argument checks, for the values that pass them.
+            // What Python converts or does first (a str table, a plain
+            // number, columns of the current history, the table's signature
+            // given to the writer); the rules on the values are the native
+            // writer's (CreateItem validates the item first).
             if (!PyUnicode_CheckExact(table.ptr()) ||
                 !PyAnySet_CheckExact(signed_tables.ptr()) ||
                 PySet_Contains(signed_tables.ptr(), table.ptr()) != 1)
               return false;
             const std::optional<double> value = PlainNumber(priority);
-            if (!value.has_value() || std::isnan(*value)) return false;
+            if (!value.has_value()) return false;
             std::optional<std::vector<ItemColumn>> columns =
                 CommonItemColumns(trajectory, column_type, generation);
             if (!columns.has_value()) return false;
@@ -99,34 +199,10 @@ void BindWriters(py::module_& m) {
               double priority, const std::vector<ColumnRef>& refs) {
              CreateItem(writer, table, priority, ItemColumnsFrom(refs));
            })
-      .def(
-          "flush",
-          [](TrajectoryWriter& writer, int32_t block_until_num_items,
-             std::optional<double> timeout_s) {
-            absl::Status status =
-                writer.Flush(block_until_num_items, absl::ZeroDuration());
-            if (status.code() != absl::StatusCode::kDeadlineExceeded)
-              return CheckOk(status);
-            WaitInSlices(TimeoutFromSeconds(timeout_s),
-                         [&](absl::Duration slice) {
-                           return writer.Flush(block_until_num_items, slice);
-                         });
-          },
-          py::arg("block_until_num_items") = 0,
-          py::arg("timeout_s") = py::none())
-      .def(
-          "end_episode",
-          [](TrajectoryWriter& writer, bool clear_buffers,
-             std::optional<double> timeout_s) {
-            absl::Status status =
-                writer.EndEpisode(clear_buffers, absl::ZeroDuration());
-            if (status.code() != absl::StatusCode::kDeadlineExceeded)
-              return CheckOk(status);
-            WaitInSlices(
-                TimeoutFromSeconds(timeout_s),
-                [&](absl::Duration slice) { return writer.Flush(0, slice); });
-          },
-          py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+      .def("flush", &FlushWriter, py::arg("block_until_num_items") = 0,
+           py::arg("timeout_s") = py::none())
+      .def("end_episode", &EndWriterEpisode, py::arg("clear_buffers") = true,
+           py::arg("timeout_s") = py::none())
       .def(
           "configure",
           [](TrajectoryWriter& writer, int32_t column,
@@ -141,6 +217,18 @@ void BindWriters(py::module_& m) {
            [](TrajectoryWriter& writer) {
              CheckOk(WithoutGil([&] { return writer.Close(); }));
            })
+      .def_static("validate_item",
+                  [](double priority, const std::vector<ColumnRef>& refs) {
+                    CheckOk(TrajectoryWriter::ValidateItem(
+                        priority, ItemColumnsFrom(refs)));
+                  },
+                  py::arg("priority"), py::arg("columns"))
+      .def_static("validate_flush",
+                  [](int32_t block_until_num_items) {
+                    CheckOk(
+                        TrajectoryWriter::ValidateFlush(block_until_num_items));
+                  },
+                  py::arg("block_until_num_items"))
       .def_static("validate_column_options",
                   [](int32_t num_keep_alive_refs,
                      std::optional<int32_t> max_chunk_length) {
@@ -156,42 +244,11 @@ void BindWriters(py::module_& m) {
                table_signature = MakeTableSignature(*signature);
              writer.SetTableSignature(table, std::move(table_signature));
            })
-      .def("history_step",
-           [](const TrajectoryWriter& writer, int32_t column, int64_t index) {
-             // IndexError and ValueError, as for a Python sequence.
-             absl::StatusOr<int64_t> step = writer.HistoryStep(column, index);
-             if (step.ok()) return *step;
-             const std::string message(step.status().message());
-             if (step.status().code() == absl::StatusCode::kOutOfRange) {
-               throw py::index_error(message);
-             }
-             throw py::value_error(message);
-           })
+      .def("history_step", &WriterHistoryStep)
       .def("is_referenceable", &TrajectoryWriter::IsReferenceable)
-      .def(
-          "read_cells",
-          [](TrajectoryWriter& writer, int32_t column,
-             const std::vector<int64_t>& steps, int32_t lane) {
-            absl::StatusOr<TensorPayload> payload = WithoutGil(
-                [&] { return writer.ReadCells(column, steps, lane); });
-            // A plain RuntimeError for expired cells, as dm-reverb raises.
-            if (payload.status().code() ==
-                absl::StatusCode::kFailedPrecondition) {
-              throw std::runtime_error(std::string(payload.status().message()));
-            }
-            return ArrayFromPayload(ValueOrRaise(std::move(payload)));
-          },
-          py::arg("column"), py::arg("steps"), py::arg("lane") = 0)
-      .def("column_type",
-           [](const TrajectoryWriter& writer, int32_t column) -> py::object {
-             std::optional<std::pair<DType, Shape>> type =
-                 writer.ColumnType(column);
-             if (!type.has_value()) return py::none();
-             py::tuple shape(type->second.size());
-             for (size_t i = 0; i < type->second.size(); ++i)
-               shape[i] = type->second[i];
-             return py::make_tuple(NumpyDType(type->first), shape);
-           })
+      .def("read_cells", &ReadWriterCells, py::arg("column"), py::arg("steps"),
+           py::arg("lane") = 0)
+      .def("column_type", &WriterColumnType)
       .def_property_readonly("history_length",
                              &TrajectoryWriter::history_length)
       .def_property_readonly("step_open", &TrajectoryWriter::step_open)
@@ -206,45 +263,14 @@ void BindWriters(py::module_& m) {
                  StepFromColumns(columns);
              return ValueOrRaise(writer.AppendBatch(std::move(step)));
            })
-      .def("create_items",
-           [](TrajectoryWriter& writer, const std::string& table,
-              const py::array_t<double, py::array::c_style |
-                                            py::array::forcecast>& priorities,
-              const std::vector<ColumnRef>& refs,
-              const py::array_t<int32_t, py::array::c_style |
-                                             py::array::forcecast>& lanes) {
-             const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
-             const absl::Span<const double> p(priorities.data(),
-                                              priorities.size());
-             const absl::Span<const int32_t> l(lanes.data(), lanes.size());
-             absl::Status status =
-                 writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
-             if (status.code() != absl::StatusCode::kDeadlineExceeded)
-               return CheckOk(status);
-             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
-               return writer.CreateItems(table, p, columns, l, slice);
-             });
-           })
-      .def("end_lane_episodes",
-           [](TrajectoryWriter& writer,
-              const py::array_t<int32_t, py::array::c_style |
-                                             py::array::forcecast>& lanes,
-              bool clear_buffers) {
-             CheckOk(writer.EndLaneEpisodes(
-                 absl::MakeConstSpan(lanes.data(), lanes.size()),
-                 clear_buffers));
-           })
-      .def_property_readonly(
-          "lane_episode_steps",
-          [](const TrajectoryWriter& writer) {
-            std::vector<int32_t> steps = writer.LaneEpisodeSteps();
-            py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
-            std::copy(steps.begin(), steps.end(), out.mutable_data());
-            return out;
-          })
+      .def("create_items", &CreateLaneItems)
+      .def("end_lane_episodes", &EndLaneEpisodes)
+      .def_property_readonly("lane_episode_steps", &LaneEpisodeSteps)
       .def_property_readonly("num_lanes", &TrajectoryWriter::num_lanes);
+}
 
-  // The C++ side of reverb_tf.structured_writer.StructuredWriter.
+// The C++ side of reverb_tf.structured_writer.StructuredWriter.
+void BindStructuredWriter(py::module_& m) {
   py::class_<StructuredWriter>(m, "StructuredWriter")
       .def(
           "append",
@@ -269,6 +295,8 @@ void BindWriters(py::module_& m) {
           "flush",
           [](StructuredWriter& writer, int32_t block_until_num_items,
              std::optional<double> timeout_s) {
+            // Before any item is created.
+            CheckOk(TrajectoryWriter::ValidateFlush(block_until_num_items));
             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
               return writer.CreatePendingItems(slice);
             });
@@ -309,6 +337,13 @@ void BindWriters(py::module_& m) {
              CheckOk(WithoutGil([&] { return writer.Close(); }));
            })
       .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
+}
+
+}  // namespace
+
+void BindWriters(py::module_& m) {
+  BindTrajectoryWriter(m);
+  BindStructuredWriter(m);
 }
 
 }  // namespace reverb_tf::binding

@@ -173,9 +173,7 @@ bool AddItemColumn(PyObject* value, PyObject* column_type, PyObject* generation,
     return false;
   PyObject* column = PyTuple_GET_ITEM(entry.ptr(), 0);
   PyObject* steps = PyTuple_GET_ITEM(entry.ptr(), 1);
-  if (!PyLong_CheckExact(column) || !PyList_CheckExact(steps) ||
-      PyList_GET_SIZE(steps) == 0)
-    return false;
+  if (!PyLong_CheckExact(column) || !PyList_CheckExact(steps)) return false;
   ItemColumn item_column;
   const long column_index = PyLong_AsLong(column);  // NOLINT(runtime/int)
   if (column_index < 0 || column_index > INT32_MAX) {
@@ -255,7 +253,6 @@ std::optional<std::vector<ItemColumn>> CommonItemColumns(
   }
   const py::list keys =
       py::reinterpret_steal<py::list>(PyDict_Keys(trajectory.ptr()));
-  if (keys.empty()) return std::nullopt;
   for (py::handle key : keys) {
     if (!PyUnicode_CheckExact(key.ptr())) return std::nullopt;
   }

@@ -69,8 +69,10 @@ std::optional<std::vector<std::optional<TensorPayload>>> CommonStep(
 
 // The item columns of a trajectory that is one `column_type` (the Python
 // TrajectoryColumn) or a dict with str keys of them, each cut from the
-// writer's current history (its `_generation` is `generation`) and
-// referencing at least one step, in dm-tree's order (sorted keys).
+// writer's current history (its `_generation` is `generation`), in
+// dm-tree's order (sorted keys). Only a conversion: an empty dict or a
+// column without steps is the writer's to refuse
+// (TrajectoryWriter::ValidateItem).
 std::optional<std::vector<ItemColumn>> CommonItemColumns(py::handle trajectory,
                                                          py::handle column_type,
                                                          py::handle generation);

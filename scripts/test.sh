@@ -56,7 +56,7 @@ export REVERB_TF_ARTIFACTS="${REVERB_TF_ARTIFACTS:-${REVERB_TF_CACHE:-${HOME}/.c
 # what lies outside tests (collection, interpreter exit). The suite takes
 # 4-7 minutes.
 if compgen -G "${ROOT}/tests/test_*.py" >/dev/null; then
-  timeout --kill-after=30 1800 "${ROOT}/.venv/bin/python" -m pytest -q --durations=8 \
+  timeout --kill-after=30 1800 "${ROOT}/.venv/bin/python" -m pytest -q -rs --durations=8 \
     "${ROOT}/tests" || status=$?
 else
   # Without this, moving the tests would leave CI green with none run.

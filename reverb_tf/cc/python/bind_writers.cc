@@ -217,18 +217,19 @@ void BindTrajectoryWriter(py::module_& m) {
            [](TrajectoryWriter& writer) {
              CheckOk(WithoutGil([&] { return writer.Close(); }));
            })
-      .def_static("validate_item",
-                  [](double priority, const std::vector<ColumnRef>& refs) {
-                    CheckOk(TrajectoryWriter::ValidateItem(
-                        priority, ItemColumnsFrom(refs)));
-                  },
-                  py::arg("priority"), py::arg("columns"))
-      .def_static("validate_flush",
-                  [](int32_t block_until_num_items) {
-                    CheckOk(
-                        TrajectoryWriter::ValidateFlush(block_until_num_items));
-                  },
-                  py::arg("block_until_num_items"))
+      .def_static(
+          "validate_item",
+          [](double priority, const std::vector<ColumnRef>& refs) {
+            CheckOk(TrajectoryWriter::ValidateItem(priority,
+                                                   ItemColumnsFrom(refs)));
+          },
+          py::arg("priority"), py::arg("columns"))
+      .def_static(
+          "validate_flush",
+          [](int32_t block_until_num_items) {
+            CheckOk(TrajectoryWriter::ValidateFlush(block_until_num_items));
+          },
+          py::arg("block_until_num_items"))
       .def_static("validate_column_options",
                   [](int32_t num_keep_alive_refs,
                      std::optional<int32_t> max_chunk_length) {

@@ -13,10 +13,6 @@ from typing import Optional
 
 _CORE: Optional[ModuleType] = None
 
-# Largest gRPC message a Server or Client accepts; the native default, big
-# enough for a batch of hundreds of Atari-sized items.
-MAX_MESSAGE_BYTES = 256 << 20
-
 
 def core() -> ModuleType:
     """Returns `reverb_tf._core`, importing it on first use.

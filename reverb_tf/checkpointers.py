@@ -159,11 +159,15 @@ class WriteAheadLog:
     def __init__(
         self,
         path: str,
-        sync: str = "every_write",
-        sync_interval_ms: float = 10.0,
-        retry_interval_ms: float = 5000.0,
+        sync: Optional[str] = None,
+        sync_interval_ms: Optional[float] = None,
+        retry_interval_ms: Optional[float] = None,
     ) -> None:
         """Names the log's directory and its sync policy.
+
+        A setting left None is the native server's default: its one
+        definition is `WalOptions` (checkpointing/wal.h), which the server
+        binary's --wal_* flags share.
 
         Args:
           path: Directory of the log's files (created if missing). One
@@ -172,10 +176,13 @@ class WriteAheadLog:
             acknowledgement (a crashed machine loses nothing); "every_n_ms":
             every `sync_interval_ms` (a killed process loses nothing, a
             crashed machine at most that long); "none": when the kernel
-            decides (a killed process still loses nothing).
-          sync_interval_ms: The interval of "every_n_ms".
+            decides (a killed process still loses nothing). None: the native
+            server's default, "every_write".
+          sync_interval_ms: The interval of "every_n_ms". None: the native
+            server's default, 10 ms.
           retry_interval_ms: While the log cannot be written, how often the
             server tries the checkpoint that lets it accept writes again.
+            None: the native server's default, 5 s.
 
         Raises:
           ValueError: For an empty path, an unknown policy or a sync
@@ -184,14 +191,14 @@ class WriteAheadLog:
         """
         if not path:
             raise ValueError("the write-ahead log needs a directory")
-        if sync not in _WAL_SYNC:
+        if sync is not None and sync not in _WAL_SYNC:
             raise ValueError(f"sync must be one of {', '.join(_WAL_SYNC)}, got {sync!r}")
-        if not sync_interval_ms > 0:
+        if sync_interval_ms is not None and not sync_interval_ms > 0:
             raise ValueError(f"sync_interval_ms must be > 0, got {sync_interval_ms!r}")
         self._path = os.fspath(path)
         self._sync = sync
-        self._sync_interval_ms = float(sync_interval_ms)
-        self._retry_interval_ms = float(retry_interval_ms)
+        self._sync_interval_ms = None if sync_interval_ms is None else float(sync_interval_ms)
+        self._retry_interval_ms = None if retry_interval_ms is None else float(retry_interval_ms)
 
     @property
     def path(self) -> str:
@@ -199,13 +206,15 @@ class WriteAheadLog:
         return self._path
 
     def native_options(self) -> Dict[str, Any]:
-        """The native server's keyword arguments."""
-        return {
-            "wal_dir": self._path,
-            "wal_sync": self._sync,
-            "wal_sync_interval_s": self._sync_interval_ms / 1000.0,
-            "wal_retry_interval_s": self._retry_interval_ms / 1000.0,
-        }
+        """The native server's keyword arguments (an interval left None: its default)."""
+        options: Dict[str, Any] = {"wal_dir": self._path}
+        if self._sync is not None:
+            options["wal_sync"] = self._sync
+        if self._sync_interval_ms is not None:
+            options["wal_sync_interval_s"] = self._sync_interval_ms / 1000.0
+        if self._retry_interval_ms is not None:
+            options["wal_retry_interval_s"] = self._retry_interval_ms / 1000.0
+        return options
 
     def __repr__(self) -> str:
         return (

@@ -384,8 +384,9 @@ class Client:
         """
         self._server_address = target_string(server_address)
         self._security = (tls, token)
+        # max_message_bytes: the native default (wire/message_limits.h).
         self._client = _native.core().Client(
-            self._server_address, _native.MAX_MESSAGE_BYTES, security.client_security(tls, token)
+            self._server_address, security=security.client_security(tls, token)
         )
         # Per table: flat signature columns and encoded nested structure, from
         # the first server_info; tables do not change while a server runs.

@@ -478,7 +478,7 @@ class Server:
             self._server = core.Server(
                 [table._core for table in self._tables],  # pylint: disable=protected-access
                 int(port),
-                _native.MAX_MESSAGE_BYTES,
+                # max_message_bytes: the native default (wire/message_limits.h).
                 max_active_streams=int(max_active_streams),
                 host=str(host),
                 metrics_port=-1 if metrics_port is None else int(metrics_port),

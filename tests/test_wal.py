@@ -270,3 +270,24 @@ def test_a_log_needs_a_lasting_checkpointer_and_a_known_policy(tmp_path):
         reverb.Server([table], wal=reverb.checkpointers.WriteAheadLog(str(tmp_path)))
     with pytest.raises(ValueError, match="every_write"):
         reverb.checkpointers.WriteAheadLog(str(tmp_path), sync="sometimes")
+    # A temporary checkpointer given explicitly: the native server refuses
+    # it as it refuses the one a Server makes by default.
+    with pytest.raises(ValueError, match="outlives the process"):
+        reverb.Server(
+            [table],
+            checkpointer=reverb.checkpointers.TempDirCheckpointer(),
+            wal=reverb.checkpointers.WriteAheadLog(str(tmp_path)),
+        )
+
+
+def test_the_log_defaults_are_the_native_servers(tmp_path):
+    # Settings left out are not sent: the native WalOptions' defaults (one
+    # definition, which the binding and the binary's flags read) apply.
+    log = reverb.checkpointers.WriteAheadLog(str(tmp_path / "wal"))
+    assert log.native_options() == {"wal_dir": str(tmp_path / "wal")}
+    table = reverb.Table.queue("q", 10)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(str(tmp_path / "checkpoints"))
+    with reverb.Server([table], checkpointer=checkpointer, wal=log) as server:
+        client = reverb.Client(f"localhost:{server.port}")
+        client.insert(np.int32(1), {"q": 1.0})
+        assert client.server_info()["q"].current_size == 1

@@ -210,10 +210,23 @@ absl::Status WalOptions::Validate() const {
   return absl::OkStatus();
 }
 
+absl::string_view WalSyncName(WalSync sync) {
+  switch (sync) {
+    case WalSync::kEveryWrite:
+      return "every_write";
+    case WalSync::kInterval:
+      return "every_n_ms";
+    case WalSync::kNone:
+      return "none";
+  }
+  return "";
+}
+
 absl::StatusOr<WalSync> ParseWalSync(absl::string_view name) {
-  if (name == "every_write") return WalSync::kEveryWrite;
-  if (name == "every_n_ms") return WalSync::kInterval;
-  if (name == "none") return WalSync::kNone;
+  for (const WalSync sync :
+       {WalSync::kEveryWrite, WalSync::kInterval, WalSync::kNone}) {
+    if (name == WalSyncName(sync)) return sync;
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown write-ahead log sync policy '", name.substr(0, 32),
                    "' (every_write, every_n_ms or none)"));

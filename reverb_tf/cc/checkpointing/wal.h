@@ -96,6 +96,8 @@ struct REVERB_TF_EXPORT WalOptions {
 
 // Parses "every_write", "every_n_ms" (kInterval) or "none".
 REVERB_TF_EXPORT absl::StatusOr<WalSync> ParseWalSync(absl::string_view name);
+// The name ParseWalSync() parses as `sync`.
+REVERB_TF_EXPORT absl::string_view WalSyncName(WalSync sync);
 
 // What Open() replayed.
 struct REVERB_TF_EXPORT WalReplay {

@@ -391,6 +391,11 @@ TEST_F(WalTest, IntervalAndNoneWriteBeforeCommitReturns) {
   }
   EXPECT_EQ(*ParseWalSync("every_n_ms"), WalSync::kInterval);
   EXPECT_FALSE(ParseWalSync("sometimes").ok());
+  for (const WalSync sync :
+       {WalSync::kEveryWrite, WalSync::kInterval, WalSync::kNone}) {
+    EXPECT_EQ(*ParseWalSync(WalSyncName(sync)), sync);
+  }
+  EXPECT_EQ(WalSyncName(WalOptions().sync), "every_write");
 }
 
 }  // namespace

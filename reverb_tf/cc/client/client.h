@@ -32,6 +32,7 @@
 #include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/tensor_payload.h"
+#include "reverb_tf/cc/wire/message_limits.h"
 
 namespace reverb_tf {
 
@@ -48,7 +49,7 @@ struct REVERB_TF_EXPORT Sample {
 };
 
 struct REVERB_TF_EXPORT ClientOptions {
-  int64_t max_message_bytes = int64_t{256} << 20;
+  int64_t max_message_bytes = kDefaultMaxMessageBytes;
   // TLS and the bearer token; unset: the process's defaults
   // (security/credentials.h: SetDefaultClientSecurity or the environment).
   std::optional<ClientSecurity> security;

@@ -327,7 +327,7 @@ void BindClientClass(py::module_& m) {
              return ValueOrRaise(Client::Create(address, options));
            }),
            py::arg("server_address"),
-           py::arg("max_message_bytes") = int64_t{256} << 20,
+           py::arg("max_message_bytes") = ClientOptions().max_message_bytes,
            py::arg("security") = py::none())
       .def_property_readonly("server_address", &Client::server_address)
       .def(

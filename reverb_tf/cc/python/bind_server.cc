@@ -92,22 +92,31 @@ void BindServer(py::module_& m) {
              return ValueOrRaise(WithoutGil(
                  [&] { return ReplayServer::Start(tables, options); }));
            }),
-           py::arg("tables"), py::arg("port") = 0,
-           py::arg("max_message_bytes") = int64_t{256} << 20,
-           py::arg("checkpoint_root") = "",
-           py::arg("fallback_checkpoint_path") = "",
-           py::arg("checkpoint_keep") = 1, py::arg("checkpoint_group") = "",
-           py::arg("checkpoint_interval_s") = 0.0,
-           py::arg("checkpoint_load_previous_if_damaged") = false,
-           py::arg("checkpoint_temporary") = false,
+           // Every default is the native options' own.
+           py::arg("tables"), py::arg("port") = ServerOptions().port,
+           py::arg("max_message_bytes") = ServerOptions().max_message_bytes,
+           py::arg("checkpoint_root") = CheckpointerOptions().root,
+           py::arg("fallback_checkpoint_path") =
+               CheckpointerOptions().fallback_checkpoint_path,
+           py::arg("checkpoint_keep") = CheckpointerOptions().keep,
+           py::arg("checkpoint_group") = CheckpointerOptions().group,
+           py::arg("checkpoint_interval_s") =
+               absl::ToDoubleSeconds(ServerOptions().checkpoint_interval),
+           py::arg("checkpoint_load_previous_if_damaged") =
+               CheckpointerOptions().load_previous_if_damaged,
+           py::arg("checkpoint_temporary") = CheckpointerOptions().temporary,
            py::arg("max_active_streams") = ServerOptions().max_active_streams,
            py::arg("host") = ServerOptions().host,
            py::arg("metrics_port") = ServerOptions().metrics_port,
            py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
            py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "",
-           py::arg("wal_dir") = "", py::arg("wal_sync") = "every_write",
-           py::arg("wal_sync_interval_s") = 0.01,
-           py::arg("wal_retry_interval_s") = 5.0, py::arg("memory_limit") = 0)
+           py::arg("wal_dir") = "",
+           py::arg("wal_sync") = std::string(WalSyncName(WalOptions().sync)),
+           py::arg("wal_sync_interval_s") =
+               absl::ToDoubleSeconds(WalOptions().interval),
+           py::arg("wal_retry_interval_s") =
+               absl::ToDoubleSeconds(WalOptions().retry_interval),
+           py::arg("memory_limit") = ServerOptions().memory_limit)
       .def_property_readonly("wal_replay",
                              [](const ReplayServer& server) {
                                const WalReplay& r = server.wal_replay();

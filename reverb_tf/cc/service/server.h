@@ -45,6 +45,7 @@
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/security/credentials.h"
 #include "reverb_tf/cc/table.h"
+#include "reverb_tf/cc/wire/message_limits.h"
 
 namespace grpc {
 class Server;
@@ -66,7 +67,7 @@ struct REVERB_TF_EXPORT ServerOptions {
   // checkpoint, so exposing the server is an explicit choice.
   std::string host = "localhost";
   // Largest message accepted or sent.
-  int64_t max_message_bytes = int64_t{256} << 20;
+  int64_t max_message_bytes = kDefaultMaxMessageBytes;
   // Chunk bytes one InsertStream may hold, sent and not yet released
   // (writers release what leaves their keep-alive window).
   int64_t max_stream_chunk_bytes = int64_t{1} << 30;

@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, fallback_checkpoint_path, "",
           "Checkpoint loaded when the checkpoint directory holds none.");
 ABSL_FLAG(absl::Duration, checkpoint_interval, absl::ZeroDuration(),
           "Time between periodic checkpoints, e.g. 30m (0: only on request).");
-ABSL_FLAG(std::string, bind, "localhost",
+ABSL_FLAG(std::string, bind, reverb_tf::ServerOptions().host,
           "Interface to listen on: localhost (loopback only, the default), an "
           "address, or 0.0.0.0 / :: for every interface.");
 ABSL_FLAG(int64_t, max_active_streams,
@@ -71,7 +71,7 @@ ABSL_FLAG(
 ABSL_FLAG(int, checkpoint_keep, 0,
           "Checkpoints to keep (0: the config's, else 1).");
 ABSL_FLAG(
-    int, metrics_port, -1,
+    int, metrics_port, reverb_tf::ServerOptions().metrics_port,
     "Serve Prometheus metrics at http://BIND:PORT/metrics (0: a free port, "
     "printed on stderr; -1: none). Same interface as the service (--bind).");
 ABSL_FLAG(bool, checkpoint_on_exit, false,
@@ -88,12 +88,14 @@ ABSL_FLAG(std::string, wal_dir, "",
           "restart replays the log after the newest checkpoint (needs "
           "--checkpoint_dir).");
 ABSL_FLAG(
-    std::string, wal_sync, "every_write",
+    std::string, wal_sync,
+    std::string(reverb_tf::WalSyncName(reverb_tf::WalOptions().sync)),
     "When the log is synced to disk: every_write (before each "
     "acknowledgement), "
     "every_n_ms (every --wal_sync_interval; a killed process loses nothing, a "
     "crashed machine up to that long) or none (the kernel decides).");
-ABSL_FLAG(absl::Duration, wal_sync_interval, absl::Milliseconds(10),
+ABSL_FLAG(absl::Duration, wal_sync_interval,
+          reverb_tf::WalOptions().interval,
           "How often --wal_sync=every_n_ms syncs.");
 ABSL_FLAG(std::string, memory_limit, "",
           "A memory budget for the data the server holds (chunk bytes plus a "
@@ -104,7 +106,7 @@ ABSL_FLAG(std::string, memory_limit, "",
           "at their "
           "timeout. Empty: no budget.");
 ABSL_FLAG(
-    absl::Duration, wal_retry_interval, absl::Seconds(5),
+    absl::Duration, wal_retry_interval, reverb_tf::WalOptions().retry_interval,
     "While the write-ahead log cannot be written (a full disk), how often the "
     "server tries the checkpoint that lets it accept writes again.");
 ABSL_FLAG(std::string, auth_tokens_file, "",

@@ -134,7 +134,9 @@ def test_a_malformed_unary_request_is_invalid_argument_naming_the_method(method,
     ):
         reverb.Client(f"localhost:{server.port}").insert(np.float32(1), {"t": 1.0})
         call = channel.unary_unary(
-            _SERVICE + method, request_serializer=_identity, response_deserializer=response.FromString
+            _SERVICE + method,
+            request_serializer=_identity,
+            response_deserializer=response.FromString,
         )
         with pytest.raises(grpc.RpcError) as error:
             call(_GARBAGE, timeout=10)

@@ -842,9 +842,9 @@ TEST(ServerTest, ATableIsHostedByOneRunningServerAtATime) {
         << refused;
   }
   // The refused start neither closed nor took the table.
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client,
-                       Client::Create(absl::StrCat("localhost:",
-                                                   first->port())));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Client> client,
+      Client::Create(absl::StrCat("localhost:", first->port())));
   ASSERT_OK_AND_ASSIGN(auto info, client->ServerInfo(kTimeout));
   EXPECT_EQ(info.size(), 1);
   EXPECT_EQ(table->CheckHostable(nullptr).code(),

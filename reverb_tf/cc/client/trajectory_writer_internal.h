@@ -24,9 +24,9 @@
 #include "reverb_tf/cc/client/client_stub.h"
 #include "reverb_tf/cc/client/trajectory_writer.h"
 #include "reverb_tf/cc/local_server.h"
-#include "reverb_tf/cc/wire/local_insert_stream.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/tensor_payload.h"
+#include "reverb_tf/cc/wire/local_insert_stream.h"
 
 namespace reverb_tf {
 

@@ -174,16 +174,15 @@ TEST_F(TrajectoryWriterTest, ItemAndFlushArgumentsAreCheckedFirst) {
                  "`priority` must not be nan.");
   expect_invalid(writer->CreateItem("big", 1.0, {}, kTimeout),
                  "trajectory must not be empty.");
-  expect_invalid(writer->CreateItem("big", 1.0,
-                                    {ItemColumn{0, {step}, true},
-                                     ItemColumn{0, {}, false}},
-                                    kTimeout),
-                 "trajectory must not be empty. (A column references no "
-                 "steps.)");
   expect_invalid(
-      writer->CreateItem("big", 1.0, {ItemColumn{0, {step, step}, true}},
-                         kTimeout),
-      "a squeezed column must reference exactly one step");
+      writer->CreateItem(
+          "big", 1.0, {ItemColumn{0, {step}, true}, ItemColumn{0, {}, false}},
+          kTimeout),
+      "trajectory must not be empty. (A column references no "
+      "steps.)");
+  expect_invalid(writer->CreateItem(
+                     "big", 1.0, {ItemColumn{0, {step, step}, true}}, kTimeout),
+                 "a squeezed column must reference exactly one step");
   expect_invalid(writer->Flush(-1, kTimeout),
                  "block_until_num_items must be >= 0, got -1");
   // Before the writer's own state: a closed writer still names the

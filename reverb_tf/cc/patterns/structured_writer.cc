@@ -124,9 +124,9 @@ absl::Status StructuredWriter::EndEpisode(bool clear_buffers,
   // The episode ends whatever happened above, as the engine's has, with the
   // step the caller left open (the engine applied its configs to it).
   absl::Status finished = writer_->FinishStep();
-  absl::Status ended =
-      finished.ok() ? writer_->EndEpisode(clear_buffers, timeout, cancel)
-                    : finished;
+  absl::Status ended = finished.ok()
+                           ? writer_->EndEpisode(clear_buffers, timeout, cancel)
+                           : finished;
   // Items that could not be created reference cells of the ended episode.
   if (!created.ok()) pending_.clear();
   RETURN_IF_ERROR(applied);

@@ -277,8 +277,8 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
       kMutatePriorities,
       new RawHandler(
           unary("MutatePriorities", &ReplayService::MutatePriorities), this));
-  MarkMethodStreamed(kReset,
-                     new RawHandler(unary("Reset", &ReplayService::Reset), this));
+  MarkMethodStreamed(
+      kReset, new RawHandler(unary("Reset", &ReplayService::Reset), this));
   MarkMethodStreamed(
       kServerInfo,
       new RawHandler(unary("ServerInfo", &ReplayService::ServerInfo), this));
@@ -707,10 +707,9 @@ class ReplayService::MutateStreamCall {
         // Not ok: the client half-closed the stream or went away.
         if (!ok) return grpc::Status::OK;
         proto::MutatePrioritiesRequest request;
-        if (absl::Status parsed =
-                ParseMessage(&message_, StreamMessage(++count_),
-                             &service_->metrics_,
-                             /*store=*/nullptr, &request);
+        if (absl::Status parsed = ParseMessage(
+                &message_, StreamMessage(++count_), &service_->metrics_,
+                /*store=*/nullptr, &request);
             !parsed.ok()) {
           return ToGrpcStatus(parsed);
         }

@@ -212,10 +212,9 @@ absl::Status ReplayServer::CheckStart(
     if (!names.insert(table->name()).second) duplicates.insert(table->name());
   }
   if (!duplicates.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Multiple items in tables have the same name: ",
-                     absl::StrJoin(duplicates, ", "),
-                     " (table names must be unique)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Multiple items in tables have the same name: ",
+        absl::StrJoin(duplicates, ", "), " (table names must be unique)"));
   }
   if (options.max_active_streams < 1 || options.max_stream_chunk_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

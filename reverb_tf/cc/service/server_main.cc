@@ -94,8 +94,7 @@ ABSL_FLAG(
     "acknowledgement), "
     "every_n_ms (every --wal_sync_interval; a killed process loses nothing, a "
     "crashed machine up to that long) or none (the kernel decides).");
-ABSL_FLAG(absl::Duration, wal_sync_interval,
-          reverb_tf::WalOptions().interval,
+ABSL_FLAG(absl::Duration, wal_sync_interval, reverb_tf::WalOptions().interval,
           "How often --wal_sync=every_n_ms syncs.");
 ABSL_FLAG(std::string, memory_limit, "",
           "A memory budget for the data the server holds (chunk bytes plus a "

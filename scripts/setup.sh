@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Sets up everything reverb_tf needs on a Debian 12 machine, idempotently:
-#   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/OpenSSL/protobuf/absl/zstd/gtest);
+#   1. Debian packages (Bazel 4.2.3 bootstrap, gRPC/OpenSSL/protobuf/absl/zstd/gtest;
+#      Debian 13 has the same Bazel, sid Bazel 7);
 #   2. a PIC static protobuf and a static libmicrohttpd without HTTPS, built
 #      from Debian's source (build_protobuf_pic.sh, build_microhttpd.sh);
 #   3. the venv .venv with the pinned packages of requirements.txt (with
@@ -87,6 +88,23 @@ build --repo_env=REVERB_TF_MICROHTTPD=${MICROHTTPD}
 build --disk_cache=${CACHE}/bazel-disk
 RC
 )"
+# .bazelrc points Bazel at the offline rules of Debian 12's and 13's
+# bazel-bootstrap 4.2.3. Debian sid's is Bazel 7, with its rules elsewhere;
+# it resolves our WORKSPACE offline only with Bzlmod off (Bzlmod would ask
+# the Bazel Central Registry for the modules Bazel's own tools depend on).
+# A later --override_repository of a name replaces .bazelrc's.
+if [[ ! -d /usr/src/bazel-bootstrap/mock_repos/rules_java && -d /usr/share/bazel/rules/java ]]; then
+  rc_local+="$(cat <<RC
+
+# Debian's Bazel 7 (sid): its rules, and the WORKSPACE without Bzlmod.
+common --noenable_bzlmod
+build --override_repository=rules_java=/usr/share/bazel/rules/java
+build --override_repository=platforms=/usr/share/bazel/tools/platforms
+build --override_repository=bazel_skylib=/usr/share/bazel/tools/skylib
+build --override_repository=rules_python=/usr/share/bazel/rules/python
+RC
+)"
+fi
 if [[ "$(cat "${ROOT}/.bazelrc.local" 2>/dev/null)" != "${rc_local}" ]]; then
   printf '%s\n' "${rc_local}" > "${ROOT}/.bazelrc.local"
 fi

@@ -8,7 +8,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['Client', 'ClientSecurity', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled', 'tf_update_priorities']
+__all__: list[str] = ['Client', 'ClientSecurity', 'RateLimiterOptions', 'Sampler', 'SelectorKind', 'SelectorOptions', 'Server', 'StructuredWriter', 'Table', 'TableInfo', 'TableOptions', 'TrajectoryWriter', 'default_client_security', 'in_process_enabled', 'inspect_checkpoint', 'set_default_client_security', 'set_in_process_enabled', 'set_log_sink', 'tf_update_priorities']
 class SelectorKind:
     """
     Members:
@@ -328,6 +328,10 @@ def set_default_client_security(arg0: ClientSecurity) -> None:
 def set_in_process_enabled(enabled: bool) -> None:
     """
     Clients of a server of this process reach its tables directly (default: on unless REVERB_TF_IN_PROCESS=0); off, every call goes over gRPC.
+    """
+def set_log_sink(sink: typing.Any) -> None:
+    """
+    Sends the core's log lines to sink(severity, line) (severity 0 info, 1 warning, 2 error) on a thread of the core's; None: to stderr.
     """
 def tf_update_priorities(server_address: str, table: str, keys: typing.Annotated[numpy.typing.ArrayLike, numpy.uint64], priorities: typing.Annotated[numpy.typing.ArrayLike, numpy.float64]) -> tuple[int, int, int, list[str], str]:
     """

@@ -7,11 +7,27 @@ fail or slow down because of it; only objects that talk to a server need it,
 and they fetch it through `core()` when they are created.
 """
 
+import atexit
 import importlib
 from types import ModuleType
 from typing import Optional
 
+from absl import logging
+
 _CORE: Optional[ModuleType] = None
+
+# The core's severities (platform/logging.h) as absl logging's functions.
+_LOG_FUNCTIONS = (logging.info, logging.warning, logging.error)
+
+
+def _log_core_line(severity: int, line: str) -> None:
+    """Writes one of the core's log lines to Python's logging (absl's).
+
+    Args:
+      severity: 0 info, 1 warning, 2 error.
+      line: The line, without a newline.
+    """
+    _LOG_FUNCTIONS[min(max(severity, 0), 2)]("reverb_tf: %s", line)
 
 
 def core() -> ModuleType:
@@ -34,4 +50,9 @@ def core() -> ModuleType:
                 f"({e}). Build it with `bash scripts/setup.sh` (the offline Bazel "
                 "build) before creating a Server, Client or writer."
             ) from e
+        # The core reports what no caller can be told (a damaged log, a
+        # skipped checkpoint) to this process's logging, once; before the
+        # interpreter goes, back to stderr (its thread must not outlive it).
+        _CORE.set_log_sink(_log_core_line)
+        atexit.register(_CORE.set_log_sink, None)
     return _CORE

@@ -497,20 +497,9 @@ class Server:
                     os.rmdir(checkpointer.path)
             raise
         self._stopped = False
-        damage = self._server.wal_replay["damage"]
-        if damage:
-            logging.warning(
-                "reverb_tf.Server: the write-ahead log was damaged (%s); it was "
-                "replayed up to the damage and checkpointed",
-                damage,
-            )
-        if self._server.skipped_checkpoints:
-            logging.warning(
-                "reverb_tf.Server: loaded the older checkpoint %s; skipped damaged ones: %s",
-                self._server.loaded_checkpoint,
-                "; ".join(self._server.skipped_checkpoints),
-            )
-        elif self._server.loaded_checkpoint:
+        # A damaged log or skipped checkpoints were reported by the core
+        # (through _native's log sink); the checkpoint loaded is not.
+        if self._server.loaded_checkpoint and not self._server.skipped_checkpoints:
             logging.info("reverb_tf.Server: loaded checkpoint %s", self._server.loaded_checkpoint)
 
     @property

@@ -5,6 +5,7 @@ Every test saves through a real server and restores into a new one; the
 binary tests include kill -9 in the middle of a checkpoint write.
 """
 
+import logging
 import os
 import pathlib
 import signal
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import reverb_tf as reverb
+from integration import wait_until
 from reverb_tf import errors
 
 DEADLINE_S = 30.0
@@ -387,7 +389,18 @@ def test_a_checkpoint_that_cannot_be_written_reports_a_permanent_error(tmp_path)
         server.stop()
 
 
-def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
+class _Lines(logging.Handler):
+    """Keeps the messages of the records it handles."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append((record.levelno, record.getMessage()))
+
+
+def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path, capfd):
     # Issue 14, defect 8: it used to fall back silently to the older one.
     root = str(tmp_path / "root")
     checkpointer = reverb.checkpointers.DefaultCheckpointer(root, keep=2)
@@ -402,7 +415,11 @@ def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
             [reverb.Table.queue("q", 5)],
             checkpointer=reverb.checkpointers.DefaultCheckpointer(root, keep=2),
         )
-    # Opted in: the older checkpoint is loaded, loudly.
+    # Opted in: the older checkpoint is loaded, loudly: the core's warning
+    # reaches Python's logging once (absl's logger), and stderr not directly.
+    lines = _Lines()
+    logging.getLogger("absl").addHandler(lines)
+    capfd.readouterr()
     with reverb.Server(
         [reverb.Table.queue("q", 5)],
         checkpointer=reverb.checkpointers.DefaultCheckpointer(
@@ -414,6 +431,16 @@ def test_a_newest_checkpoint_without_its_data_file_fails_loudly(tmp_path):
         assert server.skipped_checkpoints[0].startswith(newest + ": ")
         info = reverb.Client(f"localhost:{server.port}").server_info(timeout=10)
         assert info["q"].current_size == 0  # what the older checkpoint held
+    try:
+        older = server.loaded_checkpoint
+        wait_until(lambda: lines.lines, "the core's warning reaches Python's logging")
+        time.sleep(0.2)  # a second line, if one were sent, comes as soon
+        warned = [m for level, m in lines.lines if "loaded the older checkpoint" in m]
+        assert len(warned) == 1 and lines.lines[0][0] == logging.WARNING, lines.lines
+        assert older in warned[0] and newest in warned[0], warned
+        assert "reverb_tf: WARNING" not in capfd.readouterr().err
+    finally:
+        logging.getLogger("absl").removeHandler(lines)
 
 
 def test_binary_on_damaged_checkpoint_previous_loads_the_older_one(

@@ -23,6 +23,7 @@
 #include "reverb_tf/cc/checkpointing/chunk_codec.h"
 #include "reverb_tf/cc/checkpointing/record_file.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/checkpoint.pb.h"
 #include "reverb_tf/cc/wire/table_messages.h"
@@ -641,8 +642,9 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   for (size_t i = 0; listed.ok() && i + options_.keep < listed->size(); ++i) {
     fs::remove_all((*listed)[i], error);
     if (error) {
-      std::fprintf(stderr, "reverb_tf: cannot remove old checkpoint '%s': %s\n",
-                   (*listed)[i].c_str(), error.message().c_str());
+      Log(LogSeverity::kWarning,
+          absl::StrCat("cannot remove old checkpoint '", (*listed)[i],
+                       "': ", error.message()));
     }
   }
   stats.path = final_path.string();
@@ -668,12 +670,10 @@ absl::StatusOr<LoadedCheckpoint> Checkpointer::LoadLatest(
     if (status.ok()) {
       loaded.path = *it;
       if (!loaded.skipped.empty()) {
-        std::fprintf(stderr,
-                     "reverb_tf: WARNING: loaded the older checkpoint '%s' "
-                     "because %zu newer "
-                     "one(s) are damaged: %s\n",
-                     it->c_str(), loaded.skipped.size(),
-                     absl::StrJoin(loaded.skipped, "; ").c_str());
+        Log(LogSeverity::kWarning,
+            absl::StrCat("loaded the older checkpoint '", *it, "' because ",
+                         loaded.skipped.size(), " newer one(s) are damaged: ",
+                         absl::StrJoin(loaded.skipped, "; ")));
       }
       return loaded;
     }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
+#include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/python/bindings.h"
 #include "reverb_tf/cc/python/calls.h"
 #include "reverb_tf/cc/python/conversions.h"
@@ -160,6 +161,38 @@ void BindServer(py::module_& m) {
                                        : absl::DeadlineExceededError("waiting");
         });
       });
+}
+
+void BindLogging(py::module_& m) {
+  m.def(
+      "set_log_sink",
+      [](py::object sink) {
+        LogSink native;
+        if (!sink.is_none()) {
+          // The callable is released with the GIL held, on whichever thread
+          // drops the last copy of the sink.
+          std::shared_ptr<py::object> callable(new py::object(std::move(sink)),
+                                               [](py::object* object) {
+                                                 py::gil_scoped_acquire gil;
+                                                 delete object;
+                                               });
+          native = [callable](LogSeverity severity, absl::string_view line) {
+            py::gil_scoped_acquire gil;
+            try {
+              (*callable)(static_cast<int>(severity), std::string(line));
+            } catch (py::error_already_set& error) {
+              error.discard_as_unraisable("reverb_tf's log sink");
+            }
+          };
+        }
+        // SetLogSink waits for the delivery thread, which may be waiting for
+        // the GIL.
+        py::gil_scoped_release release;
+        SetLogSink(std::move(native));
+      },
+      py::arg("sink"),
+      "Sends the core's log lines to sink(severity, line) (severity 0 info, "
+      "1 warning, 2 error) on a thread of the core's; None: to stderr.");
 }
 
 }  // namespace reverb_tf::binding

@@ -15,6 +15,8 @@ void BindTables(pybind11::module_& m);
 void BindServer(pybind11::module_& m);
 void BindWriters(pybind11::module_& m);
 void BindClient(pybind11::module_& m);
+// set_log_sink: the core's log lines (platform/logging.h) to a callable.
+void BindLogging(pybind11::module_& m);
 
 }  // namespace reverb_tf::binding
 

@@ -24,4 +24,5 @@ PYBIND11_MODULE(_core, m) {
   binding::BindServer(m);
   binding::BindWriters(m);
   binding::BindClient(m);
+  binding::BindLogging(m);
 }

@@ -2,7 +2,6 @@
 #include "reverb_tf/cc/service/server.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <random>
 #include <set>
 #include <string>
@@ -18,6 +17,7 @@
 #include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/heap_release.h"
+#include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/process_memory.h"
@@ -383,12 +383,11 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
         table->SetJournal(server->wal_.get());
       server->service_->set_wal(server->wal_.get());
       if (!server->wal_replay_.damage.empty()) {
-        std::fprintf(stderr,
-                     "reverb_tf: WARNING: the write-ahead log '%s' is damaged: "
-                     "%s. Writing a "
-                     "checkpoint now, so that the log starts clean.\n",
-                     options.wal->dir.c_str(),
-                     server->wal_replay_.damage.c_str());
+        Log(LogSeverity::kWarning,
+            absl::StrCat("the write-ahead log '", options.wal->dir,
+                         "' is damaged: ", server->wal_replay_.damage,
+                         ". Writing a checkpoint now, so that the log starts "
+                         "clean."));
         if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint();
             !saved.ok()) {
           // The recovered items are served for reading; a change logged
@@ -400,12 +399,12 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
                                         "checkpoint that would set it right "
                                         "failed: ",
                                         saved.status().message())));
-          std::fprintf(
-              stderr,
-              "reverb_tf: WARNING: serving the recovered items for reading; "
-              "writes "
-              "are refused until a checkpoint succeeds (retried every %s).\n",
-              absl::FormatDuration(options.wal->retry_interval).c_str());
+          Log(LogSeverity::kWarning,
+              absl::StrCat("serving the recovered items for reading; writes "
+                           "are refused until a checkpoint succeeds (retried "
+                           "every ",
+                           absl::FormatDuration(options.wal->retry_interval),
+                           ")."));
         }
       }
     }
@@ -462,8 +461,7 @@ absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (stats.ok() && wal_ != nullptr) {
     if (absl::Status dropped = wal_->DropThrough(*position); !dropped.ok()) {
       // The next checkpoint retries; meanwhile the log only takes more room.
-      std::fprintf(stderr, "reverb_tf: %s\n",
-                   std::string(dropped.message()).c_str());
+      Log(LogSeverity::kWarning, dropped.message());
     }
   }
   NoteCheckpoint(stats);
@@ -493,10 +491,10 @@ absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
                                     "write-ahead log cannot begin a new file: ",
                                     resumed.message()));
     } else {
-      std::fprintf(stderr,
-                   "reverb_tf: checkpoint %s written; the write-ahead log is "
-                   "writable again and writes are accepted.\n",
-                   stats->path.c_str());
+      Log(LogSeverity::kInfo,
+          absl::StrCat("checkpoint ", stats->path,
+                       " written; the write-ahead log is writable again and "
+                       "writes are accepted."));
       absl::MutexLock lock(&mu_);
       ++wal_recoveries_;
     }
@@ -574,8 +572,8 @@ void ReplayServer::CheckpointPeriodically(absl::Duration interval,
       if (due) next_periodic = absl::Now() + interval;
       auto stats = Checkpoint();
       if (!stats.ok() && !failed_log) {
-        std::fprintf(stderr, "reverb_tf: periodic checkpoint failed: %s\n",
-                     stats.status().ToString().c_str());
+        Log(LogSeverity::kWarning, absl::StrCat("periodic checkpoint failed: ",
+                                                stats.status().ToString()));
       }
     }
     mu_.Lock();

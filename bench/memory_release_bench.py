@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Resident memory given back when data goes: 1 GiB of items, then a reset.
 
-A `reverb_tf_server` child process: its empty RSS, its RSS holding
+A server child process, the `reverb_tf_server` binary or (`--host
+python`) a Python process hosting `reverb_tf.Server`: its empty RSS, its RSS holding
 `--items` items of `--item_mib` MiB (random bytes, written by `--writers`
 TrajectoryWriters at once, so several allocator arenas are used), and its
 RSS each 0.5 s for `--wait` seconds after `Client.reset()`. The goal
@@ -9,12 +10,16 @@ RSS each 0.5 s for `--wait` seconds after `Client.reset()`. The goal
 empty server's RSS), the empty server measured both fresh and after the
 same writers stored a few tiny items (its threads and connections exist).
 
-    .venv/bin/python bench/memory_release_bench.py [--items 1000] [--item_mib 1]
+    .venv/bin/python bench/memory_release_bench.py [--items 1000] [--item_mib 1] \
+        [--host binary|python]
 """
 
 import argparse
 import gc
 import json
+import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -40,6 +45,28 @@ def _write(address: str, first: int, count: int, item_bytes: int) -> None:
     gc.collect()
 
 
+# A Python process hosting the server, as dm-reverb's users, Acme and
+# TF-Agents run it.
+_PYTHON_HOSTED = """
+import sys, time
+import reverb_tf as reverb
+table = reverb.Table("t", reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+                     int(sys.argv[1]), reverb.rate_limiters.MinSize(1))
+server = reverb.Server([table])
+print(f"serving on port {server.port}", flush=True)
+time.sleep(3600)
+"""
+
+
+def _start_python_hosted(max_size: int):
+    """Starts a Python process hosting the server; returns it and its port."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _PYTHON_HOSTED, str(max_size)], stdout=subprocess.PIPE, text=True
+    )
+    port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
+    return process, port
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=1000)
@@ -47,12 +74,16 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--wait", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--host", choices=("binary", "python"), default="binary")
     args = parser.parse_args()
     item_bytes = int(args.item_mib * (1 << 20))
 
-    server, port = start_server(
-        "port: 0 " + table_config("t", 10 * args.items), "--metrics_port=-1"
-    )
+    if args.host == "python":
+        server, port = _start_python_hosted(10 * args.items)
+    else:
+        server, port = start_server(
+            "port: 0 " + table_config("t", 10 * args.items), "--metrics_port=-1"
+        )
     address = f"localhost:{port}"
     try:
         client = reverb.Client(address)
@@ -102,6 +133,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
+                    "host": args.host,
                     "items": args.items,
                     "item_mib": args.item_mib,
                     "writers": args.writers,

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// MutateStream on the completion-queue API: the state machine of one
+// call and the thread that polls the queue (replay_service.h says why).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "grpcpp/support/async_stream.h"
+#include "reverb_tf/cc/platform/out_of_memory.h"
+#include "reverb_tf/cc/service/guarded_call.h"
+#include "reverb_tf/cc/service/replay_service.h"
+#include "reverb_tf/cc/service/service_messages.h"
+#include "reverb_tf/cc/wire/conversions.h"
+
+namespace reverb_tf {
+
+using service_internal::CallTimer;
+using service_internal::kMutateStreamMethod;
+using service_internal::ParseMessage;
+using service_internal::SerializeMessage;
+using service_internal::StreamMessage;
+using service_internal::StreamSlot;
+
+// One MutateStream, from gRPC handing it over to its end. Each event of the
+// queue moves it on by one step, and at most one operation of it is in
+// flight, so only the queue's thread touches it (EndMutateStreams' TryCancel
+// of its context is gRPC's to make safe).
+class ReplayService::MutateStreamCall {
+ public:
+  explicit MutateStreamCall(ReplayService* service) : service_(service) {}
+  MutateStreamCall(const MutateStreamCall&) = delete;
+  MutateStreamCall& operator=(const MutateStreamCall&) = delete;
+  ~MutateStreamCall() {
+    if (!registered_) return;
+    absl::MutexLock lock(&service_->mutate_streams_mu_);
+    service_->mutate_streams_.erase(&context_);
+  }
+
+  // Puts this call on the queue to receive the next MutateStream.
+  void Await() {
+    service_->RequestAsyncBidiStreaming(kMutateStreamMethod, &context_,
+                                        &stream_, service_->mutate_queue_.get(),
+                                        service_->mutate_queue_.get(), this);
+  }
+
+  // The outcome of the operation in flight; deletes the call at its end.
+  void Proceed(bool ok) {
+    std::optional<grpc::Status> end;
+    // An allocation failure ends the call as it ends a sync handler's.
+    if (grpc::Status failed = GuardedCall("MutateStream",
+                                          [&] {
+                                            end = Advance(ok);
+                                            return grpc::Status::OK;
+                                          });
+        !failed.ok()) {
+      end = std::move(failed);
+    }
+    if (!end.has_value()) return;
+    if (step_ == Step::kFinishing) {
+      delete this;
+      return;
+    }
+    step_ = Step::kFinishing;
+    stream_.Finish(*end, this);
+  }
+
+ private:
+  enum class Step { kAccepting, kReading, kWriting, kFinishing };
+
+  // Starts the next operation and returns nothing, or returns the status to
+  // end the call with instead.
+  std::optional<grpc::Status> Advance(bool ok) {
+    switch (step_) {
+      case Step::kAccepting: {
+        // Not ok: the queue is shutting down, and no call came.
+        if (!ok) {
+          step_ = Step::kFinishing;
+          return grpc::Status::OK;
+        }
+        service_->AwaitMutateStream();
+        grpc::Status admitted = Admit();
+        if (!admitted.ok()) return admitted;
+        return Read();
+      }
+      case Step::kReading: {
+        // Not ok: the client half-closed the stream or went away.
+        if (!ok) return grpc::Status::OK;
+        proto::MutatePrioritiesRequest request;
+        if (absl::Status parsed = ParseMessage(
+                &message_, StreamMessage(++count_), &service_->metrics_,
+                /*store=*/nullptr, &request);
+            !parsed.ok()) {
+          return ToGrpcStatus(parsed);
+        }
+        proto::MutatePrioritiesResponse response;
+        {
+          CallTimer timer(
+              &service_->metrics_.latency[ServiceMetrics::kMutatePriorities]);
+          absl::Status status = service_->CheckAccepting();
+          if (status.ok()) {
+            status = CatchOutOfMemory(
+                "applying priority updates and deletes",
+                [&] { return service_->Mutate(request, &response); });
+          }
+          if (!status.ok()) {
+            response.Clear();
+            response.set_error_code(static_cast<int32_t>(status.code()));
+            response.set_error_message(std::string(status.message()));
+          }
+        }
+        message_.Clear();
+        if (!SerializeMessage(response, &service_->metrics_, &message_)) {
+          return grpc::Status(grpc::StatusCode::INTERNAL,
+                              "a MutateStream answer did not serialize");
+        }
+        step_ = Step::kWriting;
+        stream_.Write(message_, this);
+        return std::nullopt;
+      }
+      case Step::kWriting:
+        // Not ok: the client is gone.
+        if (!ok) return grpc::Status::OK;
+        return Read();
+      case Step::kFinishing:
+        return grpc::Status::OK;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Admit() {
+    if (grpc::Status admitted =
+            service_->Admit(&context_, Role::kWriter, "MutateStream");
+        !admitted.ok()) {
+      return admitted;
+    }
+    slot_.emplace(&service_->active_streams_,
+                  service_->limits_.max_active_streams);
+    if (!slot_->ok()) return service_->TooManyStreams();
+    absl::MutexLock lock(&service_->mutate_streams_mu_);
+    if (service_->mutate_streams_ended_) {
+      return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
+    }
+    service_->mutate_streams_.insert(&context_);
+    registered_ = true;
+    return grpc::Status::OK;
+  }
+
+  std::optional<grpc::Status> Read() {
+    step_ = Step::kReading;
+    stream_.Read(&message_, this);
+    return std::nullopt;
+  }
+
+  ReplayService* const service_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_{
+      &context_};
+  Step step_ = Step::kAccepting;
+  // The message read, then the answer written.
+  grpc::ByteBuffer message_;
+  int64_t count_ = 0;
+  std::optional<StreamSlot> slot_;
+  bool registered_ = false;
+};
+
+void ReplayService::StartMutateStreams(
+    std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+  mutate_queue_ = std::move(queue);
+  AwaitMutateStream();
+  mutate_thread_ = std::thread([this] { ServeMutateStreams(); });
+}
+
+void ReplayService::AwaitMutateStream() {
+  {
+    absl::MutexLock lock(&mutate_streams_mu_);
+    if (mutate_streams_ended_) return;
+  }
+  (new MutateStreamCall(this))->Await();
+}
+
+void ReplayService::ServeMutateStreams() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (mutate_queue_->Next(&tag, &ok)) {
+    static_cast<MutateStreamCall*>(tag)->Proceed(ok);
+  }
+}
+
+void ReplayService::StopMutateStreams() {
+  if (mutate_queue_ == nullptr) return;
+  mutate_queue_->Shutdown();
+  mutate_thread_.join();
+  mutate_queue_.reset();
+}
+
+void ReplayService::DiscardQueue(
+    std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+  queue->Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->Next(&tag, &ok)) {
+  }
+}
+
+void ReplayService::EndMutateStreams() {
+  absl::MutexLock lock(&mutate_streams_mu_);
+  mutate_streams_ended_ = true;
+  // A handler leaves the set under this lock: each context is alive here.
+  for (grpc::ServerContext* context : mutate_streams_) context->TryCancel();
+}
+
+}  // namespace reverb_tf

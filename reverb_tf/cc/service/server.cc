@@ -23,10 +23,10 @@
 #include "reverb_tf/cc/platform/process_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/service/health_service.h"
+#include "reverb_tf/cc/service/local_adapter.h"
 #include "reverb_tf/cc/service/metrics.h"
 #include "reverb_tf/cc/service/metrics_http.h"
 #include "reverb_tf/cc/service/replay_service.h"
-#include "reverb_tf/cc/wire/local_insert_stream.h"
 
 namespace reverb_tf {
 
@@ -51,137 +51,6 @@ std::vector<std::string> ListeningHosts(const std::string& host) {
 }
 
 }  // namespace
-
-// What in-process clients reach (local_server.h): the server's tables,
-// its log, its checkpoints and its insert streams (local_insert_stream.h),
-// until the server starts stopping.
-class ReplayServer::Local final
-    : public LocalInsertServer,
-      public std::enable_shared_from_this<ReplayServer::Local> {
- public:
-  Local(ReplayServer* server, int64_t max_message_bytes)
-      : server_(server), max_message_bytes_(max_message_bytes) {}
-
-  // Ends access: calls from now on fail as RPCs to a stopped server would.
-  // Insert streams' calls already running go on until AwaitIdle().
-  void Detach() {
-    absl::MutexLock lock(&mu_);
-    server_ = nullptr;
-  }
-
-  // Waits until no insert stream call is running. Call after Detach() and
-  // after closing the tables, which wakes the calls blocked on them.
-  void AwaitIdle() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](int* active) { return *active == 0; }, &active_writes_));
-  }
-
-  absl::StatusOr<std::unique_ptr<LocalInsertStream>> OpenInsertStream()
-      override {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServing());
-    return std::unique_ptr<LocalInsertStream>(
-        new InsertStream(shared_from_this(), server_->service_.get()));
-  }
-
-  absl::StatusOr<std::shared_ptr<Table>> FindTable(
-      const std::string& name) override {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServing());
-    return server_->FindTable(name);
-  }
-
-  absl::StatusOr<std::vector<TableInfo>> TableInfos() override {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServing());
-    return server_->service_->TableInfos();
-  }
-
-  absl::Status Commit() override {
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServing());
-    return server_->wal_ != nullptr ? server_->wal_->Commit()
-                                    : absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> Checkpoint() override {
-    // Under mu_: Stop() (Detach) waits for it, as for a Checkpoint RPC.
-    absl::MutexLock lock(&mu_);
-    RETURN_IF_ERROR(CheckServing());
-    ASSIGN_OR_RETURN(CheckpointStats stats, server_->Checkpoint());
-    return stats.path;
-  }
-
- private:
-  absl::Status CheckServing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (server_ != nullptr) return absl::OkStatus();
-    return absl::UnavailableError(
-        "the replay server of this process has stopped");
-  }
-
-  // The InsertStream RPC's work (ReplayService::InsertSession) without gRPC.
-  // The session points into the service, so every call first checks, under
-  // mu_, that the server has not stopped, and counts itself while it runs:
-  // Stop() waits for the count to drop (AwaitIdle) before the service may
-  // go. Chunks the session still holds may outlive the service (chunks
-  // keep their store's accounting alive).
-  class InsertStream final : public LocalInsertStream {
-   public:
-    InsertStream(std::shared_ptr<Local> local, ReplayService* service)
-        : local_(std::move(local)), session_(service, &cancel_) {}
-
-    absl::Status Write(
-        proto::InsertRequest& request,
-        absl::FunctionRef<void(const proto::InsertResponse&)> ack) override {
-      if (!error_.ok()) return error_;
-      // The limit gRPC enforces on a received message, so that a writer
-      // meets the same server whichever way it reaches it.
-      const int64_t limit = local_->max_message_bytes_;
-      if (const size_t bytes = request.ByteSizeLong();
-          bytes > static_cast<size_t>(limit)) {
-        error_ = absl::ResourceExhaustedError(
-            absl::StrCat("an insert message of ", bytes,
-                         " bytes is larger than the server's ",
-                         "max_message_bytes (", limit, ")"));
-        return error_;
-      }
-      {
-        absl::MutexLock lock(&local_->mu_);
-        error_ = local_->CheckServing();
-        if (!error_.ok()) return error_;
-        ++local_->active_writes_;
-      }
-      absl::StatusOr<bool> processed =
-          CatchOutOfMemory("inserting from an in-process writer", [&] {
-            return session_.Process(
-                request, [&ack](const proto::InsertResponse& response) {
-                  ack(response);
-                  return true;
-                });
-          });
-      {
-        absl::MutexLock lock(&local_->mu_);
-        --local_->active_writes_;
-      }
-      if (!processed.ok()) error_ = processed.status();
-      return error_;
-    }
-
-    void Cancel() override { cancel_.Cancel(); }
-
-   private:
-    const std::shared_ptr<Local> local_;
-    Cancellation cancel_;
-    ReplayService::InsertSession session_;
-    absl::Status error_;
-  };
-
-  absl::Mutex mu_;
-  ReplayServer* server_ ABSL_GUARDED_BY(mu_);
-  const int64_t max_message_bytes_;
-  int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 absl::Status ReplayServer::CheckStart(
     const std::vector<std::shared_ptr<Table>>& tables,
@@ -447,74 +316,6 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   return server;
 }
 
-absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
-  if (checkpointer_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "this server was started without a checkpointer");
-  }
-  absl::MutexLock checkpointing(&checkpoint_mu_);
-  if (wal_ != nullptr && !wal_->Writable().ok()) return RecoverLog();
-  // Every logged change up to `position` is in the snapshots Save() takes.
-  absl::StatusOr<uint64_t> position = wal_ != nullptr ? wal_->Rotate() : 0;
-  absl::StatusOr<CheckpointStats> stats =
-      position.ok() ? SaveCheckpoint(*position) : position.status();
-  if (stats.ok() && wal_ != nullptr) {
-    if (absl::Status dropped = wal_->DropThrough(*position); !dropped.ok()) {
-      // The next checkpoint retries; meanwhile the log only takes more room.
-      Log(LogSeverity::kWarning, dropped.message());
-    }
-  }
-  NoteCheckpoint(stats);
-  return stats;
-}
-
-absl::StatusOr<CheckpointStats> ReplayServer::SaveCheckpoint(
-    uint64_t wal_position) {
-  // Also on the periodic thread, where an escaping exception would end the
-  // process.
-  return CatchOutOfMemory("writing a checkpoint", [&] {
-    return checkpointer_->Save(tables_, wal_position);
-  });
-}
-
-absl::StatusOr<CheckpointStats> ReplayServer::RecoverLog() {
-  // Nothing is logged while the log has failed, and the tables refuse
-  // changes: the snapshots hold every entry up to `position`.
-  const uint64_t position = wal_->last_position();
-  absl::StatusOr<CheckpointStats> stats = SaveCheckpoint(position);
-  if (stats.ok()) {
-    if (absl::Status resumed = wal_->Resume(position); !resumed.ok()) {
-      stats =
-          absl::Status(resumed.code(),
-                       absl::StrCat("the checkpoint ", stats->path,
-                                    " was written but the "
-                                    "write-ahead log cannot begin a new file: ",
-                                    resumed.message()));
-    } else {
-      Log(LogSeverity::kInfo,
-          absl::StrCat("checkpoint ", stats->path,
-                       " written; the write-ahead log is writable again and "
-                       "writes are accepted."));
-      absl::MutexLock lock(&mu_);
-      ++wal_recoveries_;
-    }
-  }
-  NoteCheckpoint(stats);
-  return stats;
-}
-
-void ReplayServer::NoteCheckpoint(
-    const absl::StatusOr<CheckpointStats>& stats) {
-  absl::MutexLock lock(&mu_);
-  if (stats.ok()) {
-    ++checkpoints_;
-    last_checkpoint_ = *stats;
-    last_checkpoint_time_ = absl::Now();
-  } else {
-    ++failed_checkpoints_;
-  }
-}
-
 int ReplayServer::metrics_port() const {
   return metrics_http_ != nullptr ? metrics_http_->port() : -1;
 }
@@ -551,33 +352,6 @@ std::string ReplayServer::MetricsText() const {
     snapshot.resident_bytes = memory->resident_bytes;
   }
   return RenderMetricsPage(snapshot);
-}
-
-void ReplayServer::CheckpointPeriodically(absl::Duration interval,
-                                          absl::Duration retry) {
-  const bool periodic = interval > absl::ZeroDuration();
-  absl::Time next_periodic =
-      periodic ? absl::Now() + interval : absl::InfiniteFuture();
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    // A failed log is checked every `retry` (a cheap call), however long
-    // the periodic interval.
-    const absl::Duration wait = std::min(
-        std::max(next_periodic - absl::Now(), absl::ZeroDuration()), retry);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopped_), wait)) return;
-    mu_.Unlock();
-    const bool failed_log = wal_ != nullptr && !wal_->Writable().ok();
-    const bool due = absl::Now() >= next_periodic;
-    if (failed_log || due) {
-      if (due) next_periodic = absl::Now() + interval;
-      auto stats = Checkpoint();
-      if (!stats.ok() && !failed_log) {
-        Log(LogSeverity::kWarning, absl::StrCat("periodic checkpoint failed: ",
-                                                stats.status().ToString()));
-      }
-    }
-    mu_.Lock();
-  }
 }
 
 absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::StartFromOptions(

@@ -17,7 +17,6 @@
 #include "reverb_tf/cc/local_server.h"
 #include "reverb_tf/cc/platform/fork_guard.h"
 #include "reverb_tf/cc/platform/heap_release.h"
-#include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/platform/loopback.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/process_memory.h"
@@ -122,198 +121,172 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   RETURN_IF_ERROR(CheckStart(tables, options));
   DisableMutexDeadlockDetection();
   std::unique_ptr<ReplayServer> server(new ReplayServer());
+  // From here on, a failure's return destroys `server`, whose Stop() undoes
+  // what the steps before it did.
+  RETURN_IF_ERROR(server->HostTables(tables));
+  server->BuildService(std::move(tables), options);
+  RETURN_IF_ERROR(server->Bind(options));
+  // What a server that finds a table hosted here names.
+  for (const auto& table : server->tables_)
+    table->SetHostPort(server.get(), server->port_);
+  // The whole server ("") and the replay service by name.
+  const bool loading = server->checkpointer_ != nullptr;
+  server->health_->SetServingStatus("", !loading);
+  server->health_->SetServingStatus(kHealthServiceName, !loading);
+  if (loading) RETURN_IF_ERROR(server->LoadCheckpointAndLog(options));
+  RETURN_IF_ERROR(server->StartBackgroundThreads(options));
+  server->RegisterInProcess(options);
+  return server;
+}
+
+absl::Status ReplayServer::HostTables(
+    const std::vector<std::shared_ptr<Table>>& tables) {
   // Each table for this server alone, before anything changes it; Stop()
-  // (also when Start fails below) gives them back.
+  // (also when Start fails later) gives them back.
   for (size_t i = 0; i < tables.size(); ++i) {
-    if (absl::Status hosted = tables[i]->Host(server.get()); !hosted.ok()) {
-      for (size_t j = 0; j < i; ++j) tables[j]->Unhost(server.get());
+    if (absl::Status hosted = tables[i]->Host(this); !hosted.ok()) {
+      for (size_t j = 0; j < i; ++j) tables[j]->Unhost(this);
       return hosted;
     }
   }
   // Tables hosted before (and closed when that server stopped) serve again.
   for (const auto& table : tables) table->Open();
-  server->tables_ = tables;
-  server->checkpointer_ = options.checkpointer;
+  tables_ = tables;
+  return absl::OkStatus();
+}
+
+void ReplayServer::BuildService(std::vector<std::shared_ptr<Table>> tables,
+                                const ServerOptions& options) {
+  checkpointer_ = options.checkpointer;
   // Half the message budget for chunk bytes leaves room for the framing.
   ReplayService::Limits limits;
   limits.max_response_bytes = options.max_message_bytes / 2;
   limits.max_stream_chunk_bytes = options.max_stream_chunk_bytes;
   limits.max_active_streams = options.max_active_streams;
   limits.auth = options.auth;
-  server->service_ = std::make_unique<ReplayService>(std::move(tables), limits);
+  service_ = std::make_unique<ReplayService>(std::move(tables), limits);
   // Writers' chunk bytes go into buffers of chunks that died, whichever
   // thread freed them (chunk_store.h); within a budget, an eighth of it.
-  server->service_->mutable_chunk_store()->RecycleBuffers(
+  service_->mutable_chunk_store()->RecycleBuffers(
       options.memory_limit > 0
           ? std::min(kMaxRecycledChunkBytes, options.memory_limit / 8)
           : kMaxRecycledChunkBytes);
   if (options.memory_limit > 0) {
-    server->budget_ = std::make_unique<MemoryBudget>(
-        options.memory_limit, &server->service_->chunk_store(),
-        [raw = server.get()] {
+    budget_ = std::make_unique<MemoryBudget>(
+        options.memory_limit, &service_->chunk_store(), [this] {
           int64_t items = 0;
-          for (const auto& table : raw->tables_)
-            items += table->approximate_size();
+          for (const auto& table : tables_) items += table->approximate_size();
           return items;
         });
-    for (const auto& table : server->tables_)
-      table->SetMemoryBudget(server->budget_.get());
-    server->service_->set_memory_budget(server->budget_.get());
+    for (const auto& table : tables_) table->SetMemoryBudget(budget_.get());
+    service_->set_memory_budget(budget_.get());
   }
   // A checkpoint loads with the port already open: health says NOT_SERVING
   // and the replay methods UNAVAILABLE until it is in (probes can tell a
   // server that is loading from one that is gone).
-  const bool loading = server->checkpointer_ != nullptr;
-  server->service_->set_accepting(!loading);
-  ReplayServer* raw = server.get();
-  server->service_->set_checkpoint_fn([raw]() -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(CheckpointStats stats, raw->Checkpoint());
+  service_->set_accepting(checkpointer_ == nullptr);
+  service_->set_checkpoint_fn([this]() -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(CheckpointStats stats, Checkpoint());
     return stats.path;
   });
+}
 
+absl::Status ReplayServer::Bind(const ServerOptions& options) {
   // The standard health service (grpc.health.v1: grpc_health_probe,
   // Kubernetes probes) is ours (health_service.h says why not gRPC's), and
   // server reflection (grpcurl). Both settings are process-wide and apply to
   // servers built from here on.
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  server->health_ = std::make_unique<HealthService>();
+  health_ = std::make_unique<HealthService>();
   const std::vector<std::string> hosts = ListeningHosts(options.host);
   // Port 0 on several addresses: one port free on all of them, tried again
   // if another process takes it on one address before gRPC binds it.
   const int attempts = options.port == 0 && hosts.size() > 1 ? 4 : 1;
-  for (int attempt = 0; attempt < attempts && server->server_ == nullptr;
-       ++attempt) {
+  for (int attempt = 0; attempt < attempts && server_ == nullptr; ++attempt) {
     const int port = attempts > 1 ? PortFreeOnBothLoopbacks() : options.port;
-    grpc::ServerBuilder builder;
-    std::vector<int> bound(hosts.size(), 0);
-    for (size_t i = 0; i < hosts.size(); ++i) {
-      builder.AddListeningPort(absl::StrCat(hosts[i], ":", port),
-                               MakeServerCredentials(options.tls), &bound[i]);
-    }
-    // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
-    // same user can bind the same port, or be handed it for port 0, and the
-    // kernel then splits connections between the two; clients met "Method
-    // not found" from another process's server. A port is one server's.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.SetMaxReceiveMessageSize(
-        static_cast<int>(options.max_message_bytes));
-    builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-    builder.RegisterService(server->service_.get());
-    builder.RegisterService(server->health_.get());
-    // MutateStreams' queue (replay_service.h says why they are served there).
-    std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue =
-        builder.AddCompletionQueue();
-    server->server_ = builder.BuildAndStart();
-    if (server->server_ != nullptr &&
-        std::all_of(bound.begin(), bound.end(),
-                    [&](int p) { return p == bound[0] && p != 0; })) {
-      server->port_ = bound[0];
-      server->service_->StartMutateStreams(std::move(mutate_queue));
-    } else {
-      if (server->server_ != nullptr) {
-        server->server_->Shutdown();
-        server->server_.reset();
-      }
-      ReplayService::DiscardQueue(std::move(mutate_queue));
-    }
+    TryBind(hosts, port, options);
   }
-  if (server->server_ == nullptr) {
+  if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "could not start a gRPC server on ", absl::StrJoin(hosts, " and "), ":",
         options.port,
         hosts.size() > 1 ? " (the port must be free on each)" : ""));
   }
-  // What a server that finds a table hosted here names.
-  for (const auto& table : server->tables_)
-    table->SetHostPort(raw, server->port_);
-  // The whole server ("") and the replay service by name.
-  server->health_->SetServingStatus("", !loading);
-  server->health_->SetServingStatus(kHealthServiceName, !loading);
-  if (loading) {
-    absl::StatusOr<LoadedCheckpoint> loaded = server->checkpointer_->LoadLatest(
-        server->tables_, server->service_->mutable_chunk_store());
-    if (!loaded.ok()) {
-      server->Stop();
-      return loaded.status();
-    }
-    server->loaded_checkpoint_ = *std::move(loaded);
-    if (options.wal.has_value()) {
-      auto wal = WriteAheadLog::Open(*options.wal,
-                                     server->loaded_checkpoint_.wal_position,
-                                     server->tables_, &server->wal_replay_,
-                                     server->service_->mutable_chunk_store());
-      if (!wal.ok()) {
-        server->Stop();
-        return wal.status();
-      }
-      server->wal_ = *std::move(wal);
-      for (const auto& table : server->tables_)
-        table->SetJournal(server->wal_.get());
-      server->service_->set_wal(server->wal_.get());
-      if (!server->wal_replay_.damage.empty()) {
-        Log(LogSeverity::kWarning,
-            absl::StrCat("the write-ahead log '", options.wal->dir,
-                         "' is damaged: ", server->wal_replay_.damage,
-                         ". Writing a checkpoint now, so that the log starts "
-                         "clean."));
-        if (absl::StatusOr<CheckpointStats> saved = server->Checkpoint();
-            !saved.ok()) {
-          // The recovered items are served for reading; a change logged
-          // after the damage would be set aside by the next replay, so none
-          // is accepted until a checkpoint starts the log afresh.
-          server->wal_->Fail(
-              absl::Status(saved.status().code(),
-                           absl::StrCat("the log was damaged and the "
-                                        "checkpoint that would set it right "
-                                        "failed: ",
-                                        saved.status().message())));
-          Log(LogSeverity::kWarning,
-              absl::StrCat("serving the recovered items for reading; writes "
-                           "are refused until a checkpoint succeeds (retried "
-                           "every ",
-                           absl::FormatDuration(options.wal->retry_interval),
-                           ")."));
-        }
-      }
-    }
-    server->service_->set_accepting(true);
-    server->health_->SetAllServingStatus(true);
+  return absl::OkStatus();
+}
+
+void ReplayServer::TryBind(const std::vector<std::string>& hosts, int port,
+                           const ServerOptions& options) {
+  grpc::ServerBuilder builder;
+  std::vector<int> bound(hosts.size(), 0);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    builder.AddListeningPort(absl::StrCat(hosts[i], ":", port),
+                             MakeServerCredentials(options.tls), &bound[i]);
   }
+  // No SO_REUSEPORT (gRPC's default is on): with it a second server of the
+  // same user can bind the same port, or be handed it for port 0, and the
+  // kernel then splits connections between the two; clients met "Method
+  // not found" from another process's server. A port is one server's.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(service_.get());
+  builder.RegisterService(health_.get());
+  // MutateStreams' queue (replay_service.h says why they are served there).
+  std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue =
+      builder.AddCompletionQueue();
+  server_ = builder.BuildAndStart();
+  if (server_ != nullptr && std::all_of(bound.begin(), bound.end(), [&](int p) {
+        return p == bound[0] && p != 0;
+      })) {
+    port_ = bound[0];
+    service_->StartMutateStreams(std::move(mutate_queue));
+  } else {
+    if (server_ != nullptr) {
+      server_->Shutdown();
+      server_.reset();
+    }
+    ReplayService::DiscardQueue(std::move(mutate_queue));
+  }
+}
+
+absl::Status ReplayServer::StartBackgroundThreads(
+    const ServerOptions& options) {
   if (options.metrics_port >= 0) {
-    ASSIGN_OR_RETURN(
-        server->metrics_http_,
-        MetricsHttpServer::Start(options.host, options.metrics_port,
-                                 [raw] { return raw->MetricsText(); }));
+    ASSIGN_OR_RETURN(metrics_http_, MetricsHttpServer::Start(
+                                        options.host, options.metrics_port,
+                                        [this] { return MetricsText(); }));
   }
-  if (server->checkpointer_ != nullptr &&
-      (options.checkpoint_interval > absl::ZeroDuration() ||
-       server->wal_ != nullptr)) {
+  if (checkpointer_ != nullptr &&
+      (options.checkpoint_interval > absl::ZeroDuration() || wal_ != nullptr)) {
     const absl::Duration interval = options.checkpoint_interval;
     const absl::Duration retry = options.wal.has_value()
                                      ? options.wal->retry_interval
                                      : absl::InfiniteDuration();
-    server->checkpoint_thread_ = std::thread([raw, interval, retry] {
-      raw->CheckpointPeriodically(interval, retry);
-    });
+    checkpoint_thread_ = std::thread(
+        [this, interval, retry] { CheckpointPeriodically(interval, retry); });
   }
   // Memory the tables let go of goes back to the kernel (heap_release.h).
   // The buffers a reset leaves for recycling are held too: when the store
   // frees them unused, a second or two later, that drop trims again.
-  server->heap_releaser_ = std::make_unique<HeapReleaser>(
-      [raw] {
-        return raw->num_live_chunk_bytes() +
-               raw->service_->chunk_store().num_recycled_bytes();
+  heap_releaser_ = std::make_unique<HeapReleaser>(
+      [this] {
+        return num_live_chunk_bytes() +
+               service_->chunk_store().num_recycled_bytes();
       },
       absl::Milliseconds(500), options.trim_idle_heap);
+  return absl::OkStatus();
+}
+
+void ReplayServer::RegisterInProcess(const ServerOptions& options) {
   // Clients in this process reach the tables directly, unless the server is
   // secured: tokens and certificates ride on the RPC, and a client that
   // could not connect over the wire must not get in through the back door.
   if (options.auth == nullptr && !options.tls.enabled()) {
-    server->local_ = std::make_shared<Local>(raw, options.max_message_bytes);
-    RegisterLocalServer(server->port_, options.host, server->local_);
+    local_ = std::make_shared<Local>(this, options.max_message_bytes);
+    RegisterLocalServer(port_, options.host, local_);
   }
-  return server;
 }
 
 int ReplayServer::metrics_port() const {

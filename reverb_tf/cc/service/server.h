@@ -180,6 +180,32 @@ class REVERB_TF_EXPORT ReplayServer {
 
  private:
   ReplayServer() = default;
+  // Start()'s steps, in its order. A step that fails returns its status,
+  // and Start() destroys the server, whose Stop() undoes the steps before.
+  // Takes each table for this server alone (Table::Host) and reopens it.
+  absl::Status HostTables(const std::vector<std::shared_ptr<Table>>& tables);
+  // The replay service with its limits and the memory budget; it refuses
+  // calls while a checkpointer's load is due.
+  void BuildService(std::vector<std::shared_ptr<Table>> tables,
+                    const ServerOptions& options);
+  // Health, reflection and the gRPC server on options' host and port,
+  // retried with another free port for port 0 on both loopbacks.
+  absl::Status Bind(const ServerOptions& options);
+  // One attempt of Bind() on `port`: server_ and port_ set if every host
+  // bound it, null otherwise.
+  void TryBind(const std::vector<std::string>& hosts, int port,
+               const ServerOptions& options);
+  // Loads the latest checkpoint, replays the write-ahead log after it, and
+  // opens the service and health once in.
+  absl::Status LoadCheckpointAndLog(const ServerOptions& options);
+  // For a log replayed up to damage: warns and checkpoints, so that the log
+  // starts clean, or fails the log for writes if that checkpoint fails.
+  void RecoverDamagedLog(const WalOptions& wal_options);
+  // The metrics endpoint, the checkpoint thread and the heap releaser.
+  absl::Status StartBackgroundThreads(const ServerOptions& options);
+  // Lets clients of this process reach the server without gRPC, unless it
+  // is secured.
+  void RegisterInProcess(const ServerOptions& options);
   // Checkpoints every `interval` (0: never) and, while the log cannot be
   // written, every `retry` until it can, until Stop().
   void CheckpointPeriodically(absl::Duration interval, absl::Duration retry);

@@ -1,15 +1,68 @@
 // SPDX-License-Identifier: Apache-2.0
-// ReplayServer's checkpoints: the Checkpoint call, the periodic thread's
+// ReplayServer's checkpoints: the load at start with the log's replay and
+// the recovery of a damaged log, the Checkpoint call, the periodic thread's
 // cadence, and the recovery of a write-ahead log that has failed.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/platform/out_of_memory.h"
+#include "reverb_tf/cc/service/health_service.h"
+#include "reverb_tf/cc/service/replay_service.h"
 #include "reverb_tf/cc/service/server.h"
 
 namespace reverb_tf {
+
+absl::Status ReplayServer::LoadCheckpointAndLog(const ServerOptions& options) {
+  absl::StatusOr<LoadedCheckpoint> loaded =
+      checkpointer_->LoadLatest(tables_, service_->mutable_chunk_store());
+  if (!loaded.ok()) {
+    Stop();
+    return loaded.status();
+  }
+  loaded_checkpoint_ = *std::move(loaded);
+  if (options.wal.has_value()) {
+    auto wal = WriteAheadLog::Open(
+        *options.wal, loaded_checkpoint_.wal_position, tables_, &wal_replay_,
+        service_->mutable_chunk_store());
+    if (!wal.ok()) {
+      Stop();
+      return wal.status();
+    }
+    wal_ = *std::move(wal);
+    for (const auto& table : tables_) table->SetJournal(wal_.get());
+    service_->set_wal(wal_.get());
+    if (!wal_replay_.damage.empty()) RecoverDamagedLog(*options.wal);
+  }
+  service_->set_accepting(true);
+  health_->SetAllServingStatus(true);
+  return absl::OkStatus();
+}
+
+void ReplayServer::RecoverDamagedLog(const WalOptions& wal_options) {
+  Log(LogSeverity::kWarning,
+      absl::StrCat("the write-ahead log '", wal_options.dir,
+                   "' is damaged: ", wal_replay_.damage,
+                   ". Writing a checkpoint now, so that the log starts "
+                   "clean."));
+  if (absl::StatusOr<CheckpointStats> saved = Checkpoint(); !saved.ok()) {
+    // The recovered items are served for reading; a change logged after
+    // the damage would be set aside by the next replay, so none is accepted
+    // until a checkpoint starts the log afresh.
+    wal_->Fail(absl::Status(saved.status().code(),
+                            absl::StrCat("the log was damaged and the "
+                                         "checkpoint that would set it right "
+                                         "failed: ",
+                                         saved.status().message())));
+    Log(LogSeverity::kWarning,
+        absl::StrCat("serving the recovered items for reading; writes "
+                     "are refused until a checkpoint succeeds (retried "
+                     "every ",
+                     absl::FormatDuration(wal_options.retry_interval), ")."));
+  }
+}
 
 absl::StatusOr<CheckpointStats> ReplayServer::Checkpoint() {
   if (checkpointer_ == nullptr) {

@@ -63,6 +63,8 @@ class Delivery {
  private:
   void Run() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
+    // Its own copy: Set() replaces sink_ only after this thread has ended.
+    const LogSink sink = sink_;
     while (true) {
       mu_.Await(absl::Condition(
           +[](Delivery* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->mu_) {
@@ -72,7 +74,6 @@ class Delivery {
       if (queue_.empty()) return;  // stopping, and everything delivered
       std::pair<LogSeverity, std::string> next = std::move(queue_.front());
       queue_.pop_front();
-      const LogSink& sink = sink_;  // replaced only once this thread ended
       mu_.Unlock();
       sink(next.first, next.second);
       mu_.Lock();

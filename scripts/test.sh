@@ -65,8 +65,11 @@ else
 fi
 stage pytest
 
-# The container build's base image and a probe build in it, 10 to 15 s warm.
+# The container build's base image and a probe build in it, 10 to 15 s warm,
+# for Debian 12 (Python 3.11) and sid (Python 3.14, the newest wheel's root;
+# about a minute cold, for its base).
 bash "${ROOT}/scripts/container_check.sh" || status=$?
+bash "${ROOT}/scripts/container_check.sh" --suite sid || status=$?
 stage container_check
 
 # The wheel, built and smoke-tested in a brand-new venv.

@@ -9,11 +9,14 @@ runs existing Reverb code. TensorFlow is optional: importing this package
 does not import it, and everything but the TensorFlow-native features (the
 datasets, `TFClient`) works without it installed; `NumpyDataset` and
 `reverb_tf.interop` read tables for numpy, JAX and PyTorch programs. The
-native module is loaded by the first Server, Client or writer.
+native module is loaded by the first Server, Client or writer. In a process
+that has imported TensorFlow already, the import registers reverb_tf's
+TensorFlow ops (as dm-reverb's does), so that graphs holding them run there.
 """
 
 import sys as _sys
 
+from reverb_tf import _ops
 from reverb_tf import batched_trajectory_writer
 from reverb_tf import cc
 from reverb_tf import checkpointers
@@ -70,6 +73,12 @@ _LAZY = {
     "TFTrajectoryWriter": ("reverb_tf.tf_trajectory_writer", "TFTrajectoryWriter"),
     "tf_trajectory_writer": ("reverb_tf.tf_trajectory_writer", None),
 }
+
+
+# With TensorFlow imported already, register the ops now, as dm-reverb's
+# import does: a process that only runs graphs holding them (a tf.data
+# service worker, a SavedModel loader) needs nothing else (_ops.py).
+_ops.load_if_tensorflow_is_imported()
 
 
 def __getattr__(name):

@@ -120,13 +120,18 @@ class HistoryColumn:
         return f"HistoryColumn({signatures.column_name(self._path)!r})"
 
 
-class TFTrajectoryWriter:
+class TFTrajectoryWriter(tf.saved_model.experimental.TrackableResource):
     """A trajectory writer whose calls are TensorFlow ops.
 
     It works eagerly, inside `tf.function` and `tf.while_loop`, and in
     replica functions of `tf.distribute` strategies (give each replica its
     own writer). Within a `tf.function` the ops of one writer run in program
     order (TensorFlow orders stateful ops on one resource).
+
+    It is a `tf.saved_model.experimental.TrackableResource`: a `tf.Module`
+    holding it saves functions that write through it, and loading them
+    (in a process that has imported reverb_tf, so that the ops are
+    registered) makes that process's own writer to the same address.
     """
 
     def __init__(
@@ -155,21 +160,42 @@ class TFTrajectoryWriter:
           InvalidArgumentError: For options the writer refuses.
           ReverbError: If the server cannot be reached.
         """
+        super().__init__()
         self._ops = _ops.load()
         self._name = f"reverb_tf_trajectory_writer_{uuid.uuid4().hex}"
+        self._address = _address.op_address(server_address)
+        self._options = {
+            "num_keep_alive_refs": int(num_keep_alive_refs),
+            "max_chunk_length": int(max_chunk_length or 0),
+            "max_in_flight_items": int(max_in_flight_items),
+            "validate_items": bool(validate_items),
+        }
         self._paths: Dict[Path, int] = {}
         self._structure: Any = None
         with tf.init_scope():
-            self._handle = self._ops.reverb_tf_trajectory_writer(
-                server_address=_address.op_address(server_address),
-                num_keep_alive_refs=int(num_keep_alive_refs),
-                max_chunk_length=int(max_chunk_length or 0),
-                max_in_flight_items=int(max_in_flight_items),
-                validate_items=bool(validate_items),
-                shared_name=self._name,
-            )
+            self._resource_handle = self._create_resource()
             self._eager = tf.executing_eagerly()
         self._closed = False
+
+    # -- the resource, as tf.saved_model sees it -------------------------------
+
+    def _create_resource(self) -> Any:
+        """Makes the writer's resource; also what a loaded SavedModel runs.
+
+        `tf.saved_model.save` traces this into the SavedModel, and
+        `tf.saved_model.load` runs it in the loading process, which makes that
+        process's own writer (same server address, options and shared name).
+
+        Returns:
+          The resource handle.
+        """
+        return self._ops.reverb_tf_trajectory_writer(
+            server_address=self._address, shared_name=self._name, **self._options
+        )
+
+    def _destroy_resource(self) -> None:
+        """Destroys the resource (closing the native writer), if it exists."""
+        tf.raw_ops.DestroyResourceOp(resource=self.resource_handle, ignore_lookup_error=True)
 
     # -- history -------------------------------------------------------------
 
@@ -226,7 +252,7 @@ class TFTrajectoryWriter:
             v if isinstance(v, tf.Tensor) else tf.convert_to_tensor(np.asarray(v)) for _, v in flat
         ]
         return self._ops.reverb_tf_trajectory_writer_append(
-            handle=self._handle,
+            handle=self.resource_handle,
             values=values,
             columns=[self._paths[p] for p, _ in flat],
             names=[signatures.column_name(p) for p, _ in flat],
@@ -267,7 +293,7 @@ class TFTrajectoryWriter:
                     f"writer.history) but got {type(leaf).__name__}: {leaf!r}"
                 )
         return self._ops.reverb_tf_trajectory_writer_create_item(
-            handle=self._handle,
+            handle=self.resource_handle,
             table=tf.convert_to_tensor(table, tf.string),
             priority=tf.cast(priority, tf.float64),
             columns=[s.column for s in flat],
@@ -289,7 +315,7 @@ class TFTrajectoryWriter:
           DeadlineExceededError: If the time runs out first.
         """
         return self._ops.reverb_tf_trajectory_writer_flush(
-            handle=self._handle,
+            handle=self.resource_handle,
             block_until_num_items=tf.cast(block_until_num_items, "int32"),
             timeout_ms=_timeout(timeout_ms),
         )
@@ -308,7 +334,7 @@ class TFTrajectoryWriter:
           DeadlineExceededError: If the time runs out first.
         """
         return self._ops.reverb_tf_trajectory_writer_end_episode(
-            handle=self._handle,
+            handle=self.resource_handle,
             clear_buffers=tf.cast(clear_buffers, "bool"),
             timeout_ms=_timeout(timeout_ms),
         )
@@ -316,7 +342,7 @@ class TFTrajectoryWriter:
     @property
     def episode_steps(self) -> Any:
         """Steps appended since the episode began (an int32 tensor)."""
-        return self._ops.reverb_tf_trajectory_writer_episode_steps(handle=self._handle)
+        return self._ops.reverb_tf_trajectory_writer_episode_steps(handle=self.resource_handle)
 
     def close(self) -> None:
         """Destroys the writer's resource, which closes the native writer.
@@ -325,10 +351,13 @@ class TFTrajectoryWriter:
         be sure of them. Only a writer made eagerly can be closed here; in a
         TF1 graph the resource lives as long as its session.
         """
-        if self._closed or not self._eager:
+        # The copy tf.saved_model.save makes of the writer holds a handle of
+        # the export graph instead (tf.is_symbolic_tensor): it has nothing of
+        # its own to close, and must not close this process's writer.
+        if self._closed or not self._eager or tf.is_symbolic_tensor(self._resource_handle):
             return
         self._closed = True
-        tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
+        self._destroy_resource()
 
     def __enter__(self) -> "TFTrajectoryWriter":
         return self

@@ -7,7 +7,7 @@ runs this with the interpreter the native code was built for:
     bazel run //pip_package:build_pip_package -- OUTDIR
 
 1. Stage the package: the pure-Python files of //reverb_tf and, next to them
-   in reverb_tf/, the native files (the pybind module _core.so,
+   in reverb_tf/, the native files (the nanobind module _core.so,
    libreverb_tf.so, the TF op library libreverb_tf_ops.so with its
    _build_info.json, the reverb_tf_server binary).
 2. Write the .dist-info: the version from reverb_tf/__init__.py, a
@@ -17,7 +17,8 @@ runs this with the interpreter the native code was built for:
    licences (Metadata 2.4: `License-Expression` and `License-File`, the
    files in .dist-info/licenses/): our LICENSE, THIRD_PARTY_NOTICES.md, and
    the licence texts of the third-party code the wheel carries.
-3. Zip a cpXY-cpXY-linux_<arch> wheel, then `auditwheel repair` it: the
+3. Zip a cpXY-cpXY-linux_<arch> wheel (cp312-abi3-linux_<arch> when _core.so
+   was built on the stable ABI, `--config=abi3`), then `auditwheel repair` it: the
    shared libraries the native files need from the system (absl, re2) are
    copied into reverb_tf.libs/ and the wheel gets the manylinux tag its
    symbol versions allow. libtensorflow_framework.so.2 is never copied: it
@@ -44,7 +45,7 @@ import sysconfig
 import tempfile
 import time
 import zipfile
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 PACKAGE = "reverb_tf"
 PROJECT = "reverb-tf"
@@ -93,7 +94,13 @@ DEBIAN_COPYRIGHTS = {
 # static libmicrohttpd, rebuilt from Debian's source, which installs no
 # copyright file.
 COMMON_LICENSES = {"libmicrohttpd.LGPL-2.1.txt": "LGPL-2.1"}
-PYBIND11_LICENSE = "third_party/pybind11.LICENSE"
+# nanobind, compiled into _core.so, and robin_map, which nanobind vendors
+# (its MIT text is the head of its header; the pip package has no LICENSE).
+NANOBIND_LICENSE = "third_party/nanobind.LICENSE"
+ROBIN_MAP_LICENSE = "third_party/robin_map.LICENSE"
+# The oldest CPython a stable-ABI (abi3) build runs on: Py_LIMITED_API of
+# third_party/python/local_python.bzl.
+ABI3_PYTHON = (3, 12)
 
 
 def log(message: str) -> None:
@@ -169,13 +176,54 @@ def stage(runfiles: pathlib.Path, root: pathlib.Path, patchelf: str) -> list:
     return [destination for _, destination in staged]
 
 
-def pybind11_license() -> pathlib.Path:
-    """pybind11's LICENSE, from the build interpreter's pybind11 distribution."""
-    distribution = importlib.metadata.distribution("pybind11")
+def nanobind_license() -> pathlib.Path:
+    """nanobind's LICENSE, from the build interpreter's nanobind distribution."""
+    distribution = importlib.metadata.distribution("nanobind")
     for file in distribution.files or []:
         if file.name == "LICENSE":
             return pathlib.Path(distribution.locate_file(file))
-    raise SystemExit("the build venv's pybind11 has no LICENSE file")
+    raise SystemExit("the build venv's nanobind has no LICENSE file")
+
+
+def robin_map_license(work: pathlib.Path) -> pathlib.Path:
+    """robin_map's MIT licence, as the head comment of the robin_map.h nanobind ships.
+
+    Written to work/robin_map.LICENSE, outside the staged wheel.
+    """
+    import nanobind
+
+    header = pathlib.Path(nanobind.source_dir()).parent / "ext/robin_map/include/tsl/robin_map.h"
+    text = header.read_text()
+    if not text.startswith("/**") or "MIT License" not in text.split("*/", 1)[0]:
+        raise SystemExit(f"{header} does not start with its MIT licence")
+    comment = text.split("*/", 1)[0].removeprefix("/**")
+    lines = [line.strip().removeprefix("*").removeprefix(" ") for line in comment.splitlines()]
+    out = work / "robin_map.LICENSE"
+    out.write_text("\n".join(lines).strip() + "\n")
+    return out
+
+
+def extension_abi(runfiles: pathlib.Path) -> str:
+    """The extension's ABI: `abi3` if built on the stable ABI (--config=abi3), else `cpython`."""
+    abi = (runfiles / "reverb_tf/cc/python/extension_abi.txt").read_text().strip()
+    if abi not in ("abi3", "cpython"):
+        raise SystemExit(f"extension_abi.txt says {abi!r}")
+    return abi
+
+
+def wheel_tags(abi: str, version: Sequence[int]) -> Tuple[str, str, str]:
+    """(python tag, ABI tag, Requires-Python) of a wheel built by interpreter `version`.
+
+    A stable-ABI build runs on every CPython from ABI3_PYTHON on: cp312-abi3,
+    >=3.12. Any other is for the build interpreter's minor version alone.
+    """
+    if abi == "abi3":
+        if tuple(version[:2]) < ABI3_PYTHON:
+            raise SystemExit(f"an abi3 build needs Python >= {ABI3_PYTHON}, not {version}")
+        major, minor = ABI3_PYTHON
+        return f"cp{major}{minor}", "abi3", f">={major}.{minor}"
+    major, minor = version[:2]
+    return f"cp{major}{minor}", f"cp{major}{minor}", f"=={major}.{minor}.*"
 
 
 def write_licenses(
@@ -183,7 +231,8 @@ def write_licenses(
     project_root: pathlib.Path,
     doc_root: pathlib.Path = pathlib.Path("/usr/share/doc"),
     common_licenses: pathlib.Path = pathlib.Path("/usr/share/common-licenses"),
-    pybind11: Optional[pathlib.Path] = None,
+    nanobind: Optional[pathlib.Path] = None,
+    robin_map: Optional[pathlib.Path] = None,
 ) -> List[str]:
     """Copies every licence file into info/licenses/; returns their paths there.
 
@@ -194,7 +243,10 @@ def write_licenses(
         sources[f"third_party/{name}.copyright"] = doc_root / package / "copyright"
     for name, text in COMMON_LICENSES.items():
         sources[f"third_party/{name}"] = common_licenses / text
-    sources[PYBIND11_LICENSE] = pybind11 if pybind11 is not None else pybind11_license()
+    sources[NANOBIND_LICENSE] = nanobind if nanobind is not None else nanobind_license()
+    sources[ROBIN_MAP_LICENSE] = (
+        robin_map if robin_map is not None else robin_map_license(info.parent.parent)
+    )
     missing = sorted(str(source) for source in sources.values() if not source.is_file())
     if missing:
         raise SystemExit(f"licence files missing on the build machine: {missing}")
@@ -332,7 +384,7 @@ def expected_license_files() -> List[str]:
         PROJECT_LICENSE_FILES
         + [f"third_party/{name}.copyright" for name in DEBIAN_COPYRIGHTS]
         + [f"third_party/{name}" for name in COMMON_LICENSES]
-        + [PYBIND11_LICENSE]
+        + [NANOBIND_LICENSE, ROBIN_MAP_LICENSE]
     )
 
 
@@ -430,20 +482,22 @@ def main() -> None:
         version = read_version(root / PACKAGE / "__init__.py")
         build_info = json.loads((root / PACKAGE / "_build_info.json").read_text())
         extras = tensorflow_extras(build_info)
-        python_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        python_tag, abi_tag, python_requires = wheel_tags(
+            extension_abi(args.runfiles), sys.version_info
+        )
         platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         license_files = write_licenses(root / f"{PACKAGE}-{version}.dist-info", args.runfiles)
         info = write_dist_info(
             root,
             version,
             REQUIREMENTS,
-            tag=f"{python_tag}-{python_tag}-{platform_tag}",
-            python_requires=f"=={sys.version_info.major}.{sys.version_info.minor}.*",
+            tag=f"{python_tag}-{abi_tag}-{platform_tag}",
+            python_requires=python_requires,
             license_files=license_files,
             extras=extras,
         )
         wheel = (
-            pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{python_tag}-{platform_tag}.whl"
+            pathlib.Path(work) / f"{PACKAGE}-{version}-{python_tag}-{abi_tag}-{platform_tag}.whl"
         )
         zip_wheel(root, info, wheel, epoch)
         repaired = repair(wheel, outdir.resolve(), venv, epoch)

@@ -13,7 +13,7 @@
 #
 #   1. scripts/setup.sh (Debian packages, PIC protobuf, .venv, main build);
 #   2. with --tf, a build venv $REVERB_TF_CACHE/tf-<NAME>-<VERSION>/venv with
-#      that TensorFlow and requirements.txt's pybind11 (kept between runs),
+#      that TensorFlow and requirements.txt's nanobind (kept between runs),
 #      and Bazel pointed at it (REVERB_TF_PYTHON) with an output base of its
 #      own next to it, so the main build's outputs stay as they are (the
 #      shared --disk_cache still serves every action that does not depend on
@@ -23,6 +23,9 @@
 #      the wheel, the smoke test (and the pytest suite).
 # scripts/test.sh (CI) runs it with --no-setup; pip_package/Dockerfile with
 # --pytest.
+# A Python of 3.12 or newer builds the extension on the stable ABI
+# (--config=abi3): one cp312-abi3 wheel for CPython 3.12 and every later
+# one; 3.11 builds a cp311 wheel. REVERB_TF_ABI3=0 or 1 overrides that.
 # Prints the wheel's size and the time of each step.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,6 +59,15 @@ cd "${ROOT}"
 
 bazel_startup=()
 bazel_flags=(--noshow_progress --ui_event_filters=-info,-debug)
+abi3="${REVERB_TF_ABI3:-auto}"
+if [[ "${abi3}" == auto ]]; then
+  abi3=0
+  if "${PYTHON}" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then abi3=1; fi
+fi
+if [[ "${abi3}" == 1 ]]; then
+  log "the extension on the stable ABI (--config=abi3): a cp312-abi3 wheel"
+  bazel_flags+=(--config=abi3)
+fi
 # requirements.txt's pins, or for a Python with an overlay
 # (requirements-pyX.Y.txt) its changes of them: scripts/pins.sh.
 pins="$(mktemp)"
@@ -69,14 +81,14 @@ else
   tf_requirement="${distribution}==${tf_version}"
   work="${CACHE}/tf-${distribution}-${tf_version}"
   venv="${work}/venv"
-  pybind11_pin="$(grep -i '^pybind11==' "${pins}")"
-  if [[ "$(cat "${venv}/.installed" 2>/dev/null)" != "${tf_requirement} ${pybind11_pin}" ]]; then
-    log "build venv ${venv}: ${tf_requirement} ${pybind11_pin}"
+  nanobind_pin="$(grep -i '^nanobind==' "${pins}")"
+  if [[ "$(cat "${venv}/.installed" 2>/dev/null)" != "${tf_requirement} ${nanobind_pin}" ]]; then
+    log "build venv ${venv}: ${tf_requirement} ${nanobind_pin}"
     rm -rf "${venv}"
     mkdir -p "${work}"
     "${PYTHON}" -m venv "${venv}"
-    "${venv}/bin/pip" install -q --disable-pip-version-check "${tf_requirement}" "${pybind11_pin}"
-    echo "${tf_requirement} ${pybind11_pin}" > "${venv}/.installed"
+    "${venv}/bin/pip" install -q --disable-pip-version-check "${tf_requirement}" "${nanobind_pin}"
+    echo "${tf_requirement} ${nanobind_pin}" > "${venv}/.installed"
   fi
   step "build venv"
   outdir="dist/tf-${tf_version}"

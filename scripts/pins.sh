@@ -10,7 +10,7 @@
 #
 # Usage: bash scripts/pins.sh [PYTHON]   (default: $REVERB_TF_BASE_PYTHON or python3)
 # scripts/setup.sh installs its output into .venv; build_wheel.sh takes the
-# TensorFlow and pybind11 pins from it, check_wheel.sh the tests' pins.
+# TensorFlow and nanobind pins from it, check_wheel.sh the tests' pins.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${1:-${REVERB_TF_BASE_PYTHON:-python3}}"

@@ -49,13 +49,16 @@ def fake_sources(builder: types.ModuleType, base: pathlib.Path) -> dict:
     common.mkdir()
     for text in builder.COMMON_LICENSES.values():
         (common / text).write_text(f"licence {text}\n")
-    pybind11 = base / "pybind11-LICENSE"
-    pybind11.write_text("pybind11 licence\n")
+    nanobind = base / "nanobind-LICENSE"
+    nanobind.write_text("nanobind licence\n")
+    robin_map = base / "robin_map-LICENSE"
+    robin_map.write_text("robin_map licence\n")
     return {
         "project_root": project,
         "doc_root": docs,
         "common_licenses": common,
-        "pybind11": pybind11,
+        "nanobind": nanobind,
+        "robin_map": robin_map,
     }
 
 
@@ -102,7 +105,8 @@ def test_metadata_declares_apache_and_lists_every_licence_file(builder, tmp_path
     assert texts[prefix + "THIRD_PARTY_NOTICES.md"] == "text of THIRD_PARTY_NOTICES.md\n"
     assert texts[prefix + "third_party/grpc.copyright"] == "copyright of libgrpc-dev\n"
     assert texts[prefix + "third_party/libmicrohttpd.LGPL-2.1.txt"] == "licence LGPL-2.1\n"
-    assert texts[prefix + "third_party/pybind11.LICENSE"] == "pybind11 licence\n"
+    assert texts[prefix + "third_party/nanobind.LICENSE"] == "nanobind licence\n"
+    assert texts[prefix + "third_party/robin_map.LICENSE"] == "robin_map licence\n"
     assert sorted(n[len(prefix) :] for n in texts) == builder.expected_license_files()
     # RECORD covers them like every other file.
     with zipfile.ZipFile(tmp_path / "reverb_tf-0.0.1-cp311-cp311-linux_x86_64.whl") as archive:
@@ -155,7 +159,7 @@ def test_a_missing_licence_source_fails_the_build(builder, tmp_path):
 
 @checkout_only
 def test_this_machine_has_every_licence_source(builder, tmp_path):
-    """What the real build copies: Debian's copyright files, pybind11's LICENSE, ours."""
+    """What the real build copies: Debian's copyright files, nanobind's and robin_map's, ours."""
     copied = builder.write_licenses(tmp_path / "info", ROOT)
     assert copied == builder.expected_license_files()
     licenses = tmp_path / "info" / "licenses"
@@ -164,8 +168,33 @@ def test_this_machine_has_every_licence_source(builder, tmp_path):
         "GNU LESSER GENERAL PUBLIC LICENSE"
         in (licenses / "third_party" / "libmicrohttpd.LGPL-2.1.txt").read_text()
     )
-    assert "Wenzel Jakob" in (licenses / "third_party" / "pybind11.LICENSE").read_text()
+    assert "Wenzel Jakob" in (licenses / "third_party" / "nanobind.LICENSE").read_text()
+    robin_map = (licenses / "third_party" / "robin_map.LICENSE").read_text()
+    assert robin_map.startswith("MIT License\n") and "Goetghebuer-Planchon" in robin_map
+    assert "*" not in robin_map  # the header comment's decoration is gone
     assert "grpc" in (licenses / "third_party" / "grpc.copyright").read_text().lower()
+
+
+@checkout_only
+@pytest.mark.parametrize(
+    "abi, version, tags",
+    [
+        ("cpython", (3, 11, 2), ("cp311", "cp311", "==3.11.*")),
+        ("cpython", (3, 14, 0), ("cp314", "cp314", "==3.14.*")),
+        # A stable-ABI extension built by any newer interpreter: one wheel
+        # for 3.12 and later.
+        ("abi3", (3, 12, 0), ("cp312", "abi3", ">=3.12")),
+        ("abi3", (3, 13, 5), ("cp312", "abi3", ">=3.12")),
+    ],
+)
+def test_wheel_tags_follow_the_extension_abi(builder, abi, version, tags):
+    assert builder.wheel_tags(abi, version) == tags
+
+
+@checkout_only
+def test_an_abi3_wheel_is_not_built_by_an_older_python(builder):
+    with pytest.raises(SystemExit, match="needs Python >= "):
+        builder.wheel_tags("abi3", (3, 11, 2))
 
 
 @checkout_only

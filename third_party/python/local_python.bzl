@@ -1,16 +1,32 @@
-"""Repository rule exposing the venv's Python and pybind11 headers.
+"""Repository rule exposing the venv's Python headers and nanobind.
 
 Like @local_tensorflow, it asks the project's venv python (REVERB_TF_PYTHON,
 written to .bazelrc.local by scripts/setup.sh), so the extension module is
 built for the interpreter that will import it.
+
+nanobind (pinned in requirements.txt) ships its sources in the pip package:
+they are compiled into the extension itself (target :nanobind), offline,
+from the venv's copy, with robin_map, which nanobind vendors under ext/.
+
+`--config=abi3` (.bazelrc: --define=reverb_tf_abi3=1) builds the extension
+on the stable ABI: Py_LIMITED_API = 0x030C0000 on every target that includes
+Python.h through :python_headers (nanobind's sources and ours), so the
+headers hide every API newer than 3.12 or outside the limited API and a use
+of one fails the build. nanobind keys its stable-ABI mode on that macro.
 """
 
 _QUERY = """
-import sysconfig, pybind11
+import sysconfig, nanobind
 print(sysconfig.get_paths()["include"])
-print(pybind11.get_include())
+print(nanobind.include_dir())
+print(nanobind.source_dir())
 print(sysconfig.get_config_var("EXT_SUFFIX"))
+import sys
+print("%d.%d" % sys.version_info[:2])
 """
+
+# The oldest CPython an abi3 build runs on, as Py_LIMITED_API spells it.
+LIMITED_API = "0x030C0000"
 
 def _local_python_impl(rctx):
     python = rctx.os.environ.get("REVERB_TF_PYTHON", "")
@@ -19,29 +35,90 @@ def _local_python_impl(rctx):
     result = rctx.execute([python, "-c", _QUERY])
     if result.return_code != 0:
         fail("cannot query {}: {}\nrun scripts/setup.sh".format(python, result.stderr))
-    python_include, pybind11_include, ext_suffix = result.stdout.strip().split("\n")
+    lines = result.stdout.strip().split("\n")
+    python_include, nanobind_include, nanobind_src, ext_suffix, version = lines
+    nanobind_root = nanobind_src.rsplit("/", 1)[0]
     rctx.symlink(python_include, "python_include")
-    rctx.symlink(pybind11_include, "pybind11_include")
+    rctx.symlink(nanobind_include, "nanobind/include")
+    rctx.symlink(nanobind_src, "nanobind/src")
+    rctx.symlink(nanobind_root + "/ext/robin_map/include", "nanobind/robin_map")
+
     # PYTHON: the interpreter itself, which builds the wheel (pip_package/).
-    rctx.file("defs.bzl", "EXT_SUFFIX = {}\nPYTHON = {}\n".format(repr(ext_suffix), repr(python)))
+    # VERSION: its major.minor.
+    rctx.file("defs.bzl", "EXT_SUFFIX = {}\nPYTHON = {}\nVERSION = {}\nLIMITED_API = {}\n".format(
+        repr(ext_suffix),
+        repr(python),
+        repr(version),
+        repr(LIMITED_API),
+    ))
+    major, minor = [int(part) for part in version.split(".")]
+    if (major, minor) >= (3, 12):
+        abi3_check = "touch $@"
+    else:
+        # The 3.12 limit needs 3.12's headers (nanobind's stable-ABI mode
+        # relies on them): stop with the reason rather than a compile error.
+        abi3_check = "echo '--config=abi3 needs Python >= 3.12; {} is {}' >&2; exit 1".format(
+            python,
+            version,
+        )
     rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 
 exports_files(["defs.bzl"])
 
-cc_library(
-    name = "python_headers",
-    hdrs = glob(["python_include/**/*.h"]),
-    includes = ["python_include"],
+config_setting(
+    name = "abi3",
+    define_values = {{"reverb_tf_abi3": "1"}},
+)
+
+genrule(
+    name = "abi3_check",
+    outs = ["abi3_check.h"],
+    cmd = "{abi3_check}",
 )
 
 cc_library(
-    name = "pybind11",
-    hdrs = glob(["pybind11_include/**/*.h"]),
-    includes = ["pybind11_include"],
+    name = "python_headers",
+    hdrs = glob(["python_include/**/*.h"]) + select({{
+        ":abi3": [":abi3_check"],
+        "//conditions:default": [],
+    }}),
+    includes = ["python_include"],
+    defines = select({{
+        ":abi3": ["Py_LIMITED_API={limited}"],
+        "//conditions:default": [],
+    }}),
+)
+
+# nanobind's runtime (libnanobind), compiled from the pip package's sources
+# as its CMake build compiles them: NB_BUILD, no strict aliasing (it puns
+# CPython's object layouts), compact assertions as in a release build.
+cc_library(
+    name = "nanobind",
+    srcs = glob(
+        ["nanobind/src/*.cpp", "nanobind/src/*.h"],
+        exclude = [
+            "nanobind/src/nb_combined.cpp",
+            # Free-threaded builds only; the backend module of split mode.
+            "nanobind/src/nb_ft.cpp",
+            "nanobind/src/nb_backend.cpp",
+        ],
+    ),
+    hdrs = glob([
+        "nanobind/include/**/*.h",
+        "nanobind/robin_map/**/*.h",
+    ]),
+    includes = ["nanobind/include", "nanobind/robin_map"],
+    copts = [
+        "-DNB_BUILD",
+        "-DNB_COMPACT_ASSERTIONS",
+        "-fno-strict-aliasing",
+        "-Wno-unused-function",
+        "-Wno-missing-field-initializers",
+    ],
     deps = [":python_headers"],
 )
-""")
+""".format(limited = LIMITED_API, abi3_check = abi3_check))
 
 local_python = repository_rule(
     implementation = _local_python_impl,

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // reverb_tf._core.Client and what it hands out besides writers: samplers,
 // client security and the in-process switch.
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <functional>
@@ -70,8 +75,8 @@ MutationTuple MutateAndReport(
           std::move(r.warning)};
 }
 
-void BindSampler(py::module_& m) {
-  py::class_<Sampler>(m, "Sampler")
+void BindSampler(nb::module_& m) {
+  nb::class_<Sampler>(m, "Sampler")
       .def(
           "next_batch",
           [](Sampler& sampler, int64_t max_items) {
@@ -98,24 +103,24 @@ void BindSampler(py::module_& m) {
                   return absl::IsOutOfRange(result) ? absl::OkStatus() : result;
                 });
             CheckOk(status);
-            py::list out;
+            nb::list out;
             for (Sample& sample : batch) {
-              py::list columns;
+              nb::list columns;
               for (TensorPayload& column : sample.columns) {
                 columns.append(ArrayFromPayload(std::move(column)));
               }
-              py::list squeezed;
+              nb::list squeezed;
               for (bool flag : sample.squeezed)
-                squeezed.append(py::bool_(flag));
-              out.append(py::make_tuple(SampleInfoTuple(sample.info), columns,
+                squeezed.append(nb::bool_(flag));
+              out.append(nb::make_tuple(SampleInfoTuple(sample.info), columns,
                                         squeezed));
             }
             return out;
           },
-          py::arg("max_items"))
+          nb::arg("max_items"))
       .def(
           "next_stacked",
-          [](Sampler& sampler, int64_t batch_size) -> py::object {
+          [](Sampler& sampler, int64_t batch_size) -> nb::object {
             // Blocks for a full batch, stacked in C++ without the GIL.
             // Returns (batch, None); (short batch, error) when the sampler
             // failed after some samples came (the caller raises the error
@@ -138,26 +143,26 @@ void BindSampler(py::module_& m) {
                 (batch.size() == 0 || absl::IsInvalidArgument(status))) {
               RaiseStatus(status);
             }
-            py::object error = py::none();
+            nb::object error = nb::none();
             if (!status.ok()) {
-              error = py::module_::import("reverb_tf.errors")
+              error = nb::module_::import_("reverb_tf.errors")
                           .attr("from_status")(static_cast<int>(status.code()),
                                                std::string(status.message()));
             }
-            if (batch.size() == 0) return py::make_tuple(py::none(), error);
-            return py::make_tuple(StackedBatchTuple(std::move(batch)), error);
+            if (batch.size() == 0) return nb::make_tuple(nb::none(), error);
+            return nb::make_tuple(StackedBatchTuple(std::move(batch)), error);
           },
-          py::arg("batch_size"))
+          nb::arg("batch_size"))
       .def("cancel", &Sampler::Cancel,
            "Ends a blocked or later next_batch()/next_stacked() with "
            "CANCELLED; any thread.");
 }
 
-void BindClientSecurity(py::module_& m) {
-  py::class_<ClientSecurity>(
+void BindClientSecurity(nb::module_& m) {
+  nb::class_<ClientSecurity>(
       m, "ClientSecurity",
       "TLS and bearer token of clients (security/credentials.h).")
-      .def(py::init<>(), "Plaintext, no token.")
+      .def(nb::init<>(), "Plaintext, no token.")
       .def_static("from_environment",
                   [] { return ValueOrRaise(SecurityFromEnvironment()); })
       .def(
@@ -184,15 +189,15 @@ void BindClientSecurity(py::module_& m) {
             CheckOk(derived.Validate());
             return derived;
           },
-          py::arg("ca_file") = py::none(), py::arg("cert_file") = py::none(),
-          py::arg("key_file") = py::none(), py::arg("server_name") = py::none(),
-          py::arg("token") = py::none())
-      .def_property_readonly("tls", &ClientSecurity::tls)
-      .def_property_readonly(
+          nb::arg("ca_file") = nb::none(), nb::arg("cert_file") = nb::none(),
+          nb::arg("key_file") = nb::none(), nb::arg("server_name") = nb::none(),
+          nb::arg("token") = nb::none())
+      .def_prop_ro("tls", &ClientSecurity::tls)
+      .def_prop_ro(
           "mutual_tls",
           [](const ClientSecurity& s) { return !s.cert_chain.empty(); })
-      .def_property_readonly(
-          "has_token", [](const ClientSecurity& s) { return !s.token.empty(); })
+      .def_prop_ro("has_token",
+                   [](const ClientSecurity& s) { return !s.token.empty(); })
       .def("__repr__", [](const ClientSecurity& s) {
         // Never the token or the key.
         return absl::StrCat(
@@ -204,12 +209,14 @@ void BindClientSecurity(py::module_& m) {
 }
 
 // The in-process switch and the clients' default security.
-void BindClientSettings(py::module_& m) {
-  m.def("set_in_process_enabled", &SetInProcessEnabled,
-        "Clients of a server of this process reach its tables directly "
-        "(default: on "
-        "unless REVERB_TF_IN_PROCESS=0); off, every call goes over gRPC.",
-        py::arg("enabled"));
+void BindClientSettings(nb::module_& m) {
+  m.def(
+      "set_in_process_enabled",
+      [](Truth enabled) { SetInProcessEnabled(enabled); },
+      "Clients of a server of this process reach its tables directly "
+      "(default: on "
+      "unless REVERB_TF_IN_PROCESS=0); off, every call goes over gRPC.",
+      nb::arg("enabled").none());
   m.def("in_process_enabled", &InProcessEnabled);
   m.def("default_client_security",
         [] { return ValueOrRaise(DefaultClientSecurity()); });
@@ -224,13 +231,13 @@ void BindClientSettings(py::module_& m) {
 // about 50 us of client CPU per call here, a quarter of a remote update.
 // Python makes the op instead after any error, so that errors keep the
 // op's classes and words (updates are idempotent).
-void BindTfUpdatePriorities(py::module_& m) {
+void BindTfUpdatePriorities(nb::module_& m) {
   m.def(
       "tf_update_priorities",
       [](const std::string& address, const std::string& table,
-         py::array_t<Key, py::array::c_style | py::array::forcecast> keys,
-         py::array_t<double, py::array::c_style | py::array::forcecast>
-             priorities) {
+         nb::handle keys_like, nb::handle priorities_like) {
+        const ContiguousArray keys(keys_like, DType::kUint64);
+        const ContiguousArray priorities(priorities_like, DType::kDouble);
         if (keys.ndim() != 1 || priorities.ndim() != 1 ||
             keys.shape(0) != priorities.shape(0)) {
           RaiseStatus(absl::InvalidArgumentError(
@@ -238,34 +245,40 @@ void BindTfUpdatePriorities(py::module_& m) {
         }
         std::shared_ptr<Client> client = ValueOrRaise(SharedClient(address));
         std::vector<std::pair<Key, double>> updates(keys.shape(0));
-        const Key* k = keys.data();
-        const double* p = priorities.data();
+        const Key* k = keys.data<Key>();
+        const double* p = priorities.data<double>();
         for (size_t i = 0; i < updates.size(); ++i) updates[i] = {k[i], p[i]};
         return MutateAndReport(*client, table, updates, {}, std::nullopt);
       },
+      // Any array-like, converted as numpy.asarray(keys, numpy.uint64)
+      // converts it.
+      nb::sig("def tf_update_priorities(server_address: str, table: str, "
+              "keys: numpy.typing.ArrayLike, "
+              "priorities: numpy.typing.ArrayLike) "
+              "-> tuple[int, int, int, list[str], str]"),
       "(updated, deleted, missing, unreachable, warning) of a priority "
       "update made as TFClient's op makes it.",
-      py::arg("server_address"), py::arg("table"), py::arg("keys"),
-      py::arg("priorities"));
+      nb::arg("server_address"), nb::arg("table"), nb::arg("keys"),
+      nb::arg("priorities"));
 }
 
 // Client.server_info_by_shard: [(address, {name: TableInfo} or None,
 // (code, message) or None)] per shard.
-py::list ServerInfoByShard(Client& client, std::optional<double> timeout_s) {
+nb::list ServerInfoByShard(Client& client, std::optional<double> timeout_s) {
   std::vector<ShardInfo> shards;
   CheckOk(RunCancellable([&](Cancellation* cancel) {
     shards = client.ServerInfoByShard(TimeoutFromSeconds(timeout_s), cancel);
     return absl::OkStatus();
   }));
-  py::list out;
+  nb::list out;
   for (ShardInfo& shard : shards) {
     if (shard.tables.ok()) {
-      out.append(py::make_tuple(
-          shard.address, TablesDict(*std::move(shard.tables)), py::none()));
+      out.append(nb::make_tuple(
+          shard.address, TablesDict(*std::move(shard.tables)), nb::none()));
     } else {
       const absl::Status& status = shard.tables.status();
-      out.append(py::make_tuple(shard.address, py::none(),
-                                py::make_tuple(static_cast<int>(status.code()),
+      out.append(nb::make_tuple(shard.address, nb::none(),
+                                nb::make_tuple(static_cast<int>(status.code()),
                                                std::string(status.message()))));
     }
   }
@@ -295,7 +308,7 @@ MutationTuple MutatePrioritiesFromLists(Client& client,
 // nothing was sent and Python takes the general path (which also reports
 // what is wrong).
 std::optional<MutationTuple> MutatePrioritiesFromDict(
-    Client& client, const std::string& table, py::handle updates,
+    Client& client, const std::string& table, nb::handle updates,
     const std::vector<Key>& deletes, std::optional<double> timeout_s) {
   if (!PyDict_CheckExact(updates.ptr())) return std::nullopt;
   std::vector<std::pair<Key, double>> pairs;
@@ -317,19 +330,19 @@ std::optional<MutationTuple> MutatePrioritiesFromDict(
   return MutateAndReport(client, table, pairs, deletes, timeout_s);
 }
 
-void BindClientClass(py::module_& m) {
-  py::class_<Client>(m, "Client")
-      .def(py::init([](const std::string& address, int64_t max_message_bytes,
+void BindClientClass(nb::module_& m) {
+  nb::class_<Client>(m, "Client")
+      .def(nb::new_([](const std::string& address, int64_t max_message_bytes,
                        std::optional<ClientSecurity> security) {
              ClientOptions options;
              options.max_message_bytes = max_message_bytes;
              options.security = std::move(security);
              return ValueOrRaise(Client::Create(address, options));
            }),
-           py::arg("server_address"),
-           py::arg("max_message_bytes") = ClientOptions().max_message_bytes,
-           py::arg("security") = py::none())
-      .def_property_readonly("server_address", &Client::server_address)
+           nb::arg("server_address"),
+           nb::arg("max_message_bytes") = ClientOptions().max_message_bytes,
+           nb::arg("security") = nb::none())
+      .def_prop_ro("server_address", &Client::server_address)
       .def(
           "server_info",
           [](Client& client, std::optional<double> timeout_s) {
@@ -338,7 +351,7 @@ void BindClientClass(py::module_& m) {
             });
             return TablesDict(ValueOrRaise(std::move(tables)));
           },
-          py::arg("timeout_s") = py::none())
+          nb::arg("timeout_s") = nb::none())
       .def(
           "server_info_of_any_shard",
           [](Client& client, std::optional<double> timeout_s) {
@@ -350,18 +363,18 @@ void BindClientClass(py::module_& m) {
           },
           "The tables of the first shard that answers (options and "
           "signatures).",
-          py::arg("timeout_s") = py::none())
+          nb::arg("timeout_s") = nb::none())
       .def("server_info_by_shard", &ServerInfoByShard,
            "[(address, {name: TableInfo} or None, (code, message) or None)] "
            "per shard.",
-           py::arg("timeout_s") = py::none())
-      .def_property_readonly("shard_addresses", &Client::ShardAddresses)
-      .def("mutate_priorities", &MutatePrioritiesFromLists, py::arg("table"),
-           py::arg("keys"), py::arg("priorities"), py::arg("deletes"),
-           py::arg("timeout_s") = py::none())
+           nb::arg("timeout_s") = nb::none())
+      .def_prop_ro("shard_addresses", &Client::ShardAddresses)
+      .def("mutate_priorities", &MutatePrioritiesFromLists, nb::arg("table"),
+           nb::arg("keys"), nb::arg("priorities"), nb::arg("deletes"),
+           nb::arg("timeout_s") = nb::none())
       .def("mutate_priorities_dict", &MutatePrioritiesFromDict,
-           py::arg("table"), py::arg("updates"), py::arg("deletes"),
-           py::arg("timeout_s") = py::none())
+           nb::arg("table"), nb::arg("updates").none(), nb::arg("deletes"),
+           nb::arg("timeout_s") = nb::none())
       .def(
           "reset",
           [](Client& client, const std::string& table,
@@ -370,7 +383,7 @@ void BindClientClass(py::module_& m) {
               return client.Reset(table, TimeoutFromSeconds(timeout_s), cancel);
             }));
           },
-          py::arg("table"), py::arg("timeout_s") = py::none())
+          nb::arg("table"), nb::arg("timeout_s") = nb::none())
       .def(
           "checkpoint",
           [](Client& client, std::optional<double> timeout_s) {
@@ -378,7 +391,7 @@ void BindClientClass(py::module_& m) {
               return client.Checkpoint(TimeoutFromSeconds(timeout_s), cancel);
             }));
           },
-          py::arg("timeout_s") = py::none())
+          nb::arg("timeout_s") = nb::none())
       .def(
           "new_sampler",
           [](Client& client, const std::string& table, int64_t max_samples,
@@ -397,15 +410,15 @@ void BindClientClass(py::module_& m) {
           "max_in_flight samples per stream are requested ahead of "
           "next_batch(), so "
           "memory stays bounded for any max_samples.",
-          py::arg("table"), py::arg("max_samples"), py::arg("max_in_flight"),
-          py::arg("timeout_s") = py::none(), py::arg("num_streams") = -1,
-          py::arg("max_samples_per_stream") = -1)
+          nb::arg("table"), nb::arg("max_samples"), nb::arg("max_in_flight"),
+          nb::arg("timeout_s") = nb::none(), nb::arg("num_streams") = -1,
+          nb::arg("max_samples_per_stream") = -1)
       .def(
           "new_writer",
           [](Client& client, int32_t num_keep_alive_refs,
              std::optional<int32_t> max_chunk_length,
-             int32_t max_in_flight_items, bool legacy_items, int32_t num_lanes,
-             bool validate_items,
+             int32_t max_in_flight_items, Truth legacy_items, int32_t num_lanes,
+             Truth validate_items,
              std::optional<double> rate_limiter_timeout_s) {
             TrajectoryWriterOptions options;
             options.rate_limiter_timeout =
@@ -418,24 +431,30 @@ void BindClientClass(py::module_& m) {
             options.max_in_flight_items = max_in_flight_items;
             return ValueOrRaise(client.NewTrajectoryWriter(options));
           },
-          py::arg("num_keep_alive_refs") = 1,
-          py::arg("max_chunk_length") = py::none(),
-          py::arg("max_in_flight_items") = 128, py::arg("legacy_items") = false,
-          py::arg("num_lanes") = 0, py::arg("validate_items") = true,
-          py::arg("rate_limiter_timeout_s") = py::none())
+          nb::arg("num_keep_alive_refs") = 1,
+          nb::arg("max_chunk_length") = nb::none(),
+          nb::arg("max_in_flight_items") = 128,
+          nb::arg("legacy_items").none() = false, nb::arg("num_lanes") = 0,
+          nb::arg("validate_items").none() = true,
+          nb::arg("rate_limiter_timeout_s") = nb::none())
       .def(
           "new_structured_writer",
-          [](Client& client, const std::vector<py::bytes>& configs) {
-            std::vector<std::string> serialized(configs.begin(), configs.end());
+          [](Client& client, const std::vector<nb::bytes>& configs) {
+            std::vector<std::string> serialized;
+            serialized.reserve(configs.size());
+            for (const nb::bytes& config : configs) {
+              serialized.emplace_back(static_cast<const char*>(config.data()),
+                                      config.size());
+            }
             return ValueOrRaise(StructuredWriter::Create(client, serialized));
           },
-          py::arg("serialized_configs"));
+          nb::arg("serialized_configs"));
 }
 
 }  // namespace
 
-void BindClient(py::module_& m) {
-  // Sampler first: Client's methods return one, and pybind11 names a type
+void BindClient(nb::module_& m) {
+  // Sampler first: Client's methods return one, and nanobind names a type
   // in a signature only once it is bound.
   BindSampler(m);
   BindClientSecurity(m);

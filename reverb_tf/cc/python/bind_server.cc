@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // reverb_tf._core.Server: a replay server hosting live tables.
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <functional>
@@ -27,16 +32,16 @@
 
 namespace reverb_tf::binding {
 
-void BindServer(py::module_& m) {
-  py::class_<ReplayServer>(m, "Server")
-      .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
+void BindServer(nb::module_& m) {
+  nb::class_<ReplayServer>(m, "Server")
+      .def(nb::new_([](std::vector<std::shared_ptr<Table>> tables, int port,
                        int64_t max_message_bytes,
                        const std::string& checkpoint_root,
                        const std::string& fallback_checkpoint_path,
                        int checkpoint_keep, const std::string& checkpoint_group,
                        double checkpoint_interval_s,
-                       bool checkpoint_load_previous_if_damaged,
-                       bool checkpoint_temporary, int64_t max_active_streams,
+                       Truth checkpoint_load_previous_if_damaged,
+                       Truth checkpoint_temporary, int64_t max_active_streams,
                        const std::string& host, int metrics_port,
                        const std::string& tls_cert_file,
                        const std::string& tls_key_file,
@@ -94,53 +99,52 @@ void BindServer(py::module_& m) {
                  [&] { return ReplayServer::Start(tables, options); }));
            }),
            // Every default is the native options' own.
-           py::arg("tables"), py::arg("port") = ServerOptions().port,
-           py::arg("max_message_bytes") = ServerOptions().max_message_bytes,
-           py::arg("checkpoint_root") = CheckpointerOptions().root,
-           py::arg("fallback_checkpoint_path") =
+           nb::arg("tables"), nb::arg("port") = ServerOptions().port,
+           nb::arg("max_message_bytes") = ServerOptions().max_message_bytes,
+           nb::arg("checkpoint_root") = CheckpointerOptions().root,
+           nb::arg("fallback_checkpoint_path") =
                CheckpointerOptions().fallback_checkpoint_path,
-           py::arg("checkpoint_keep") = CheckpointerOptions().keep,
-           py::arg("checkpoint_group") = CheckpointerOptions().group,
-           py::arg("checkpoint_interval_s") =
+           nb::arg("checkpoint_keep") = CheckpointerOptions().keep,
+           nb::arg("checkpoint_group") = CheckpointerOptions().group,
+           nb::arg("checkpoint_interval_s") =
                absl::ToDoubleSeconds(ServerOptions().checkpoint_interval),
-           py::arg("checkpoint_load_previous_if_damaged") =
+           nb::arg("checkpoint_load_previous_if_damaged").none() =
                CheckpointerOptions().load_previous_if_damaged,
-           py::arg("checkpoint_temporary") = CheckpointerOptions().temporary,
-           py::arg("max_active_streams") = ServerOptions().max_active_streams,
-           py::arg("host") = ServerOptions().host,
-           py::arg("metrics_port") = ServerOptions().metrics_port,
-           py::arg("tls_cert_file") = "", py::arg("tls_key_file") = "",
-           py::arg("tls_client_ca_file") = "", py::arg("auth_tokens_file") = "",
-           py::arg("wal_dir") = "",
-           py::arg("wal_sync") = std::string(WalSyncName(WalOptions().sync)),
-           py::arg("wal_sync_interval_s") =
+           nb::arg("checkpoint_temporary").none() =
+               CheckpointerOptions().temporary,
+           nb::arg("max_active_streams") = ServerOptions().max_active_streams,
+           nb::arg("host") = ServerOptions().host,
+           nb::arg("metrics_port") = ServerOptions().metrics_port,
+           nb::arg("tls_cert_file") = "", nb::arg("tls_key_file") = "",
+           nb::arg("tls_client_ca_file") = "", nb::arg("auth_tokens_file") = "",
+           nb::arg("wal_dir") = "",
+           nb::arg("wal_sync") = std::string(WalSyncName(WalOptions().sync)),
+           nb::arg("wal_sync_interval_s") =
                absl::ToDoubleSeconds(WalOptions().interval),
-           py::arg("wal_retry_interval_s") =
+           nb::arg("wal_retry_interval_s") =
                absl::ToDoubleSeconds(WalOptions().retry_interval),
-           py::arg("memory_limit") = ServerOptions().memory_limit)
-      .def_property_readonly("wal_replay",
-                             [](const ReplayServer& server) {
-                               const WalReplay& r = server.wal_replay();
-                               py::dict out;
-                               out["entries"] = r.entries;
-                               out["files"] = r.files;
-                               out["last_position"] = r.last_position;
-                               out["damage"] = r.damage;
-                               return out;
-                             })
-      .def_property_readonly("port", &ReplayServer::port)
-      .def_property_readonly("metrics_port", &ReplayServer::metrics_port)
+           nb::arg("memory_limit") = ServerOptions().memory_limit)
+      .def_prop_ro("wal_replay",
+                   [](const ReplayServer& server) {
+                     const WalReplay& r = server.wal_replay();
+                     nb::dict out;
+                     out["entries"] = r.entries;
+                     out["files"] = r.files;
+                     out["last_position"] = r.last_position;
+                     out["damage"] = r.damage;
+                     return out;
+                   })
+      .def_prop_ro("port", &ReplayServer::port)
+      .def_prop_ro("metrics_port", &ReplayServer::metrics_port)
       .def("metrics_text", &ReplayServer::MetricsText)
-      .def_property_readonly("loaded_checkpoint",
-                             &ReplayServer::loaded_checkpoint)
-      .def_property_readonly("skipped_checkpoints",
-                             &ReplayServer::skipped_checkpoints)
+      .def_prop_ro("loaded_checkpoint", &ReplayServer::loaded_checkpoint)
+      .def_prop_ro("skipped_checkpoints", &ReplayServer::skipped_checkpoints)
       .def(
           "checkpoint",
           [](ReplayServer& server) {
             auto stats = WithoutGil([&] { return server.Checkpoint(); });
             CheckOk(stats.status());
-            py::dict out;
+            nb::dict out;
             out["path"] = stats->path;
             out["max_table_pause_s"] =
                 absl::ToDoubleSeconds(stats->max_table_pause);
@@ -163,34 +167,34 @@ void BindServer(py::module_& m) {
       });
 }
 
-void BindLogging(py::module_& m) {
+void BindLogging(nb::module_& m) {
   m.def(
       "set_log_sink",
-      [](py::object sink) {
+      [](nb::object sink) {
         LogSink native;
         if (!sink.is_none()) {
           // The callable is released with the GIL held, on whichever thread
           // drops the last copy of the sink.
-          std::shared_ptr<py::object> callable(new py::object(std::move(sink)),
-                                               [](py::object* object) {
-                                                 py::gil_scoped_acquire gil;
+          std::shared_ptr<nb::object> callable(new nb::object(std::move(sink)),
+                                               [](nb::object* object) {
+                                                 nb::gil_scoped_acquire gil;
                                                  delete object;
                                                });
           native = [callable](LogSeverity severity, absl::string_view line) {
-            py::gil_scoped_acquire gil;
+            nb::gil_scoped_acquire gil;
             try {
               (*callable)(static_cast<int>(severity), std::string(line));
-            } catch (py::error_already_set& error) {
+            } catch (nb::python_error& error) {
               error.discard_as_unraisable("reverb_tf's log sink");
             }
           };
         }
         // SetLogSink waits for the delivery thread, which may be waiting for
         // the GIL.
-        py::gil_scoped_release release;
+        nb::gil_scoped_release release;
         SetLogSink(std::move(native));
       },
-      py::arg("sink"),
+      nb::arg("sink").none(),
       "Sends the core's log lines to sink(severity, line) (severity 0 info, "
       "1 warning, 2 error) on a thread of the core's; None: to stderr.");
 }

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The table-side classes of reverb_tf._core: selector and rate-limiter
 // options, table options and infos, live tables, checkpoint inspection.
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <functional>
@@ -33,7 +38,7 @@ TableOptions MakeTableOptions(const std::string& name,
                               int32_t max_times_sampled,
                               const RateLimiterOptions& limiter,
                               std::optional<SignatureList> signature,
-                              const py::bytes& nested_structure) {
+                              const nb::bytes& nested_structure) {
   TableOptions options;
   options.name = name;
   options.sampler = sampler;
@@ -43,15 +48,17 @@ TableOptions MakeTableOptions(const std::string& name,
   options.rate_limiter = limiter;
   if (signature.has_value()) {
     options.signature = MakeTableSignature(*signature);
-    options.signature->nested_structure = nested_structure;
+    options.signature->nested_structure =
+        std::string(static_cast<const char*>(nested_structure.data()),
+                    nested_structure.size());
   }
   CheckArgument(options.CheckNew());
   return options;
 }
 
 // Selector kinds under the names Python's reverb_tf.item_selectors uses.
-void BindSelectorKind(py::module_& m) {
-  py::enum_<SelectorOptions::Kind>(m, "SelectorKind")
+void BindSelectorKind(nb::module_& m) {
+  nb::enum_<SelectorOptions::Kind>(m, "SelectorKind")
       .value("uniform", SelectorOptions::Kind::kUniform)
       .value("prioritized", SelectorOptions::Kind::kPrioritized)
       .value("fifo", SelectorOptions::Kind::kFifo)
@@ -60,20 +67,20 @@ void BindSelectorKind(py::module_& m) {
       .value("max_heap", SelectorOptions::Kind::kMaxHeap);
 }
 
-void BindSelectorOptions(py::module_& m) {
-  py::class_<SelectorOptions>(m, "SelectorOptions")
-      .def(py::init([](SelectorOptions::Kind kind, double priority_exponent) {
+void BindSelectorOptions(nb::module_& m) {
+  nb::class_<SelectorOptions>(m, "SelectorOptions")
+      .def(nb::new_([](SelectorOptions::Kind kind, double priority_exponent) {
              SelectorOptions options{kind, priority_exponent};
              CheckArgument(options.Validate());
              return options;
            }),
-           py::arg("kind"), py::arg("priority_exponent") = 1.0)
-      .def_readonly("kind", &SelectorOptions::kind)
-      .def_readonly("priority_exponent", &SelectorOptions::priority_exponent)
+           nb::arg("kind"), nb::arg("priority_exponent") = 1.0)
+      .def_ro("kind", &SelectorOptions::kind)
+      .def_ro("priority_exponent", &SelectorOptions::priority_exponent)
       .def("__repr__", [](const SelectorOptions& o) {
         return absl::StrCat(
             "SelectorOptions(",
-            py::str(py::cast(o.kind).attr("name")).cast<std::string>(),
+            nb::cast<std::string>(nb::cast(o.kind).attr("name")),
             ", priority_exponent=", o.priority_exponent, ")");
       });
 }
@@ -81,22 +88,22 @@ void BindSelectorOptions(py::module_& m) {
 // The rate limiter's parameters and presets, each checked by the core
 // (ValueError with its message): the one definition and the one set of
 // checks Python's reverb_tf.rate_limiters builds on.
-void BindRateLimiterOptions(py::module_& m) {
-  py::class_<RateLimiterOptions>(m, "RateLimiterOptions")
-      .def(py::init([](double samples_per_insert, int64_t min_size_to_sample,
+void BindRateLimiterOptions(nb::module_& m) {
+  nb::class_<RateLimiterOptions>(m, "RateLimiterOptions")
+      .def(nb::new_([](double samples_per_insert, int64_t min_size_to_sample,
                        double min_diff, double max_diff) {
              return ArgumentOrRaise(RateLimiterOptions::Checked(
                  samples_per_insert, min_size_to_sample, min_diff, max_diff));
            }),
-           py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
-           py::arg("min_diff"), py::arg("max_diff"))
+           nb::arg("samples_per_insert"), nb::arg("min_size_to_sample"),
+           nb::arg("min_diff"), nb::arg("max_diff"))
       .def_static(
           "min_size",
           [](int64_t min_size_to_sample) {
             return ArgumentOrRaise(
                 RateLimiterOptions::CheckedMinSize(min_size_to_sample));
           },
-          py::arg("min_size_to_sample"))
+          nb::arg("min_size_to_sample"))
       .def_static(
           "sample_to_insert_ratio",
           [](double samples_per_insert, int64_t min_size_to_sample,
@@ -105,8 +112,8 @@ void BindRateLimiterOptions(py::module_& m) {
                 RateLimiterOptions::CheckedSampleToInsertRatio(
                     samples_per_insert, min_size_to_sample, error_buffer));
           },
-          py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
-          py::arg("error_buffer"))
+          nb::arg("samples_per_insert"), nb::arg("min_size_to_sample"),
+          nb::arg("error_buffer"))
       .def_static(
           "sample_to_insert_ratio_window",
           [](double samples_per_insert, int64_t min_size_to_sample,
@@ -116,80 +123,80 @@ void BindRateLimiterOptions(py::module_& m) {
                     samples_per_insert, min_size_to_sample, min_diff,
                     max_diff));
           },
-          py::arg("samples_per_insert"), py::arg("min_size_to_sample"),
-          py::arg("min_diff"), py::arg("max_diff"))
+          nb::arg("samples_per_insert"), nb::arg("min_size_to_sample"),
+          nb::arg("min_diff"), nb::arg("max_diff"))
       .def_static(
           "queue",
           [](int64_t size) {
             return ArgumentOrRaise(RateLimiterOptions::CheckedQueue(size));
           },
-          py::arg("size"))
-      .def_readonly("samples_per_insert",
-                    &RateLimiterOptions::samples_per_insert)
-      .def_readonly("min_size_to_sample",
-                    &RateLimiterOptions::min_size_to_sample)
-      .def_readonly("min_diff", &RateLimiterOptions::min_diff)
-      .def_readonly("max_diff", &RateLimiterOptions::max_diff)
+          nb::arg("size"))
+      .def_ro("samples_per_insert", &RateLimiterOptions::samples_per_insert)
+      .def_ro("min_size_to_sample", &RateLimiterOptions::min_size_to_sample)
+      .def_ro("min_diff", &RateLimiterOptions::min_diff)
+      .def_ro("max_diff", &RateLimiterOptions::max_diff)
       // Empty, or why valid options may still surprise a program.
       .def("caveat", &RateLimiterOptions::Caveat)
       .def("__repr__", &RateLimiterOptions::DebugString);
 }
 
-void BindTableOptions(py::module_& m) {
-  py::class_<TableOptions>(m, "TableOptions")
-      .def(py::init(&MakeTableOptions), py::arg("name"), py::arg("sampler"),
-           py::arg("remover"), py::arg("max_size"),
-           py::arg("max_times_sampled"), py::arg("rate_limiter"),
-           py::arg("signature"), py::arg("nested_structure") = py::bytes(""))
-      .def_property_readonly("name",
-                             [](const TableOptions& o) { return o.name; });
+void BindTableOptions(nb::module_& m) {
+  nb::class_<TableOptions>(m, "TableOptions")
+      .def(nb::new_(&MakeTableOptions), nb::arg("name"), nb::arg("sampler"),
+           nb::arg("remover"), nb::arg("max_size"),
+           nb::arg("max_times_sampled"), nb::arg("rate_limiter"),
+           nb::arg("signature"), nb::arg("nested_structure") = nb::bytes(""))
+      .def_prop_ro("name", [](const TableOptions& o) { return o.name; });
 }
 
 // What Python reads of a table's info is the serialized schema::TableInfo
 // (reverb_types.TableInfo.from_serialized_proto), the message a remote
 // client gets; the accessors are what Python needs before decoding it.
-void BindTableInfo(py::module_& m) {
-  py::class_<TableInfo>(m, "TableInfo")
-      .def_property_readonly("name",
-                             [](const TableInfo& i) { return i.options.name; })
+void BindTableInfo(nb::module_& m) {
+  nb::class_<TableInfo>(m, "TableInfo")
+      .def_prop_ro("name", [](const TableInfo& i) { return i.options.name; })
       .def(
           "serialized_proto",
-          [](const TableInfo& i) { return py::bytes(SerializeTableInfo(i)); },
+          [](const TableInfo& i) {
+            const std::string serialized = SerializeTableInfo(i);
+            return nb::bytes(serialized.data(), serialized.size());
+          },
           "The info as a serialized reverb_tf.schema.TableInfo.")
-      .def_property_readonly(
-          "signature",
-          [](const TableInfo& i) -> py::object {
-            if (!i.options.signature.has_value()) return py::none();
-            py::list columns;
-            for (const ColumnSpec& c : i.options.signature->columns) {
-              columns.append(
-                  py::make_tuple(c.name, NumpyDType(c.dtype), c.shape));
-            }
-            return columns;
-          })
-      .def_property_readonly("nested_structure", [](const TableInfo& i) {
-        return py::bytes(i.options.signature.has_value()
-                             ? i.options.signature->nested_structure
-                             : "");
+      .def_prop_ro("signature",
+                   [](const TableInfo& i) -> nb::object {
+                     if (!i.options.signature.has_value()) return nb::none();
+                     nb::list columns;
+                     for (const ColumnSpec& c : i.options.signature->columns) {
+                       columns.append(nb::make_tuple(
+                           c.name, NumpyDType(c.dtype), c.shape));
+                     }
+                     return columns;
+                   })
+      .def_prop_ro("nested_structure", [](const TableInfo& i) {
+        const std::string structure =
+            i.options.signature.has_value()
+                ? i.options.signature->nested_structure
+                : "";
+        return nb::bytes(structure.data(), structure.size());
       });
 }
 
-void BindInspectCheckpoint(py::module_& m) {
+void BindInspectCheckpoint(nb::module_& m) {
   m.def(
       "inspect_checkpoint",
-      [](const std::string& path, std::optional<py::function> progress) {
+      [](const std::string& path, std::optional<nb::callable> progress) {
         // Python errors in the callback (Ctrl-C) end the reporting; the
         // first is raised once the native call returns.
-        std::optional<py::error_already_set> callback_error;
+        std::optional<nb::python_error> callback_error;
         std::function<void(uint64_t, uint64_t)> report;
         if (progress.has_value()) {
           report = [&](uint64_t done, uint64_t total) {
-            py::gil_scoped_acquire gil;
+            nb::gil_scoped_acquire gil;
             if (callback_error.has_value()) return;
             try {
               (*progress)(done, total);
-            } catch (py::error_already_set& error) {
-              callback_error = std::move(error);
+            } catch (nb::python_error& error) {
+              callback_error.emplace(std::move(error));
             }
           };
         }
@@ -197,30 +204,30 @@ void BindInspectCheckpoint(py::module_& m) {
             WithoutGil([&] { return InspectCheckpoint(path, report); });
         if (callback_error.has_value()) throw *callback_error;
         CheckOk(summary.status());
-        py::dict out;
+        nb::dict out;
         out["path"] = summary->path;
         out["written_by"] = summary->written_by;
         out["file_bytes"] = summary->file_bytes;
         out["num_chunks"] = summary->num_chunks;
-        out["tables"] = py::cast(summary->tables);
+        out["tables"] = nb::cast(std::move(summary->tables));
         return out;
       },
-      py::arg("path"), py::arg("progress") = py::none(),
+      nb::arg("path"), nb::arg("progress") = nb::none(),
       "Reads and verifies a checkpoint directory (see checkpointer.h).");
 }
 
 // A live table (table.h), owned by Python's reverb_tf.Table from its
 // construction and shared with the servers that host it.
-void BindTable(py::module_& m) {
-  py::class_<Table, std::shared_ptr<Table>>(m, "Table")
-      .def(py::init([](const TableOptions& options) {
+void BindTable(nb::module_& m) {
+  nb::class_<Table>(m, "Table")
+      .def(nb::new_([](const TableOptions& options) {
              std::random_device seed_source;
              const uint64_t seed =
                  (uint64_t{seed_source()} << 32) | seed_source();
              return ValueOrRaise(Table::Create(options, seed));
            }),
-           py::arg("options"))
-      .def_property_readonly("name", &Table::name)
+           nb::arg("options"))
+      .def_prop_ro("name", &Table::name)
       .def("info", &Table::info,
            "The table's info, read in this process (no RPC).")
       .def("can_insert",
@@ -234,8 +241,8 @@ void BindTable(py::module_& m) {
 
 }  // namespace
 
-void BindTables(py::module_& m) {
-  // In this order: pybind11 names a type in a signature only once it is
+void BindTables(nb::module_& m) {
+  // In this order: nanobind names a type in a signature only once it is
   // bound (SelectorKind in SelectorOptions', both in TableOptions', ...).
   BindSelectorKind(m);
   BindSelectorOptions(m);

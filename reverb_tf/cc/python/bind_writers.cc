@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The writers of reverb_tf._core: TrajectoryWriter (also behind the
 // batched and legacy writers) and StructuredWriter.
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <functional>
@@ -55,7 +60,7 @@ void FlushWriter(TrajectoryWriter& writer, int32_t block_until_num_items,
 
 // TrajectoryWriter.end_episode: ends the episode at once, then waits as
 // flush(0) does.
-void EndWriterEpisode(TrajectoryWriter& writer, bool clear_buffers,
+void EndWriterEpisode(TrajectoryWriter& writer, Truth clear_buffers,
                       std::optional<double> timeout_s) {
   absl::Status status = writer.EndEpisode(clear_buffers, absl::ZeroDuration());
   if (status.code() != absl::StatusCode::kDeadlineExceeded)
@@ -72,15 +77,15 @@ int64_t WriterHistoryStep(const TrajectoryWriter& writer, int32_t column,
   if (step.ok()) return *step;
   const std::string message(step.status().message());
   if (step.status().code() == absl::StatusCode::kOutOfRange) {
-    throw py::index_error(message);
+    throw nb::index_error(message.c_str());
   }
-  throw py::value_error(message);
+  throw nb::value_error(message.c_str());
 }
 
 // TrajectoryWriter.read_cells: the cells of `column` at `steps` (of `lane`)
 // as one array.
-py::array ReadWriterCells(TrajectoryWriter& writer, int32_t column,
-                          const std::vector<int64_t>& steps, int32_t lane) {
+nb::object ReadWriterCells(TrajectoryWriter& writer, int32_t column,
+                           const std::vector<int64_t>& steps, int32_t lane) {
   absl::StatusOr<TensorPayload> payload =
       WithoutGil([&] { return writer.ReadCells(column, steps, lane); });
   // A plain RuntimeError for expired cells, as dm-reverb raises.
@@ -92,26 +97,27 @@ py::array ReadWriterCells(TrajectoryWriter& writer, int32_t column,
 
 // TrajectoryWriter.column_type: (dtype, shape), or None before the column
 // has a value.
-py::object WriterColumnType(const TrajectoryWriter& writer, int32_t column) {
+nb::object WriterColumnType(const TrajectoryWriter& writer, int32_t column) {
   std::optional<std::pair<DType, Shape>> type = writer.ColumnType(column);
-  if (!type.has_value()) return py::none();
-  py::tuple shape(type->second.size());
-  for (size_t i = 0; i < type->second.size(); ++i) shape[i] = type->second[i];
-  return py::make_tuple(NumpyDType(type->first), shape);
+  if (!type.has_value()) return nb::none();
+  nb::list dims;
+  for (int64_t dim : type->second) dims.append(dim);
+  return nb::make_tuple(NumpyDType(type->first),
+                        nb::steal(PySequence_Tuple(dims.ptr())));
 }
 
 // TrajectoryWriter.create_items of a batched writer: an item per lane in
 // `lanes`, waiting as CreateItem() does.
-void CreateLaneItems(
-    TrajectoryWriter& writer, const std::string& table,
-    const py::array_t<double, py::array::c_style | py::array::forcecast>&
-        priorities,
-    const std::vector<ColumnRef>& refs,
-    const py::array_t<int32_t, py::array::c_style | py::array::forcecast>&
-        lanes) {
+void CreateLaneItems(TrajectoryWriter& writer, const std::string& table,
+                     nb::handle priorities_like,
+                     const std::vector<ColumnRef>& refs,
+                     nb::handle lanes_like) {
+  const ContiguousArray priorities(priorities_like, DType::kDouble);
+  const ContiguousArray lanes(lanes_like, DType::kInt32);
   const std::vector<ItemColumn> columns = ItemColumnsFrom(refs);
-  const absl::Span<const double> p(priorities.data(), priorities.size());
-  const absl::Span<const int32_t> l(lanes.data(), lanes.size());
+  const absl::Span<const double> p(priorities.data<double>(),
+                                   priorities.size());
+  const absl::Span<const int32_t> l(lanes.data<int32_t>(), lanes.size());
   absl::Status status =
       writer.CreateItems(table, p, columns, l, absl::ZeroDuration());
   if (status.code() != absl::StatusCode::kDeadlineExceeded)
@@ -122,35 +128,34 @@ void CreateLaneItems(
 }
 
 // TrajectoryWriter.end_lane_episodes of a batched writer.
-void EndLaneEpisodes(
-    TrajectoryWriter& writer,
-    const py::array_t<int32_t, py::array::c_style | py::array::forcecast>&
-        lanes,
-    bool clear_buffers) {
+void EndLaneEpisodes(TrajectoryWriter& writer, nb::handle lanes_like,
+                     Truth clear_buffers) {
+  const ContiguousArray lanes(lanes_like, DType::kInt32);
   CheckOk(writer.EndLaneEpisodes(
-      absl::MakeConstSpan(lanes.data(), lanes.size()), clear_buffers));
+      absl::MakeConstSpan(lanes.data<int32_t>(), lanes.size()), clear_buffers));
 }
 
 // TrajectoryWriter.lane_episode_steps of a batched writer: the steps of each
 // lane's current episode.
-py::array_t<int32_t> LaneEpisodeSteps(const TrajectoryWriter& writer) {
-  std::vector<int32_t> steps = writer.LaneEpisodeSteps();
-  py::array_t<int32_t> out(static_cast<py::ssize_t>(steps.size()));
-  std::copy(steps.begin(), steps.end(), out.mutable_data());
-  return out;
+nb::object LaneEpisodeSteps(const TrajectoryWriter& writer) {
+  const std::vector<int32_t> steps = writer.LaneEpisodeSteps();
+  std::string bytes(reinterpret_cast<const char*>(steps.data()),
+                    steps.size() * sizeof(int32_t));
+  return ArrayOwning(DType::kInt32, {static_cast<int64_t>(steps.size())},
+                     std::move(bytes));
 }
 
-void BindTrajectoryWriter(py::module_& m) {
-  py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
+void BindTrajectoryWriter(nb::module_& m) {
+  nb::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def(
           "append",
-          [](TrajectoryWriter& writer, const py::list& columns,
-             bool partial_step) {
+          [](TrajectoryWriter& writer, const nb::list& columns,
+             Truth partial_step) {
             std::vector<std::optional<TensorPayload>> step =
                 StepFromColumns(columns);
             return ValueOrRaise(writer.Append(std::move(step), partial_step));
           },
-          py::arg("columns"), py::arg("partial_step") = false)
+          nb::arg("columns"), nb::arg("partial_step").none() = false)
       // The common cases of Python's append() and create_item() in one
       // call each. False: not the common case (conversions.h); nothing
       // happened and Python takes its general path. The GIL is kept for the
@@ -160,21 +165,21 @@ void BindTrajectoryWriter(py::module_& m) {
       // on 2 cores, in-process server).
       .def(
           "try_append",
-          [](TrajectoryWriter& writer, py::handle data, py::handle columns,
-             size_t num_columns, bool partial_step) {
+          [](TrajectoryWriter& writer, nb::handle data, nb::handle columns,
+             size_t num_columns, Truth partial_step) {
             std::optional<std::vector<std::optional<TensorPayload>>> step =
                 CommonStep(data, columns, num_columns);
             if (!step.has_value()) return false;
             ValueOrRaise(writer.Append(*std::move(step), partial_step));
             return true;
           },
-          py::arg("data"), py::arg("columns"), py::arg("num_columns"),
-          py::arg("partial_step"))
+          nb::arg("data").none(), nb::arg("columns").none(),
+          nb::arg("num_columns"), nb::arg("partial_step").none())
       .def(
           "try_create_item",
-          [](TrajectoryWriter& writer, py::handle table, py::handle priority,
-             py::handle trajectory, py::handle column_type,
-             py::handle generation, py::handle signed_tables) {
+          [](TrajectoryWriter& writer, nb::handle table, nb::handle priority,
+             nb::handle trajectory, nb::handle column_type,
+             nb::handle generation, nb::handle signed_tables) {
             // What Python converts or does first (a str table, a plain
             // number, columns of the current history, the table's signature
             // given to the writer); the rules on the values are the native
@@ -188,21 +193,22 @@ void BindTrajectoryWriter(py::module_& m) {
             std::optional<std::vector<ItemColumn>> columns =
                 CommonItemColumns(trajectory, column_type, generation);
             if (!columns.has_value()) return false;
-            CreateItem(writer, table.cast<std::string>(), *value, *columns);
+            CreateItem(writer, nb::cast<std::string>(table), *value, *columns);
             return true;
           },
-          py::arg("table"), py::arg("priority"), py::arg("trajectory"),
-          py::arg("column_type"), py::arg("generation"),
-          py::arg("signed_tables"))
+          nb::arg("table").none(), nb::arg("priority").none(),
+          nb::arg("trajectory").none(), nb::arg("column_type").none(),
+          nb::arg("generation").none(), nb::arg("signed_tables").none())
       .def("create_item",
            [](TrajectoryWriter& writer, const std::string& table,
               double priority, const std::vector<ColumnRef>& refs) {
              CreateItem(writer, table, priority, ItemColumnsFrom(refs));
            })
-      .def("flush", &FlushWriter, py::arg("block_until_num_items") = 0,
-           py::arg("timeout_s") = py::none())
-      .def("end_episode", &EndWriterEpisode, py::arg("clear_buffers") = true,
-           py::arg("timeout_s") = py::none())
+      .def("flush", &FlushWriter, nb::arg("block_until_num_items") = 0,
+           nb::arg("timeout_s") = nb::none())
+      .def("end_episode", &EndWriterEpisode,
+           nb::arg("clear_buffers").none() = true,
+           nb::arg("timeout_s") = nb::none())
       .def(
           "configure",
           [](TrajectoryWriter& writer, int32_t column,
@@ -211,8 +217,8 @@ void BindTrajectoryWriter(py::module_& m) {
             CheckOk(writer.Configure(column, keep_alive.value_or(0),
                                      max_chunk_length.value_or(0)));
           },
-          py::arg("column"), py::arg("num_keep_alive_refs") = py::none(),
-          py::arg("max_chunk_length") = py::none())
+          nb::arg("column"), nb::arg("num_keep_alive_refs") = nb::none(),
+          nb::arg("max_chunk_length") = nb::none())
       .def("close",
            [](TrajectoryWriter& writer) {
              CheckOk(WithoutGil([&] { return writer.Close(); }));
@@ -223,13 +229,13 @@ void BindTrajectoryWriter(py::module_& m) {
             CheckOk(TrajectoryWriter::ValidateItem(priority,
                                                    ItemColumnsFrom(refs)));
           },
-          py::arg("priority"), py::arg("columns"))
+          nb::arg("priority"), nb::arg("columns"))
       .def_static(
           "validate_flush",
           [](int32_t block_until_num_items) {
             CheckOk(TrajectoryWriter::ValidateFlush(block_until_num_items));
           },
-          py::arg("block_until_num_items"))
+          nb::arg("block_until_num_items"))
       .def_static("validate_column_options",
                   [](int32_t num_keep_alive_refs,
                      std::optional<int32_t> max_chunk_length) {
@@ -247,36 +253,44 @@ void BindTrajectoryWriter(py::module_& m) {
            })
       .def("history_step", &WriterHistoryStep)
       .def("is_referenceable", &TrajectoryWriter::IsReferenceable)
-      .def("read_cells", &ReadWriterCells, py::arg("column"), py::arg("steps"),
-           py::arg("lane") = 0)
+      .def("read_cells", &ReadWriterCells, nb::arg("column"), nb::arg("steps"),
+           nb::arg("lane") = 0)
       .def("column_type", &WriterColumnType)
-      .def_property_readonly("history_length",
-                             &TrajectoryWriter::history_length)
-      .def_property_readonly("step_open", &TrajectoryWriter::step_open)
-      .def_property_readonly("num_columns", &TrajectoryWriter::num_columns)
-      .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
-      .def_property_readonly("num_in_flight_items",
-                             &TrajectoryWriter::num_in_flight_items)
+      .def_prop_ro("history_length", &TrajectoryWriter::history_length)
+      .def_prop_ro("step_open", &TrajectoryWriter::step_open)
+      .def_prop_ro("num_columns", &TrajectoryWriter::num_columns)
+      .def_prop_ro("episode_steps", &TrajectoryWriter::episode_steps)
+      .def_prop_ro("num_in_flight_items",
+                   &TrajectoryWriter::num_in_flight_items)
       // Batched (vectorised-environment) writers: num_lanes >= 1.
       .def("append_batch",
-           [](TrajectoryWriter& writer, const py::list& columns) {
+           [](TrajectoryWriter& writer, const nb::list& columns) {
              std::vector<std::optional<TensorPayload>> step =
                  StepFromColumns(columns);
              return ValueOrRaise(writer.AppendBatch(std::move(step)));
            })
-      .def("create_items", &CreateLaneItems)
-      .def("end_lane_episodes", &EndLaneEpisodes)
-      .def_property_readonly("lane_episode_steps", &LaneEpisodeSteps)
-      .def_property_readonly("num_lanes", &TrajectoryWriter::num_lanes);
+      // Priorities and lanes: any array-like, converted as numpy.asarray
+      // converts it to float64 and int32.
+      .def("create_items", &CreateLaneItems,
+           nb::sig("def create_items(self, arg0: str, "
+                   "arg1: numpy.typing.ArrayLike, "
+                   "arg2: collections.abc.Sequence[tuple[int, "
+                   "collections.abc.Sequence[int], bool]], "
+                   "arg3: numpy.typing.ArrayLike, /) -> None"))
+      .def("end_lane_episodes", &EndLaneEpisodes,
+           nb::sig("def end_lane_episodes(self, arg0: numpy.typing.ArrayLike, "
+                   "arg1: bool, /) -> None"))
+      .def_prop_ro("lane_episode_steps", &LaneEpisodeSteps)
+      .def_prop_ro("num_lanes", &TrajectoryWriter::num_lanes);
 }
 
 // The C++ side of reverb_tf.structured_writer.StructuredWriter.
-void BindStructuredWriter(py::module_& m) {
-  py::class_<StructuredWriter>(m, "StructuredWriter")
+void BindStructuredWriter(nb::module_& m) {
+  nb::class_<StructuredWriter>(m, "StructuredWriter")
       .def(
           "append",
-          [](StructuredWriter& writer, const py::list& columns,
-             bool partial_step) {
+          [](StructuredWriter& writer, const nb::list& columns,
+             Truth partial_step) {
             std::vector<std::optional<TensorPayload>> step =
                 StepFromColumns(columns);
             // Fast path: the items fit in the in-flight window.
@@ -288,7 +302,7 @@ void BindStructuredWriter(py::module_& m) {
               return writer.CreatePendingItems(slice);
             });
           },
-          py::arg("columns"), py::arg("partial_step") = false)
+          nb::arg("columns"), nb::arg("partial_step").none() = false)
       // Pending items are created first (they wait only on the in-flight
       // window, which is effectively unlimited); then the wait for
       // acknowledgements is sliced like the Writer's.
@@ -311,11 +325,11 @@ void BindStructuredWriter(py::module_& m) {
                   return trajectory_writer.Flush(block_until_num_items, slice);
                 });
           },
-          py::arg("block_until_num_items") = 0,
-          py::arg("timeout_s") = py::none())
+          nb::arg("block_until_num_items") = 0,
+          nb::arg("timeout_s") = nb::none())
       .def(
           "end_episode",
-          [](StructuredWriter& writer, bool clear_buffers,
+          [](StructuredWriter& writer, Truth clear_buffers,
              std::optional<double> timeout_s) {
             WaitInSlices(absl::InfiniteDuration(), [&](absl::Duration slice) {
               return writer.CreatePendingItems(slice);
@@ -332,17 +346,18 @@ void BindStructuredWriter(py::module_& m) {
                            return trajectory_writer.Flush(0, slice);
                          });
           },
-          py::arg("clear_buffers") = true, py::arg("timeout_s") = py::none())
+          nb::arg("clear_buffers").none() = true,
+          nb::arg("timeout_s") = nb::none())
       .def("close",
            [](StructuredWriter& writer) {
              CheckOk(WithoutGil([&] { return writer.Close(); }));
            })
-      .def_property_readonly("step_is_open", &StructuredWriter::step_is_open);
+      .def_prop_ro("step_is_open", &StructuredWriter::step_is_open);
 }
 
 }  // namespace
 
-void BindWriters(py::module_& m) {
+void BindWriters(nb::module_& m) {
   BindTrajectoryWriter(m);
   BindStructuredWriter(m);
 }

@@ -7,16 +7,16 @@
 #ifndef REVERB_TF_CC_PYTHON_BINDINGS_H_
 #define REVERB_TF_CC_PYTHON_BINDINGS_H_
 
-#include <pybind11/pybind11.h>
+#include <nanobind/nanobind.h>
 
 namespace reverb_tf::binding {
 
-void BindTables(pybind11::module_& m);
-void BindServer(pybind11::module_& m);
-void BindWriters(pybind11::module_& m);
-void BindClient(pybind11::module_& m);
+void BindTables(nanobind::module_& m);
+void BindServer(nanobind::module_& m);
+void BindWriters(nanobind::module_& m);
+void BindClient(nanobind::module_& m);
 // set_log_sink: the core's log lines (platform/logging.h) to a callable.
-void BindLogging(pybind11::module_& m);
+void BindLogging(nanobind::module_& m);
 
 }  // namespace reverb_tf::binding
 

@@ -12,8 +12,8 @@
 #define REVERB_TF_CC_PYTHON_CALLS_H_
 
 #include <cxxabi.h>
+#include <nanobind/nanobind.h>
 #include <pthread.h>
-#include <pybind11/pybind11.h>
 
 #include <deque>
 #include <functional>
@@ -36,17 +36,27 @@
 
 namespace reverb_tf::binding {
 
-namespace py = ::pybind11;
+namespace nb = ::nanobind;
 
 inline constexpr absl::Duration kSignalPoll = absl::Milliseconds(100);
 
+// A bool argument as dm-reverb's bindings (pybind11) take one: True, False,
+// any number (numpy.bool_, 0, 1.0, ...) by its truth, and None as False
+// (where the argument is declared `.none()`, as every Truth is). nanobind's
+// own bool takes only True and False, which would turn `clear_buffers=1` or
+// `clear_buffers=None` into a TypeError.
+struct Truth {
+  bool value = false;
+  operator bool() const { return value; }  // NOLINT(runtime/explicit)
+};
+
 [[noreturn]] inline void RaiseStatus(const absl::Status& status) {
-  py::object error = py::module_::import("reverb_tf.errors")
+  nb::object error = nb::module_::import_("reverb_tf.errors")
                          .attr("from_status")(static_cast<int>(status.code()),
                                               std::string(status.message()));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
                   error.ptr());
-  throw py::error_already_set();
+  throw nb::python_error();
 }
 
 inline void CheckOk(const absl::Status& status) {
@@ -63,7 +73,8 @@ T ValueOrRaise(absl::StatusOr<T> value) {
 // options): a plain ValueError, which is what dm-reverb raises for them and
 // what its programs catch, rather than the status classes of failed calls.
 inline void CheckArgument(const absl::Status& status) {
-  if (!status.ok()) throw py::value_error(std::string(status.message()));
+  if (!status.ok())
+    throw nb::value_error(std::string(status.message()).c_str());
 }
 
 template <typename T>
@@ -77,11 +88,21 @@ inline absl::Duration TimeoutFromSeconds(std::optional<double> seconds) {
   return absl::Seconds(*seconds);
 }
 
+// A daemon thread that retakes the GIL while the interpreter finalizes is
+// ended by CPython (3.11 to 3.13) with pthread_exit, a forced unwind of its
+// stack. That unwind must not reach nanobind's dispatch, whose noexcept
+// frames turn it into std::terminate (an abort at exit for any program with
+// a daemon thread blocked in a call); nor can it be caught and dropped
+// (glibc aborts when its handler returns). So the thread stops here, in the
+// handler, for good, as CPython 3.14 itself parks such threads: it holds
+// no lock, and the exiting process ends it.
+[[noreturn]] inline void ParkEndedThread() {
+  while (true) absl::SleepFor(absl::Hours(1));
+}
+
 // Runs `f()` without the GIL and returns its result. Deliberately not a
-// scoped guard (py::gil_scoped_release): when the interpreter is finalizing,
-// retaking the GIL on a daemon thread ends that thread with a forced unwind,
-// which a guard's noexcept destructor would turn into std::terminate (an
-// abort at exit for any program with a daemon thread blocked in a call).
+// scoped guard (nb::gil_scoped_release): its noexcept destructor would meet
+// the forced unwind above.
 template <typename F>
 auto WithoutGil(F f) -> decltype(f()) {
   PyThreadState* saved = PyEval_SaveThread();
@@ -95,7 +116,8 @@ auto WithoutGil(F f) -> decltype(f()) {
       return result;
     }
   } catch (abi::__forced_unwind&) {
-    throw;  // from PyEval_RestoreThread: the GIL is not ours to retake
+    // From PyEval_RestoreThread: the GIL is not ours to retake.
+    ParkEndedThread();
   } catch (...) {
     PyEval_RestoreThread(saved);
     throw;
@@ -114,7 +136,7 @@ void WaitInSlices(absl::Duration timeout, Call call) {
         return WithoutGil([&] { return call(slice); });
       },
       [] {
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+        if (PyErr_CheckSignals() != 0) throw nb::python_error();
         return absl::OkStatus();
       });
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
@@ -240,11 +262,11 @@ auto RunCancellable(Call call) -> decltype(call(nullptr)) {
     // (which references this frame) is done before the frame is gone.
     state->cancel.Cancel();
     state->done.WaitForNotification();
-    throw;
+    ParkEndedThread();
   }
   state->done.WaitForNotification();
   PyEval_RestoreThread(saved);
-  if (interrupted) throw py::error_already_set();
+  if (interrupted) throw nb::python_error();
   return *std::move(state->result);
 }
 
@@ -260,5 +282,39 @@ auto RunClientCall(Client& client, Call call) -> decltype(call(nullptr)) {
 }
 
 }  // namespace reverb_tf::binding
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<::reverb_tf::binding::Truth> {
+  NB_TYPE_CASTER(::reverb_tf::binding::Truth, const_name("bool"))
+
+  bool from_python(handle src, uint32_t flags, cleanup_list*) noexcept {
+    if (src.ptr() == Py_True || src.ptr() == Py_False || src.is_none()) {
+      value.value = src.ptr() == Py_True;
+      return true;
+    }
+    if ((flags & static_cast<uint32_t>(cast_flags::convert)) == 0) return false;
+    // Numbers only, as pybind11: types with nb_bool (PyType_GetSlot reads
+    // it on the stable ABI too).
+    auto* nb_bool = reinterpret_cast<inquiry>(
+        PyType_GetSlot(Py_TYPE(src.ptr()), Py_nb_bool));
+    if (nb_bool == nullptr) return false;
+    const int truth = nb_bool(src.ptr());
+    if (truth < 0) {
+      PyErr_Clear();
+      return false;
+    }
+    value.value = truth != 0;
+    return true;
+  }
+
+  static handle from_cpp(::reverb_tf::binding::Truth src, rv_policy,
+                         cleanup_list*) noexcept {
+    return handle(src.value ? Py_True : Py_False).inc_ref();
+  }
+};
+
+}  // namespace nanobind::detail
 
 #endif  // REVERB_TF_CC_PYTHON_CALLS_H_

@@ -36,8 +36,12 @@ if [[ -n "${patched_inputs}" ]]; then
   find . \( -name Makefile.in -o -name configure -o -name aclocal.m4 -o -name 'config.h.in' \) \
     -exec touch {} +
 fi
+# REVERB_TF_CROSS (e.g. aarch64-linux-gnu): cross-compile for that target
+# with Debian's compiler (scripts/cross_build.sh).
+cross=()
+[[ -z "${REVERB_TF_CROSS:-}" ]] || cross=(--host="${REVERB_TF_CROSS}")
 # Its symbols stay hidden in our shared objects like every static archive's.
-if ! { ./configure --prefix="${prefix}" --disable-shared --enable-static --with-pic \
+if ! { ./configure "${cross[@]}" --prefix="${prefix}" --disable-shared --enable-static --with-pic \
          --disable-https --without-gnutls --disable-doc --disable-examples \
          --disable-curl --disable-tools CFLAGS="-O2 -fvisibility=hidden" &&
        make -j"$(nproc)" -C src/microhttpd &&

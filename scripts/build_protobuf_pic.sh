@@ -25,8 +25,16 @@ deb_version="$(dpkg-query -W -f='${Version}' libprotobuf-dev)"
 fetch_debian_source "protobuf=${deb_version}" "${work}/src"
 version="$(protoc --version | awk '{print $2}')"
 echo "building PIC libprotobuf ${version} from Debian source into ${prefix}"
+# REVERB_TF_CROSS (e.g. aarch64-linux-gnu): cross-compile with Debian's
+# compiler for that target (scripts/cross_build.sh); the version is still the
+# installed (target architecture's) libprotobuf-dev and protoc's.
+cross=()
+if [[ -n "${REVERB_TF_CROSS:-}" ]]; then
+  cross=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR="${REVERB_TF_CROSS%%-*}"
+         -DCMAKE_C_COMPILER="${REVERB_TF_CROSS}-gcc" -DCMAKE_CXX_COMPILER="${REVERB_TF_CROSS}-g++")
+fi
 # Compiler warnings from protobuf's own sources go to a log, shown on failure.
-if ! { cmake -S src/cmake -B build -DCMAKE_BUILD_TYPE=Release \
+if ! { cmake -S src/cmake -B build -DCMAKE_BUILD_TYPE=Release "${cross[@]}" \
          -DCMAKE_POSITION_INDEPENDENT_CODE=ON -Dprotobuf_BUILD_TESTS=OFF \
          -Dprotobuf_BUILD_SHARED_LIBS=OFF -Dprotobuf_BUILD_PROTOC_BINARIES=OFF \
          -Dprotobuf_WITH_ZLIB=OFF -DCMAKE_INSTALL_PREFIX="${prefix}" \

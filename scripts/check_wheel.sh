@@ -17,6 +17,9 @@
 #      checkout_only skip (tests/conftest.py). --portable also skips those
 #      marked side_venv (their venvs need Python 3.11), for other Pythons.
 # --constraints pins TensorFlow's own dependencies (CI passes requirements.txt).
+# TF_REQUIREMENT `none`: only the venv without TensorFlow and its smoke test,
+# and with --pytest the test files that do not import TensorFlow, there
+# (the TF-free suite; the aarch64 wheel's emulated run, docs/packaging.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
@@ -34,6 +37,35 @@ while (( $# )); do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+# Outside the checkout, so that nothing of it can be imported.
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+if [[ "${tf_requirement}" == none ]]; then
+  bare="${CACHE}/wheel-check/no-tensorflow"
+  log "a new venv with the wheel only (no TensorFlow): ${bare}"
+  rm -rf "${bare}"
+  "${PYTHON}" -m venv "${bare}"
+  "${bare}/bin/pip" install "${pip_args[@]}" "${wheel}"
+  cp "${ROOT}/pip_package/smoke_test_no_tf.py" "${work}/"
+  cd "${work}"
+  "${bare}/bin/python" smoke_test_no_tf.py
+  if (( run_pytest )); then
+    mapfile -t test_pins < <(bash "${ROOT}/scripts/pins.sh" "${bare}/bin/python" | grep -iE \
+      '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet|ray)==')
+    "${bare}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
+    cp -r "${ROOT}/tests" "${ROOT}/examples" "${ROOT}/README.md" "${work}/"
+    # The TF-free suite: every test file that does not import TensorFlow.
+    mapfile -t files < <(cd "${work}" && grep -LE '^\s*(import tensorflow|from tensorflow)' \
+      tests/test_*.py tests/*/test_*.py 2>/dev/null)
+    log "pytest without TensorFlow: ${#files[@]} test files (${files[*]})"
+    portable_env=()
+    (( portable )) && portable_env=(REVERB_TF_TEST_PORTABLE=1)
+    env REVERB_TF_TEST_INSTALLED=1 "${portable_env[@]}" \
+      "${bare}/bin/python" -m pytest -q -rs -p no:cacheprovider "${files[@]}"
+  fi
+  exit 0
+fi
 
 venv="${CACHE}/wheel-check/${tf_requirement//[^A-Za-z0-9.]/-}"
 log "a new venv with ${tf_requirement} only: ${venv}"
@@ -55,9 +87,6 @@ if [[ -n "${changed}" ]] || grep -qi '^tensorflow' <<<"${added}"; then
 fi
 log "the wheel added only: $(tr '\n' ' ' <<<"${added}")"
 
-# Outside the checkout, so that nothing of it can be imported.
-work="$(mktemp -d)"
-trap 'rm -rf "${work}"' EXIT
 cp "${ROOT}/pip_package/smoke_test.py" "${work}/"
 cd "${work}"
 log "smoke test"

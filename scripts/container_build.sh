@@ -21,6 +21,13 @@
 #                     the wheel: the same buildah invocation and context, in
 #                     seconds (it reports the files the context holds)
 #   --refresh-base    download the base again instead of using the cache
+#   --arch arm64      a Linux aarch64 wheel, cross-compiled on this x86_64
+#                     machine (pip_package/cross.Dockerfile,
+#                     scripts/cross_build.sh) and tested under emulation
+#                     (qemu-user through binfmt_misc) in an arm64 base
+#                     localhost/reverb_tf-base:SUITE-arm64; --tf defaults
+#                     to 2.20.0 there, the newest TensorFlow with aarch64
+#                     wheels on PyPI. With --base-only, makes that base.
 #
 # The base is cached twice: mmdebstrap's tarball under
 # ${REVERB_TF_CACHE:-~/.cache/reverb_tf}/container/ (survives a wiped
@@ -35,8 +42,8 @@ usage() {
   exit 2
 }
 
-suite="bookworm"; tf_version=""; distribution="tensorflow-cpu"; tests="auto"
-mode="wheel"; refresh=0; out=""
+suite="bookworm"; tf_version=""; distribution=""; tests="auto"
+mode="wheel"; refresh=0; out=""; arch="amd64"
 while (( $# )); do
   case "$1" in
     --suite) suite="$2"; shift 2 ;;
@@ -46,6 +53,7 @@ while (( $# )); do
     --base-only) mode="base"; shift ;;
     --probe) mode="probe"; shift ;;
     --refresh-base) refresh=1; shift ;;
+    --arch) arch="$2"; shift 2 ;;
     -h|--help) usage ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) out="$1"; shift ;;
@@ -58,6 +66,21 @@ case "${suite}" in
   bookworm|trixie|sid) ;;
   *) echo "--suite must be bookworm, trixie or sid, not ${suite}" >&2; exit 2 ;;
 esac
+case "${arch}" in
+  amd64|arm64) ;;
+  *) echo "--arch must be amd64 (native) or arm64 (cross-built, tested under qemu), not ${arch}" >&2
+     exit 2 ;;
+esac
+if [[ "${arch}" == arm64 && "${suite}" != bookworm ]]; then
+  # The cross build's package set and toolchain are Debian 12's
+  # (scripts/cross_build.sh); the other suites were not tried.
+  echo "--arch arm64 is built on bookworm only" >&2; exit 2
+fi
+if [[ "${arch}" == arm64 ]]; then
+  # PyPI's aarch64 TensorFlow: `tensorflow` (no tensorflow-cpu), up to 2.20.
+  tf_version="${tf_version:-2.20.0}"; distribution="${distribution:-tensorflow}"
+fi
+distribution="${distribution:-tensorflow-cpu}"
 OUT="$(realpath -m "${out:-${ROOT}/wheels}")"
 image="localhost/reverb_tf-base:${suite}"
 
@@ -73,21 +96,25 @@ if (( ${#missing[@]} )); then
     "${missing[@]}" uidmap >/dev/null
 fi
 
-# The base image. Debian 12's buildah (1.28) has no `buildah import`, so the
-# tarball goes in through an empty working container instead.
-tarball="${CACHE}/container/debian-${suite}-minbase.tar"
-if (( refresh )); then
-  rm -f "${tarball}"
-  buildah rmi --force "${image}" >/dev/null 2>&1 || true
-fi
-if ! buildah inspect --type image "${image}" >/dev/null 2>&1; then
+# make_base IMAGE ARCH: makes (or finds) a minbase Debian SUITE image for
+# ARCH (amd64 or arm64). Debian 12's buildah (1.28) has no `buildah import`,
+# so the tarball goes in through an empty working container instead.
+make_base() {
+  local image="$1" arch="$2" tarball container partial sources aptopts valid_until
+  tarball="${CACHE}/container/debian-${suite}-minbase.tar"
+  [[ "${arch}" == amd64 ]] || tarball="${CACHE}/container/debian-${suite}-${arch}-minbase.tar"
+  if (( refresh )); then
+    rm -f "${tarball}"
+    buildah rmi --force "${image}" >/dev/null 2>&1 || true
+  fi
+  buildah inspect --type image "${image}" >/dev/null 2>&1 && return 0
   if [[ ! -s "${tarball}" ]]; then
-    log "downloading a minimal Debian ${suite} with mmdebstrap"
+    log "downloading a minimal Debian ${suite} (${arch}) with mmdebstrap"
     mkdir -p "$(dirname "${tarball}")"
     # Written beside the cache entry and renamed, so an interrupted run never
     # leaves a truncated tarball that later runs would trust.
     partial="${tarball}.partial.$$"
-    trap 'rm -f "${partial}"' EXIT
+    trap "rm -f '${partial}'" EXIT
     # The same sources as the official debian:SUITE images; sid has no
     # -updates or -security suite.
     sources=("deb http://deb.debian.org/debian ${suite} main")
@@ -108,24 +135,58 @@ if ! buildah inspect --type image "${image}" >/dev/null 2>&1; then
       log "the mirror's ${suite} Release expired on ${valid_until}: accepting it (Acquire::Check-Valid-Until false)"
       aptopts+=(--aptopt='Acquire::Check-Valid-Until "false"')
     fi
-    mmdebstrap --variant=minbase --format=tar --quiet "${aptopts[@]}" "${suite}" "${partial}" \
-      "${sources[@]}"
+    # A foreign architecture's maintainer scripts run under qemu-user
+    # (ensure_binfmt): about 2.5 min for arm64 on 2 cores.
+    mmdebstrap --variant=minbase --format=tar --quiet --architectures="${arch}" \
+      "${aptopts[@]}" "${suite}" "${partial}" "${sources[@]}"
     mv "${partial}" "${tarball}"
     trap - EXIT
   fi
   log "committing ${image} from ${tarball}"
   container="$(buildah from scratch)"
-  trap 'buildah rm "${container}" >/dev/null 2>&1 || true' EXIT
+  trap "buildah rm '${container}' >/dev/null 2>&1 || true" EXIT
   buildah add --quiet "${container}" "${tarball}" / >/dev/null
-  # A scratch image has no configuration: give it what debian:SUITE has.
+  # A scratch image has no configuration: give it what debian:SUITE has,
+  # and its architecture (a stage FROM it runs under emulation).
   buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --cmd bash "${container}"
+    --cmd bash --arch "${arch}" --os linux "${container}"
   buildah commit --quiet "${container}" "${image}" >/dev/null
   buildah rm "${container}" >/dev/null
   trap - EXIT
+}
+
+# ensure_binfmt: aarch64 programs run here through qemu-user, which the
+# kernel starts for them (binfmt_misc). Debian's qemu-user-static registers
+# its interpreters with the F flag (opened once, at registration), so they
+# also run inside chroots and buildah's chroot-isolated containers.
+ensure_binfmt() {
+  local entry=/proc/sys/fs/binfmt_misc/qemu-aarch64
+  if ! command -v update-binfmts >/dev/null || [[ ! -x /usr/bin/qemu-aarch64-static ]]; then
+    log "installing qemu-user-static and binfmt-support"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      qemu-user-static binfmt-support >/dev/null
+  fi
+  if [[ ! -e /proc/sys/fs/binfmt_misc/status ]]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  fi
+  [[ -e "${entry}" ]] || update-binfmts --enable qemu-aarch64
+  if ! grep -qx enabled "${entry}" 2>/dev/null || ! grep -q '^flags: .*F' "${entry}"; then
+    echo "cannot run aarch64 programs: ${entry} is not enabled with the F flag" >&2
+    cat "${entry}" >&2 2>/dev/null || true
+    exit 1
+  fi
+}
+
+make_base "${image}" amd64
+test_image=""
+if [[ "${arch}" == arm64 ]]; then
+  ensure_binfmt
+  test_image="localhost/reverb_tf-base:${suite}-arm64"
+  make_base "${test_image}" arm64
 fi
 if [[ "${mode}" == "base" ]]; then
-  echo "${image}"
+  echo "${test_image:-${image}}"
   exit 0
 fi
 
@@ -138,6 +199,8 @@ git -C "${ROOT}" archive HEAD | tar -x -C "${context}"
 ignorefile=(--ignorefile "${context}/pip_package/Dockerfile.dockerignore")
 if [[ "${mode}" == "probe" ]]; then
   dockerfile="${context}/pip_package/probe.Dockerfile"
+elif [[ "${arch}" == arm64 ]]; then
+  dockerfile="${context}/pip_package/cross.Dockerfile"
 else
   dockerfile="${context}/pip_package/Dockerfile"
 fi
@@ -155,6 +218,11 @@ if [[ "${mode}" == "probe" ]]; then
 else
   log "building the wheel on ${image} (cold: about 8 minutes on 2 cores)"
 fi
+arch_args=()
+if [[ "${arch}" == arm64 && "${mode}" != probe ]]; then
+  log "cross-compiling for aarch64 on ${image}, then testing on ${test_image} under qemu-user"
+  arch_args=(--build-arg TEST_BASE="${test_image}")
+fi
 started=$(date +%s)
 # -o exports the last stage; the image buildah also commits for it is
 # removed afterwards, so repeated runs leave nothing behind in the store.
@@ -162,7 +230,19 @@ iidfile="${context}/.iid"
 buildah bud --iidfile "${iidfile}" --isolation chroot --pull-never --network host "${mounts[@]}" \
   "${ignorefile[@]}" --build-arg BASE="${image}" \
   --build-arg TF_VERSION="${tf_version}" --build-arg TF_DISTRIBUTION="${distribution}" \
-  --build-arg TESTS="${tests}" \
+  --build-arg TESTS="${tests}" "${arch_args[@]}" \
   -f "${dockerfile}" -o "type=local,dest=${OUT}" "${context}"
 buildah rmi "$(cat "${iidfile}")" >/dev/null 2>&1 || true
 log "done in $(( $(date +%s) - started )) s: $(ls "${OUT}" | tr '\n' ' ')"
+if [[ "${arch}" == arm64 && "${mode}" != probe ]]; then
+  cat "${OUT}/build_info.txt" "${OUT}/tests.txt" >&2
+  # The short check of CI (container_check.sh --arch arm64) imports this
+  # wheel's extension in the arm64 base.
+  mkdir -p "${CACHE}/cross-arm64/wheel"
+  rm -f "${CACHE}/cross-arm64/wheel/"*.whl
+  cp "${OUT}"/reverb_tf-*aarch64.whl "${CACHE}/cross-arm64/wheel/"
+  if [[ "$(cat "${OUT}/tests.rc")" != 0 ]]; then
+    echo "the tests under emulation failed: ${OUT}/tests.log" >&2
+    exit 1
+  fi
+fi

@@ -56,7 +56,17 @@ def _run(rctx, args):
     return result.stdout.strip()
 
 def _debian_libs_impl(rctx):
-    multiarch = _run(rctx, ["gcc", "-print-multiarch"])
+    # REVERB_TF_TARGET_MULTIARCH (e.g. aarch64-linux-gnu) names the target of
+    # a cross build (scripts/cross_build.sh): the static archives and the
+    # pkg-config files of that architecture's -dev packages (Debian multiarch,
+    # dpkg --add-architecture), while protoc and grpc_cpp_plugin stay the
+    # build machine's, since Bazel runs them.
+    multiarch = rctx.os.environ.get("REVERB_TF_TARGET_MULTIARCH", "")
+    pkg_config = "pkg-config"
+    if multiarch:
+        pkg_config = multiarch + "-pkg-config"
+    else:
+        multiarch = _run(rctx, ["gcc", "-print-multiarch"])
     libdir = "/usr/lib/" + multiarch
     for name in _STATIC_ARCHIVES + ["z", "zstd"]:
         archive = "{}/lib{}.a".format(libdir, name)
@@ -64,8 +74,8 @@ def _debian_libs_impl(rctx):
             fail("missing {}: run scripts/setup.sh (it installs the Debian packages)".format(archive))
         rctx.symlink(archive, "lib/lib{}.a".format(name))
 
-    absl_libs = _run(rctx, ["pkg-config", "--libs"] + _ABSL_MODULES).split(" ")
-    re2_libs = _run(rctx, ["pkg-config", "--libs", "re2"]).split(" ")
+    absl_libs = _run(rctx, [pkg_config, "--libs"] + _ABSL_MODULES).split(" ")
+    re2_libs = _run(rctx, [pkg_config, "--libs", "re2"]).split(" ")
 
     pic_dir = rctx.os.environ.get("REVERB_TF_PROTOBUF_PIC", "")
     if not pic_dir:
@@ -100,6 +110,6 @@ def _debian_libs_impl(rctx):
 debian_libs = repository_rule(
     implementation = _debian_libs_impl,
     attrs = {"_build_template": attr.label(default = "//third_party/debian:BUILD.tpl")},
-    environ = ["REVERB_TF_PROTOBUF_PIC", "REVERB_TF_MICROHTTPD", "HOME"],
+    environ = ["REVERB_TF_PROTOBUF_PIC", "REVERB_TF_MICROHTTPD", "REVERB_TF_TARGET_MULTIARCH", "HOME"],
     local = True,
 )

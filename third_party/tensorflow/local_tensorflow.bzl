@@ -21,11 +21,36 @@ print(tf.sysconfig.get_lib())
 print(' '.join(f for f in tf.sysconfig.get_compile_flags() if not f.startswith('-I')))
 """
 
+# A cross build (scripts/cross_build.sh) compiles against a TensorFlow wheel
+# of the target architecture that this machine cannot import: the wheel is
+# unpacked into REVERB_TF_TARGET_TENSORFLOW (its tensorflow/ and
+# *.dist-info/), and the version, distribution and compile flags are read
+# from its files and REVERB_TF_TARGET_TENSORFLOW_CFLAGS instead.
+_TARGET_QUERY = """
+import email.parser, pathlib, re, sys
+site = pathlib.Path(sys.argv[1])
+(metadata,) = [p for p in site.glob("*.dist-info/METADATA")
+               if (p.parent / "RECORD").read_text().find("tensorflow/__init__.py,") >= 0]
+fields = email.parser.Parser().parsestr(metadata.read_text())
+print(fields["Version"])
+print(re.sub(r"[-_.]+", "-", fields["Name"]).lower())
+print(site / "tensorflow" / "include")
+print(site / "tensorflow")
+print(sys.argv[2])
+"""
+
 def _local_tensorflow_impl(rctx):
     python = rctx.os.environ.get("REVERB_TF_PYTHON", "")
     if not python:
         python = str(rctx.path(Label("//:WORKSPACE")).dirname) + "/.venv/bin/python"
-    result = rctx.execute([python, "-c", _QUERY], environment = {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    target = rctx.os.environ.get("REVERB_TF_TARGET_TENSORFLOW", "")
+    if target:
+        cflags = rctx.os.environ.get("REVERB_TF_TARGET_TENSORFLOW_CFLAGS", "")
+        if not cflags:
+            fail("REVERB_TF_TARGET_TENSORFLOW needs REVERB_TF_TARGET_TENSORFLOW_CFLAGS")
+        result = rctx.execute([python, "-c", _TARGET_QUERY, target, cflags])
+    else:
+        result = rctx.execute([python, "-c", _QUERY], environment = {"TF_CPP_MIN_LOG_LEVEL": "3"})
     if result.return_code != 0:
         fail("cannot import tensorflow with {}: {}\nrun scripts/setup.sh".format(python, result.stderr))
     version, distribution, include, lib, cflags = result.stdout.strip().split("\n")
@@ -58,6 +83,6 @@ filegroup(
 
 local_tensorflow = repository_rule(
     implementation = _local_tensorflow_impl,
-    environ = ["REVERB_TF_PYTHON"],
+    environ = ["REVERB_TF_PYTHON", "REVERB_TF_TARGET_TENSORFLOW", "REVERB_TF_TARGET_TENSORFLOW_CFLAGS"],
     local = True,
 )

@@ -485,7 +485,11 @@ def main() -> None:
         python_tag, abi_tag, python_requires = wheel_tags(
             extension_abi(args.runfiles), sys.version_info
         )
-        platform_tag = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        # REVERB_TF_WHEEL_PLATFORM: the target of a cross build
+        # (scripts/cross_build.sh: linux_aarch64), not this interpreter's.
+        platform_tag = os.environ.get("REVERB_TF_WHEEL_PLATFORM") or (
+            sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        )
         license_files = write_licenses(root / f"{PACKAGE}-{version}.dist-info", args.runfiles)
         info = write_dist_info(
             root,

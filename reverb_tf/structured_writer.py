@@ -30,12 +30,14 @@ import copy
 import datetime
 import operator
 import re
+import sys
 from typing import Any, Callable, Dict, NewType, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
 
 from reverb_tf import _arguments
+from reverb_tf import _tensorflow
 from reverb_tf import errors
 from reverb_tf import signatures
 from reverb_tf.cc import patterns_pb2
@@ -425,6 +427,21 @@ def _shapes_string(spec: Any, shapes: Sequence[Sequence[Any]]) -> str:
     return str([tuple(shape) for shape in shapes])
 
 
+def _value_spec(leaf: Any) -> Any:
+    """A numpy value of a step spec as the spec of its shape and dtype.
+
+    dm-reverb's `infer_signature` takes a step of values (what
+    `create_reference_step` was given) as well as a step of specs, and
+    answers with `tf.TensorSpec`s; without TensorFlow the answer is
+    `ArraySpec`s. Other leaves are left as they are.
+    """
+    if not isinstance(leaf, (np.ndarray, np.generic)):
+        return leaf
+    if _tensorflow.is_imported():
+        return sys.modules["tensorflow"].TensorSpec(leaf.shape, leaf.dtype)
+    return signatures.ArraySpec(leaf.shape, leaf.dtype)
+
+
 def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNest:
     """Infers the signature of a table from the configs that fill it.
 
@@ -435,7 +452,8 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
     Args:
       configs: Every config that inserts into the table.
       step_spec: A structure of `tf.TensorSpec` (or, without TensorFlow,
-        `reverb_tf.ArraySpec`) like the appended steps.
+        `reverb_tf.ArraySpec`) like the appended steps, or of numpy values
+        standing for their shapes and dtypes.
 
     Returns:
       A structure of specs of the same kind like the items, each named by its path
@@ -458,7 +476,7 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
             f"All configs must target the same table but provided configs included {tables}."
         )
 
-    flat_step_spec = tree.flatten(step_spec)
+    flat_step_spec = [_value_spec(leaf) for leaf in tree.flatten(step_spec)]
 
     def spec_at(path, *nodes):
         step_specs = [flat_step_spec[node.flat_source_index] for node in nodes]
@@ -495,6 +513,18 @@ def infer_signature(configs: Sequence[Config], step_spec: _SpecNest) -> _SpecNes
     return tree.map_structure_with_path(spec_at, *patterns)
 
 
+def _as_operand(cmp: Any) -> Any:
+    """A boolean right-hand side as the integer the condition proto holds.
+
+    A `data` condition on a bool column compares with True or False (as in
+    dm-reverb, `== True` is `eq: 1`); protobuf refuses a bool for an int
+    field, and numpy's bool has no `__index__`.
+    """
+    if isinstance(cmp, (bool, np.bool_)):
+        return int(cmp)
+    return cmp
+
+
 class _ConditionBuilder:
     """A condition's left-hand side; comparing it gives a `Condition` proto.
 
@@ -513,6 +543,7 @@ class _ConditionBuilder:
 
     # pytype: disable=signature-mismatch
     def __eq__(self, cmp: int) -> ConditionProto:
+        cmp = _as_operand(cmp)
         condition = copy.deepcopy(self._incomplete_condition)
         if condition.mod_eq.mod:
             condition.mod_eq.eq = cmp
@@ -529,6 +560,7 @@ class _ConditionBuilder:
         return self >= cmp + 1
 
     def __ge__(self, cmp: int) -> ConditionProto:
+        cmp = _as_operand(cmp)
         condition = copy.deepcopy(self._incomplete_condition)
         condition.ge = cmp
         return condition

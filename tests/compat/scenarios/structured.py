@@ -518,3 +518,47 @@ def scenario_acme_style_adders_example(ctx):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.run(ctx.reverb)
+
+
+def scenario_infer_signature_from_numpy_values(ctx):
+    """A step of numpy values stands for its specs, as tf.TensorSpecs do."""
+    sw = ctx.reverb.structured_writer
+    step = {"obs": np.zeros([3], np.float32), "act": np.int64(1), "done": np.array(True)}
+    ref = sw.create_reference_step(step)
+    config = sw.create_config(
+        pattern={"obs": ref["obs"][-2:], "act": ref["act"][-1], "done": ref["done"][-1]}, table="t"
+    )
+    signature = ctx.call(sw.infer_signature, [config], step)
+    return {
+        # Key by key: the two order the answer's dict differently.
+        "numpy_scalars": {key: repr(signature[key]) for key in sorted(signature)},
+        "python_numbers": ctx.call(
+            sw.infer_signature, [config], {"obs": [0.0], "act": 1, "done": True}
+        ),
+    }
+
+
+def scenario_conditions_compared_with_booleans(ctx):
+    """`data` conditions on a bool column compare with True and False."""
+    reverb = ctx.reverb
+    sw = reverb.structured_writer
+    ref = sw.create_reference_step({"x": np.int32(0), "done": np.bool_(False)})
+    done = sw.Condition.data(ref["done"])
+    conditions = {
+        "eq_true": lambda: done == True,  # noqa: E712
+        "eq_false": lambda: done == False,  # noqa: E712
+        "ne_true": lambda: done != True,  # noqa: E712
+        "eq_numpy_true": lambda: done == np.bool_(True),
+        "ge_true": lambda: done >= True,
+    }
+    result = {}
+    for name, make in conditions.items():
+        condition = make()
+        _, client = ctx.server([_queue(reverb)])
+        config = sw.create_config(pattern={"x": ref["x"][-1]}, table="t", conditions=[condition])
+        writer = client.structured_writer([config])
+        for i in range(4):
+            writer.append({"x": np.int32(i), "done": np.bool_(i % 2 == 1)})
+        writer.flush()
+        result[name] = [items for _, items in _drain(client, "t")]
+    return result

@@ -55,14 +55,25 @@ if [[ "${tf_requirement}" == none ]]; then
       '^(pytest|portpicker|grpcio-health-checking|grpcio-reflection|prometheus[-_]client|playwright|greenlet|ray)==')
     "${bare}/bin/pip" install "${pip_args[@]}" "${test_pins[@]}"
     cp -r "${ROOT}/tests" "${ROOT}/examples" "${ROOT}/README.md" "${work}/"
-    # The TF-free suite: every test file that does not import TensorFlow.
-    mapfile -t files < <(cd "${work}" && grep -LE '^\s*(import tensorflow|from tensorflow)' \
-      tests/test_*.py tests/*/test_*.py 2>/dev/null)
+    # The TF-free suite: every test file that neither imports TensorFlow
+    # nor runs an example that does. REVERB_TF_PYTEST_ARGS: more pytest
+    # arguments (emulated_tests.sh deselects what emulation cannot run).
+    tf='^\s*(import tensorflow|from tensorflow)'
+    mapfile -t tf_examples < <(cd "${work}" && grep -lE "${tf}" examples/*.py | xargs -n 1 basename)
+    files=()
+    for file in "${work}"/tests/test_*.py "${work}"/tests/*/test_*.py; do
+      grep -qE "${tf}" "${file}" && continue
+      for example in "${tf_examples[@]}"; do
+        grep -qF "\"${example}\"" "${file}" && continue 2
+      done
+      files+=("${file#"${work}/"}")
+    done
     log "pytest without TensorFlow: ${#files[@]} test files (${files[*]})"
     portable_env=()
     (( portable )) && portable_env=(REVERB_TF_TEST_PORTABLE=1)
+    read -r -a extra_args <<<"${REVERB_TF_PYTEST_ARGS:-}"
     env REVERB_TF_TEST_INSTALLED=1 "${portable_env[@]}" \
-      "${bare}/bin/python" -m pytest -q -rs -p no:cacheprovider "${files[@]}"
+      "${bare}/bin/python" -m pytest -q -rs -p no:cacheprovider "${extra_args[@]}" "${files[@]}"
   fi
   exit 0
 fi

@@ -38,8 +38,8 @@ run_step() {  # NAME COMMAND...
 }
 
 wheel="$(ls "${dist}"/reverb_tf-*aarch64.whl)"
-log "$(uname -m), $(python3 --version 2>&1 || echo 'no python3 yet'), wheel $(basename "${wheel}")"
-if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+log "$(uname -m), wheel $(basename "${wheel}")"
+if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   run_step "apt-get install python3-venv" bash -c \
     'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv ca-certificates'
 fi
@@ -56,6 +56,25 @@ check_tf_flags() {
   [[ "${built}" == "${installed}" ]]
 }
 
+# What emulation cannot run, each with its reason (printed in tests.txt).
+# The wheel is not at fault in any: the first two measure the process's
+# memory, and under qemu-user that process is the emulator.
+deselect=(
+  "tests/test_memory_budget.py::test_the_server_binary_keeps_to_one_malloc_arena_per_core[None]"
+  "counts malloc heaps in /proc/PID/maps, which under qemu-user are the emulator's mappings (16 here)"
+  "tests/test_out_of_memory.py::test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_server_serves_on"
+  "sets RLIMIT_AS on the server; qemu-user reserves the guest's address space up front, so the server's own 1 GiB budget refuses first"
+  "tests/test_dashboard.py::test_dashboard_shows_tables_and_follows_traffic"
+  "drives Debian's chromium, which the arm64 root does not install"
+  "tests/test_package.py::test_datasets_load_lazily_and_are_one_class"
+  "loads ReverbDataset, which needs TensorFlow (the TF-free venv has none)"
+)
+tf_free_args=""
+for (( i = 0; i < ${#deselect[@]}; i += 2 )); do
+  tf_free_args+=" --deselect ${deselect[i]}"
+  echo "deselected in the TF-free run: ${deselect[i]}: ${deselect[i + 1]}" | tee -a "${dist}/tests.txt" >&2
+done
+
 case "${tests}" in
   smoke)
     run_step "smoke without TensorFlow" bash "${ROOT}/scripts/check_wheel.sh" "${wheel}" none
@@ -63,8 +82,8 @@ case "${tests}" in
       "${tf_requirement}"
     ;;
   tf-free|portable|auto)
-    run_step "TF-free: smoke and pytest without TensorFlow" bash "${ROOT}/scripts/check_wheel.sh" \
-      "${wheel}" none --pytest --portable
+    run_step "TF-free: smoke and pytest without TensorFlow" env REVERB_TF_PYTEST_ARGS="${tf_free_args}" \
+      bash "${ROOT}/scripts/check_wheel.sh" "${wheel}" none --pytest --portable
     if [[ "${tests}" != tf-free ]]; then
       run_step "with ${tf_requirement}: smoke and portable pytest" \
         bash "${ROOT}/scripts/check_wheel.sh" "${wheel}" "${tf_requirement}" --pytest --portable

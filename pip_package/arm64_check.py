@@ -6,7 +6,7 @@ path: unpacks the wheel into a temporary directory (its dependencies are
 already in the venv), imports reverb_tf from there, checks that its
 extension is an aarch64 ELF file, serves one item written by a
 TrajectoryWriter and samples it back, and runs the packaged binary with
---help. Prints what it checked; the last line is the machine and the time.
+--helpfull. Prints what it checked; the last line is the machine and the time.
 
 Usage: python arm64_check.py WHEEL
 """
@@ -62,9 +62,12 @@ def main(wheel: str) -> None:
             np.testing.assert_array_equal(sample.data[0], np.arange(3, dtype=np.float32))
         print("served and sampled one item")
         binary = pathlib.Path(reverb.__file__).parent / "reverb_tf_server"
-        result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-        assert "config" in result.stdout + result.stderr, result
-        print("reverb_tf_server --help answered")
+        # absl's --helpfull lists every flag (and exits 1).
+        result = subprocess.run(
+            [str(binary), "--helpfull"], capture_output=True, text=True, timeout=60
+        )
+        assert "-config" in result.stdout + result.stderr, result
+        print("reverb_tf_server --helpfull lists --config")
     elapsed = time.perf_counter() - started
     print(f"{platform.machine()}, Python {platform.python_version()}: {elapsed:.1f} s")
 

@@ -27,7 +27,7 @@
 # emulation, the newest aarch64 wheel that container_build.sh --arch arm64
 # built ($REVERB_TF_CACHE/cross-arm64/wheel/) is unpacked, `import
 # reverb_tf` loads its aarch64 extension, a server serves one item written
-# by a TrajectoryWriter, and the binary answers --help. No such wheel yet
+# by a TrajectoryWriter, and the binary lists its flags. No such wheel yet
 # (a fresh machine): step 3 says so and is skipped, not failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

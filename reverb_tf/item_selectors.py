@@ -120,18 +120,6 @@ class Lifo(ItemSelector):
     _kind = "lifo"
 
 
-class MinHeap(ItemSelector):
-    """Selects the item with the lowest priority (oldest first on ties)."""
-
-    _kind = "min_heap"
-
-
-class MaxHeap(ItemSelector):
-    """Selects the item with the highest priority (oldest first on ties)."""
-
-    _kind = "max_heap"
-
-
 class HeapSelector(ItemSelector):
     """A heap selector chosen by flag: dm-reverb's native `HeapSelector`.
 
@@ -150,6 +138,38 @@ class HeapSelector(ItemSelector):
 
     def __repr__(self) -> str:
         return "MinHeap()" if self._kind == "min_heap" else "MaxHeap()"
+
+    def __reduce__(self) -> Any:
+        return HeapSelector, (self._kind == "min_heap",)
+
+
+# dm-reverb's MinHeap() and MaxHeap() make its native HeapSelector, and
+# programs dispatch on that class (`isinstance(s, reverb.pybind.HeapSelector)`):
+# here they are its subclasses.
+class MinHeap(HeapSelector):
+    """Selects the item with the lowest priority (oldest first on ties)."""
+
+    _kind = "min_heap"
+
+    def __init__(self) -> None:
+        """Creates the selector."""
+        super().__init__(min_heap=True)
+
+    def __reduce__(self) -> Any:
+        return MinHeap, ()
+
+
+class MaxHeap(HeapSelector):
+    """Selects the item with the highest priority (oldest first on ties)."""
+
+    _kind = "max_heap"
+
+    def __init__(self) -> None:
+        """Creates the selector."""
+        super().__init__(min_heap=False)
+
+    def __reduce__(self) -> Any:
+        return MaxHeap, ()
 
 
 # The kinds of dm-reverb's KeyDistributionOptions whose option is a bool,

@@ -122,6 +122,26 @@ def scenario_pybind_names(ctx):
     }
 
 
+def scenario_selector_class_relationships(ctx):
+    """Which pybind classes the selectors' instances are (programs dispatch on it)."""
+    reverb = ctx.reverb
+    pybind, selectors = reverb.pybind, reverb.selectors
+    made = {
+        "uniform": selectors.Uniform(),
+        "prioritized": selectors.Prioritized(0.5),
+        "fifo": selectors.Fifo(),
+        "lifo": selectors.Lifo(),
+        "min_heap": selectors.MinHeap(),
+        "max_heap": selectors.MaxHeap(),
+    }
+    classes = ("ItemSelector", "HeapSelector", "UniformSelector", "PrioritizedSelector")
+    classes += ("FifoSelector", "LifoSelector")
+    return {
+        name: {cls: isinstance(selector, getattr(pybind, cls)) for cls in classes}
+        for name, selector in made.items()
+    }
+
+
 def _options(reverb):
     import importlib
 

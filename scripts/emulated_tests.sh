@@ -92,6 +92,8 @@ case "${tests}" in
     ;;
   *) echo "TESTS must be smoke, tf-free, portable or auto, not ${tests}" >&2; status=2 ;;
 esac
-grep -E '^(smoke: |=+ .*(passed|failed|error).* in )' "${dist}/tests.log" | tee -a "${dist}/tests.txt" >&2
+# The smoke tests' and pytest's closing lines (pytest -q prints no rule).
+grep -E '^((no-tensorflow )?smoke: |=* ?[0-9]+ (passed|failed|skipped|deselected|error).* in [0-9.]+s)' \
+  "${dist}/tests.log" | tee -a "${dist}/tests.txt" >&2
 echo "${status}" > "${dist}/tests.rc"
 exit 0

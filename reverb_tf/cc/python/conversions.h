@@ -128,6 +128,10 @@ std::optional<std::vector<ItemColumn>> CommonItemColumns(nb::handle trajectory,
 nb::object BytesArray(absl::Span<const int64_t> shape,
                       const std::vector<std::string>& elements);
 
+// Registers the private type that owns the bytes of ArrayOwning's arrays.
+// Called once, at import, before any array is made.
+void BindConversions(nb::module_& m);
+
 // Zero-copy: the array views `bytes`, which it owns from now on.
 nb::object ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
                        std::string bytes);

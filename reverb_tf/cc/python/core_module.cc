@@ -10,6 +10,7 @@
 
 #include "reverb_tf/cc/python/bindings.h"
 #include "reverb_tf/cc/python/calls.h"
+#include "reverb_tf/cc/python/conversions.h"
 
 NB_MODULE(_core, m) {
   namespace binding = ::reverb_tf::binding;
@@ -24,6 +25,7 @@ NB_MODULE(_core, m) {
           nb::cast<uint64_t>(nb::module_::import_("threading")
                                  .attr("main_thread")()
                                  .attr("ident")));
+  binding::BindConversions(m);
   binding::BindTables(m);
   binding::BindServer(m);
   binding::BindWriters(m);

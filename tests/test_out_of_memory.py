@@ -9,12 +9,17 @@ sends 100 MB chunks that no item references and that it never releases,
 until an allocation fails. The stream must end with RESOURCE_EXHAUSTED
 saying what did not fit (not UNKNOWN "Unexpected error in RPC handling",
 the answer gRPC gives for an exception that escaped a handler), and the
-server must then answer every kind of call.
+server must then answer every kind of call. Several such streams at once
+make gRPC's transport read the next messages while ours are parsed; the
+server bounds those buffers (a gRPC resource quota sized from the cap), so
+it refuses streams instead of dying in gRPC's allocator.
 """
 
+import concurrent.futures
 import resource
 import signal
 import subprocess
+import time
 
 import grpc
 import numpy as np
@@ -67,6 +72,18 @@ def _send_chunks_until_refused(address: str) -> grpc.RpcError:
     return error.value
 
 
+def _wait_for_quota(metrics_port: int, limit: int) -> int:
+    """The server's bound on gRPC's buffers once it has seen the cap."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        samples, _ = scrape_metrics(metrics_port)
+        quota = int(samples[("reverb_tf_grpc_buffer_quota_bytes", ())])
+        if quota > 0:
+            return quota
+        time.sleep(0.05)
+    pytest.fail(f"the server did not bound gRPC's buffers within 10 s of a cap of {limit} bytes")
+
+
 def _assert_alive(process: subprocess.Popen, when: str) -> None:
     """Fails with the server's exit signal or status and its stderr if it has ended."""
     try:
@@ -87,8 +104,14 @@ def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_ser
         server_binary, "--config=" + uniform_table_config(port), f"--metrics_port={metrics_port}"
     )
     try:
+        samples, _ = scrape_metrics(metrics_port)
+        assert samples[("reverb_tf_grpc_buffer_quota_bytes", ())] == 0  # no cap yet
         limit = proc_status_bytes(process.pid, "VmSize") + _HEADROOM
         resource.prlimit(process.pid, resource.RLIMIT_AS, (limit, limit))
+        quota = _wait_for_quota(metrics_port, limit)
+        # Room for one largest message being read while another is parsed,
+        # and at most half of what the cap leaves.
+        assert 16 << 20 <= quota <= _HEADROOM // 2, quota
         address = f"localhost:{port}"
         error = _send_chunks_until_refused(address)
         _assert_alive(process, "during the first wave")
@@ -117,6 +140,23 @@ def test_running_out_of_memory_ends_the_call_with_resource_exhausted_and_the_ser
         _assert_alive(process, "during the second wave")
         assert again.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, again
         assert client.server_info(timeout=10)["t"].current_size == 1
+
+        held, _ = scrape_metrics(metrics_port)
+        # Four such streams at once, three times: every one is refused with
+        # RESOURCE_EXHAUSTED (by our check, or by gRPC's quota cancelling
+        # it), and the server lives through all of them.
+        for wave in range(3):
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                errors = list(pool.map(lambda _: _send_chunks_until_refused(address), range(4)))
+            _assert_alive(process, f"during concurrent wave {wave + 1}")
+            for error in errors:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        assert client.server_info(timeout=10)["t"].current_size == 1
+        samples, _ = scrape_metrics(metrics_port)
+        # The refused streams' chunks were given back: only the item's remain.
+        assert samples[("reverb_tf_chunk_bytes", ())] == held[("reverb_tf_chunk_bytes", ())]
+        client.insert(np.ones(10, dtype=np.float32), {"t": 1.0})
+        assert client.server_info(timeout=10)["t"].current_size == 2
     finally:
         process.kill()
         stderr = process.communicate()[1]

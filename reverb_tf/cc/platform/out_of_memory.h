@@ -17,20 +17,27 @@
 // the call's own error paths leave it (nothing a failed call half-did is
 // acknowledged).
 //
-// gRPC's own allocations (the slices its transport reads a message into)
+// gRPC's own allocations (the slices its transport reads messages into)
 // do not fail that way: under RLIMIT_AS a slice gRPC cannot get crashes the
-// process. So our large allocations must fail first: AddressSpaceFits()
-// says whether one leaves kGrpcHeadroomBytes of the address space that
-// RLIMIT_AS allows, and a call that would not is refused as if it had run
-// out (a memory cgroup needs no such check: there the kernel reclaims or
-// kills, it does not fail an allocation).
+// process (seen as SIGSEGV in its memory allocator's MakeSlice, reading the
+// next messages of several streams at once). Two bounds keep them clear of
+// the cap. Each server bounds what gRPC buffers for it with a
+// grpc::ResourceQuota sized from the cap (service/grpc_memory_guard.h),
+// which makes gRPC shrink its reads and refuse streams instead of growing,
+// and reserves that size here. AddressSpaceFits() says whether an
+// allocation of ours leaves the reservations plus kGrpcHeadroomBytes of
+// what RLIMIT_AS allows, and a call that would not is refused as if it had
+// run out (a memory cgroup needs no such check: there the kernel reclaims
+// or kills, it does not fail an allocation).
 //
-// Thread safety: stateless.
+// Thread safety: thread-safe (the reservations are one atomic counter).
 #ifndef REVERB_TF_CC_PLATFORM_OUT_OF_MEMORY_H_
 #define REVERB_TF_CC_PLATFORM_OUT_OF_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -47,16 +54,27 @@ inline absl::Status OutOfMemoryError(absl::string_view what) {
       absl::StrCat("the server ran out of memory while ", what));
 }
 
-// Address space that our allocations leave for gRPC's under RLIMIT_AS: more
-// than the messages it buffers ahead on a stream (HTTP/2 flow control) and
-// its read slices.
+// Address space that our allocations leave for gRPC's under RLIMIT_AS
+// beyond what the servers' quotas reserve: its metadata, small buffers and
+// what it reads before a quota's reclamation catches up.
 inline constexpr size_t kGrpcHeadroomBytes = size_t{64} << 20;
+
+// The soft limit of RLIMIT_AS, or nullopt when the address space is not
+// capped (or the limit cannot be read).
+std::optional<size_t> AddressSpaceCap();
+
+// Adds `delta` (negative to give back) to the address space reserved for
+// gRPC's buffers in this process.
+void ReserveForGrpc(int64_t delta);
+
+// kGrpcHeadroomBytes plus what ReserveForGrpc() holds.
+size_t GrpcHeadroomBytes();
 
 // False if the process's address space is capped (RLIMIT_AS) and mapping
 // `bytes` more would leave less than `headroom` under the cap. Reads
 // ReadProcessMemory() (a few microseconds): for large allocations only. True
 // when there is no cap or the size cannot be read.
-bool AddressSpaceFits(size_t bytes, size_t headroom = kGrpcHeadroomBytes);
+bool AddressSpaceFits(size_t bytes, size_t headroom = GrpcHeadroomBytes());
 
 // fn() (returning absl::Status or absl::StatusOr<T>), or OutOfMemoryError(
 // what) if it throws std::bad_alloc. `what` is a string, or a callable

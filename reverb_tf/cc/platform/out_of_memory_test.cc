@@ -46,10 +46,12 @@ TEST(OutOfMemoryTest, WhatSucceedsOrFailsOtherwiseIsPassedThrough) {
 }
 
 // Under a cap, an allocation fits while it leaves the headroom; without one,
-// anything fits. In a child process: the cap is the process's.
+// anything fits; what the servers reserve for gRPC widens the default
+// headroom. In a child process: the cap is the process's.
 TEST(OutOfMemoryTest, AddressSpaceFitsLeavesTheHeadroomUnderTheCap) {
   constexpr size_t kMiB = size_t{1} << 20;
   EXPECT_TRUE(AddressSpaceFits(size_t{1} << 50));  // no cap here
+  EXPECT_EQ(AddressSpaceCap(), std::nullopt);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -63,6 +65,15 @@ TEST(OutOfMemoryTest, AddressSpaceFitsLeavesTheHeadroomUnderTheCap) {
     if (!AddressSpaceFits(150 * kMiB, 64 * kMiB)) _exit(13);
     if (AddressSpaceFits(200 * kMiB, 64 * kMiB)) _exit(14);  // 264 > 256
     if (AddressSpaceFits(300 * kMiB, 0)) _exit(15);
+    if (AddressSpaceCap() != std::optional<size_t>(cap)) _exit(16);
+    // The default headroom is kGrpcHeadroomBytes plus what the servers'
+    // quotas reserve: 150 + 64 fits under 256, 150 + 64 + 64 does not.
+    if (!AddressSpaceFits(150 * kMiB)) _exit(17);
+    ReserveForGrpc(64 * kMiB);
+    if (GrpcHeadroomBytes() != kGrpcHeadroomBytes + 64 * kMiB) _exit(18);
+    if (AddressSpaceFits(150 * kMiB)) _exit(19);
+    ReserveForGrpc(-int64_t{64} * kMiB);
+    if (!AddressSpaceFits(150 * kMiB)) _exit(20);
     _exit(0);
   }
   int status = 0;

@@ -413,6 +413,10 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
   page.Scalar("process_resident_memory_bytes", "gauge",
               "Resident memory size in bytes.",
               static_cast<double>(snapshot.resident_bytes));
+  page.Scalar("reverb_tf_grpc_buffer_quota_bytes", "gauge",
+              "Bound on gRPC's message buffers, set from the address-space "
+              "limit (RLIMIT_AS); 0 when there is none.",
+              static_cast<double>(snapshot.grpc_quota_bytes));
   return page.text();
 }
 

@@ -136,6 +136,8 @@ struct MetricsSnapshot {
   std::optional<CheckpointStats> last_checkpoint;
   absl::Time last_checkpoint_time;
   int64_t resident_bytes = 0;
+  // The bound on gRPC's buffers under an address-space cap; 0: none.
+  int64_t grpc_quota_bytes = 0;
 };
 
 // The server's metrics page in the Prometheus text format.

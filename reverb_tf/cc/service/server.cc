@@ -21,6 +21,7 @@
 #include "reverb_tf/cc/platform/out_of_memory.h"
 #include "reverb_tf/cc/platform/process_memory.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/service/grpc_memory_guard.h"
 #include "reverb_tf/cc/service/health_service.h"
 #include "reverb_tf/cc/service/local_adapter.h"
 #include "reverb_tf/cc/service/metrics.h"
@@ -199,6 +200,7 @@ absl::Status ReplayServer::Bind(const ServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   health_ = std::make_unique<HealthService>();
+  grpc_memory_ = std::make_unique<GrpcMemoryGuard>(options.max_message_bytes);
   const std::vector<std::string> hosts = ListeningHosts(options.host);
   // Port 0 on several addresses: one port free on all of them, tried again
   // if another process takes it on one address before gRPC binds it.
@@ -231,6 +233,7 @@ void ReplayServer::TryBind(const std::vector<std::string>& hosts, int port,
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetResourceQuota(grpc_memory_->quota());
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
   // MutateStreams' queue (replay_service.h says why they are served there).
@@ -313,6 +316,7 @@ std::string ReplayServer::MetricsText() const {
       service_->chunk_store().num_recycled_bytes_taken();
   snapshot.service = &service_->metrics();
   snapshot.active_streams = service_->active_streams();
+  snapshot.grpc_quota_bytes = static_cast<int64_t>(grpc_memory_->quota_bytes());
   {
     absl::MutexLock lock(&mu_);
     if (snapshot.wal.has_value()) snapshot.wal->recoveries = wal_recoveries_;

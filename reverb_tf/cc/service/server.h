@@ -55,6 +55,7 @@ namespace reverb_tf {
 
 class HeapReleaser;
 class MetricsHttpServer;
+class GrpcMemoryGuard;
 class HealthService;
 class ReplayService;
 
@@ -222,6 +223,8 @@ class REVERB_TF_EXPORT ReplayServer {
   std::unique_ptr<ReplayService> service_;
   // Declared before server_, so that it outlives the gRPC server's calls.
   std::unique_ptr<HealthService> health_;
+  // Bounds gRPC's buffers under an address-space cap (grpc_memory_guard.h).
+  std::unique_ptr<GrpcMemoryGuard> grpc_memory_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::shared_ptr<Checkpointer> checkpointer_;

@@ -10,6 +10,7 @@ them and names the kinds (`_core.SelectorKind`); `_core_options` is the
 Also importable as `reverb_tf.selectors`, as in dm-reverb.
 """
 
+import functools
 from typing import Any, Dict, Tuple
 
 from reverb_tf import _arguments
@@ -62,7 +63,8 @@ class ItemSelector:
         return _rebuild, (type(self), self._core_options.priority_exponent)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        # dm-reverb's native selectors print their class name (and parameters).
+        return type(self).__name__
 
 
 def _rebuild(cls: type, exponent: float) -> ItemSelector:
@@ -71,13 +73,13 @@ def _rebuild(cls: type, exponent: float) -> ItemSelector:
     return selector
 
 
-class Uniform(ItemSelector):
+class UniformSelector(ItemSelector):
     """Samples every item with the same probability (O(1))."""
 
     _kind = "uniform"
 
 
-class Prioritized(ItemSelector):
+class PrioritizedSelector(ItemSelector):
     """Samples items with probability proportional to priority**exponent."""
 
     _kind = "prioritized"
@@ -105,26 +107,26 @@ class Prioritized(ItemSelector):
         return self._core_options.priority_exponent
 
     def __repr__(self) -> str:
-        return f"Prioritized(priority_exponent={self.priority_exponent!r})"
+        return f"PrioritizedSelector(priority_exponent={self.priority_exponent:g})"
 
 
-class Fifo(ItemSelector):
+class FifoSelector(ItemSelector):
     """Selects the oldest item (first in, first out)."""
 
     _kind = "fifo"
 
 
-class Lifo(ItemSelector):
+class LifoSelector(ItemSelector):
     """Selects the newest item (last in, first out)."""
 
     _kind = "lifo"
 
 
 class HeapSelector(ItemSelector):
-    """A heap selector chosen by flag: dm-reverb's native `HeapSelector`.
+    """Selects the item of lowest (`min_heap=True`) or highest priority.
 
-    `HeapSelector(True)` equals `MinHeap()` and `HeapSelector(False)` equals
-    `MaxHeap()`.
+    Ties go to the oldest item. `MinHeap()` and `MaxHeap()` make one, as
+    dm-reverb's do.
     """
 
     def __init__(self, min_heap: bool) -> None:
@@ -137,39 +139,25 @@ class HeapSelector(ItemSelector):
         super().__init__()
 
     def __repr__(self) -> str:
-        return "MinHeap()" if self._kind == "min_heap" else "MaxHeap()"
+        return f"HeapSelector(sign={1 if self._kind == 'min_heap' else -1})"
 
     def __reduce__(self) -> Any:
         return HeapSelector, (self._kind == "min_heap",)
 
 
-# dm-reverb's MinHeap() and MaxHeap() make its native HeapSelector, and
-# programs dispatch on that class (`isinstance(s, reverb.pybind.HeapSelector)`):
-# here they are its subclasses.
-class MinHeap(HeapSelector):
-    """Selects the item with the lowest priority (oldest first on ties)."""
-
-    _kind = "min_heap"
-
-    def __init__(self) -> None:
-        """Creates the selector."""
-        super().__init__(min_heap=True)
-
-    def __reduce__(self) -> Any:
-        return MinHeap, ()
-
-
-class MaxHeap(HeapSelector):
-    """Selects the item with the highest priority (oldest first on ties)."""
-
-    _kind = "max_heap"
-
-    def __init__(self) -> None:
-        """Creates the selector."""
-        super().__init__(min_heap=False)
-
-    def __reduce__(self) -> Any:
-        return MaxHeap, ()
+# The names programs use. dm-reverb's selector classes are its native
+# classes (`reverb.selectors.Uniform is reverb.pybind.UniformSelector`), and
+# its MinHeap and MaxHeap are partial applications of HeapSelector: what
+# they make is a HeapSelector, and `type(...)`, `isinstance` and `repr` say
+# so here too.
+Uniform = UniformSelector
+Prioritized = PrioritizedSelector
+Fifo = FifoSelector
+Lifo = LifoSelector
+MinHeap = functools.partial(HeapSelector, True)
+MinHeap.__doc__ = "Selects the item with the lowest priority (oldest first on ties)."
+MaxHeap = functools.partial(HeapSelector, False)
+MaxHeap.__doc__ = "Selects the item with the highest priority (oldest first on ties)."
 
 
 # The kinds of dm-reverb's KeyDistributionOptions whose option is a bool,
@@ -205,6 +193,16 @@ def from_options_proto(options: Any) -> ItemSelector:
     raise NotImplementedError(f"distribution={kind}")
 
 
+# What describe() prints for the selectors without parameters.
+_SHORT_NAMES = {
+    "uniform": "Uniform",
+    "fifo": "Fifo",
+    "lifo": "Lifo",
+    "min_heap": "MinHeap",
+    "max_heap": "MaxHeap",
+}
+
+
 def describe(options: Any) -> str:
     """A short name for a `KeyDistributionOptions` message, e.g. "Fifo" or
     "Prioritized(0.8)" (what `reverb_tf` command-line tools print).
@@ -221,4 +219,4 @@ def describe(options: Any) -> str:
         return str(options.WhichOneof("distribution"))
     if isinstance(selector, Prioritized):
         return f"Prioritized({selector.priority_exponent:g})"
-    return type(selector).__name__
+    return _SHORT_NAMES[selector.kind]

@@ -24,12 +24,21 @@ from reverb_tf.cc import schema_pb2 as _schema_pb2
 _core = _native.core()
 
 ItemSelector = _item_selectors.ItemSelector
-FifoSelector = _item_selectors.Fifo
-LifoSelector = _item_selectors.Lifo
-UniformSelector = _item_selectors.Uniform
-PrioritizedSelector = _item_selectors.Prioritized
+FifoSelector = _item_selectors.FifoSelector
+LifoSelector = _item_selectors.LifoSelector
+UniformSelector = _item_selectors.UniformSelector
+PrioritizedSelector = _item_selectors.PrioritizedSelector
 HeapSelector = _item_selectors.HeapSelector
-RateLimiter = _rate_limiters.RateLimiter
+
+
+class RateLimiter(_rate_limiters.RateLimiter):
+    """dm-reverb's native rate limiter, from the four raw parameters.
+
+    A class of its own, as in dm-reverb: the limiters of `reverb.rate_limiters`
+    (MinSize, Queue, ...) are not instances of it, while tables take both.
+    """
+
+
 Table = _server.Table
 Checkpointer = _checkpointers.CheckpointerBase
 WeakCellRef = _trajectory_writer.WeakCellRef

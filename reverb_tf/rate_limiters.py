@@ -91,11 +91,12 @@ class RateLimiter:
         return _rebuild, (type(self), self._key())
 
     def __repr__(self) -> str:
+        # dm-reverb prints its native limiter's fields, whichever preset made
+        # it, in this order and spelling; numbers as C++ prints doubles.
         spi, min_size, min_diff, max_diff = self._key()
         return (
-            f"{type(self).__name__}(samples_per_insert={spi}, "
-            f"min_size_to_sample={min_size}, min_diff={min_diff}, "
-            f"max_diff={max_diff})"
+            f"RateLimiter(samples_per_insert={spi:g}, min_diff_={min_diff:g}, "
+            f"max_diff={max_diff:g}, min_size_to_sample={min_size})"
         )
 
 
@@ -182,38 +183,57 @@ class SampleToInsertRatio(RateLimiter):
         self._core_options = options
 
 
-class _SingleUse(RateLimiter):
-    """Shared limiter of Queue and Stack: each item sampled exactly once."""
+def _single_use(size: int) -> Any:
+    """The native options of Queue and Stack: each item sampled exactly once.
 
-    def __init__(self, size: int) -> None:
-        """Creates the limiter.
+    Args:
+      size: Maximum number of items waiting to be sampled; inserts block
+        beyond it, samples block when nothing is waiting.
 
-        Args:
-          size: Maximum number of items waiting to be sampled; inserts block
-            beyond it, samples block when nothing is waiting.
-
-        Raises:
-          ValueError: If `size` is not a positive integer.
-        """
-        self._core_options = _native.core().RateLimiterOptions.queue(
-            _arguments.integer("size", size)
-        )
+    Raises:
+      ValueError: If `size` is not a positive integer.
+    """
+    return _native.core().RateLimiterOptions.queue(_arguments.integer("size", size))
 
 
-class Queue(_SingleUse):
+# Queue and Stack derive from RateLimiter alone, as dm-reverb's do (their
+# class relationships are compared with its).
+class Queue(RateLimiter):
     """Makes a table a queue: every item is sampled exactly once, in order.
 
     Use `Table.queue` rather than this class directly; it pairs the limiter
     with Fifo selectors and `max_times_sampled=1`.
     """
 
+    def __init__(self, size: int) -> None:
+        """Creates the limiter.
 
-class Stack(_SingleUse):
+        Args:
+          size: Maximum number of items waiting to be sampled.
+
+        Raises:
+          ValueError: If `size` is not a positive integer.
+        """
+        self._core_options = _single_use(size)
+
+
+class Stack(RateLimiter):
     """Makes a table a stack: every item is sampled exactly once, newest first.
 
     Use `Table.stack` rather than this class directly; it pairs the limiter
     with Lifo selectors and `max_times_sampled=1`.
     """
+
+    def __init__(self, size: int) -> None:
+        """Creates the limiter.
+
+        Args:
+          size: Maximum number of items waiting to be sampled.
+
+        Raises:
+          ValueError: If `size` is not a positive integer.
+        """
+        self._core_options = _single_use(size)
 
 
 def _rebuild(cls: type, key: Tuple[float, int, float, float]) -> RateLimiter:

@@ -21,13 +21,11 @@ Prioritized = item_selectors.Prioritized
 Uniform = item_selectors.Uniform
 
 SelectorType = Union[
-    item_selectors.Fifo,
+    item_selectors.FifoSelector,
     item_selectors.HeapSelector,
-    item_selectors.MinHeap,
-    item_selectors.MaxHeap,
-    item_selectors.Lifo,
-    item_selectors.Prioritized,
-    item_selectors.Uniform,
+    item_selectors.LifoSelector,
+    item_selectors.PrioritizedSelector,
+    item_selectors.UniformSelector,
 ]
 
 # A nest of `tf.TensorSpec` (TensorFlow is not imported for a type alias).

@@ -58,12 +58,12 @@ _COLUMN_IN_MESSAGE = re.compile(r"\bcolumn (\d+)\b")
 # names), keeping the native explanation after them.
 _WRONG_DTYPE = re.compile(
     r"^Tensor of wrong dtype provided for column (\d+)\. Got (\S+) but expected (\S+?)"
-    r"(?=$| \()(.*)$",
+    r"\.?(?=$| \()(.*)$",
     re.S,
 )
 _WRONG_SHAPE = re.compile(
     r"^Tensor of incompatible shape provided for column (\d+)\. Got (\[[^\]]*\]) which is "
-    r"incompatible with (\[[^\]]*\])(.*)$",
+    r"incompatible with (\[[^\]]*\])\.?(.*)$",
     re.S,
 )
 # numpy's dtype names that TensorFlow (and so dm-reverb's messages) spells

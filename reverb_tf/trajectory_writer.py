@@ -201,6 +201,14 @@ class _ColumnHistory(_HistoryOfColumn):
         self._generation = generation
 
     def __getitem__(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
+        try:
+            return self._cut(index)
+        except IndexError as e:
+            if str(e).startswith(_NO_CELL):
+                raise _HistoryIndexError(str(e)) from None
+            raise
+
+    def _cut(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         core, column = self._core, self._column
         if type(index) is int:
             return _make_column(self, (core.history_step(column, index),), True)
@@ -219,6 +227,18 @@ class _ColumnHistory(_HistoryOfColumn):
 
     def __repr__(self) -> str:
         return f"_ColumnHistory(path={self._path!r}, steps={len(self)})"
+
+
+# The native writer's phrase (dm-reverb's) for a history index with no cell.
+_NO_CELL = "TrajectoryColumns cannot contain any None data references"
+
+
+class _HistoryIndexError(IndexError, ValueError):
+    """A negative history index before the history's first step.
+
+    An IndexError, as for a Python list, and a ValueError, which dm-reverb
+    raises there (its history holds None before the first step).
+    """
 
 
 # dm-reverb's phrases for expired references; our messages start with them.
@@ -623,7 +643,7 @@ class _WriterBase:
         if self._history is None:
             if not self._columns:
                 raise RuntimeError(
-                    "history cannot be accessed before append is called at least once"
+                    "history cannot be accessed before `append` is called at least once."
                 )
             columns = self._columns
             self._history = tree.map_structure(lambda c: columns[c], self._structure)
@@ -635,8 +655,8 @@ class _WriterBase:
         column = len(self._columns)
         self._columns.append(self._make_history(path, column))
         self._path_to_column[path] = column
-        name = signatures.column_name(path)
-        self._writer.set_column_name(column, name)
+        # Messages name the column by its path as a tuple, as dm-reverb's do.
+        self._writer.set_column_name(column, signatures.column_name(path), repr(tuple(path)))
         return column
 
     def _flatten_general(self, data: Any) -> List[Any]:

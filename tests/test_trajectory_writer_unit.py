@@ -205,13 +205,13 @@ def test_dtype_and_shape_fixed_by_first_value(make_writer):
     writer.append({"obs": np.zeros(3, np.float32)})
     with pytest.raises(
         errors.InvalidArgumentError,
-        match="wrong dtype provided for column 'obs'. Got float64 but expected float32",
+        match=r"wrong dtype provided for column \('obs',\)\. Got double but expected float\.",
     ):
         writer.append({"obs": np.zeros(3, np.float64)})
     with pytest.raises(
         ValueError,
-        match="incompatible shape provided for column 'obs'. Got "
-        "\\[4\\] which is incompatible with \\[3\\]",
+        match=r"incompatible shape provided for column \('obs',\)\. Got "
+        r"\[4\] which is incompatible with \[3\]\.",
     ):
         writer.append({"obs": np.zeros(4, np.float32)})
 
@@ -247,7 +247,10 @@ def test_partial_steps_fill_the_same_step(make_writer):
     assert core.calls[:2] == [("append", True), ("append", False)]
     assert writer.history["action"][-1]._entry == (1, [0], True)
     writer.append({"obs": 2}, partial_step=True)
-    with pytest.raises(errors.InvalidArgumentError, match="already given"):
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match=r"Field \('obs',\) has already been set in the active step",
+    ):
         writer.append({"obs": 3})
     with pytest.raises(errors.FailedPreconditionError):
         writer.end_episode()

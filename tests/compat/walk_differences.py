@@ -51,9 +51,6 @@ DELIBERATE = [
     # writer that made them is gone (dm-reverb's references expire).
     ("trajectory_column:column/*", "a TrajectoryColumn keeps its cells' data"),
     ("trajectory_column:squeezed/*", "a TrajectoryColumn keeps its cells' data"),
-    # "Selectors are Python classes": selector_from_proto returns
-    # reverb_tf.selectors objects, not pybind ones (the type name differs).
-    ("from_proto:selector_from_proto/__call__/valid", "selectors are Python classes"),
     # "Negative num_samples": Client.sample(num_samples < 1) raises
     # ValueError; dm-reverb yields nothing for negative values.
     ("client:full/sample/num_samples=negative", "num_samples must be >= 1"),

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "reverb_tf/cc/client/trajectory_writer_internal.h"
 #include "reverb_tf/cc/platform/deadline.h"
 #include "reverb_tf/cc/platform/status_macros.h"
@@ -17,6 +18,26 @@ namespace reverb_tf {
 using writer_internal::kMaxLanes;
 
 namespace {
+
+// The append checks' messages open with dm-reverb's sentences, which
+// programs match with regular expressions: dtypes and shapes as TensorFlow
+// prints them ("double", "[2,2]").
+std::string TfDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat:
+      return "float";
+    case DType::kDouble:
+      return "double";
+    case DType::kHalf:
+      return "half";
+    default:
+      return DTypeName(dtype);
+  }
+}
+
+std::string TfShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
 
 absl::Status CheckStepValue(const TensorPayload& value) {
   if (value.compression != Compression::kNone) {
@@ -172,31 +193,29 @@ absl::StatusOr<int64_t> TrajectoryWriter::AppendLocked(
           "append: ", ColumnLabelLocked(c), ": ", status.message()));
     }
     if (step_open_ && c < filled_.size() && filled_[c]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("append: ", ColumnLabelLocked(c),
-                       " was already given in the open (partial) step; omit it "
-                       "or set it to None"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Field ", ColumnNameLocked(c),
+          " has already been set in the active step by previous (partial) "
+          "append call and thus must be omitted or set to None (append)"));
     }
     // The messages open with dm-reverb's phrases, which programs may match.
     if (c < columns_.size() && columns_[c]->initialized &&
         step[c]->dtype != columns_[c]->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Tensor of wrong dtype provided for ", ColumnLabelLocked(c), ". Got ",
-          DTypeName(step[c]->dtype), " but expected ",
-          DTypeName(columns_[c]->dtype),
-          " (append: every value of a column has the dtype and shape of its "
+          TfDTypeName(step[c]->dtype), " but expected ",
+          TfDTypeName(columns_[c]->dtype),
+          ". (append: every value of a column has the dtype and shape of its "
           "first)"));
     }
     if (c < columns_.size() && columns_[c]->initialized &&
         row_shape(*step[c]) != absl::MakeConstSpan(columns_[c]->step_shape)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Tensor of incompatible shape provided for ", ColumnLabelLocked(c),
-          ". Got ",
-          ShapeDebugString(
-              Shape(row_shape(*step[c]).begin(), row_shape(*step[c]).end())),
+          ". Got ", TfShapeString(row_shape(*step[c])),
           " which is incompatible with ",
-          ShapeDebugString(columns_[c]->step_shape),
-          " (append: every value of a column has the dtype and shape of its "
+          TfShapeString(columns_[c]->step_shape),
+          ". (append: every value of a column has the dtype and shape of its "
           "first)"));
     }
   }
@@ -381,19 +400,29 @@ absl::Status TrajectoryWriter::ValidateColumnOptions(
   return absl::OkStatus();
 }
 
-std::string TrajectoryWriter::ColumnLabelLocked(int32_t column) const {
-  if (column >= 0 && column < static_cast<int32_t>(column_names_.size()) &&
-      !column_names_[column].empty()) {
-    return absl::StrCat("column '", column_names_[column], "'");
+std::string TrajectoryWriter::ColumnNameLocked(int32_t column) const {
+  if (column >= 0 && column < static_cast<int32_t>(column_labels_.size()) &&
+      !column_labels_[column].empty()) {
+    return column_labels_[column];
   }
-  return absl::StrCat("column ", column);
+  return absl::StrCat(column);
 }
 
-void TrajectoryWriter::SetColumnName(int32_t column, std::string name) {
+std::string TrajectoryWriter::ColumnLabelLocked(int32_t column) const {
+  return absl::StrCat("column ", ColumnNameLocked(column));
+}
+
+void TrajectoryWriter::SetColumnName(int32_t column, std::string name,
+                                     std::string label) {
   absl::MutexLock lock(&mu_);
   if (column < 0) return;
-  if (column >= static_cast<int32_t>(column_names_.size()))
+  if (column >= static_cast<int32_t>(column_names_.size())) {
     column_names_.resize(column + 1);
+    column_labels_.resize(column + 1);
+  }
+  column_labels_[column] = label.empty() && !name.empty()
+                               ? absl::StrCat("'", name, "'")
+                               : std::move(label);
   column_names_[column] = std::move(name);
 }
 
@@ -478,7 +507,18 @@ absl::StatusOr<int64_t> TrajectoryWriter::HistoryStep(int32_t column,
   absl::MutexLock lock(&mu_);
   const int64_t length = step_counter_ - history_start_;
   const int64_t position = index < 0 ? length + index : index;
-  if (position < 0 || position >= length) {
+  // A cell that cannot be referenced opens with dm-reverb's phrase (its
+  // history holds None there; a ValueError). So does a negative index
+  // before the first step, which it answers the same way; still out of
+  // range (the Python adapter raises an error that is both).
+  constexpr absl::string_view kNoCell =
+      "TrajectoryColumns cannot contain any None data references: ";
+  if (position < 0) {
+    return absl::OutOfRangeError(absl::StrCat(
+        kNoCell, ColumnLabelLocked(column), ": history index ", index,
+        " is out of range: before the first of ", length, " steps"));
+  }
+  if (position >= length) {
     return absl::OutOfRangeError(absl::StrCat(
         "history index ", index, " out of range for ", length, " steps"));
   }
@@ -495,8 +535,8 @@ absl::StatusOr<int64_t> TrajectoryWriter::HistoryStep(int32_t column,
                 keep_alive, ")")
           : "has no value in that step";
   return absl::FailedPreconditionError(
-      absl::StrCat(ColumnLabelLocked(column), ": history index ", index,
-                   " cannot be referenced: the cell ", why));
+      absl::StrCat(kNoCell, ColumnLabelLocked(column), ": history index ",
+                   index, " cannot be referenced: the cell ", why));
 }
 
 bool TrajectoryWriter::IsReferenceable(int32_t column, int64_t step) const {

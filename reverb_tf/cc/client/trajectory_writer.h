@@ -220,9 +220,13 @@ class REVERB_TF_EXPORT TrajectoryWriter {
 
   // -- What the Python adapter reads instead of keeping its own copy --------
 
-  // Names `column` (its path in the step structure) for error messages. The
-  // column may not exist yet: names are kept until it does.
-  void SetColumnName(int32_t column, std::string name);
+  // Names `column` for error messages: `name` is its path in the step
+  // structure ("obs/pixels", what signature messages call its data path),
+  // `label` how other messages name it after "column " (the Python adapter
+  // gives the path as a tuple, "('obs', 'pixels')", as dm-reverb's messages
+  // do; empty: the name in quotes). The column may not exist yet: names are
+  // kept until it does.
+  void SetColumnName(int32_t column, std::string name, std::string label = "");
 
   // CreateItem() checks items for `table` against `signature` (none: not
   // checked here; the server still checks), naming the signature's column
@@ -297,7 +301,9 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // Ends the current step: columns without a value close their open chunk.
   absl::Status FinishStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseOldChunksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "column 'name'" (or "column N" for an unnamed one), for messages.
+  // The column's label ("N" for an unnamed one), and "column <label>".
+  std::string ColumnNameLocked(int32_t column) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ColumnLabelLocked(int32_t column) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Index in columns_[column]->cells of the cell at `step` that `lane` may
@@ -389,6 +395,7 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   // step_counter_ when the history last began (see history_length()).
   int64_t history_start_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> column_names_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> column_labels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, TableSignature> signatures_
       ABSL_GUARDED_BY(mu_);
   // A partial step is open; `filled_[c]`: column c has a value in it.

@@ -350,7 +350,7 @@ TEST_F(TrajectoryWriterTest,
       {FloatStep(5), *MakePayload(DType::kInt32, {1}, std::string(4, '\0'))});
   EXPECT_NE(
       bad.status().message().find("Tensor of wrong dtype provided for column "
-                                  "'obs'. Got int32 but expected float32"),
+                                  "'obs'. Got int32 but expected float."),
       std::string::npos)
       << bad.status();
 }

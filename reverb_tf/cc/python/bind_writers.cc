@@ -242,7 +242,8 @@ void BindTrajectoryWriter(nb::module_& m) {
                     CheckOk(TrajectoryWriter::ValidateColumnOptions(
                         num_keep_alive_refs, max_chunk_length.value_or(0)));
                   })
-      .def("set_column_name", &TrajectoryWriter::SetColumnName)
+      .def("set_column_name", &TrajectoryWriter::SetColumnName,
+           nb::arg("column"), nb::arg("name"), nb::arg("label") = "")
       .def("set_table_signature",
            [](TrajectoryWriter& writer, const std::string& table,
               std::optional<SignatureList> signature) {

@@ -136,10 +136,47 @@ def scenario_selector_class_relationships(ctx):
     }
     classes = ("ItemSelector", "HeapSelector", "UniformSelector", "PrioritizedSelector")
     classes += ("FifoSelector", "LifoSelector")
-    return {
+    out = {
         name: {cls: isinstance(selector, getattr(pybind, cls)) for cls in classes}
         for name, selector in made.items()
     }
+    for name, selector in made.items():
+        out[name]["type_name"] = type(selector).__name__
+        out[name]["repr"] = repr(selector)
+    out["names_are_classes"] = {
+        name: isinstance(getattr(selectors, name), type)
+        for name in ("Uniform", "Prioritized", "Fifo", "Lifo", "MinHeap", "MaxHeap")
+    }
+    out["class_names"] = {
+        name: getattr(selectors, name).__name__
+        for name in ("Uniform", "Prioritized", "Fifo", "Lifo")
+    }
+    out["prioritized_repr_one"] = repr(selectors.Prioritized(1))
+    return out
+
+
+def scenario_rate_limiter_class_relationships(ctx):
+    """The limiters' classes, base classes and reprs."""
+    reverb = ctx.reverb
+    pybind, limiters = reverb.pybind, reverb.rate_limiters
+    made = {
+        "min_size": limiters.MinSize(1),
+        "ratio": limiters.SampleToInsertRatio(1.0, 1, 2.0),
+        "queue": limiters.Queue(3),
+        "stack": limiters.Stack(3),
+    }
+    out = {
+        name: {
+            "type_name": type(limiter).__name__,
+            "bases": [cls.__name__ for cls in type(limiter).__mro__],
+            "repr": repr(limiter),
+            "is_pybind_rate_limiter": isinstance(limiter, pybind.RateLimiter),
+            "is_rate_limiter": isinstance(limiter, limiters.RateLimiter),
+        }
+        for name, limiter in made.items()
+    }
+    out["pybind_is_python_class"] = pybind.RateLimiter is limiters.RateLimiter
+    return out
 
 
 def _options(reverb):

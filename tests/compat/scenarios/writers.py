@@ -84,6 +84,87 @@ def scenario_trajectory_writer_errors(ctx):
     return result
 
 
+def scenario_trajectory_writer_messages_name_columns_by_path(ctx):
+    """Value checks name a column by its path tuple, with TF's dtype and shape spellings."""
+    reverb = ctx.reverb
+    _, client = ctx.server([_queue(reverb)])
+    result = {}
+    with client.trajectory_writer(2) as writer:
+        writer.append(
+            {"scalar": np.int32(1), "a": {"b": np.float32(1)}, "v": np.zeros(3, np.float32)}
+        )
+        result["double"] = ctx.call_expecting(
+            "Tensor of wrong dtype provided for column ('scalar',). Got double but expected int32.",
+            writer.append,
+            {"scalar": 1.0},
+        )
+        result["nested"] = ctx.call_expecting(
+            "Tensor of wrong dtype provided for column ('a', 'b'). Got double but expected float.",
+            writer.append,
+            {"a": {"b": np.float64(1)}},
+        )
+        result["shape"] = ctx.call_expecting(
+            "Tensor of incompatible shape provided for column ('v',). Got [2,2] which is "
+            "incompatible with [3].",
+            writer.append,
+            {"v": np.zeros((2, 2), np.float32)},
+        )
+    with client.trajectory_writer(2) as writer:
+        writer.append([np.int32(1), (np.int32(2),)])
+        result["list_path"] = ctx.call_expecting(
+            "Tensor of wrong dtype provided for column (1, 0). Got float but expected int32.",
+            writer.append,
+            [np.int32(1), (np.float32(2),)],
+        )
+    with client.trajectory_writer(2) as writer:
+        writer.append({"x": 1}, partial_step=True)
+        result["twice"] = ctx.call_expecting(
+            "Field ('x',) has already been set in the active step by previous (partial) "
+            "append call and thus must be omitted or set to None",
+            writer.append,
+            {"x": 2},
+        )
+        # Programs catch ValueError (dm-reverb raises exactly that).
+        result["twice_is_value_error"] = isinstance(
+            getattr(result["twice"], "error", None), ValueError
+        )
+    return result
+
+
+def scenario_trajectory_writer_history_indices_without_a_cell(ctx):
+    """Indices with no cell behind them, before and after the window moves."""
+    reverb = ctx.reverb
+    _, client = ctx.server([_queue(reverb)])
+    result = {}
+    with client.trajectory_writer(4) as writer:
+        result["before_append"] = ctx.call_expecting(
+            "history cannot be accessed before `append` is called at least once.",
+            lambda: writer.history,
+        )
+        for i in range(3):
+            writer.append({"x": np.int32(i)})
+        history = writer.history["x"]
+        result["past_the_end"] = ctx.call(lambda: history[4])
+        for index in (-4, -5):
+            # A ValueError with dm-reverb's phrase (reverb_tf's is also an
+            # IndexError, as for a list: docs/compatibility.md).
+            error = ctx.call(lambda index=index: history[index])
+            result[f"before_the_first_{index}"] = {
+                "value_error": isinstance(error, ValueError),
+                "phrase": "TrajectoryColumns cannot contain any None data references" in str(error),
+            }
+        for i in range(3, 7):
+            writer.append({"x": np.int32(i)})
+        history = writer.history["x"]
+        for index in (0, -5, slice(0, 3)):
+            result[f"expired_{index}"] = ctx.call_expecting(
+                "TrajectoryColumns cannot contain any None data references",
+                lambda index=index: history[index],
+            )
+        result["window"] = history[-4:].numpy().tolist()
+    return result
+
+
 def scenario_trajectory_writer_signature_check(ctx):
     import tensorflow as tf
 

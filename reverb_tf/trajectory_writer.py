@@ -206,7 +206,8 @@ class _ColumnHistory(_HistoryOfColumn):
         except IndexError as e:
             if str(e).startswith(_NO_CELL):
                 raise _HistoryIndexError(str(e)) from None
-            raise
+            # Past the newest step: a list's words (dm-reverb's), then ours.
+            raise IndexError(f"list index out of range: {e}") from None
 
     def _cut(self, index: Union[int, slice, Sequence[int]]) -> "TrajectoryColumn":
         core, column = self._core, self._column
@@ -220,8 +221,8 @@ class _ColumnHistory(_HistoryOfColumn):
             return _make_column(self, (core.history_step(column, int(index)),), True)
         else:
             raise TypeError(
-                f"history indices must be integers, slices or lists of integers, not "
-                f"{type(index).__name__}"
+                f"_ColumnHistory indices must be integers or slices, not {type(index)} "
+                "(lists of integers are accepted too)"
             )
         return _make_column(self, tuple(core.history_step(column, i) for i in indices), False)
 

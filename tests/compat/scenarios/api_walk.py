@@ -265,11 +265,26 @@ def _trajectory_writer_states(ctx):
         writer.close()
         return writer, None
 
+    def partial():
+        # A step is open and column "a" already has its value in it.
+        writer, _ = stepped()
+        writer.append({"a": np.int32(9)}, partial_step=True)
+        return writer, None
+
+    def past_window():
+        # More steps than the keep-alive window (3): the oldest left it.
+        writer, _ = fresh()
+        for i in range(5):
+            writer.append({"a": np.int32(i), "b": np.full([2], i, np.float32)})
+        return writer, None
+
     return client, {
         "fresh": fresh,
         "stepped": stepped,
         "episode_ended": episode_ended,
         "closed": closed,
+        "partial": partial,
+        "past_window": past_window,
     }
 
 
@@ -295,7 +310,7 @@ def scenario_trajectory_writer(ctx):
         Call(
             "create_item",
             {"table": "q", "priority": 1.0, "trajectory": last_a},
-            states=("stepped", "closed"),
+            states=("stepped", "closed", "partial", "past_window"),
         ),
         Call("flush", {"block_until_num_items": 0, "timeout_ms": 1000}),
         Call("end_episode", {"clear_buffers": True, "timeout_ms": 1000}),
@@ -395,7 +410,65 @@ def scenario_trajectory_column(ctx):
             members,
         )
     )
+    out.update(_history_index_walk(states))
     return out
+
+
+# `writer.history[column][index]`: the history object is private in both
+# libraries, so it has no entry in the API list; this one stands in.
+_HISTORY_API = {
+    "members": {
+        "__getitem__": {
+            "kind": "method",
+            "parameters": [{"kind": "POSITIONAL_ONLY", "name": "index"}],
+        }
+    }
+}
+
+
+def _history_index_walk(writer_states):
+    """Indexes column "a"'s history with every kind of index in every writer state."""
+
+    def history_of(state):
+        def make():
+            writer, _ = writer_states[state]()
+            # The writer is the environment: dm-reverb's references expire
+            # once their writer is gone.
+            return writer.history["a"], writer
+
+        return make
+
+    states = {
+        name: history_of(name) for name in ("stepped", "episode_ended", "partial", "past_window")
+    }
+    calls = [
+        Call(
+            "__getitem__",
+            {"index": -1},
+            call=lambda history, kwargs: _column_view(history[kwargs["index"]]),
+            invalid={
+                "index": [
+                    ("first", 0),
+                    ("second", 1),
+                    ("past_the_newest", 2),
+                    ("beyond_the_window", 5),
+                    ("before_the_first", -3),
+                    ("far_negative", -10),
+                    ("all", slice(None)),
+                    ("every_second", slice(None, None, 2)),
+                    ("reversed", slice(None, None, -1)),
+                    ("slice_past_the_end", slice(1, 9)),
+                    ("empty_slice", slice(1, 1)),
+                    ("list", [0, 1]),
+                    ("numpy_integer", np.int64(0)),
+                    ("tuple", (0, 1)),
+                    ("string", "a"),
+                    ("float", 1.0),
+                ]
+            },
+        )
+    ]
+    return walk.walk(_HISTORY_API, states, calls)
 
 
 def _column_view(column):

@@ -224,16 +224,7 @@ class Stack(RateLimiter):
     with Lifo selectors and `max_times_sampled=1`.
     """
 
-    def __init__(self, size: int) -> None:
-        """Creates the limiter.
-
-        Args:
-          size: Maximum number of items waiting to be sampled.
-
-        Raises:
-          ValueError: If `size` is not a positive integer.
-        """
-        self._core_options = _single_use(size)
+    __init__ = Queue.__init__
 
 
 def _rebuild(cls: type, key: Tuple[float, int, float, float]) -> RateLimiter:

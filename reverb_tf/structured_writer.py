@@ -53,9 +53,9 @@ PatternTransform = Callable[[ReferenceStep], Pattern]
 _SpecNest = Any
 
 _COLUMN_IN_MESSAGE = re.compile(r"\bcolumn (\d+)\b")
-# The native writer's messages for a value unlike its column's first, which
-# `_with_path` rewords as dm-reverb words them (column, path, TF dtype
-# names), keeping the native explanation after them.
+# The native writer's messages for a value unlike its column's first (in
+# dm-reverb's words, TF dtype names included), which `_with_path` gives the
+# column's path, keeping the native explanation after them.
 _WRONG_DTYPE = re.compile(
     r"^Tensor of wrong dtype provided for column (\d+)\. Got (\S+) but expected (\S+?)"
     r"\.?(?=$| \()(.*)$",
@@ -251,8 +251,8 @@ class StructuredWriter:
             where = f"column {index} (path={path})"
             if dtype:
                 return type(error)(
-                    f"Tensor of wrong dtype provided for {where}. Got {_tf_dtype_name(got)} "
-                    f"but expected {_tf_dtype_name(want)}.{detail}"
+                    f"Tensor of wrong dtype provided for {where}. Got {got} "
+                    f"but expected {want}.{detail}"
                 )
             return type(error)(
                 f"Tensor of incompatible shape provided for {where}. Got {got} which is "

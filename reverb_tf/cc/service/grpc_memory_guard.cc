@@ -59,7 +59,7 @@ size_t GrpcMemoryGuard::quota_bytes() const {
 void GrpcMemoryGuard::Refresh() {
   const std::optional<size_t> cap = AddressSpaceCap();
   absl::MutexLock lock(&mu_);
-  if (cap == cap_ && (cap.has_value() || quota_bytes_ == 0)) return;
+  if (cap == cap_) return;  // no cap at first: the quota starts unbounded
   cap_ = cap;
   const size_t bytes = cap.has_value() ? QuotaFor(*cap, max_message_bytes_) : 0;
   ReserveForGrpc(static_cast<int64_t>(bytes) -

@@ -18,11 +18,13 @@ import textwrap
 import threading
 import time
 
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
+from reverb_tf.cc.proto import service_pb2 as pb
 from integration import listening_addresses
 from integration import native_stacks
 from integration import port_outside_ephemeral_range
@@ -211,6 +213,17 @@ _MANY_STREAMS_CLIENT = textwrap.dedent("""
 """)
 
 
+def _active_insert_streams(address: str) -> int:
+    """The server's open InsertStreams, from a raw ServerInfo call."""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(
+            "/reverb_tf.proto.ReplayService/ServerInfo",
+            request_serializer=pb.ServerInfoRequest.SerializeToString,
+            response_deserializer=pb.ServerInfoResponse.FromString,
+        )
+        return call(pb.ServerInfoRequest(), timeout=10).active_insert_streams
+
+
 def _hung(what, server, clients=(), client_logs=()):
     """Fails the test with where the server's threads and the clients' threads wait."""
     for client in clients:
@@ -264,9 +277,17 @@ def test_clients_killed_mid_stream_leave_the_servers_threads_and_fds_at_baseline
             )
             if line.strip() != "streams open":
                 _hung(f"client {i} said {line!r}", process, clients, logs)
+        # All 400 streams open: a thread per sample stream, and the 200
+        # writers' streams (served from one thread) counted by the server.
         deadline = time.monotonic() + 20
-        while proc_count(process.pid, "task") < baseline["task"] + 300:
-            assert time.monotonic() < deadline, proc_count(process.pid, "task")
+        while (
+            proc_count(process.pid, "task") < baseline["task"] + 190
+            or _active_insert_streams(address) < 200
+        ):
+            assert time.monotonic() < deadline, (
+                proc_count(process.pid, "task"),
+                _active_insert_streams(address),
+            )
             time.sleep(0.1)
         for client in clients:
             client.send_signal(signal.SIGKILL)

@@ -257,6 +257,165 @@ def test_abandoned_blocked_streams_give_their_threads_back(server_binary, start_
         process.wait()
 
 
+class _RawInsertStream:
+    """An InsertStream on a channel of its own, fed message by message."""
+
+    def __init__(self, address: str, timeout: float = 120):
+        self.channel = grpc.insecure_channel(address)
+        self._requests = queue.Queue()
+        stream = self.channel.stream_stream(
+            _SERVICE + "InsertStream",
+            request_serializer=_identity,
+            response_deserializer=pb.InsertResponse.FromString,
+        )
+        self.call = stream(iter(self._requests.get, None), timeout=timeout)
+
+    def send(self, request: bytes) -> None:
+        self._requests.put(request)
+
+    def half_close(self) -> None:
+        """Ends the requests; the server may still answer."""
+        self._requests.put(None)
+
+    def close(self) -> None:
+        self.half_close()
+        self.channel.close()
+
+
+def _queue_item_request(key: int, table: str = "t") -> bytes:
+    tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
+    return pb.InsertRequest(
+        chunks=[data_pb2.Chunk(key=10**6 + key, tensor=tensor)],
+        items=[
+            data_pb2.Item(
+                key=key,
+                table=table,
+                priority=1.0,
+                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=10**6 + key, length=1)])],
+            )
+        ],
+        release_chunk_keys=[10**6 + key],
+        rate_limiter_timeout_ms=-1,
+    ).SerializeToString()
+
+
+def test_hundreds_of_writer_streams_are_served_by_a_few_threads(server_binary, start_server):
+    # 256 open writer streams, each writing: InsertStreams are served from one
+    # polling thread (replay_service.h), so the server's threads do not grow
+    # with them, and the stream limit still refuses the next one clearly.
+    streams = 256
+    process, port = start_server(
+        server_binary,
+        "--config=" + uniform_table_config(max_size=10_000),
+        f"--max_active_streams={streams}",
+    )
+    writers = []
+    try:
+        address = f"localhost:{port}"
+        client = reverb.Client(address)
+        client.server_info(timeout=10)
+        baseline = proc_count(process.pid, "task")
+        writers = [_RawInsertStream(address) for _ in range(streams)]
+        for round_ in range(2):
+            for i, writer in enumerate(writers):
+                writer.send(_queue_item_request(1 + round_ * streams + i))
+            for i, writer in enumerate(writers):
+                assert list(next(writer.call).keys) == [1 + round_ * streams + i]
+            # Every stream open and served, its answer read: the threads.
+            assert proc_count(process.pid, "task") <= baseline + 8, (
+                baseline,
+                proc_count(process.pid, "task"),
+            )
+        assert client.server_info()["t"].current_size == 2 * streams
+        # One stream more than the limit: refused, saying why.
+        extra = _RawInsertStream(address, timeout=10)
+        extra.send(_queue_item_request(10**5))
+        with pytest.raises(grpc.RpcError) as refused:
+            next(extra.call)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"already serves {streams} streams" in refused.value.details()
+        extra.close()
+        for writer in writers:
+            writer.half_close()
+        for writer in writers:
+            assert writer.call.code() == grpc.StatusCode.OK
+            writer.close()
+        writers = []
+        # The slots are given back: a writer is served again.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.insert(np.zeros(2, np.float32), {"t": 1.0})
+                break
+            except reverb.errors.ResourceExhaustedError:
+                assert time.monotonic() < deadline, "the closed streams kept their slots"
+                time.sleep(0.05)
+    finally:
+        for writer in writers:
+            writer.close()
+        process.kill()
+        process.wait()
+
+
+def test_abandoned_blocked_insert_streams_stop_waiting_and_give_their_threads_back(
+    server_binary, start_server
+):
+    # Writers blocked on a full queue wait on threads of the server's pool; a
+    # cancelled one stops waiting at once (gRPC's done notification), stores
+    # nothing, and its thread ends once idle.
+    config = (
+        'port: 0 tables { table_name: "q" sampler { fifo: true } remover { fifo: true } '
+        "max_size: 1 max_times_sampled: 1 rate_limiter { samples_per_insert: 1 "
+        "min_size_to_sample: 1 min_diff: 0 max_diff: 1 } }"
+    )
+    process, port = start_server(server_binary, "--config=" + config)
+    blocked = 32
+    writers = []
+    try:
+        address = f"localhost:{port}"
+        client = reverb.Client(address)
+        client.server_info(timeout=10)
+        baseline = proc_count(process.pid, "task")
+        first = _RawInsertStream(address)
+        first.send(_queue_item_request(1, "q"))
+        assert list(next(first.call).keys) == [1]  # the queue is full now
+        writers = [_RawInsertStream(address) for _ in range(blocked)]
+        for i, writer in enumerate(writers):
+            writer.send(_queue_item_request(100 + i, "q"))
+        deadline = time.monotonic() + 20
+        while proc_count(process.pid, "task") < baseline + blocked:
+            assert time.monotonic() < deadline, "the blocked writers did not each wait"
+            time.sleep(0.05)
+        for writer in writers:
+            writer.call.cancel()
+            writer.close()
+        writers = []
+        deadline = time.monotonic() + 20
+        while proc_count(process.pid, "task") > baseline + 4:
+            assert time.monotonic() < deadline, (
+                "the pool kept the threads of cancelled writers",
+                proc_count(process.pid, "task"),
+                baseline,
+            )
+            time.sleep(0.1)
+        # None of the cancelled inserts happened: taking the one item leaves
+        # the queue empty, and an insert from the first stream goes in.
+        sample = next(client.sample("q", emit_timesteps=False))
+        assert int(sample.info.key) == 1
+        time.sleep(0.3)
+        assert client.server_info()["q"].current_size == 0
+        first.send(_queue_item_request(2, "q"))
+        assert list(next(first.call).keys) == [2]
+        assert client.server_info()["q"].current_size == 1
+        assert int(next(client.sample("q", emit_timesteps=False)).info.key) == 2
+        first.close()
+    finally:
+        for writer in writers:
+            writer.close()
+        process.kill()
+        process.wait()
+
+
 def _mutate_stream(channel):
     return channel.stream_stream(
         _SERVICE + "MutateStream",

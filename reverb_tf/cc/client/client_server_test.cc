@@ -528,7 +528,7 @@ TEST(MutationStreamTest, StopEndsAnIdleMutationStreamAtOnce) {
   ASSERT_OK(
       client->MutatePriorities("p", {{1, 1.0}}, {}, absl::InfiniteDuration()));
   ASSERT_EQ(ActiveStreams(**server), 1);
-  // Without EndMutateStreams() gRPC's shutdown would wait out its 2 s.
+  // Without EndAsyncStreams() gRPC's shutdown would wait out its 2 s.
   const absl::Time start = absl::Now();
   (*server)->Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));

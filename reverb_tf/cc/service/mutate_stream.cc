@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MutateStream on the completion-queue API: the state machine of one
-// call and the thread that polls the queue (replay_service.h says why).
+// call and the thread that polls the queue (replay_service.h says why),
+// and the start and end of both async streams' queues.
 
 #include <memory>
 #include <optional>
@@ -34,9 +35,7 @@ class ReplayService::MutateStreamCall {
   MutateStreamCall(const MutateStreamCall&) = delete;
   MutateStreamCall& operator=(const MutateStreamCall&) = delete;
   ~MutateStreamCall() {
-    if (!registered_) return;
-    absl::MutexLock lock(&service_->mutate_streams_mu_);
-    service_->mutate_streams_.erase(&context_);
+    if (registered_) service_->UnregisterAsyncStream(&context_);
   }
 
   // Puts this call on the queue to receive the next MutateStream.
@@ -139,11 +138,9 @@ class ReplayService::MutateStreamCall {
     slot_.emplace(&service_->active_streams_,
                   service_->limits_.max_active_streams);
     if (!slot_->ok()) return service_->TooManyStreams();
-    absl::MutexLock lock(&service_->mutate_streams_mu_);
-    if (service_->mutate_streams_ended_) {
+    if (!service_->RegisterAsyncStream(&context_)) {
       return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
     }
-    service_->mutate_streams_.insert(&context_);
     registered_ = true;
     return grpc::Status::OK;
   }
@@ -166,18 +163,23 @@ class ReplayService::MutateStreamCall {
   bool registered_ = false;
 };
 
-void ReplayService::StartMutateStreams(
-    std::unique_ptr<grpc::ServerCompletionQueue> queue) {
-  mutate_queue_ = std::move(queue);
+void ReplayService::StartAsyncStreams(
+    std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue,
+    std::unique_ptr<grpc::ServerCompletionQueue> insert_queue) {
+  // Idle waiting threads are kept a while: a rate-limited writer waits for
+  // nearly every message.
+  insert_waits_ = std::make_unique<ElasticThreadPool>(absl::Seconds(2),
+                                                      /*keep_idle=*/2);
+  mutate_queue_ = std::move(mutate_queue);
+  insert_queue_ = std::move(insert_queue);
   AwaitMutateStream();
+  AwaitInsertStream();
   mutate_thread_ = std::thread([this] { ServeMutateStreams(); });
+  insert_thread_ = std::thread([this] { ServeInsertStreams(); });
 }
 
 void ReplayService::AwaitMutateStream() {
-  {
-    absl::MutexLock lock(&mutate_streams_mu_);
-    if (mutate_streams_ended_) return;
-  }
+  if (AsyncStreamsEnded()) return;
   (new MutateStreamCall(this))->Await();
 }
 
@@ -189,11 +191,43 @@ void ReplayService::ServeMutateStreams() {
   }
 }
 
-void ReplayService::StopMutateStreams() {
+bool ReplayService::RegisterAsyncStream(grpc::ServerContext* context) {
+  absl::MutexLock lock(&async_streams_mu_);
+  if (async_streams_ended_) return false;
+  async_streams_.emplace(context, true);
+  return true;
+}
+
+bool ReplayService::SetAsyncStreamIdle(grpc::ServerContext* context,
+                                       bool idle) {
+  absl::MutexLock lock(&async_streams_mu_);
+  if (idle && async_streams_ended_) return false;
+  async_streams_[context] = idle;
+  return true;
+}
+
+void ReplayService::UnregisterAsyncStream(grpc::ServerContext* context) {
+  absl::MutexLock lock(&async_streams_mu_);
+  async_streams_.erase(context);
+}
+
+bool ReplayService::AsyncStreamsEnded() {
+  absl::MutexLock lock(&async_streams_mu_);
+  return async_streams_ended_;
+}
+
+void ReplayService::StopAsyncStreams() {
   if (mutate_queue_ == nullptr) return;
+  // Messages the pool carries on wake their queue when done, so the queue
+  // must outlive them; the closed tables and cancelled calls end them.
+  insert_waits_->WaitIdle();
   mutate_queue_->Shutdown();
+  insert_queue_->Shutdown();
   mutate_thread_.join();
+  insert_thread_.join();
   mutate_queue_.reset();
+  insert_queue_.reset();
+  insert_waits_.reset();
 }
 
 void ReplayService::DiscardQueue(
@@ -205,11 +239,13 @@ void ReplayService::DiscardQueue(
   }
 }
 
-void ReplayService::EndMutateStreams() {
-  absl::MutexLock lock(&mutate_streams_mu_);
-  mutate_streams_ended_ = true;
-  // A handler leaves the set under this lock: each context is alive here.
-  for (grpc::ServerContext* context : mutate_streams_) context->TryCancel();
+void ReplayService::EndAsyncStreams() {
+  absl::MutexLock lock(&async_streams_mu_);
+  async_streams_ended_ = true;
+  // A call leaves the map under this lock: each context is alive here.
+  for (const auto& [context, idle] : async_streams_) {
+    if (idle) context->TryCancel();
+  }
 }
 
 }  // namespace reverb_tf

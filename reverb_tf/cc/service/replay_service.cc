@@ -17,6 +17,7 @@
 
 namespace reverb_tf {
 
+using service_internal::kInsertStreamMethod;
 using service_internal::kMutateStreamMethod;
 using service_internal::ServeUnary;
 
@@ -31,7 +32,6 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
   // generated code offers this only for its async and callback APIs;
   // MarkMethodStreamed replaces a sync method's handler and keeps it sync.
   // Indices are the methods' positions in the proto's service.
-  constexpr int kInsertStream = 0;
   constexpr int kSampleStream = 1;
   using RawHandler =
       grpc::internal::BidiStreamingHandler<ReplayService, grpc::ByteBuffer,
@@ -43,10 +43,6 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
                          [&] { return (service->*handler)(context, stream); });
     };
   };
-  MarkMethodStreamed(
-      kInsertStream,
-      new RawHandler(
-          guarded("InsertStream", &ReplayService::HandleInsertStream), this));
   MarkMethodStreamed(
       kSampleStream,
       new RawHandler(
@@ -77,6 +73,7 @@ ReplayService::ReplayService(std::vector<std::shared_ptr<Table>> tables,
       kCheckpoint,
       new RawHandler(unary("Checkpoint", &ReplayService::Checkpoint), this));
   // On the completion-queue API, over raw bytes too.
+  MarkMethodRaw(kInsertStreamMethod);
   MarkMethodRaw(kMutateStreamMethod);
 }
 

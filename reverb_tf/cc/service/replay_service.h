@@ -17,36 +17,49 @@
 //
 // Streams: at most `max_active_streams` at once (more fail with
 // RESOURCE_EXHAUSTED, so a flood of streams cannot exhaust the server's
-// threads). InsertStream and SampleStream are on the synchronous gRPC API,
-// one handler thread per active stream, since their calls block on rate
-// limiters. MutateStreams never block on anything but a table's mutex, and
-// are served on the completion-queue API by one thread of the service's own
-// (StartMutateStreams) that polls the queue, so the thread that reads a
-// message also applies it and writes the answer: gRPC's sync API hands each
-// message from its polling thread to the stream's handler thread, which cost
-// about three context switches and 30 us of CPU per message on this
-// project's 2-core machines. One thread serves all of them: a second one
-// polling the same queue brought the hand-off back. A long mutation (a huge
-// request, a table paused by a checkpoint) therefore delays the other
-// MutateStreams' next answers; a client whose stream is busy makes unary
-// calls instead. Every method is served over raw byte buffers and parsed
-// here, because gRPC's typed reader reports a message it cannot parse as the
-// end of a stream, and its typed unary handler answers such a request with
+// threads). SampleStream is on the synchronous gRPC API, one handler thread
+// per active stream, since its calls block on rate limiters. gRPC's sync
+// API hands each message from its polling thread to the stream's handler
+// thread, which cost about three context switches and 30 us of CPU per
+// message on this project's 2-core machines, and holds a thread per stream.
+// So the writers' streams are served on the completion-queue API instead,
+// each kind by one thread of the service's own that polls its queue
+// (StartAsyncStreams): the thread that reads a message also applies it and
+// writes the answer. A second thread polling the same queue brought the
+// hand-off back.
+//   * MutateStreams never block on anything but a table's mutex. A long
+//     mutation (a huge request, a table paused by a checkpoint) therefore
+//     delays the other MutateStreams' next answers; a client whose stream
+//     is busy makes unary calls instead.
+//   * InsertStreams store what they can without waiting on the polling
+//     thread (InsertSession::Continue with may_block false). A message that
+//     must wait (a rate limiter, the memory budget, a write-ahead log that
+//     syncs every write, whose group commit needs concurrent committers)
+//     is carried on by a thread of an elastic pool (BlockingCallPool: a
+//     thread per message waiting at once, idle ones kept for a while), and
+//     its stream goes back to the polling thread once the message is done.
+//     Acknowledgements are written in order by the polling thread, the one
+//     sent before a wait included, while the waiting goes on.
+// Every method is served over raw byte buffers and parsed here, because
+// gRPC's typed reader reports a message it cannot parse as the end of a
+// stream, and its typed unary handler answers such a request with
 // INTERNAL: a malformed message is the caller's error, INVALID_ARGUMENT
 // naming the stream's message or the unary method.
 //
-// Cancellation: a stream's blocking table calls carry a Cancellation that one
-// CancellationWatcher thread fires when gRPC reports the call cancelled (the
-// sync API has no callback for it), so an abandoned call frees its thread
-// within kMaxCancellationCheck (kFirstCancellationCheck if it had just
-// blocked), at about one check per blocked stream per second.
-// Close() on the tables frees every thread at once when the server stops.
+// Cancellation: a stream's blocking table calls carry a Cancellation. For a
+// SampleStream one CancellationWatcher thread fires it when gRPC reports the
+// call cancelled (the sync API has no callback for it), so an abandoned call
+// frees its thread within kMaxCancellationCheck (kFirstCancellationCheck if
+// it had just blocked), at about one check per blocked stream per second;
+// an InsertStream's fires when gRPC's done notification says the call was
+// cancelled. Close() on the tables frees every thread at once when the
+// server stops.
 //
 // Thread safety: all handlers may run concurrently; the service itself holds
 // only immutable state (the table map), thread-safe objects, the set of
-// open MutateStreams (under its mutex) and the MutateStreams' queue and
-// thread (set by StartMutateStreams, cleared by StopMutateStreams, which the
-// server calls in that order from one thread).
+// open async streams (under its mutex) and the async streams' queues, pool
+// and threads (set by StartAsyncStreams, cleared by StopAsyncStreams, which
+// the server calls in that order from one thread).
 #ifndef REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 #define REVERB_TF_CC_SERVICE_REPLAY_SERVICE_H_
 
@@ -70,6 +83,7 @@
 #include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/memory_budget.h"
 #include "reverb_tf/cc/platform/cancellation_watcher.h"
+#include "reverb_tf/cc/platform/elastic_thread_pool.h"
 #include "reverb_tf/cc/proto/service.grpc.pb.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/service/metrics.h"
@@ -115,8 +129,16 @@ class ReplayService final : public proto::ReplayService::Service {
   // by in-process writers (wire/local_insert_stream.h): the chunks the stream
   // sent and has not released, and the storing of each message's items.
   //
-  // Thread-compatible: one message at a time. `service` and `cancel` must
-  // outlive it.
+  // A message is stored in order: its chunks (taking their bytes), then its
+  // items and item batches, blocking on rate limiters and the memory budget
+  // for up to the request's timeout (or until `cancel` fires), then the
+  // chunks the request releases are dropped. The keys stored so far go to
+  // `ack` once the write-ahead log has them: before any wait, and at the
+  // end. An error is the stream's status, and the stream must end. A chunk
+  // that does not fit in memory is RESOURCE_EXHAUSTED naming it.
+  //
+  // Thread-compatible: one message at a time, from any thread (one after
+  // the other). `service` and `cancel` must outlive it.
   class InsertSession {
    public:
     InsertSession(ReplayService* service, Cancellation* cancel);
@@ -124,31 +146,48 @@ class ReplayService final : public proto::ReplayService::Service {
     InsertSession(const InsertSession&) = delete;
     InsertSession& operator=(const InsertSession&) = delete;
 
-    // Stores `request`'s chunks (taking their bytes) and then its items and
-    // item batches, in order, blocking on rate limiters for up to the request's
-    // timeout (or until `cancel` fires), then drops the chunks the request
-    // releases. The keys stored so far go to `ack` once the write-ahead log has
-    // them: before any wait on a rate limiter, and at the end. Returns false if
-    // `ack` returned false (the client is gone: stop, without error); an
-    // error is the stream's status, and the stream must end. A chunk that
-    // does not fit in memory is RESOURCE_EXHAUSTED naming it.
-    absl::StatusOr<bool> Process(
-        proto::InsertRequest& request,
-        absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
+    // Where a message stands when Continue returns.
+    enum class Progress {
+      kDone,        // stored and acknowledged
+      kMustWait,    // stopped before a wait (may_block false): Continue again
+      kClientGone,  // `ack` returned false: stop, without error
+    };
+    using Ack = absl::FunctionRef<bool(const proto::InsertResponse&)>;
+
+    // Begin and Continue(true): the whole message, waiting where needed.
+    // False if `ack` returned false.
+    absl::StatusOr<bool> Process(proto::InsertRequest& request, Ack ack);
+
+    // Starts on `request`, which must stay alive and unchanged until
+    // Continue returns anything but kMustWait.
+    void Begin(proto::InsertRequest* request);
+    // Carries the begun message on from where it stopped. With `may_block`
+    // false it stores what it can without waiting and returns kMustWait
+    // before the first wait (the keys stored before it acknowledged), or
+    // before committing to a write-ahead log that syncs every write (its
+    // group commit needs the committers to be concurrent).
+    absl::StatusOr<Progress> Continue(bool may_block, Ack ack);
 
    private:
+    // A message's items for one table, decoded, and the status to end with
+    // once they are stored (an item that did not decode ends its run).
+    struct Run {
+      std::shared_ptr<Table> table;  // null: `then` is the table's error
+      std::vector<Item> items;
+      absl::Status then;
+    };
+
     // Decodes, verifies and stores one chunk, counting it against the
-    // stream's limit.
-    // Waits for the memory budget until `deadline` first.
+    // stream's limit. Waits for the memory budget until `deadline` first.
     absl::Status AddChunk(proto::Chunk& proto_chunk, absl::Time deadline);
-    // Stores `items` (their keys in order) in `table`, as many as the rate
-    // limiter admits under one lock, then, before waiting, acknowledges the
-    // keys so far (`response` through `ack`) and waits for the next one
-    // for up to `timeout`. False if `ack` returned false.
-    absl::StatusOr<bool> StoreItems(
-        Table& table, absl::Span<Item> items, absl::Duration timeout,
-        proto::InsertResponse* response,
-        absl::FunctionRef<bool(const proto::InsertResponse&)> ack);
+    // The request's items and item batches as runs, in order, up to the
+    // first that fails.
+    void DecodeRuns();
+    // Stores the runs from run_/next_item_ on; kMustWait at a wait when
+    // !may_block.
+    absl::StatusOr<Progress> StoreRuns(bool may_block, Ack ack);
+    // Clears the message's state.
+    void End();
 
     ReplayService* const service_;
     Cancellation* const cancel_;
@@ -156,6 +195,17 @@ class ReplayService final : public proto::ReplayService::Service {
     const std::shared_ptr<std::atomic<int64_t>> open_streams_;
     absl::flat_hash_map<ChunkKey, ChunkRef> chunks_;
     int64_t chunk_bytes_ = 0;  // data of the chunks in chunks_
+
+    // The message begun, and how far it got.
+    proto::InsertRequest* request_ = nullptr;
+    absl::Duration timeout_;
+    absl::Time chunk_deadline_;
+    int next_chunk_ = 0;
+    bool decoded_ = false;
+    std::vector<Run> runs_;
+    size_t run_ = 0;
+    size_t next_item_ = 0;
+    proto::InsertResponse response_;
   };
 
   // Changes are acknowledged only once `wal` (may be null: none) has them
@@ -172,11 +222,10 @@ class ReplayService final : public proto::ReplayService::Service {
     checkpoint_fn_ = std::move(fn);
   }
 
-  // The streaming methods; registered over raw byte buffers (see above).
+  // The sync streaming method and the unary methods are registered over
+  // raw byte buffers (see above).
   using RawStream =
       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
-  grpc::Status HandleInsertStream(grpc::ServerContext* context,
-                                  RawStream* stream);
   grpc::Status HandleSampleStream(grpc::ServerContext* context,
                                   RawStream* stream);
 
@@ -198,19 +247,24 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::StatusOr<std::shared_ptr<Table>> FindTable(
       const std::string& name) const;
 
-  // Serves MutateStreams from `queue`, which must come from
-  // AddCompletionQueue() of the builder this service was registered with,
-  // on a thread of the service's own, from now until StopMutateStreams(),
-  // which must have run before the service is destroyed. Call once, after
-  // that server started.
-  void StartMutateStreams(std::unique_ptr<grpc::ServerCompletionQueue> queue);
-  // Ends every MutateStream at once and refuses new ones (UNAVAILABLE):
-  // for the server's Stop(). Between requests they wait for a message,
-  // which nothing else ends before gRPC's shutdown deadline.
-  void EndMutateStreams();
-  // After the server's Shutdown(): shuts the queue down and waits until its
-  // thread has finished every call left on it. No-op if not started.
-  void StopMutateStreams();
+  // Serves MutateStreams from `mutate_queue` and InsertStreams from
+  // `insert_queue`, which must come from AddCompletionQueue() of the builder
+  // this service was registered with, each on a thread of the service's
+  // own, from now until StopAsyncStreams(), which must have run before the
+  // service is destroyed. Call once, after that server started.
+  void StartAsyncStreams(
+      std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue,
+      std::unique_ptr<grpc::ServerCompletionQueue> insert_queue);
+  // Ends every MutateStream and InsertStream at once and refuses new ones
+  // (UNAVAILABLE): for the server's Stop(), after the tables closed (which
+  // ends every wait). Between messages they wait for one, which nothing
+  // else ends before gRPC's shutdown deadline.
+  void EndAsyncStreams();
+  // After the server's Shutdown(): waits for the insert messages still
+  // being carried on by the pool, shuts the queues down and waits until
+  // their threads have finished every call left on them. No-op if not
+  // started.
+  void StopAsyncStreams();
   // Shuts down a queue no call was requested on and drains it (a queue of
   // a server that did not start, or was given up).
   static void DiscardQueue(std::unique_ptr<grpc::ServerCompletionQueue> queue);
@@ -240,13 +294,30 @@ class ReplayService final : public proto::ReplayService::Service {
                           proto::CheckpointResponse* response) override;
 
  private:
-  // One MutateStream's state between the queue's events (replay_service.cc).
+  // One MutateStream's or InsertStream's state between its queue's events
+  // (mutate_stream.cc, insert_stream.cc).
   class MutateStreamCall;
+  class InsertStreamCall;
 
-  // The MutateStreams' thread: hands each event of the queue to its call.
+  // The queues' threads: each hands every event of its queue to its call.
   void ServeMutateStreams();
-  // Asks gRPC for the next MutateStream, unless they have ended.
+  void ServeInsertStreams();
+  // Ask gRPC for the next MutateStream / InsertStream, unless they have
+  // ended.
   void AwaitMutateStream();
+  void AwaitInsertStream();
+  // An accepted async stream's context joins the streams EndAsyncStreams
+  // cancels; false (UNAVAILABLE to answer) once they have ended.
+  bool RegisterAsyncStream(grpc::ServerContext* context);
+  void UnregisterAsyncStream(grpc::ServerContext* context);
+  // An InsertStream is cancelled by EndAsyncStreams only while it waits for
+  // its next message (a message being stored ends with its own status, a
+  // closed table's for one that waited). Registered streams start idle.
+  // False when marking it idle after the streams have ended: it must end
+  // (UNAVAILABLE) instead of waiting for a message.
+  bool SetAsyncStreamIdle(grpc::ServerContext* context, bool idle);
+  // Whether EndAsyncStreams() has run.
+  bool AsyncStreamsEnded();
 
   // One priority mutation, logged: the work of MutatePriorities and of
   // each MutateStream message.
@@ -275,13 +346,18 @@ class ReplayService final : public proto::ReplayService::Service {
   ServiceMetrics metrics_;
   CancellationWatcher cancellation_watcher_{kFirstCancellationCheck,
                                             kMaxCancellationCheck};
-  absl::Mutex mutate_streams_mu_;
-  // The calls of the MutateStreams being served.
-  absl::flat_hash_set<grpc::ServerContext*> mutate_streams_
-      ABSL_GUARDED_BY(mutate_streams_mu_);
-  bool mutate_streams_ended_ ABSL_GUARDED_BY(mutate_streams_mu_) = false;
+  absl::Mutex async_streams_mu_;
+  // The calls of the MutateStreams and InsertStreams being served, and
+  // whether each waits for its next message.
+  absl::flat_hash_map<grpc::ServerContext*, bool> async_streams_
+      ABSL_GUARDED_BY(async_streams_mu_);
+  bool async_streams_ended_ ABSL_GUARDED_BY(async_streams_mu_) = false;
   std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue_;
   std::thread mutate_thread_;
+  std::unique_ptr<grpc::ServerCompletionQueue> insert_queue_;
+  std::thread insert_thread_;
+  // Carries on the insert messages that must wait (see the header).
+  std::unique_ptr<ElasticThreadPool> insert_waits_;
   ChunkStore chunk_store_;
   std::function<absl::StatusOr<std::string>()> checkpoint_fn_;
   WriteAheadLog* wal_ = nullptr;

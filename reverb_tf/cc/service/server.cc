@@ -236,21 +236,26 @@ void ReplayServer::TryBind(const std::vector<std::string>& hosts, int port,
   builder.SetResourceQuota(grpc_memory_->quota());
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
-  // MutateStreams' queue (replay_service.h says why they are served there).
+  // The async streams' queues (replay_service.h says why they are served
+  // there).
   std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue =
+      builder.AddCompletionQueue();
+  std::unique_ptr<grpc::ServerCompletionQueue> insert_queue =
       builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && std::all_of(bound.begin(), bound.end(), [&](int p) {
         return p == bound[0] && p != 0;
       })) {
     port_ = bound[0];
-    service_->StartMutateStreams(std::move(mutate_queue));
+    service_->StartAsyncStreams(std::move(mutate_queue),
+                                std::move(insert_queue));
   } else {
     if (server_ != nullptr) {
       server_->Shutdown();
       server_.reset();
     }
     ReplayService::DiscardQueue(std::move(mutate_queue));
+    ReplayService::DiscardQueue(std::move(insert_queue));
   }
 }
 
@@ -389,12 +394,12 @@ void ReplayServer::Stop() {
   // Null when Start() failed before gRPC was up.
   if (server_ != nullptr) {
     // Idle between requests, nothing above wakes them.
-    service_->EndMutateStreams();
+    service_->EndAsyncStreams();
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(2));
     server_->Wait();
     // After the server's shutdown, as gRPC requires of its queues.
-    service_->StopMutateStreams();
+    service_->StopAsyncStreams();
   }
   // Nothing of this server changes the tables any more: they go back, for
   // another server to host (which sets its own log and budget, or none).

@@ -72,9 +72,11 @@ struct REVERB_TF_EXPORT ServerOptions {
   // Chunk bytes one InsertStream may hold, sent and not yet released
   // (writers release what leaves their keep-alive window).
   int64_t max_stream_chunk_bytes = int64_t{1} << 30;
-  // InsertStreams and SampleStreams served at once (each holds a thread);
-  // more fail with RESOURCE_EXHAUSTED. Hundreds of actors with a writer each
-  // plus the learners' sample streams fit well within the default.
+  // Streams (insert, sample, mutate) served at once; more fail with
+  // RESOURCE_EXHAUSTED. A SampleStream holds a thread, an InsertStream only
+  // while one of its messages waits (replay_service.h). Hundreds of actors
+  // with a writer each plus the learners' sample streams fit well within
+  // the default.
   int64_t max_active_streams = 4096;
   // Saves and restores the tables; null: the Checkpoint RPC fails with
   // FAILED_PRECONDITION.

@@ -41,7 +41,8 @@ namespace service_internal {
 // allocation maps new address space.
 inline constexpr size_t kCheckedMessageBytes = size_t{32} << 20;
 
-// MutateStream's position in the proto's service.
+// InsertStream's and MutateStream's positions in the proto's service.
+inline constexpr int kInsertStreamMethod = 0;
 inline constexpr int kMutateStreamMethod = 6;
 
 // Words a rate limiter timeout for the client.

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Does per-call cost stay flat as a table grows? Server RSS per item, too.
 
-One reverb_tf_server process holds a Prioritized(0.6)/Fifo table; one
+One reverb_tf_server process holds a Prioritized(0.6)/Fifo table (or, with
+`--sampler uniform`, a Uniform/Fifo one); one
 writer fills it with the small-item workload (bench/small_items.py) in
 stages (10k, 100k, 1M, 10M items by default). At each size the benchmark
 measures, from this process:
@@ -56,12 +57,20 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20000, help="per sampling run")
     parser.add_argument("--updates", type=int, default=400, help="256-key calls per run")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--sampler",
+        default="prioritized",
+        choices=["prioritized", "uniform"],
+        help="the table's sampler (prioritized: priority_exponent 0.6)",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
-    server, port = start_server(
-        "port: 0 " + table_config("prio", sizes[-1], "prioritized { priority_exponent: 0.6 }")
-    )
+    sampler = {
+        "prioritized": "prioritized { priority_exponent: 0.6 }",
+        "uniform": "uniform: true",
+    }[args.sampler]
+    server, port = start_server("port: 0 " + table_config("prio", sizes[-1], sampler))
     rng = np.random.default_rng(0)
     rows = []
     try:

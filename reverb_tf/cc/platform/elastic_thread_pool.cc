@@ -7,8 +7,7 @@
 
 namespace reverb_tf {
 
-ElasticThreadPool::ElasticThreadPool(absl::Duration idle_timeout,
-                                     int keep_idle)
+ElasticThreadPool::ElasticThreadPool(absl::Duration idle_timeout, int keep_idle)
     : idle_timeout_(idle_timeout), keep_idle_(keep_idle) {}
 
 ElasticThreadPool::~ElasticThreadPool() {

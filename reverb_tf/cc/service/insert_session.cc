@@ -121,8 +121,7 @@ ReplayService::InsertSession::Continue(bool may_block, Ack ack) {
       RETURN_IF_ERROR(CatchOutOfMemory(
           [&] {
             return absl::StrCat("storing chunk ", proto_chunk.key(), " (",
-                                proto_chunk.tensor().data().size(),
-                                " bytes)");
+                                proto_chunk.tensor().data().size(), " bytes)");
           },
           [&] { return AddChunk(proto_chunk, chunk_deadline_); }));
     }
@@ -227,8 +226,7 @@ ReplayService::InsertSession::StoreRuns(bool may_block, Ack ack) {
       if (!may_block) return Progress::kMustWait;
       const Key key = items[next_item_].key;
       RETURN_IF_ERROR(WordTimeout(
-          table.InsertOrAssign(std::move(items[next_item_]), timeout_,
-                               cancel_),
+          table.InsertOrAssign(std::move(items[next_item_]), timeout_, cancel_),
           timeout_, absl::StrCat("insert into table '", table.name(), "'")));
       response_.add_keys(key);
       ++next_item_;

@@ -7,12 +7,15 @@ serves (reverb_tf_rpc_duration_seconds_count), its tables count samples and
 updates whichever way they came.
 """
 
+import queue
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import reverb_tf as reverb
 from integration import TOKENS, make_server, metric_value, scrape_metrics, table  # noqa: F401 (fixture)
+from integration import native_stacks
 from integration import write_from_child
 
 READS = ("SampleStream", "MutatePriorities", "ServerInfo", "Reset")
@@ -177,7 +180,14 @@ def test_a_child_process_reaches_the_real_server_or_refuses(make_server, method)
     results = context.Queue()
     child = context.Process(target=write_from_child, args=(server.port, 5, results))
     child.start()
-    outcome = results.get(timeout=120)
+    try:
+        outcome = results.get(timeout=120)
+    except queue.Empty:
+        # Seen once (2026-12-06, a full suite against the TF 2.20 wheel): the
+        # forked child hung. Where its threads wait is what tells why.
+        stacks = native_stacks(child.pid)
+        child.kill()
+        pytest.fail(f"the {method} child reported nothing within 120 s; its threads:\n{stacks}")
     child.join(60)
     if method == "fork":
         assert outcome[:2] == ("error", "FailedPreconditionError"), outcome

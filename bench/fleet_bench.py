@@ -39,12 +39,14 @@ import sys
 import threading
 import time
 import urllib.request
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+# The benchmarks' shared helpers (stdlib only at import, so the children
+# under dm-reverb's interpreter import them too).
+from server_process import cpu_seconds, rss_bytes, start_server, table_config
 
 TABLE = "fleet"
 FLUSH_EVERY = 64
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent
 DM_PYTHON = (
     pathlib.Path(os.environ.get("REVERB_TF_CACHE", pathlib.Path.home() / ".cache" / "reverb_tf"))
     / "dm-reverb-venv"
@@ -169,11 +171,6 @@ def _clients(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- controller
 
 
-def _proc_cpu(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _proc_switches(pid: int) -> int:
     total = 0
     for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
@@ -185,17 +182,27 @@ def _proc_switches(pid: int) -> int:
     return total
 
 
-def _proc_status(pid: int, field: str) -> int:
-    status = pathlib.Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(rf"{field}:\s+(\d+)", status).group(1))
-
-
 def _insert_messages(metrics_port: int) -> Optional[int]:
     if not metrics_port:
         return None
     page = urllib.request.urlopen(f"http://localhost:{metrics_port}/metrics").read()
     match = re.search(rb'reverb_tf_rpc_duration_seconds_count\{method="InsertStream"\} (\d+)', page)
     return int(match.group(1)) if match else None
+
+
+class _Counters(NamedTuple):
+    """The server's cumulative counters at one moment of the window."""
+
+    time: float
+    cpu: float
+    switches: int
+    messages: Optional[int]  # None without a metrics page (dm-reverb)
+
+
+def _read_counters(pid: int, metrics_port: int) -> _Counters:
+    return _Counters(
+        time.time(), cpu_seconds(pid), _proc_switches(pid), _insert_messages(metrics_port)
+    )
 
 
 def _python_for(module: str) -> str:
@@ -227,22 +234,11 @@ def _child(module: str, role: str, *more: str) -> subprocess.Popen:
 
 def _start_server(args, module: str) -> Tuple[subprocess.Popen, int, int]:
     if args.server == "binary" and module == "reverb_tf":
-        sys.path.insert(0, str(HERE))
-        from server_process import server_binary  # pylint: disable=g-import-not-at-top
-
-        config = (
-            f'port: 0 tables {{ table_name: "{TABLE}" sampler {{ uniform: true }} '
-            f"remover {{ fifo: true }} max_size: {args.max_size} rate_limiter {{ "
-            "samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 "
-            "max_diff: 1e300 } }"
-        )
-        process = subprocess.Popen(
-            [server_binary(), "--config=" + config, "--metrics_port=0"],
-            stdout=subprocess.PIPE,
+        process, port = start_server(
+            "port: 0 " + table_config(TABLE, args.max_size),
+            "--metrics_port=0",
             stderr=subprocess.PIPE,
-            text=True,
         )
-        port = int(re.search(r"on port (\d+)", process.stdout.readline()).group(1))
         # Printed to stderr before the readiness line.
         metrics = re.search(r":(\d+)/metrics", process.stderr.readline())
         return process, port, int(metrics.group(1)) if metrics else 0
@@ -298,21 +294,11 @@ def run_fleet(args, module: str, processes: int, threads: int) -> Dict[str, floa
             c.stdin.write(f"{window[1]}\n")
             c.stdin.flush()
         time.sleep(max(0.0, window[0] - time.time()))
-        cpu0, sw0, msg0 = (
-            _proc_cpu(server.pid),
-            _proc_switches(server.pid),
-            _insert_messages(metrics_port),
-        )
-        t0 = time.time()
+        t0, cpu0, sw0, msg0 = _read_counters(server.pid, metrics_port)
         time.sleep(max(0.0, window[1] - time.time()))
-        cpu1, sw1, msg1 = (
-            _proc_cpu(server.pid),
-            _proc_switches(server.pid),
-            _insert_messages(metrics_port),
-        )
-        t1 = time.time()
-        server_threads = _proc_status(server.pid, "Threads")
-        server_rss = _proc_status(server.pid, "VmRSS") * 1024
+        t1, cpu1, sw1, msg1 = _read_counters(server.pid, metrics_port)
+        server_threads = len(os.listdir(f"/proc/{server.pid}/task"))
+        server_rss = rss_bytes(server.pid)
         outputs = [
             json.loads(c.communicate(timeout=600)[0].strip().splitlines()[-1]) for c in clients
         ]

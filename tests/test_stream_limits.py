@@ -41,18 +41,23 @@ def _table(name="t", max_size=100, min_size=1):
     )
 
 
-def _insert_request(key: int) -> bytes:
+def _insert_request(key: int, table: str = "t", rate_limiter_timeout_ms: int = 0) -> bytes:
+    """One chunk (key 1000 + `key`) and one item `key` in `table` referencing it.
+
+    A negative `rate_limiter_timeout_ms` waits for the table's limiter without end.
+    """
     tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
     return pb.InsertRequest(
         chunks=[data_pb2.Chunk(key=1000 + key, tensor=tensor)],
         items=[
             data_pb2.Item(
                 key=key,
-                table="t",
+                table=table,
                 priority=1.0,
                 columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=1000 + key, length=1)])],
             )
         ],
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
     ).SerializeToString()
 
 
@@ -282,21 +287,9 @@ class _RawInsertStream:
         self.channel.close()
 
 
-def _queue_item_request(key: int, table: str = "t") -> bytes:
-    tensor = data_pb2.Tensor(dtype=1, shape=[1, 2], data=b"\0" * 8, uncompressed_size=8)
-    return pb.InsertRequest(
-        chunks=[data_pb2.Chunk(key=10**6 + key, tensor=tensor)],
-        items=[
-            data_pb2.Item(
-                key=key,
-                table=table,
-                priority=1.0,
-                columns=[data_pb2.Column(slices=[data_pb2.Slice(chunk_key=10**6 + key, length=1)])],
-            )
-        ],
-        release_chunk_keys=[10**6 + key],
-        rate_limiter_timeout_ms=-1,
-    ).SerializeToString()
+def _waiting_insert_request(key: int, table: str = "t") -> bytes:
+    """_insert_request waiting for the rate limiter as long as it takes."""
+    return _insert_request(key, table, rate_limiter_timeout_ms=-1)
 
 
 def test_hundreds_of_writer_streams_are_served_by_a_few_threads(server_binary, start_server):
@@ -318,7 +311,7 @@ def test_hundreds_of_writer_streams_are_served_by_a_few_threads(server_binary, s
         writers = [_RawInsertStream(address) for _ in range(streams)]
         for round_ in range(2):
             for i, writer in enumerate(writers):
-                writer.send(_queue_item_request(1 + round_ * streams + i))
+                writer.send(_waiting_insert_request(1 + round_ * streams + i))
             for i, writer in enumerate(writers):
                 assert list(next(writer.call).keys) == [1 + round_ * streams + i]
             # Every stream open and served, its answer read: the threads.
@@ -329,7 +322,7 @@ def test_hundreds_of_writer_streams_are_served_by_a_few_threads(server_binary, s
         assert client.server_info()["t"].current_size == 2 * streams
         # One stream more than the limit: refused, saying why.
         extra = _RawInsertStream(address, timeout=10)
-        extra.send(_queue_item_request(10**5))
+        extra.send(_waiting_insert_request(10**5))
         with pytest.raises(grpc.RpcError) as refused:
             next(extra.call)
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -377,11 +370,11 @@ def test_abandoned_blocked_insert_streams_stop_waiting_and_give_their_threads_ba
         client.server_info(timeout=10)
         baseline = proc_count(process.pid, "task")
         first = _RawInsertStream(address)
-        first.send(_queue_item_request(1, "q"))
+        first.send(_waiting_insert_request(1, "q"))
         assert list(next(first.call).keys) == [1]  # the queue is full now
         writers = [_RawInsertStream(address) for _ in range(blocked)]
         for i, writer in enumerate(writers):
-            writer.send(_queue_item_request(100 + i, "q"))
+            writer.send(_waiting_insert_request(100 + i, "q"))
         deadline = time.monotonic() + 20
         while proc_count(process.pid, "task") < baseline + blocked:
             assert time.monotonic() < deadline, "the blocked writers did not each wait"
@@ -404,7 +397,7 @@ def test_abandoned_blocked_insert_streams_stop_waiting_and_give_their_threads_ba
         assert int(sample.info.key) == 1
         time.sleep(0.3)
         assert client.server_info()["q"].current_size == 0
-        first.send(_queue_item_request(2, "q"))
+        first.send(_waiting_insert_request(2, "q"))
         assert list(next(first.call).keys) == [2]
         assert client.server_info()["q"].current_size == 1
         assert int(next(client.sample("q", emit_timesteps=False)).info.key) == 2

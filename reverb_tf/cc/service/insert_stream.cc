@@ -25,7 +25,6 @@ using service_internal::kInsertStreamMethod;
 using service_internal::ParseMessage;
 using service_internal::SerializeMessage;
 using service_internal::StreamMessage;
-using service_internal::StreamSlot;
 
 // One InsertStream, from gRPC handing it over to its end.
 //
@@ -91,21 +90,24 @@ class ReplayService::InsertStreamCall {
     switch (event) {
       case kAccepted:
         service_->AwaitInsertStream();
-        if (grpc::Status admitted = Admit(); !admitted.ok()) {
+        if (grpc::Status admitted =
+                service_->RegisterAsyncStream(&context_, "InsertStream");
+            !admitted.ok()) {
           End(std::move(admitted));
         } else {
+          registered_ = true;
           Read();
         }
         return;
       case kRead:
         reading_ = false;
         // Not ok: the client half-closed the stream or went away.
-        if (ok) service_->SetAsyncStreamIdle(&context_, false);
         if (!ok) {
           End(grpc::Status::OK);
-        } else {
-          Received();
+          return;
         }
+        service_->SetAsyncStreamIdle(&context_, false);
+        Received();
         return;
       case kWritten:
         writing_ = false;
@@ -139,22 +141,6 @@ class ReplayService::InsertStreamCall {
       case kEvents:
         return;
     }
-  }
-
-  grpc::Status Admit() {
-    if (grpc::Status admitted =
-            service_->Admit(&context_, Role::kWriter, "InsertStream");
-        !admitted.ok()) {
-      return admitted;
-    }
-    slot_.emplace(&service_->active_streams_,
-                  service_->limits_.max_active_streams);
-    if (!slot_->ok()) return service_->TooManyStreams();
-    if (!service_->RegisterAsyncStream(&context_)) {
-      return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
-    }
-    registered_ = true;
-    return grpc::Status::OK;
   }
 
   void Read() {
@@ -315,7 +301,6 @@ class ReplayService::InsertStreamCall {
   Tag tags_[kEvents];
   Cancellation cancel_;
   InsertSession session_;
-  std::optional<StreamSlot> slot_;
   bool registered_ = false;
 
   // The queue's thread's alone.

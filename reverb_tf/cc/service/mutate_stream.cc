@@ -80,8 +80,10 @@ class ReplayService::MutateStreamCall {
           return grpc::Status::OK;
         }
         service_->AwaitMutateStream();
-        grpc::Status admitted = Admit();
+        grpc::Status admitted =
+            service_->RegisterAsyncStream(&context_, "MutateStream");
         if (!admitted.ok()) return admitted;
+        registered_ = true;
         return Read();
       }
       case Step::kReading: {
@@ -129,22 +131,6 @@ class ReplayService::MutateStreamCall {
     return grpc::Status::OK;
   }
 
-  grpc::Status Admit() {
-    if (grpc::Status admitted =
-            service_->Admit(&context_, Role::kWriter, "MutateStream");
-        !admitted.ok()) {
-      return admitted;
-    }
-    slot_.emplace(&service_->active_streams_,
-                  service_->limits_.max_active_streams);
-    if (!slot_->ok()) return service_->TooManyStreams();
-    if (!service_->RegisterAsyncStream(&context_)) {
-      return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
-    }
-    registered_ = true;
-    return grpc::Status::OK;
-  }
-
   std::optional<grpc::Status> Read() {
     step_ = Step::kReading;
     stream_.Read(&message_, this);
@@ -159,7 +145,6 @@ class ReplayService::MutateStreamCall {
   // The message read, then the answer written.
   grpc::ByteBuffer message_;
   int64_t count_ = 0;
-  std::optional<StreamSlot> slot_;
   bool registered_ = false;
 };
 
@@ -191,11 +176,27 @@ void ReplayService::ServeMutateStreams() {
   }
 }
 
-bool ReplayService::RegisterAsyncStream(grpc::ServerContext* context) {
+grpc::Status ReplayService::RegisterAsyncStream(grpc::ServerContext* context,
+                                                const char* method) {
+  if (grpc::Status admitted = Admit(context, Role::kWriter, method);
+      !admitted.ok()) {
+    return admitted;
+  }
+  StreamSlot slot(&active_streams_, limits_.max_active_streams);
+  if (!slot.ok()) return TooManyStreams();
   absl::MutexLock lock(&async_streams_mu_);
-  if (async_streams_ended_) return false;
+  if (async_streams_ended_) {
+    return ToGrpcStatus(absl::UnavailableError("the server is stopping"));
+  }
   async_streams_.emplace(context, true);
-  return true;
+  slot.Keep();  // given back by UnregisterAsyncStream
+  return grpc::Status::OK;
+}
+
+void ReplayService::UnregisterAsyncStream(grpc::ServerContext* context) {
+  absl::MutexLock lock(&async_streams_mu_);
+  async_streams_.erase(context);
+  active_streams_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool ReplayService::SetAsyncStreamIdle(grpc::ServerContext* context,
@@ -204,11 +205,6 @@ bool ReplayService::SetAsyncStreamIdle(grpc::ServerContext* context,
   if (idle && async_streams_ended_) return false;
   async_streams_[context] = idle;
   return true;
-}
-
-void ReplayService::UnregisterAsyncStream(grpc::ServerContext* context) {
-  absl::MutexLock lock(&async_streams_mu_);
-  async_streams_.erase(context);
 }
 
 bool ReplayService::AsyncStreamsEnded() {

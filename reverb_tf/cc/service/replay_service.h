@@ -306,9 +306,13 @@ class ReplayService final : public proto::ReplayService::Service {
   // ended.
   void AwaitMutateStream();
   void AwaitInsertStream();
-  // An accepted async stream's context joins the streams EndAsyncStreams
-  // cancels; false (UNAVAILABLE to answer) once they have ended.
-  bool RegisterAsyncStream(grpc::ServerContext* context);
+  // Admits an accepted async stream of a writer's `method`: the caller's
+  // token and the loading state (Admit), a slot among max_active_streams,
+  // and a place among the streams EndAsyncStreams cancels (UNAVAILABLE once
+  // they have ended). On OK the stream holds the slot and the place until
+  // UnregisterAsyncStream; otherwise it holds neither.
+  grpc::Status RegisterAsyncStream(grpc::ServerContext* context,
+                                   const char* method);
   void UnregisterAsyncStream(grpc::ServerContext* context);
   // An InsertStream is cancelled by EndAsyncStreams only while it waits for
   // its next message (a message being stored ends with its own status, a

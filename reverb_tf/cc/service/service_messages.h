@@ -232,6 +232,8 @@ class StreamSlot {
     if (active_ != nullptr) active_->fetch_sub(1, std::memory_order_relaxed);
   }
   bool ok() const { return active_ != nullptr; }
+  // The count outlives this object: whoever kept it gives it back.
+  void Keep() { active_ = nullptr; }
 
  private:
   std::atomic<int64_t>* active_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/wire/insert_request_reader.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -152,6 +153,25 @@ bool ReadSubmessage(CodedInputStream* in, Read read) {
          in->DecrementRecursionDepthAndPopLimit(limit);
 }
 
+// CodedInputStream::ReadString(), without its resize(): that zero-fills
+// the whole string before the copy overwrites it, a memset that cost 5% of
+// the server's CPU for 28 KB frames (perf, 16 writer streams). append()
+// leaves the capacity past the size alone.
+bool ReadBytes(CodedInputStream* in, int size, std::string* out) {
+  out->clear();
+  out->reserve(static_cast<size_t>(size));
+  while (size > 0) {
+    const void* data;
+    int available;
+    if (!in->GetDirectBufferPointer(&data, &available)) return false;
+    const int n = std::min(size, available);
+    out->append(static_cast<const char*>(data), static_cast<size_t>(n));
+    if (!in->Skip(n)) return false;
+    size -= n;
+  }
+  return true;
+}
+
 bool ReadTensor(CodedInputStream* in, proto::Tensor* tensor,
                 TakeBuffer take_buffer) {
   return ReadFields(in, tensor, [&](uint32_t tag, bool* read) {
@@ -166,7 +186,7 @@ bool ReadTensor(CodedInputStream* in, proto::Tensor* tensor,
       std::string buffer = take_buffer(static_cast<size_t>(size));
       if (buffer.capacity() >= static_cast<size_t>(size)) data->swap(buffer);
     }
-    return in->ReadString(data, size);
+    return ReadBytes(in, size, data);
   });
 }
 

@@ -381,6 +381,7 @@ class Server:
         auth_tokens_file: Optional[str] = None,
         wal: Optional[checkpointers_lib.WriteAheadLog] = None,
         memory_limit: Optional[int] = None,
+        spill_dir: Optional[str] = None,
     ) -> None:
         """Starts a server.
 
@@ -432,6 +433,17 @@ class Server:
             naming the budget; sampling, priority updates, deletes and
             resets go on. Leave room above it for the process's own
             overhead. None: no budget. Not in dm-reverb.
+          spill_dir: With `memory_limit`, a directory on local disk where
+            chunk bytes beyond the budget go instead of making writers wait:
+            RAM keeps the items, the selectors and the chunks most recently
+            written or read, and samples of the others read them back. The
+            directory is this server's alone while it runs, and what an
+            earlier run left in it is deleted (checkpoints and the `wal`
+            keep what must survive a restart). A full disk makes writers
+            wait as a used-up budget does, and their `ResourceExhaustedError`
+            names the directory; a damaged file fails the sample with
+            `DataLossError` naming it and the item. None: no spilling. Not
+            in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names (an
@@ -485,6 +497,7 @@ class Server:
                 checkpoint_interval_s=float(checkpoint_interval or 0.0),
                 auth_tokens_file=os.fspath(auth_tokens_file or ""),
                 memory_limit=_arguments.integer("memory_limit", memory_limit or 0),
+                spill_dir=os.fspath(spill_dir or ""),
                 **(tls.native_options() if tls is not None else {}),
                 **(wal.native_options() if wal is not None else {}),
                 **checkpointer.internal_checkpointer().native_options(),
@@ -536,6 +549,20 @@ class Server:
           damaged and what was not replayed). All zero without a log.
         """
         return dict(self._server.wal_replay)
+
+    def spill_stats(self) -> Dict[str, Any]:
+        """The disk tier's figures now (see `spill_dir`).
+
+        Returns:
+          A dict: `dir` (empty without a spill directory), `ram_bytes` (of
+          spillable chunks in RAM), `disk_bytes` (of live chunks on disk),
+          `disk_file_bytes` (the spill files' size), `spilled_chunks` and
+          `spilled_bytes` (written so far), `ram_reads` and `disk_reads`
+          (reads of spillable chunks served from RAM and from disk),
+          `disk_read_bytes`, `disk_read_seconds` (summed over disk reads),
+          `last_error` ("" unless writing to the directory fails now).
+        """
+        return dict(self._server.spill_stats())
 
     @property
     def skipped_checkpoints(self) -> List[str]:

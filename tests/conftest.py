@@ -14,6 +14,7 @@ import pathlib
 import re
 import subprocess
 import sysconfig
+from collections.abc import Iterator
 
 import pytest
 
@@ -205,3 +206,40 @@ def pytest_generate_tests(metafunc):
         if "transport" not in metafunc.fixturenames:
             metafunc.fixturenames.append("transport")
         metafunc.parametrize("transport", ["grpc", "in_process"], indirect=True)
+
+
+def _may_mount() -> bool:
+    """Whether this process holds CAP_SYS_ADMIN (capability 21) in its effective set."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> 21 & 1)
+    return False
+
+
+SMALL_DISK_BYTES = 8 << 20
+
+
+@pytest.fixture
+def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A tmpfs of SMALL_DISK_BYTES (8 MiB) at tmp_path/disk, unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK_BYTES}", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        reason = f"cannot mount a tmpfs at {disk}: {mounted.stderr.strip()}"
+        # CI runs with the right to mount, where a failed mount is a broken
+        # environment that would otherwise pass this test by skipping it. A
+        # process without it (not root, or root in a container that drops
+        # CAP_SYS_ADMIN, as the wheel's container build does) skips, saying so.
+        if _may_mount():
+            pytest.fail(reason)
+        pytest.skip(f"{reason} (this process lacks CAP_SYS_ADMIN, which mount needs)")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

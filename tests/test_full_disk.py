@@ -13,10 +13,8 @@ every acknowledged item, before and after the full disk, comes back.
 """
 
 import os
-import pathlib
 import subprocess
 import time
-from collections.abc import Iterator
 
 import grpc
 import numpy as np
@@ -32,43 +30,8 @@ _CONFIG = (
     "min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 }} }}"
 )
 _PHRASE = "the write-ahead log cannot be written"
-_DISK_BYTES = 8 << 20
 _ROOM_LEFT = 1536 << 10  # what the filler leaves for the log
 _PAYLOAD = 1024  # bytes of random (incompressible) data per item
-
-
-def _may_mount() -> bool:
-    """Whether this process holds CAP_SYS_ADMIN (capability 21) in its effective set."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> 21 & 1)
-    return False
-
-
-@pytest.fixture
-def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A tmpfs of 8 MiB at tmp_path/disk, unmounted afterwards."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={_DISK_BYTES}", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        reason = f"cannot mount a tmpfs at {disk}: {mounted.stderr.strip()}"
-        # CI runs with the right to mount, where a failed mount is a broken
-        # environment that would otherwise pass this test by skipping it. A
-        # process without it (not root, or root in a container that drops
-        # CAP_SYS_ADMIN, as the wheel's container build does) skips, saying so.
-        if _may_mount():
-            pytest.fail(reason)
-        pytest.skip(f"{reason} (this process lacks CAP_SYS_ADMIN, which mount needs)")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _start(server_binary, port, metrics_port, disk):

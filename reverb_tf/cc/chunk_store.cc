@@ -12,7 +12,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "reverb_tf/cc/platform/status_macros.h"
+#include "reverb_tf/cc/spill_store.h"
 
 namespace reverb_tf {
 
@@ -116,6 +118,204 @@ class RecycledBuffers {
 
 }  // namespace
 
+// The bytes of a chunk of a store with a spill tier: in RAM (`ram`), on disk
+// (`on_disk`), or both (read back, or written and not yet dropped).
+struct Chunk::Spillable {
+  mutable absl::Mutex mu;
+  std::shared_ptr<const char> ram ABSL_GUARDED_BY(mu);
+  // RAM bytes counted in the store's num_bytes for `ram`.
+  int64_t counted ABSL_GUARDED_BY(mu) = 0;
+  bool on_disk ABSL_GUARDED_BY(mu) = false;
+  SpillLocation where ABSL_GUARDED_BY(mu);
+  // In the tier's list of chunks in RAM, oldest first (the tier's mutex).
+  Spillable* prev = nullptr;
+  Spillable* next = nullptr;
+  bool listed = false;
+  const Chunk* owner = nullptr;
+};
+
+// A store's spill directory and the thread that moves chunk bytes there
+// (ChunkStore::EnableSpill). Its mutex is a leaf: chunks die under tables'
+// locks and leave its list.
+class SpillTier {
+ public:
+  SpillTier(std::unique_ptr<SpillStore> disk, std::atomic<int64_t>* store_bytes,
+            std::function<int64_t()> used, int64_t high_water,
+            int64_t low_water)
+      : disk_(std::move(disk)),
+        store_bytes_(store_bytes),
+        used_(std::move(used)),
+        high_water_(high_water),
+        low_water_(low_water) {}
+
+  ~SpillTier() { Stop(); }
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  // Ends the thread (the store is going; its chunks may live on).
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // `body` is in RAM as of now: newest in the list.
+  void Link(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (body->listed) return;
+    body->listed = true;
+    body->prev = tail_;
+    body->next = nullptr;
+    (tail_ != nullptr ? tail_->next : head_) = body;
+    tail_ = body;
+  }
+
+  void Unlink(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    UnlinkLocked(body);
+  }
+
+  SpillStore& disk() { return *disk_; }
+
+  absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+  void NoteRead(bool from_disk) {
+    (from_disk ? disk_reads_ : ram_reads_)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void Fill(ChunkStore::SpillStats* stats) const ABSL_LOCKS_EXCLUDED(mu_) {
+    stats->dir = disk_->dir();
+    stats->ram_bytes = ram_bytes_.load(std::memory_order_relaxed);
+    stats->disk_bytes = disk_->live_bytes();
+    stats->disk_file_bytes = disk_->file_bytes();
+    stats->spilled_chunks = disk_->writes();
+    stats->spilled_bytes = disk_->write_bytes();
+    stats->ram_reads = ram_reads_.load(std::memory_order_relaxed);
+    stats->disk_reads = disk_reads_.load(std::memory_order_relaxed);
+    stats->disk_read_bytes = disk_->read_bytes();
+    stats->disk_read_seconds = static_cast<double>(disk_->read_nanos()) * 1e-9;
+    absl::MutexLock lock(&mu_);
+    if (!error_.ok()) stats->last_error = std::string(error_.message());
+  }
+
+  // RAM bytes of spillable chunks: `delta` more (or fewer) in RAM.
+  void CountRam(int64_t delta) {
+    ram_bytes_.fetch_add(delta, std::memory_order_relaxed);
+    store_bytes_->fetch_add(delta, std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr absl::Duration kPoll = absl::Milliseconds(1);
+  static constexpr absl::Duration kIdlePoll = absl::Milliseconds(20);
+  // After a failed write, before the next try.
+  static constexpr absl::Duration kRetry = absl::Milliseconds(100);
+
+  void UnlinkLocked(Chunk::Spillable* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!body->listed) return;
+    (body->prev != nullptr ? body->prev->next : head_) = body->next;
+    (body->next != nullptr ? body->next->prev : tail_) = body->prev;
+    body->prev = body->next = nullptr;
+    body->listed = false;
+  }
+
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    absl::Duration poll = kIdlePoll;
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), poll)) {
+      const int64_t used = used_();
+      // Looked at often only when close to the high-water mark.
+      poll = used > low_water_ / 2 ? kPoll : kIdlePoll;
+      if (used <= high_water_) continue;
+      while (!stopping_ && used_() > low_water_) {
+        Chunk::Spillable* body = head_;
+        if (body == nullptr) break;  // nothing left in RAM to move
+        UnlinkLocked(body);
+        // The chunk may be dying (its Unref() waits for mu_ to unlink it).
+        if (!body->owner->TryRef()) continue;
+        ChunkRef chunk(body->owner);
+        mu_.Unlock();
+        const absl::Status spilled = Spill(body);
+        // Still the oldest in RAM.
+        if (!spilled.ok()) LinkFront(body);
+        chunk.reset();  // unlocked: a last reference unlinks and frees
+        mu_.Lock();
+        if (!spilled.ok()) {
+          error_ = spilled;
+          mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRetry);
+          break;
+        }
+        error_ = absl::OkStatus();
+      }
+    }
+  }
+
+  void LinkFront(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (body->listed) return;
+    body->listed = true;
+    body->prev = nullptr;
+    body->next = head_;
+    (head_ != nullptr ? head_->prev : tail_) = body;
+    head_ = body;
+  }
+
+  // Writes `body`'s bytes unless they are on disk already, then drops its
+  // RAM copy (freed once no reader holds it).
+  absl::Status Spill(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<const char> bytes;
+    bool written;
+    uint32_t size;
+    {
+      absl::MutexLock lock(&body->mu);
+      bytes = body->ram;
+      written = body->on_disk;
+      size = static_cast<uint32_t>(body->owner->data_size());
+    }
+    if (bytes == nullptr) return absl::OkStatus();
+    SpillLocation where;
+    if (!written) {
+      ASSIGN_OR_RETURN(where,
+                       disk_->Append(absl::string_view(bytes.get(), size)));
+    }
+    int64_t freed;
+    {
+      absl::MutexLock lock(&body->mu);
+      if (!written) {
+        body->where = where;
+        body->on_disk = true;
+      }
+      body->ram.reset();
+      freed = body->counted;
+      body->counted = 0;
+    }
+    CountRam(-freed);
+    return absl::OkStatus();
+  }
+
+  const std::unique_ptr<SpillStore> disk_;
+  std::atomic<int64_t>* const store_bytes_;
+  const std::function<int64_t()> used_;
+  const int64_t high_water_;
+  const int64_t low_water_;
+  std::atomic<int64_t> ram_bytes_{0};
+  std::atomic<int64_t> ram_reads_{0};
+  std::atomic<int64_t> disk_reads_{0};
+  mutable absl::Mutex mu_;
+  Chunk::Spillable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Chunk::Spillable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
 struct Chunk::Accounting {
   std::atomic<int64_t> num_chunks{0};
   std::atomic<int64_t> num_bytes{0};
@@ -125,6 +325,8 @@ struct Chunk::Accounting {
   // give theirs back. Replaced only by the store, which must not race its
   // chunks' deaths with RecycleBuffers (it is called while none die).
   std::shared_ptr<RecycledBuffers> recycled;
+  // Set by EnableSpill() before any chunk is made; then never replaced.
+  std::unique_ptr<SpillTier> spill;
 
   void Unref() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -133,11 +335,10 @@ struct Chunk::Accounting {
 
 namespace {
 
-size_t AllocationSize(size_t rank, bool compressed, size_t lanes,
-                      size_t data_size, bool external) {
+// `tail`: the size of what holds the bytes, or of the bytes themselves.
+size_t AllocationSize(size_t rank, bool compressed, size_t lanes, size_t tail) {
   return sizeof(Chunk) +
-         (rank + (compressed ? 1 : 0) + lanes) * sizeof(int64_t) +
-         (external ? sizeof(std::string) : data_size);
+         (rank + (compressed ? 1 : 0) + lanes) * sizeof(int64_t) + tail;
 }
 
 static_assert(sizeof(Chunk) == 40,
@@ -145,29 +346,105 @@ static_assert(sizeof(Chunk) == 40,
 
 }  // namespace
 
-TensorPayload Chunk::ToPayload() const {
+absl::StatusOr<ChunkBytes> Chunk::Read() const {
+  if (!spillable()) return ChunkBytes(data(), nullptr);
+  Spillable* body = spillable_body();
+  SpillTier* tier = accounting_->spill.get();
+  SpillLocation where;
+  {
+    absl::MutexLock lock(&body->mu);
+    if (body->ram != nullptr) {
+      tier->NoteRead(false);
+      return ChunkBytes(absl::string_view(body->ram.get(), data_size_),
+                        body->ram);
+    }
+    where = body->where;
+  }
+  std::shared_ptr<char> buffer(new char[data_size_],
+                               std::default_delete<char[]>());
+  if (absl::Status read = tier->disk().Read(where, buffer.get()); !read.ok()) {
+    return absl::Status(read.code(),
+                        absl::StrCat("chunk ", key_, ": ", read.message()));
+  }
+  tier->NoteRead(true);
+  // Back in RAM, as the newest there (a reader beside this one may have
+  // been first: then its copy is the one kept).
+  std::shared_ptr<const char> kept;
+  bool promoted = false;
+  {
+    absl::MutexLock lock(&body->mu);
+    if (body->ram == nullptr) {
+      body->ram = buffer;
+      body->counted = data_size_;
+      promoted = true;
+    }
+    kept = body->ram;
+  }
+  if (promoted) {
+    tier->CountRam(data_size_);
+    tier->Link(body);
+  }
+  return ChunkBytes(absl::string_view(kept.get(), data_size_), kept);
+}
+
+absl::StatusOr<TensorPayload> Chunk::ToPayload() const {
+  ASSIGN_OR_RETURN(ChunkBytes bytes, Read());
   TensorPayload payload;
   payload.dtype = dtype();
   payload.shape.assign(dims(), dims() + rank_);
   payload.compression = compression();
   payload.uncompressed_size = uncompressed_size();
-  payload.data.assign(bytes(), data_size_);
+  payload.data.assign(bytes.view().data(), bytes.view().size());
   return payload;
 }
 
 int64_t Chunk::ByteSize() const {
-  return static_cast<int64_t>(AllocationSize(rank_, compression_ != 0,
-                                             num_lanes(), data_size_,
-                                             is_external()) +
-                              (is_external() ? external()->capacity() : 0));
+  const size_t head = AllocationSize(rank_, compression_ != 0, num_lanes(),
+                                     spillable()     ? sizeof(Spillable)
+                                     : is_external() ? sizeof(std::string)
+                                                     : data_size_);
+  if (spillable()) {
+    absl::MutexLock lock(&spillable_body()->mu);
+    return static_cast<int64_t>(head) + spillable_body()->counted;
+  }
+  return static_cast<int64_t>(head) +
+         (is_external() ? static_cast<int64_t>(external()->capacity()) : 0);
+}
+
+bool Chunk::TryRef() const {
+  int32_t refs = refs_.load(std::memory_order_relaxed);
+  while (refs > 0) {
+    if (refs_.compare_exchange_weak(refs, refs + 1,
+                                    std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Chunk::Unref() const {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   Accounting* accounting = accounting_;
   accounting->num_chunks.fetch_sub(1, std::memory_order_relaxed);
-  accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
-  if (is_external()) {
+  if (spillable()) {
+    Spillable* body = spillable_body();
+    SpillTier* tier = accounting->spill.get();
+    tier->Unlink(body);
+    // Nobody else can reach the body now: no lock needed, but the
+    // annotations want one.
+    absl::MutexLock lock(&body->mu);
+    if (body->on_disk) tier->disk().Free(body->where);
+    accounting->num_bytes.fetch_sub(
+        static_cast<int64_t>(AllocationSize(rank_, compression_ != 0,
+                                            num_lanes(), sizeof(Spillable))),
+        std::memory_order_relaxed);
+    if (body->counted > 0) tier->CountRam(-body->counted);
+  } else {
+    accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
+  }
+  if (spillable()) {
+    spillable_body()->~Spillable();
+  } else if (is_external()) {
     using String = std::string;
     String* buffer = const_cast<String*>(external());
     if (accounting->recycled != nullptr) {
@@ -182,7 +459,12 @@ void Chunk::Unref() const {
 
 ChunkStore::ChunkStore() : accounting_(new Chunk::Accounting) {}
 
-ChunkStore::~ChunkStore() { accounting_->Unref(); }
+ChunkStore::~ChunkStore() {
+  // Chunks may outlive the store (and keep the spill files until the last
+  // goes), but nothing moves them any more.
+  if (accounting_->spill != nullptr) accounting_->spill->Stop();
+  accounting_->Unref();
+}
 
 absl::StatusOr<ChunkRef> ChunkStore::Insert(
     ChunkKey key, uint64_t episode_id, int32_t episode_step,
@@ -213,9 +495,14 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(
   }
   const size_t rank = payload.shape.size();
   const bool external = payload.data.size() > Chunk::kInlineBytes;
+  SpillTier* const tier = accounting_->spill.get();
+  const bool spillable = external && tier != nullptr;
   const bool compressed = payload.compression != Compression::kNone;
-  void* memory = ::operator new(
-      AllocationSize(rank, compressed, lanes, payload.data.size(), external));
+  void* memory =
+      ::operator new(AllocationSize(rank, compressed, lanes,
+                                    spillable  ? sizeof(Chunk::Spillable)
+                                    : external ? sizeof(std::string)
+                                               : payload.data.size()));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
@@ -225,8 +512,10 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(
   chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
   chunk->compression_ = static_cast<uint8_t>(payload.compression);
   chunk->rank_ = static_cast<uint8_t>(rank);
-  chunk->flags_ =
-      (external ? Chunk::kExternal : 0) | (lanes > 0 ? Chunk::kLanes : 0);
+  chunk->flags_ = (spillable  ? Chunk::kSpillable
+                   : external ? Chunk::kExternal
+                              : 0) |
+                  (lanes > 0 ? Chunk::kLanes : 0);
   std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
               rank * sizeof(int64_t));
   if (compressed) *chunk->UncompressedSizeSlot() = payload.uncompressed_size;
@@ -234,16 +523,53 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(
     std::memcpy(const_cast<uint64_t*>(chunk->LaneEpisodeIds()),
                 lane_episode_ids.data(), lanes * sizeof(uint64_t));
   }
-  if (external) {
+  int64_t ram_bytes = 0;
+  if (spillable) {
+    auto* body = new (chunk->tail()) Chunk::Spillable();
+    body->owner = chunk;
+    auto owned = std::make_shared<std::string>(std::move(payload.data));
+    const char* bytes = owned->data();
+    ram_bytes = static_cast<int64_t>(owned->capacity());
+    absl::MutexLock lock(&body->mu);
+    body->ram = std::shared_ptr<const char>(std::move(owned), bytes);
+    body->counted = ram_bytes;
+  } else if (external) {
     new (chunk->tail()) std::string(std::move(payload.data));
   } else {
     std::memcpy(chunk->tail(), payload.data.data(), payload.data.size());
   }
   accounting_->refs.fetch_add(1, std::memory_order_relaxed);
   accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
-  accounting_->num_bytes.fetch_add(chunk->ByteSize(),
-                                   std::memory_order_relaxed);
+  if (spillable) {
+    accounting_->num_bytes.fetch_add(chunk->ByteSize() - ram_bytes,
+                                     std::memory_order_relaxed);
+    tier->CountRam(ram_bytes);
+    tier->Link(chunk->spillable_body());
+  } else {
+    accounting_->num_bytes.fetch_add(chunk->ByteSize(),
+                                     std::memory_order_relaxed);
+  }
   return ChunkRef(chunk);
+}
+
+void ChunkStore::EnableSpill(std::unique_ptr<SpillStore> disk,
+                             std::function<int64_t()> used, int64_t high_water,
+                             int64_t low_water) {
+  accounting_->spill =
+      std::make_unique<SpillTier>(std::move(disk), &accounting_->num_bytes,
+                                  std::move(used), high_water, low_water);
+  accounting_->spill->Start();
+}
+
+ChunkStore::SpillStats ChunkStore::spill_stats() const {
+  SpillStats stats;
+  if (accounting_->spill != nullptr) accounting_->spill->Fill(&stats);
+  return stats;
+}
+
+absl::Status ChunkStore::spill_error() const {
+  return accounting_->spill != nullptr ? accounting_->spill->error()
+                                       : absl::OkStatus();
 }
 
 int64_t ChunkStore::num_live_chunks() const {

@@ -32,6 +32,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -47,6 +49,23 @@ namespace reverb_tf {
 using ChunkKey = uint64_t;
 
 class ChunkRef;
+class SpillStore;
+class SpillTier;
+
+// A chunk's bytes, valid while this lives (which keeps bytes read back from
+// the spill directory, or taken from RAM while a spill goes on, alive).
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  absl::string_view view() const { return view_; }
+
+ private:
+  friend class Chunk;
+  ChunkBytes(absl::string_view view, std::shared_ptr<const char> hold)
+      : view_(view), hold_(std::move(hold)) {}
+  absl::string_view view_;
+  std::shared_ptr<const char> hold_;
+};
 
 class REVERB_TF_EXPORT Chunk {
  public:
@@ -74,8 +93,18 @@ class REVERB_TF_EXPORT Chunk {
   }
   // Full shape, dimension 0 counting steps.
   absl::Span<const int64_t> shape() const { return {dims(), rank_}; }
-  // Raw (possibly compressed) bytes.
+  // Raw (possibly compressed) bytes, of a chunk that cannot be spilled
+  // (!spillable()); Read() gives any chunk's.
   absl::string_view data() const { return {bytes(), data_size_}; }
+  // The raw bytes wherever they are: in RAM, or read back from the spill
+  // directory (then DATA_LOSS naming the file and this chunk if they are
+  // damaged, or the OS error).
+  absl::StatusOr<ChunkBytes> Read() const;
+  // Size of the raw bytes.
+  int64_t data_size() const { return data_size_; }
+  // Made by a store with a spill tier (ChunkStore::EnableSpill): its bytes
+  // may leave RAM for the spill directory.
+  bool spillable() const { return (flags_ & kSpillable) != 0; }
   int64_t uncompressed_size() const {
     return compression_ == 0 ? data_size_ : *UncompressedSizeSlot();
   }
@@ -83,8 +112,9 @@ class REVERB_TF_EXPORT Chunk {
   // Payloads up to this size are copied into the chunk's own allocation.
   static constexpr size_t kInlineBytes = 1024;
 
-  // A copy of the chunk's tensor as a payload (still compressed if it is).
-  TensorPayload ToPayload() const;
+  // A copy of the chunk's tensor as a payload (still compressed if it is);
+  // fails as Read() does.
+  absl::StatusOr<TensorPayload> ToPayload() const;
 
   // Heap bytes of this chunk's single allocation.
   int64_t ByteSize() const;
@@ -95,8 +125,10 @@ class REVERB_TF_EXPORT Chunk {
  private:
   friend class ChunkRef;
   friend class ChunkStore;
+  friend class SpillTier;
 
   struct Accounting;
+  struct Spillable;
 
   Chunk() = default;
   ~Chunk() = default;
@@ -122,6 +154,7 @@ class REVERB_TF_EXPORT Chunk {
     return static_cast<const std::string*>(tail());
   }
   bool is_external() const { return (flags_ & kExternal) != 0; }
+  Spillable* spillable_body() const { return static_cast<Spillable*>(tail()); }
   const char* bytes() const {
     return is_external() ? external()->data()
                          : static_cast<const char*>(tail());
@@ -129,7 +162,11 @@ class REVERB_TF_EXPORT Chunk {
 
   static constexpr uint8_t kExternal = 1;
   static constexpr uint8_t kLanes = 2;
+  // The tail holds a Spillable instead of the bytes or a std::string.
+  static constexpr uint8_t kSpillable = 4;
   void Unref() const;
+  // Takes a reference unless the chunk is already dying.
+  bool TryRef() const;
 
   mutable std::atomic<int32_t> refs_{1};
   int32_t episode_step_ = 0;
@@ -144,7 +181,7 @@ class REVERB_TF_EXPORT Chunk {
   uint8_t flags_ = 0;
   // Followed in the same allocation by int64_t dims[rank_], the uncompressed
   // size if compressed, a lane chunk's episode ids, and the bytes (or a
-  // std::string owning them). 40
+  // std::string owning them, or a Spillable). 40
   // bytes: a small item's three chunks each fit a smaller malloc size class.
 };
 
@@ -175,6 +212,7 @@ class REVERB_TF_EXPORT ChunkRef {
 
  private:
   friend class ChunkStore;
+  friend class SpillTier;
   // Adopts the creation reference of a new chunk.
   explicit ChunkRef(const Chunk* adopted) : chunk_(adopted) {}
   void Ref() const {
@@ -226,6 +264,36 @@ class REVERB_TF_EXPORT ChunkStore {
   // has handed out.
   int64_t num_recycled_bytes() const;
   int64_t num_recycled_bytes_taken() const;
+
+  // From now on, chunks over kInlineBytes may leave RAM for `disk`: a
+  // thread of the store's writes the chunks in RAM longest (written or read
+  // back earliest) to `disk` and drops their RAM copy whenever `used()`
+  // (the memory budget's count, which holds this store's
+  // num_live_bytes()) is above `high_water`, until it is at most
+  // `low_water`. Reading a spilled chunk (Chunk::Read) brings its bytes back
+  // into RAM as the newest there. num_live_bytes() counts bytes in RAM
+  // only. Call it once, before the store makes any chunk.
+  void EnableSpill(std::unique_ptr<SpillStore> disk,
+                   std::function<int64_t()> used, int64_t high_water,
+                   int64_t low_water);
+
+  struct SpillStats {
+    std::string dir;
+    int64_t ram_bytes = 0;        // spillable chunks' bytes in RAM
+    int64_t disk_bytes = 0;       // of live chunks, on disk
+    int64_t disk_file_bytes = 0;  // the spill files' size
+    int64_t spilled_chunks = 0;   // written to disk so far
+    int64_t spilled_bytes = 0;
+    int64_t ram_reads = 0;   // Read()s of spillable chunks served from RAM
+    int64_t disk_reads = 0;  // ... and from disk
+    int64_t disk_read_bytes = 0;
+    double disk_read_seconds = 0;  // summed over disk reads
+    std::string last_error;        // of the last failed spill, if any
+  };
+  // Empty `dir` unless EnableSpill() was called.
+  SpillStats spill_stats() const;
+  // Why spilling fails now (a full disk, say); OK when it does not.
+  absl::Status spill_error() const;
 
   static constexpr size_t kMinRecycledBytes = 4096;
   static constexpr absl::Duration kRecycledBufferPeriod = absl::Seconds(1);

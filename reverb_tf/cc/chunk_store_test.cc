@@ -73,7 +73,7 @@ TEST(ChunkStoreTest, SmallAndLargePayloadsRoundTrip) {
     ASSERT_OK(chunk);
     EXPECT_EQ((*chunk)->data(), bytes) << size;
     EXPECT_EQ((*chunk)->episode_step(), 3);
-    const TensorPayload copy = (*chunk)->ToPayload();
+    const TensorPayload copy = *(*chunk)->ToPayload();
     EXPECT_EQ(copy.data, bytes);
     EXPECT_EQ(copy.shape, payload->shape);
     EXPECT_GE((*chunk)->ByteSize(), static_cast<int64_t>(size));

@@ -53,9 +53,15 @@ absl::Status MemoryBudget::AwaitRoom(absl::Time deadline, Cancellation* cancel,
 }
 
 absl::Status MemoryBudget::Exhausted(absl::string_view what) const {
+  // With a spill directory, room runs out when the disk takes no more.
+  const absl::Status spill = store_->spill_error();
   absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
       "the server's memory budget is used up (memory_limit ", limit_,
-      " bytes; ", used(), " bytes of chunks and items held): could not ", what,
+      " bytes; ", used(), " bytes of chunks and items held in RAM)",
+      spill.ok() ? ""
+                 : absl::StrCat(" and the spill directory takes no more (",
+                                spill.message(), ")"),
+      ": could not ", what,
       " in time; sampling with max_times_sampled, deletes, evictions or a "
       "reset make room"));
   status.SetPayload(kExhaustedPayload, absl::Cord("1"));

@@ -475,7 +475,8 @@ absl::Status WriteCheckpointFile(const std::string& directory,
   std::string buffer;
   for (const Chunk* chunk : chunks) {
     EncodeChunkHead(*chunk, &buffer);
-    RETURN_IF_ERROR(writer->Add(kChunk, buffer, chunk->data(),
+    ASSIGN_OR_RETURN(const ChunkBytes bytes, chunk->Read());
+    RETURN_IF_ERROR(writer->Add(kChunk, buffer, bytes.view(),
                                 chunk->compression() == Compression::kNone));
   }
   for (size_t t = 0; t < snapshots.size(); ++t) {

@@ -365,8 +365,8 @@ WriteAheadLog::~WriteAheadLog() {
 
 void WriteAheadLog::QueueLocked(uint8_t type, std::string head,
                                 ChunkRef chunk) {
-  file_bytes_ += static_cast<int64_t>(head.size()) +
-                 (chunk ? static_cast<int64_t>(chunk->data().size()) : 0);
+  file_bytes_ +=
+      static_cast<int64_t>(head.size()) + (chunk ? chunk->data_size() : 0);
   pending_.push_back(
       Pending{type, std::move(head), std::move(chunk), ++last_position_});
   ++stats_.entries;
@@ -460,8 +460,11 @@ absl::Status WriteAheadLog::WriteBatch(std::vector<Pending>* batch, bool sync) {
       ASSIGN_OR_RETURN(writer_, RecordWriter::Create(writer_path_));
       continue;
     }
-    const absl::string_view body =
-        entry.chunk ? entry.chunk->data() : absl::string_view();
+    ChunkBytes bytes;
+    if (entry.chunk) {
+      ASSIGN_OR_RETURN(bytes, entry.chunk->Read());
+    }
+    const absl::string_view body = bytes.view();
     // Large tensors (frames) seldom compress, and compressing them would
     // slow every acknowledgement; small entries (small items) shrink a lot.
     const bool compressible =

@@ -40,7 +40,8 @@ absl::StatusOr<TensorPayload> RowsOfChunk(const ChunkSlice& slice,
   out.dtype = chunk.dtype();
   out.shape.assign(shape.begin() + (squeeze ? 1 : 0), shape.end());
   if (!squeeze) out.shape[0] = slice.length;
-  out.data.assign(chunk.data().data() + slice.offset * row_bytes,
+  ASSIGN_OR_RETURN(const ChunkBytes bytes, chunk.Read());
+  out.data.assign(bytes.view().data() + slice.offset * row_bytes,
                   slice.length * row_bytes);
   out.uncompressed_size = static_cast<int64_t>(out.data.size());
   return out;
@@ -59,8 +60,8 @@ absl::StatusOr<TensorPayload> MaterializeColumn(const SlicedColumn& column,
         const ChunkSlice& slice = column.slices()[i];
         auto cached = cache->find(slice.chunk.get());
         if (cached == cache->end()) {
-          ASSIGN_OR_RETURN(TensorPayload payload,
-                           Decompress(slice.chunk->ToPayload()));
+          ASSIGN_OR_RETURN(TensorPayload payload, slice.chunk->ToPayload());
+          ASSIGN_OR_RETURN(payload, Decompress(std::move(payload)));
           cached = cache->emplace(slice.chunk.get(), std::move(payload)).first;
         }
         return ChunkRows{&cached->second, slice.offset, slice.length};
@@ -73,8 +74,15 @@ absl::Status Materialize(const SampledItem& item, ChunkCache* cache,
   sample->columns.reserve(item.trajectory.size());
   sample->squeezed.reserve(item.trajectory.size());
   for (const SlicedColumn& column : item.trajectory) {
-    ASSIGN_OR_RETURN(TensorPayload payload, MaterializeColumn(column, cache));
-    sample->columns.push_back(std::move(payload));
+    absl::StatusOr<TensorPayload> payload = MaterializeColumn(column, cache);
+    if (!payload.ok()) {
+      // Which item (a chunk's bytes may be unreadable from the spill
+      // directory).
+      return absl::Status(
+          payload.status().code(),
+          absl::StrCat("item ", item.key, ": ", payload.status().message()));
+    }
+    sample->columns.push_back(*std::move(payload));
     sample->squeezed.push_back(column.squeeze());
   }
   return absl::OkStatus();

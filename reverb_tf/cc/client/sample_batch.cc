@@ -24,8 +24,9 @@ struct ColumnView {
   DType dtype = DType::kInvalid;
   Shape shape;
   bool squeezed = false;
-  // Fixed-size dtypes: the row-major bytes.
+  // Fixed-size dtypes: the row-major bytes, kept alive by `hold`.
   absl::string_view bytes;
+  ChunkBytes hold;
   // kString: the (uncompressed) payload holding the elements.
   const TensorPayload* strings = nullptr;
 };
@@ -139,8 +140,12 @@ bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
   view->squeezed = column.squeeze();
   view->shape.assign(shape.begin() + (column.squeeze() ? 1 : 0), shape.end());
   if (!column.squeeze()) view->shape[0] = slice.length;
-  view->bytes =
-      chunk.data().substr(slice.offset * row_bytes, slice.length * row_bytes);
+  // A chunk that cannot be read back goes the general way, which says why.
+  absl::StatusOr<ChunkBytes> bytes = chunk.Read();
+  if (!bytes.ok()) return false;
+  view->hold = *std::move(bytes);
+  view->bytes = view->hold.view().substr(slice.offset * row_bytes,
+                                         slice.length * row_bytes);
   return true;
 }
 

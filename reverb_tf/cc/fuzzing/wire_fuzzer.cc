@@ -120,7 +120,7 @@ void DecodeAsAClientWould(Table& table) {
   proto::SampleResponse response;
   absl::flat_hash_set<ChunkKey> sent;
   for (const SampledItem& sample : *samples)
-    SampleToProto(sample, &response, &sent);
+    SampleToProto(sample, &response, &sent).IgnoreError();
   std::vector<Sample> decoded;
   absl::Status status = DecodeSampleResponse(&response, &decoded);
   if (!status.ok()) {

@@ -49,7 +49,7 @@ void BindServer(nb::module_& m) {
                        const std::string& auth_tokens_file,
                        const std::string& wal_dir, const std::string& wal_sync,
                        double wal_sync_interval_s, double wal_retry_interval_s,
-                       int64_t memory_limit) {
+                       int64_t memory_limit, const std::string& spill_dir) {
              ServerOptions options;
              if (!wal_dir.empty()) {
                WalOptions wal;
@@ -68,6 +68,7 @@ void BindServer(nb::module_& m) {
              }
              options.metrics_port = metrics_port;
              options.memory_limit = memory_limit;
+             options.spill_dir = spill_dir;
              options.port = port;
              options.host = host;
              options.max_message_bytes = max_message_bytes;
@@ -123,7 +124,25 @@ void BindServer(nb::module_& m) {
                absl::ToDoubleSeconds(WalOptions().interval),
            nb::arg("wal_retry_interval_s") =
                absl::ToDoubleSeconds(WalOptions().retry_interval),
-           nb::arg("memory_limit") = ServerOptions().memory_limit)
+           nb::arg("memory_limit") = ServerOptions().memory_limit,
+           nb::arg("spill_dir") = ServerOptions().spill_dir)
+      .def("spill_stats",
+           [](const ReplayServer& server) {
+             const ChunkStore::SpillStats s = server.spill_stats();
+             nb::dict out;
+             out["dir"] = s.dir;
+             out["ram_bytes"] = s.ram_bytes;
+             out["disk_bytes"] = s.disk_bytes;
+             out["disk_file_bytes"] = s.disk_file_bytes;
+             out["spilled_chunks"] = s.spilled_chunks;
+             out["spilled_bytes"] = s.spilled_bytes;
+             out["ram_reads"] = s.ram_reads;
+             out["disk_reads"] = s.disk_reads;
+             out["disk_read_bytes"] = s.disk_read_bytes;
+             out["disk_read_seconds"] = s.disk_read_seconds;
+             out["last_error"] = s.last_error;
+             return out;
+           })
       .def_prop_ro("wal_replay",
                    [](const ReplayServer& server) {
                      const WalReplay& r = server.wal_replay();

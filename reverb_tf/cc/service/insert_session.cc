@@ -60,10 +60,9 @@ absl::Status ReplayService::InsertSession::AddChunk(proto::Chunk& proto_chunk,
                        proto_chunk.episode_step(), *std::move(payload),
                        proto_chunk.lane_episode_ids()));
   ChunkRef& slot = chunks_[proto_chunk.key()];
-  if (slot != nullptr)
-    chunk_bytes_ -= static_cast<int64_t>(slot->data().size());
+  if (slot != nullptr) chunk_bytes_ -= slot->data_size();
   slot = std::move(chunk);
-  chunk_bytes_ += static_cast<int64_t>(slot->data().size());
+  chunk_bytes_ += slot->data_size();
   if (chunk_bytes_ > limits.max_stream_chunk_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("this stream holds ", chunk_bytes_,
@@ -139,7 +138,7 @@ ReplayService::InsertSession::Continue(bool may_block, Ack ack) {
     for (ChunkKey key : request_->release_chunk_keys()) {
       auto it = chunks_.find(key);
       if (it == chunks_.end()) continue;
-      chunk_bytes_ -= static_cast<int64_t>(it->second->data().size());
+      chunk_bytes_ -= it->second->data_size();
       chunks_.erase(it);
     }
     // Acknowledged only once logged (a no-op without a write-ahead log).

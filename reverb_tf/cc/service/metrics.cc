@@ -315,6 +315,39 @@ void RenderMemoryBudget(const MetricsSnapshot::Budget& budget,
       static_cast<double>(budget.refused));
 }
 
+// The disk tier of a server with a spill directory.
+void RenderSpill(const ChunkStore::SpillStats& spill, PrometheusText& page) {
+  page.Scalar("reverb_tf_spill_ram_bytes", "gauge",
+              "Bytes of spillable (large) chunks held in RAM.",
+              static_cast<double>(spill.ram_bytes));
+  page.Scalar("reverb_tf_spill_disk_bytes", "gauge",
+              "Bytes of live chunks in the spill directory.",
+              static_cast<double>(spill.disk_bytes));
+  page.Scalar("reverb_tf_spill_file_bytes", "gauge",
+              "Size of the spill directory's segment files (live bytes plus "
+              "those not yet reclaimed).",
+              static_cast<double>(spill.disk_file_bytes));
+  page.Scalar("reverb_tf_spill_written_bytes_total", "counter",
+              "Chunk bytes written to the spill directory.",
+              static_cast<double>(spill.spilled_bytes));
+  page.Scalar("reverb_tf_spill_ram_reads_total", "counter",
+              "Reads of spillable chunks served from RAM (cache hits).",
+              static_cast<double>(spill.ram_reads));
+  page.Scalar("reverb_tf_spill_disk_reads_total", "counter",
+              "Reads of spilled chunks from disk (cache misses).",
+              static_cast<double>(spill.disk_reads));
+  page.Scalar("reverb_tf_spill_disk_read_bytes_total", "counter",
+              "Bytes read back from the spill directory.",
+              static_cast<double>(spill.disk_read_bytes));
+  page.Scalar("reverb_tf_spill_disk_read_seconds_total", "counter",
+              "Time spent in reads from the spill directory, summed.",
+              spill.disk_read_seconds);
+  page.Scalar("reverb_tf_spill_failing", "gauge",
+              "1 while chunks cannot be written to the spill directory (a "
+              "full or failing disk), else 0.",
+              spill.last_error.empty() ? 0.0 : 1.0);
+}
+
 // The chunks held, and the buffers of dead ones kept for new ones.
 void RenderChunks(const MetricsSnapshot& snapshot, PrometheusText& page) {
   page.Scalar("reverb_tf_chunks", "gauge",
@@ -406,6 +439,7 @@ std::string RenderMetricsPage(const MetricsSnapshot& snapshot) {
   RenderPriorityHistograms(snapshot.tables, page);
   if (snapshot.wal.has_value()) RenderWal(*snapshot.wal, page);
   if (snapshot.budget.has_value()) RenderMemoryBudget(*snapshot.budget, page);
+  if (snapshot.spill.has_value()) RenderSpill(*snapshot.spill, page);
   RenderChunks(snapshot, page);
   RenderStreams(snapshot, page);
   RenderLatencies(*snapshot.service, page);

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "reverb_tf/cc/checkpointing/checkpointer.h"
 #include "reverb_tf/cc/checkpointing/wal.h"
+#include "reverb_tf/cc/chunk_store.h"
 #include "reverb_tf/cc/table.h"
 
 namespace reverb_tf {
@@ -122,6 +123,8 @@ struct MetricsSnapshot {
     int64_t refused = 0;
   };
   std::optional<Budget> budget;  // absent: no memory_limit
+  // The disk tier (ServerOptions::spill_dir); absent without one.
+  std::optional<ChunkStore::SpillStats> spill;
   int64_t chunks = 0;
   int64_t chunk_bytes = 0;
   // Capacity of dead chunks' buffers kept for new ones (chunk_store.h), and

@@ -114,7 +114,9 @@ grpc::Status ReplayService::HandleSampleStream(grpc::ServerContext* context,
         sent.clear();
         bytes = 0;
       }
-      bytes += SampleToProto(sample, response, &sent);
+      absl::StatusOr<int64_t> added = SampleToProto(sample, response, &sent);
+      if (!added.ok()) return ToGrpcStatus(added.status());
+      bytes += *added;
     }
     if (!stream.Write(*response)) return grpc::Status::OK;
     latency.Observe(absl::Now() - started);

@@ -98,6 +98,11 @@ absl::Status ReplayServer::CheckStart(
         absl::StrCat("memory_limit must be >= 0 bytes (0: no budget), got ",
                      options.memory_limit));
   }
+  if (!options.spill_dir.empty() && options.memory_limit <= 0) {
+    return absl::InvalidArgumentError(
+        "spill_dir needs a memory_limit: chunk bytes go to disk beyond that "
+        "budget");
+  }
   if (absl::Status tls = options.tls.Validate(); !tls.ok()) return tls;
   if (options.wal.has_value()) {
     RETURN_IF_ERROR(options.wal->Validate());
@@ -125,7 +130,17 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
   // From here on, a failure's return destroys `server`, whose Stop() undoes
   // what the steps before it did.
   RETURN_IF_ERROR(server->HostTables(tables));
-  server->BuildService(std::move(tables), options);
+  std::unique_ptr<SpillStore> spill;
+  if (!options.spill_dir.empty()) {
+    // Segments of an eighth of the budget (1 to 64 MiB): the disk's slack
+    // above what is live stays small beside what is held.
+    ASSIGN_OR_RETURN(
+        spill, SpillStore::Open(options.spill_dir,
+                                std::clamp<int64_t>(
+                                    options.memory_limit / 8, int64_t{1} << 20,
+                                    SpillStore::kSegmentBytes)));
+  }
+  server->BuildService(std::move(tables), std::move(spill), options);
   RETURN_IF_ERROR(server->Bind(options));
   // What a server that finds a table hosted here names.
   for (const auto& table : server->tables_)
@@ -157,6 +172,7 @@ absl::Status ReplayServer::HostTables(
 }
 
 void ReplayServer::BuildService(std::vector<std::shared_ptr<Table>> tables,
+                                std::unique_ptr<SpillStore> spill,
                                 const ServerOptions& options) {
   checkpointer_ = options.checkpointer;
   // Half the message budget for chunk bytes leaves room for the framing.
@@ -181,6 +197,14 @@ void ReplayServer::BuildService(std::vector<std::shared_ptr<Table>> tables,
         });
     for (const auto& table : tables_) table->SetMemoryBudget(budget_.get());
     service_->set_memory_budget(budget_.get());
+  }
+  if (spill != nullptr) {
+    // Spilling starts at 90% of the budget and goes down to 80%, so that
+    // writers seldom find it used up while the disk keeps up.
+    const int64_t limit = options.memory_limit;
+    service_->mutable_chunk_store()->EnableSpill(
+        std::move(spill), [budget = budget_.get()] { return budget->used(); },
+        limit / 10 * 9, limit / 10 * 8);
   }
   // A checkpoint loads with the port already open: health says NOT_SERVING
   // and the replay methods UNAVAILABLE until it is in (probes can tell a
@@ -314,6 +338,10 @@ std::string ReplayServer::MetricsText() const {
         MetricsSnapshot::Budget{budget_->limit(), budget_->used(),
                                 budget_->waiting(), budget_->refused()};
   }
+  if (ChunkStore::SpillStats spill = service_->chunk_store().spill_stats();
+      !spill.dir.empty()) {
+    snapshot.spill = std::move(spill);
+  }
   snapshot.chunks = num_live_chunks();
   snapshot.chunk_bytes = num_live_chunk_bytes();
   snapshot.recycled_chunk_bytes = service_->chunk_store().num_recycled_bytes();
@@ -356,6 +384,10 @@ ReplayServer::~ReplayServer() {
 
 int64_t ReplayServer::num_live_chunks() const {
   return service_->chunk_store().num_live_chunks();
+}
+
+ChunkStore::SpillStats ReplayServer::spill_stats() const {
+  return service_->chunk_store().spill_stats();
 }
 
 int64_t ReplayServer::num_live_chunk_bytes() const {

@@ -44,6 +44,7 @@
 #include "reverb_tf/cc/platform/export.h"
 #include "reverb_tf/cc/security/auth.h"
 #include "reverb_tf/cc/security/credentials.h"
+#include "reverb_tf/cc/spill_store.h"
 #include "reverb_tf/cc/table.h"
 #include "reverb_tf/cc/wire/message_limits.h"
 
@@ -103,6 +104,14 @@ struct REVERB_TF_EXPORT ServerOptions {
   // new items and writers' chunks wait while the chunks and items held use
   // it up, and fail with RESOURCE_EXHAUSTED at their timeout. 0: none.
   int64_t memory_limit = 0;
+  // With memory_limit: chunk bytes beyond the budget go to files in this
+  // directory on local disk instead of making writers wait
+  // (spill_store.h, docs/disk_tier.md); RAM keeps the items, the
+  // selectors and the chunks most recently written or read. The directory
+  // is this server's alone while it runs, and what an earlier run left in
+  // it is deleted: checkpoints and the write-ahead log hold the data that
+  // must survive a restart. Empty: no spilling.
+  std::string spill_dir;
   // Heap memory the server's data let go of goes back to the kernel
   // (platform/heap_release.h) after a drop of the chunk bytes held; with
   // this, also whenever the allocator holds much free memory. For a process
@@ -161,6 +170,8 @@ class REVERB_TF_EXPORT ReplayServer {
   // clients or loaded from a checkpoint or the write-ahead log).
   int64_t num_live_chunks() const;
   int64_t num_live_chunk_bytes() const;
+  // The disk tier's figures (an empty dir without ServerOptions::spill_dir).
+  ChunkStore::SpillStats spill_stats() const;
 
   // Saves a checkpoint (what the Checkpoint RPC does).
   absl::StatusOr<CheckpointStats> Checkpoint();
@@ -187,9 +198,11 @@ class REVERB_TF_EXPORT ReplayServer {
   // and Start() destroys the server, whose Stop() undoes the steps before.
   // Takes each table for this server alone (Table::Host) and reopens it.
   absl::Status HostTables(const std::vector<std::shared_ptr<Table>>& tables);
-  // The replay service with its limits and the memory budget; it refuses
-  // calls while a checkpointer's load is due.
+  // The replay service with its limits, the memory budget and, given
+  // `spill` (ServerOptions::spill_dir), its disk tier; it refuses calls
+  // while a checkpointer's load is due.
   void BuildService(std::vector<std::shared_ptr<Table>> tables,
+                    std::unique_ptr<SpillStore> spill,
                     const ServerOptions& options);
   // Health, reflection and the gRPC server on options' host and port,
   // retried with another free port for port 0 on both loopbacks.
@@ -222,6 +235,9 @@ class REVERB_TF_EXPORT ReplayServer {
   void NoteCheckpoint(const absl::StatusOr<CheckpointStats>& stats);
 
   std::vector<std::shared_ptr<Table>> tables_;
+  // Null without ServerOptions::memory_limit. Before service_: the chunk
+  // store's spill thread reads it until the store goes.
+  std::unique_ptr<MemoryBudget> budget_;
   std::unique_ptr<ReplayService> service_;
   // Declared before server_, so that it outlives the gRPC server's calls.
   std::unique_ptr<HealthService> health_;
@@ -232,8 +248,6 @@ class REVERB_TF_EXPORT ReplayServer {
   std::shared_ptr<Checkpointer> checkpointer_;
   LoadedCheckpoint loaded_checkpoint_;
   std::unique_ptr<WriteAheadLog> wal_;
-  // Null without ServerOptions::memory_limit.
-  std::unique_ptr<MemoryBudget> budget_;
   WalReplay wal_replay_;
   // What clients of this process reach without gRPC (local_server.h).
   class Local;

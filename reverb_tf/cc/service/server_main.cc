@@ -104,6 +104,13 @@ ABSL_FLAG(std::string, memory_limit, "",
           "inserts wait while it is used up and fail with RESOURCE_EXHAUSTED "
           "at their "
           "timeout. Empty: no budget.");
+ABSL_FLAG(std::string, spill_dir, "",
+          "With --memory_limit: chunk bytes beyond the budget go to files in "
+          "this directory on local disk instead of making writers wait; RAM "
+          "keeps items, selectors and the chunks most recently written or "
+          "read. The directory is this server's alone, and what an earlier "
+          "run left in it is deleted (checkpoints and --wal_dir keep what "
+          "must survive a restart).");
 ABSL_FLAG(
     absl::Duration, wal_retry_interval, reverb_tf::WalOptions().retry_interval,
     "While the write-ahead log cannot be written (a full disk), how often the "
@@ -282,6 +289,7 @@ absl::Status ApplyMemoryLimitFlag(ServerOptions* options) {
     }
     options->memory_limit = *bytes;
   }
+  options->spill_dir = absl::GetFlag(FLAGS_spill_dir);
   return absl::OkStatus();
 }
 

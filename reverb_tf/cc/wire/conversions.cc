@@ -49,10 +49,12 @@ ChunkKey RowsChunkKey(ChunkKey key, int32_t offset, int32_t length) {
 
 // Writes rows [offset, offset + length) of `chunk` as chunk `key`; returns
 // their bytes. Only an uncompressed fixed-size chunk can be cut: any other
-// is written whole (offset 0, all its rows).
-int64_t RowsToProto(const Chunk& chunk, ChunkKey key, int32_t offset,
-                    int32_t length, proto::Chunk* out) {
-  const absl::string_view data = chunk.data();
+// is written whole (offset 0, all its rows). Fails as Chunk::Read() does.
+absl::StatusOr<int64_t> RowsToProto(const Chunk& chunk, ChunkKey key,
+                                    int32_t offset, int32_t length,
+                                    proto::Chunk* out) {
+  ASSIGN_OR_RETURN(const ChunkBytes bytes, chunk.Read());
+  const absl::string_view data = bytes.view();
   const bool whole = offset == 0 && length == chunk.num_steps();
   const size_t row_bytes = data.size() / static_cast<size_t>(chunk.num_steps());
   const absl::string_view rows =
@@ -71,6 +73,12 @@ int64_t RowsToProto(const Chunk& chunk, ChunkKey key, int32_t offset,
                                       : static_cast<int64_t>(rows.size()));
   tensor->set_data(rows.data(), rows.size());
   return static_cast<int64_t>(rows.size());
+}
+
+// `status` of a chunk of item `key`, saying which item it is.
+absl::Status ForItem(uint64_t key, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("item ", key, ": ", status.message()));
 }
 
 }  // namespace
@@ -287,9 +295,9 @@ SampleInfo SampleInfoFromProto(const proto::SampleInfo& proto) {
   return info;
 }
 
-int64_t SampleToProto(const SampledItem& sample,
-                      proto::SampleResponse* response,
-                      absl::flat_hash_set<ChunkKey>* sent) {
+absl::StatusOr<int64_t> SampleToProto(const SampledItem& sample,
+                                      proto::SampleResponse* response,
+                                      absl::flat_hash_set<ChunkKey>* sent) {
   int64_t bytes = 0;
   proto::SampledItem* out = response->add_items();
   proto::SampleInfo* info = out->mutable_info();
@@ -317,8 +325,10 @@ int64_t SampleToProto(const SampledItem& sample,
         out_slice->set_offset(0);
         out_slice->set_length(slice.length);
         if (sent->insert(key).second) {
-          bytes += RowsToProto(chunk, key, slice.offset, slice.length,
-                               response->add_chunks());
+          absl::StatusOr<int64_t> added = RowsToProto(
+              chunk, key, slice.offset, slice.length, response->add_chunks());
+          if (!added.ok()) return ForItem(sample.key, added.status());
+          bytes += *added;
         }
         continue;
       }
@@ -326,8 +336,10 @@ int64_t SampleToProto(const SampledItem& sample,
       out_slice->set_offset(slice.offset);
       out_slice->set_length(slice.length);
       if (sent->insert(chunk.key()).second) {
-        bytes += RowsToProto(chunk, chunk.key(), 0, chunk.num_steps(),
-                             response->add_chunks());
+        absl::StatusOr<int64_t> added = RowsToProto(
+            chunk, chunk.key(), 0, chunk.num_steps(), response->add_chunks());
+        if (!added.ok()) return ForItem(sample.key, added.status());
+        bytes += *added;
       }
     }
   }

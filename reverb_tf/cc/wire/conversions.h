@@ -66,10 +66,12 @@ absl::Status ItemsFromBatch(
 SampleInfo SampleInfoFromProto(const proto::SampleInfo& info);
 
 // Appends `sample` to `response`, with each chunk not yet in `sent` (which
-// it extends); returns the chunk bytes added.
-int64_t SampleToProto(const SampledItem& sample,
-                      proto::SampleResponse* response,
-                      absl::flat_hash_set<ChunkKey>* sent);
+// it extends); returns the chunk bytes added. Fails, naming the item, if a
+// chunk's bytes cannot be read back from the spill directory
+// (Chunk::Read); `response` is then to be dropped.
+absl::StatusOr<int64_t> SampleToProto(const SampledItem& sample,
+                                      proto::SampleResponse* response,
+                                      absl::flat_hash_set<ChunkKey>* sent);
 
 // A table of a server's config (--config), validated.
 REVERB_TF_EXPORT absl::StatusOr<TableOptions> TableOptionsFromConfig(

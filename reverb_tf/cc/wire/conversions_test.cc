@@ -47,7 +47,7 @@ TEST(SampleToProtoTest, ALaneChunkSendsTheSampledRowsOnly) {
   proto::SampleResponse response;
   absl::flat_hash_set<ChunkKey> sent;
   // Lane 1's step 1 is row 4.
-  EXPECT_EQ(SampleToProto(SampleOf(chunk, 4, 1), &response, &sent), 4);
+  EXPECT_EQ(*SampleToProto(SampleOf(chunk, 4, 1), &response, &sent), 4);
   ASSERT_EQ(response.chunks_size(), 1);
   const proto::Chunk& rows = response.chunks(0);
   EXPECT_NE(rows.key(), chunk->key());
@@ -62,9 +62,9 @@ TEST(SampleToProtoTest, ALaneChunkSendsTheSampledRowsOnly) {
   EXPECT_EQ(slice.offset(), 0);
   EXPECT_EQ(slice.length(), 1);
   // The same rows again are not sent twice; other rows are sent apart.
-  EXPECT_EQ(SampleToProto(SampleOf(chunk, 4, 1), &response, &sent), 0);
-  EXPECT_EQ(SampleToProto(SampleOf(chunk, 4, 2), &response, &sent), 8);
-  EXPECT_EQ(SampleToProto(SampleOf(chunk, 0, 1), &response, &sent), 4);
+  EXPECT_EQ(*SampleToProto(SampleOf(chunk, 4, 1), &response, &sent), 0);
+  EXPECT_EQ(*SampleToProto(SampleOf(chunk, 4, 2), &response, &sent), 8);
+  EXPECT_EQ(*SampleToProto(SampleOf(chunk, 0, 1), &response, &sent), 4);
   ASSERT_EQ(response.chunks_size(), 3);
   EXPECT_NE(response.chunks(1).key(), rows.key());
   EXPECT_NE(response.chunks(2).key(), rows.key());
@@ -79,7 +79,7 @@ TEST(SampleToProtoTest, ACompressedLaneChunkIsSentWhole) {
   ASSERT_EQ(chunk->compression(), Compression::kZstd);
   proto::SampleResponse response;
   absl::flat_hash_set<ChunkKey> sent;
-  SampleToProto(SampleOf(chunk, 4, 1), &response, &sent);
+  ASSERT_TRUE(SampleToProto(SampleOf(chunk, 4, 1), &response, &sent).ok());
   ASSERT_EQ(response.chunks_size(), 1);
   EXPECT_EQ(response.chunks(0).key(), chunk->key());
   EXPECT_EQ(response.chunks(0).tensor().shape(0), 6);

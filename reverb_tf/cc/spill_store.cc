@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "reverb_tf/cc/spill_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace reverb_tf {
+
+namespace {
+
+uint32_t Crc32(const char* data, size_t size) {
+  return static_cast<uint32_t>(crc32_z(
+      crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(data), size));
+}
+
+absl::Status OsError(absl::string_view what, const std::string& path,
+                     int error) {
+  const std::string message =
+      absl::StrCat(what, " ", path, ": ", std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::UnavailableError(message);
+}
+
+// Makes `dir` and its missing parents.
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string prefix = dir.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return OsError("cannot make the spill directory", prefix, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
+    const std::string& dir, int64_t segment_bytes) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("the spill directory must be named");
+  }
+  if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
+  const std::string lock_path = absl::StrCat(dir, "/LOCK");
+  const int lock_fd =
+      open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return OsError("cannot open", lock_path, errno);
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    close(lock_fd);
+    if (error == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the spill directory ", dir, " is in use by another server"));
+    }
+    return OsError("cannot lock", lock_path, error);
+  }
+  // An earlier run's segments: their records' locations died with it.
+  if (DIR* listing = opendir(dir.c_str()); listing != nullptr) {
+    std::vector<std::string> stale;
+    while (const dirent* entry = readdir(listing)) {
+      const absl::string_view name = entry->d_name;
+      if (absl::StartsWith(name, "segment-") &&
+          absl::EndsWith(name, ".spill")) {
+        stale.push_back(absl::StrCat(dir, "/", name));
+      }
+    }
+    closedir(listing);
+    for (const std::string& path : stale) unlink(path.c_str());
+  }
+  return std::unique_ptr<SpillStore>(
+      new SpillStore(dir, lock_fd, std::max<int64_t>(segment_bytes, 1)));
+}
+
+SpillStore::SpillStore(std::string dir, int lock_fd, int64_t segment_bytes)
+    : dir_(std::move(dir)), lock_fd_(lock_fd), segment_bytes_(segment_bytes) {}
+
+SpillStore::~SpillStore() {
+  absl::MutexLock lock(&mu_);
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    if (segments_[i].fd < 0) continue;
+    close(segments_[i].fd);
+    unlink(SegmentPath(i).c_str());
+  }
+  close(lock_fd_);  // releases the flock
+}
+
+std::string SpillStore::SegmentPath(uint32_t segment) const {
+  return absl::StrFormat("%s/segment-%08u.spill", dir_, segment);
+}
+
+absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
+  // One append at a time, so that a record's offset is settled before the
+  // write and a failed write leaves no gap behind a later record.
+  absl::MutexLock append(&append_mu_);
+  uint32_t segment;
+  int fd;
+  int64_t offset;
+  {
+    absl::MutexLock lock(&mu_);
+    if (segments_.empty() ||
+        segments_.back().size + static_cast<int64_t>(bytes.size()) >
+                segment_bytes_ &&
+            segments_.back().size > 0) {
+      const uint32_t next = static_cast<uint32_t>(segments_.size());
+      const std::string path = SegmentPath(next);
+      const int new_fd =
+          open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (new_fd < 0) return OsError("cannot create", path, errno);
+      // The one it seals goes once nothing in it is live.
+      if (!segments_.empty() && segments_.back().live == 0) {
+        segments_.push_back(Segment{new_fd, 0, 0});
+        DropLocked(next - 1);
+      } else {
+        segments_.push_back(Segment{new_fd, 0, 0});
+      }
+      ++open_segments_;
+    }
+    segment = static_cast<uint32_t>(segments_.size() - 1);
+    fd = segments_.back().fd;
+    offset = segments_.back().size;
+    appending_ = true;
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = pwrite(fd, bytes.data() + done, bytes.size() - done,
+                             static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : ENOSPC;
+      // Nothing past `offset` is a record: the next append overwrites it.
+      if (ftruncate(fd, static_cast<off_t>(offset)) != 0) {
+        // The bytes stay allocated until the segment goes; harmless.
+      }
+      absl::MutexLock lock(&mu_);
+      appending_ = false;
+      return OsError("cannot write to the spill directory", dir_, error);
+    }
+    done += static_cast<size_t>(n);
+  }
+  SpillLocation where;
+  where.segment = segment;
+  where.offset = static_cast<uint64_t>(offset);
+  where.size = static_cast<uint32_t>(bytes.size());
+  where.crc = Crc32(bytes.data(), bytes.size());
+  {
+    absl::MutexLock lock(&mu_);
+    Segment& s = segments_[segment];
+    s.size = offset + static_cast<int64_t>(bytes.size());
+    s.live += where.size;
+    appending_ = false;
+    file_bytes_ += where.size;
+    live_bytes_ += where.size;
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  write_bytes_.fetch_add(where.size, std::memory_order_relaxed);
+  return where;
+}
+
+int SpillStore::FdOf(uint32_t segment) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return segment < segments_.size() ? segments_[segment].fd : -1;
+}
+
+absl::Status SpillStore::Read(const SpillLocation& where, char* out) const {
+  const absl::Time start = absl::Now();
+  const int fd = FdOf(where.segment);
+  if (fd < 0) {
+    return absl::DataLossError(
+        absl::StrCat("spill file ", SegmentPath(where.segment),
+                     " is gone while a record in it is live"));
+  }
+  size_t done = 0;
+  while (done < where.size) {
+    const ssize_t n = pread(fd, out + done, where.size - done,
+                            static_cast<off_t>(where.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return OsError("cannot read spill file", SegmentPath(where.segment),
+                     errno);
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat(
+          "spill file ", SegmentPath(where.segment), " is damaged: it ends at ",
+          where.offset + done, " bytes, inside the record of ", where.size,
+          " bytes at offset ", where.offset));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (Crc32(out, where.size) != where.crc) {
+    return absl::DataLossError(absl::StrCat(
+        "spill file ", SegmentPath(where.segment),
+        " is damaged: the record of ", where.size, " bytes at offset ",
+        where.offset, " does not match its checksum"));
+  }
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  read_bytes_.fetch_add(where.size, std::memory_order_relaxed);
+  read_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start),
+                        std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+void SpillStore::Free(const SpillLocation& where) {
+  absl::MutexLock lock(&mu_);
+  Segment& s = segments_[where.segment];
+  s.live -= where.size;
+  live_bytes_ -= where.size;
+  if (s.live > 0) return;
+  if (where.segment + 1 < segments_.size()) {
+    DropLocked(where.segment);
+  } else if (!appending_ && s.size > 0 && ftruncate(s.fd, 0) == 0) {
+    file_bytes_ -= s.size;
+    s.size = 0;
+  }
+}
+
+void SpillStore::DropLocked(uint32_t segment) {
+  Segment& s = segments_[segment];
+  if (s.fd < 0) return;
+  close(s.fd);
+  unlink(SegmentPath(segment).c_str());
+  s.fd = -1;
+  file_bytes_ -= s.size;
+  --open_segments_;
+}
+
+int64_t SpillStore::file_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return file_bytes_;
+}
+
+int64_t SpillStore::live_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return live_bytes_;
+}
+
+int64_t SpillStore::num_segments() const {
+  absl::MutexLock lock(&mu_);
+  return open_segments_;
+}
+
+}  // namespace reverb_tf

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// Chunk bytes on local disk: the disk tier of a server given a spill
+// directory (ServerOptions::spill_dir, docs/disk_tier.md).
+//
+// Bytes are appended to segment files of about kSegmentBytes each
+// (`segment-NNNNNNNN.spill` in the directory), one record after another
+// with nothing between: where a record is, its size and its CRC-32 stay in
+// RAM with the chunk that owns it, so a file holds only chunk bytes and a
+// damaged one is told by the checksum, not by framing. A segment counts
+// the bytes of its live records; once it is sealed (a newer one takes the
+// appends) and none is left, its file is deleted; the newest segment is
+// emptied (truncated) instead, so that a reset leaves no bytes on disk. What a
+// table evicts first was written first, so FIFO tables free whole segments in
+// order; other tables leave segments partly live until their last record goes
+// (docs/disk_tier.md states the slack).
+//
+// The directory is this store's alone while it is open (an exclusive
+// flock on `LOCK`), and segment files from an earlier run are deleted on
+// Open(): spilled bytes are a cache of what checkpoints and the
+// write-ahead log hold, never the only copy.
+//
+// Thread safety: thread-safe. Read() of a record runs beside Append() and
+// other reads (pread, no lock held), as long as the record is live (not
+// Free()d): its segment file stays open until its last record is freed.
+#ifndef REVERB_TF_CC_SPILL_STORE_H_
+#define REVERB_TF_CC_SPILL_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "reverb_tf/cc/platform/export.h"
+
+namespace reverb_tf {
+
+// Where a record is; kept by its owner (in RAM), needed to read it back.
+struct SpillLocation {
+  uint64_t offset = 0;
+  uint32_t segment = 0;
+  uint32_t size = 0;
+  uint32_t crc = 0;  // zlib's CRC-32 of the bytes
+};
+
+class REVERB_TF_EXPORT SpillStore {
+ public:
+  static constexpr int64_t kSegmentBytes = int64_t{64} << 20;
+
+  // Takes `dir` (made if missing) for this store: FAILED_PRECONDITION if
+  // another store (of this process or another) has it, the OS error if it
+  // cannot be made or written. Segments of about `segment_bytes` (a record
+  // larger than that has one of its own).
+  static absl::StatusOr<std::unique_ptr<SpillStore>> Open(
+      const std::string& dir, int64_t segment_bytes = kSegmentBytes);
+
+  // Deletes the store's segment files and gives the directory up. Records
+  // must not be read any more.
+  ~SpillStore();
+
+  SpillStore(const SpillStore&) = delete;
+  SpillStore& operator=(const SpillStore&) = delete;
+
+  const std::string& dir() const { return dir_; }
+
+  // Writes `bytes` (at least one) as a new live record. A full or failing
+  // disk gives RESOURCE_EXHAUSTED (no space) or UNAVAILABLE (another
+  // error), naming the directory; nothing is kept of the failed write.
+  absl::StatusOr<SpillLocation> Append(absl::string_view bytes)
+      ABSL_LOCKS_EXCLUDED(append_mu_, mu_);
+
+  // Reads the live record at `where` into `out` (where.size bytes).
+  // DATA_LOSS naming the file and offset if it is short or its checksum
+  // does not match; the OS error (UNAVAILABLE) if the read fails.
+  absl::Status Read(const SpillLocation& where, char* out) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The record at `where` is no longer needed.
+  void Free(const SpillLocation& where) ABSL_LOCKS_EXCLUDED(mu_);
+
+  std::string SegmentPath(uint32_t segment) const;
+
+  // Bytes in the segment files now (live or not yet reclaimed), and of
+  // live records.
+  int64_t file_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t live_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t num_segments() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Reads so far: how many, their bytes, the time they took.
+  int64_t reads() const { return reads_.load(std::memory_order_relaxed); }
+  int64_t read_bytes() const {
+    return read_bytes_.load(std::memory_order_relaxed);
+  }
+  int64_t read_nanos() const {
+    return read_nanos_.load(std::memory_order_relaxed);
+  }
+  int64_t writes() const { return writes_.load(std::memory_order_relaxed); }
+  int64_t write_bytes() const {
+    return write_bytes_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct Segment {
+    int fd = -1;
+    int64_t size = 0;  // bytes appended
+    int64_t live = 0;  // bytes of live records
+  };
+
+  SpillStore(std::string dir, int lock_fd, int64_t segment_bytes);
+  // The file of `segment`, which holds a live record.
+  int FdOf(uint32_t segment) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes and deletes a sealed segment without live records.
+  void DropLocked(uint32_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string dir_;
+  const int lock_fd_;
+  const int64_t segment_bytes_;
+  // Held through a whole Append(), before mu_.
+  absl::Mutex append_mu_;
+  mutable absl::Mutex mu_;
+  // Indexed by segment number; dropped ones have fd -1.
+  std::vector<Segment> segments_ ABSL_GUARDED_BY(mu_);
+  int64_t file_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t live_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t open_segments_ ABSL_GUARDED_BY(mu_) = 0;
+  // An Append() is writing to the newest segment (which Free() then must
+  // not truncate).
+  bool appending_ ABSL_GUARDED_BY(mu_) = false;
+  mutable std::atomic<int64_t> reads_{0};
+  mutable std::atomic<int64_t> read_bytes_{0};
+  mutable std::atomic<int64_t> read_nanos_{0};
+  std::atomic<int64_t> writes_{0};
+  std::atomic<int64_t> write_bytes_{0};
+};
+
+}  // namespace reverb_tf
+
+#endif  // REVERB_TF_CC_SPILL_STORE_H_

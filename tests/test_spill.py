@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The disk tier: a table many times its memory budget, with its chunk bytes in `spill_dir`.
+
+Frames of 84x84x4 uint8 (28 KB each, every one different) are written as
+3-step overlapping items under a budget of a few MB, so most chunks live
+only on disk. Every sampled item must hold exactly its frames; evictions
+and resets free the disk; a damaged spill file fails the sample with
+DATA_LOSS naming the file and the item while the server goes on; a full
+spill disk refuses writers with RESOURCE_EXHAUSTED naming the directory
+while what is held is still sampled exactly; and the binary, killed with
+SIGKILL, comes back from its write-ahead log with every acknowledged item.
+"""
+
+import gc
+import pathlib
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import reverb_tf as reverb
+from integration import port_outside_ephemeral_range, scrape_metrics
+
+_SHAPE = (84, 84, 4)
+_FRAME_BYTES = int(np.prod(_SHAPE))
+_BUDGET = 4 << 20
+
+
+def _frame(step: int) -> np.ndarray:
+    """A frame that is unlike every other step's (its first bytes hold the step)."""
+    frame = np.random.default_rng(step).integers(0, 256, _SHAPE, dtype=np.uint8)
+    frame.reshape(-1)[:8] = np.frombuffer(np.int64(step).tobytes(), np.uint8)
+    return frame
+
+
+def _fifo_table(max_size: int = 1_000_000) -> reverb.Table:
+    return reverb.Table(
+        "t",
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=max_size,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
+
+
+def _write(client: reverb.Client, first: int, last: int, timeout_ms: int = 60_000) -> int:
+    """Writes steps first..last-1 and an item of 3 steps ending at each; returns the items."""
+    items = 0
+    with client.trajectory_writer(
+        num_keep_alive_refs=3, rate_limiter_timeout_ms=timeout_ms
+    ) as writer:
+        for step in range(first, last):
+            writer.append({"frame": _frame(step), "step": np.int64(step)})
+            if step - first >= 2:
+                writer.create_item(
+                    "t",
+                    1.0,
+                    {"frame": writer.history["frame"][-3:], "step": writer.history["step"][-3:]},
+                )
+                items += 1
+            if step % 64 == 0:
+                writer.flush()
+    return items
+
+
+def _check_samples(client: reverb.Client, n: int) -> int:
+    """Samples n items and checks every frame's bytes; returns how many were checked."""
+    checked = 0
+    for sample in client.sample("t", num_samples=n, emit_timesteps=False):
+        frames, steps = sample.data
+        assert list(np.diff(steps)) == [1, 1], steps
+        for frame, step in zip(frames, steps):
+            np.testing.assert_array_equal(frame, _frame(int(step)))
+        checked += 1
+    return checked
+
+
+def test_a_table_ten_times_its_budget_keeps_exact_data_and_reset_frees_disk(tmp_path):
+    spill_dir = tmp_path / "spill"
+    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        steps = 1500  # 42 MB of frames: ten times the budget
+        assert _write(client, 0, steps) == steps - 2
+        assert client.server_info()["t"].current_size == steps - 2
+        stats = server.spill_stats()
+        assert stats["dir"] == str(spill_dir)
+        assert stats["ram_bytes"] <= _BUDGET, stats
+        # Nearly every frame is on disk, each once (chunks are shared by the
+        # three items that reference them).
+        assert stats["disk_bytes"] >= (steps * _FRAME_BYTES) - _BUDGET, stats
+        assert stats["disk_bytes"] <= steps * _FRAME_BYTES, stats
+        # The files are what the server counts (which the spill thread may
+        # still be adding to).
+        on_disk = sum(p.stat().st_size for p in spill_dir.glob("segment-*.spill"))
+        assert stats["disk_file_bytes"] <= on_disk <= server.spill_stats()["disk_file_bytes"]
+
+        assert _check_samples(client, 400) == 400
+        stats = server.spill_stats()
+        assert stats["disk_reads"] > 100, stats
+        # Whole frames (the counters are read while prefetching goes on).
+        assert stats["disk_read_bytes"] % _FRAME_BYTES == 0, stats
+        assert stats["ram_bytes"] <= _BUDGET + 3 * _FRAME_BYTES, stats
+
+        client.reset("t")
+        stats = server.spill_stats()
+        assert stats["disk_bytes"] == 0 and stats["disk_file_bytes"] == 0, stats
+        assert sum(p.stat().st_size for p in spill_dir.glob("segment-*.spill")) == 0
+    finally:
+        server.stop()
+    # The files go with the server and the last of its chunks.
+    del server, client
+    gc.collect()
+    assert not list(spill_dir.glob("segment-*.spill"))
+
+
+def test_eviction_keeps_disk_bounded(tmp_path):
+    server = reverb.Server(
+        [_fifo_table(max_size=200)], memory_limit=_BUDGET, spill_dir=str(tmp_path / "spill")
+    )
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        _write(client, 0, 2000)  # 56 MB through a table that holds 200 items
+        assert client.server_info()["t"].current_size == 200
+        stats = server.spill_stats()
+        assert stats["spilled_bytes"] > 30 * _BUDGET // 4, stats
+        assert stats["disk_bytes"] <= 202 * _FRAME_BYTES, stats
+        assert stats["disk_file_bytes"] <= stats["disk_bytes"] + 2 * (1 << 20), stats
+        assert _check_samples(client, 200) == 200
+    finally:
+        server.stop()
+
+
+def test_a_damaged_spill_file_fails_the_sample_naming_file_and_item(tmp_path):
+    spill_dir = tmp_path / "spill"
+    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        _write(client, 0, 1000)
+        segments = sorted(spill_dir.glob("segment-*.spill"))
+        assert segments
+        for segment in segments:
+            with open(segment, "r+b") as f:
+                size = segment.stat().st_size
+                for offset in range(1000, size, _FRAME_BYTES):
+                    f.seek(offset)
+                    f.write(b"\xff\x00\xff")
+        with pytest.raises(reverb.errors.DataLossError) as raised:
+            for _ in range(50):
+                _check_samples(client, 64)
+        message = str(raised.value)
+        assert "segment-" in message and str(spill_dir) in message, message
+        assert "item " in message and "checksum" in message, message
+        # The server is still up, and items in RAM still sample.
+        assert client.server_info()["t"].current_size == 998
+    finally:
+        server.stop()
+
+
+def test_a_full_spill_disk_refuses_writers_naming_it_and_reads_go_on(small_disk):
+    spill_dir = small_disk / "spill"
+    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        # An 8 MiB disk and a 4 MiB budget hold about 12 MiB: 430 frames.
+        with pytest.raises(reverb.errors.ResourceExhaustedError) as raised:
+            _write(client, 0, 2000, timeout_ms=1500)
+        message = str(raised.value)
+        assert "memory budget is used up" in message, message
+        assert str(spill_dir) in message and "No space left" in message, message
+        assert server.spill_stats()["last_error"], server.spill_stats()
+        held = client.server_info()["t"].current_size
+        assert 200 < held < 500, held
+        assert _check_samples(client, 200) == 200
+    finally:
+        server.stop()
+
+
+def test_the_binary_killed_comes_back_from_its_log_with_every_item(
+    tmp_path: pathlib.Path, server_binary
+):
+    port, metrics_port = port_outside_ephemeral_range(), port_outside_ephemeral_range()
+    config = (
+        f'port: {port} tables {{ table_name: "t" sampler {{ uniform: true }} '
+        "remover { fifo: true } max_size: 1000000 rate_limiter { "
+        "samples_per_insert: 1 min_size_to_sample: 1 min_diff: -1e300 max_diff: 1e300 } }"
+    )
+    command = [
+        server_binary,
+        "--config=" + config,
+        f"--checkpoint_dir={tmp_path / 'checkpoints'}",
+        "--checkpoint_interval=1h",
+        f"--wal_dir={tmp_path / 'wal'}",
+        f"--memory_limit={_BUDGET}",
+        f"--spill_dir={tmp_path / 'spill'}",
+        f"--metrics_port={metrics_port}",
+    ]
+
+    def start():
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                reverb.Client(f"localhost:{port}").server_info(timeout=1)
+                return process
+            except reverb.errors.ReverbError:
+                assert process.poll() is None, process.stderr.read().decode()
+                time.sleep(0.1)
+        process.kill()
+        pytest.fail("the server did not come up")
+
+    process = start()
+    try:
+        client = reverb.Client(f"localhost:{port}")
+        _write(client, 0, 800)  # 22 MB under a 4 MiB budget
+        samples, _ = scrape_metrics(metrics_port)
+        assert samples[("reverb_tf_spill_disk_bytes", ())] > 10 * _BUDGET // 4
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        process = start()
+        client = reverb.Client(f"localhost:{port}")
+        assert client.server_info()["t"].current_size == 798
+        assert _check_samples(client, 300) == 300
+    finally:
+        process.kill()
+        process.wait(timeout=30)

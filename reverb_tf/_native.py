@@ -8,7 +8,9 @@ and they fetch it through `core()` when they are created.
 """
 
 import atexit
+import gc
 import importlib
+import os
 from types import ModuleType
 from typing import Optional
 
@@ -55,4 +57,20 @@ def core() -> ModuleType:
         # interpreter goes, back to stderr (its thread must not outlive it).
         _CORE.set_log_sink(_log_core_line)
         atexit.register(_CORE.set_log_sink, None)
+        os.register_at_fork(after_in_child=_keep_inherited_objects)
     return _CORE
+
+
+def _keep_inherited_objects() -> None:
+    """In a fork()ed child: the parent's objects are never garbage-collected.
+
+    The child has copies of the parent's native servers, clients and writers
+    but none of their threads; destroying one there (joining a thread that
+    is not there, ending a gRPC call) crashes the child. A child that only
+    runs its own work (multiprocessing's fork method) must not die because
+    the cyclic garbage collector met an object its parent had already let
+    go. gc.freeze() moves every object that exists at the fork out of the
+    collector's reach, as Python's documentation advises for fork without
+    exec; objects the child creates are collected as usual.
+    """
+    gc.freeze()

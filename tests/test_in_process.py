@@ -166,6 +166,44 @@ def test_closing_a_writer_whose_items_wait_gives_up_after_the_grace(make_server)
     assert client.server_info()["q"].current_size == 1
 
 
+def test_a_forked_child_that_collects_its_parents_garbage_lives(tmp_path):
+    # A child of fork() has copies of the parent's native objects without
+    # their threads. Collecting one there (a stopped server and a client in
+    # a reference cycle the parent had let go) crashed the child with
+    # SIGSEGV: seen twice in full suites as a multiprocessing child that
+    # never reported, its collector having run inside Queue.put().
+    import gc  # pylint: disable=g-import-not-at-top
+    import os  # pylint: disable=g-import-not-at-top
+
+    class Cycle:
+        pass
+
+    gc.collect()
+    gc.disable()
+    try:
+        garbage = Cycle()
+        garbage.self = garbage
+        garbage.server = reverb.Server(
+            [table()], memory_limit=4 << 20, spill_dir=str(tmp_path / "spill")
+        )
+        garbage.client = reverb.Client(f"localhost:{garbage.server.port}")
+        garbage.writer = garbage.client.trajectory_writer(1)
+        garbage.server.stop()
+        del garbage
+        pid = os.fork()
+        if pid == 0:  # the child
+            gc.enable()
+            gc.collect()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        gc.enable()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (
+        f"the child ended with status {status:#x}"
+        + (f" (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "")
+    )
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_child_process_reaches_the_real_server_or_refuses(make_server, method):
     # A fork()ed child inherits a copy of the server (without its threads)
@@ -183,11 +221,14 @@ def test_a_child_process_reaches_the_real_server_or_refuses(make_server, method)
     try:
         outcome = results.get(timeout=120)
     except queue.Empty:
-        # Seen once (2026-12-06, a full suite against the TF 2.20 wheel): the
-        # forked child hung. Where its threads wait is what tells why.
+        # A child that never reports: where its threads wait tells why (a
+        # dead child has none; its exit code says how it died).
         stacks = native_stacks(child.pid)
         child.kill()
-        pytest.fail(f"the {method} child reported nothing within 120 s; its threads:\n{stacks}")
+        pytest.fail(
+            f"the {method} child reported nothing within 120 s (exit code "
+            f"{child.exitcode}); its threads:\n{stacks}"
+        )
     child.join(60)
     if method == "fork":
         assert outcome[:2] == ("error", "FailedPreconditionError"), outcome

@@ -38,11 +38,14 @@ class ReplayService::MutateStreamCall {
     if (registered_) service_->UnregisterAsyncStream(&context_);
   }
 
-  // Puts this call on the queue to receive the next MutateStream.
-  void Await() {
-    service_->RequestAsyncBidiStreaming(kMutateStreamMethod, &context_,
-                                        &stream_, service_->mutate_queue_.get(),
-                                        service_->mutate_queue_.get(), this);
+  // Puts this call on the queue to receive the next MutateStream; false
+  // once the queue is shut down.
+  bool Await() {
+    return StartOperation([&] {
+      service_->RequestAsyncBidiStreaming(
+          kMutateStreamMethod, &context_, &stream_,
+          service_->mutate_queue_.get(), service_->mutate_queue_.get(), this);
+    });
   }
 
   // The outcome of the operation in flight; deletes the call at its end.
@@ -63,7 +66,8 @@ class ReplayService::MutateStreamCall {
       return;
     }
     step_ = Step::kFinishing;
-    stream_.Finish(*end, this);
+    // A queue shut down meanwhile: nothing more comes back for this call.
+    if (!StartOperation([&] { stream_.Finish(*end, this); })) delete this;
   }
 
  private:
@@ -118,7 +122,9 @@ class ReplayService::MutateStreamCall {
                               "a MutateStream answer did not serialize");
         }
         step_ = Step::kWriting;
-        stream_.Write(message_, this);
+        if (!StartOperation([&] { stream_.Write(message_, this); })) {
+          return grpc::Status::OK;
+        }
         return std::nullopt;
       }
       case Step::kWriting:
@@ -133,8 +139,20 @@ class ReplayService::MutateStreamCall {
 
   std::optional<grpc::Status> Read() {
     step_ = Step::kReading;
-    stream_.Read(&message_, this);
+    if (!StartOperation([&] { stream_.Read(&message_, this); })) {
+      return grpc::Status::OK;
+    }
     return std::nullopt;
+  }
+
+  // Runs `start` (which starts one operation on the queue) unless the queue
+  // is shut down; false if it was.
+  template <typename Start>
+  bool StartOperation(Start start) {
+    absl::MutexLock lock(&service_->mutate_queue_mu_);
+    if (!service_->mutate_queue_open_) return false;
+    start();
+    return true;
   }
 
   ReplayService* const service_;
@@ -165,7 +183,8 @@ void ReplayService::StartAsyncStreams(
 
 void ReplayService::AwaitMutateStream() {
   if (AsyncStreamsEnded()) return;
-  (new MutateStreamCall(this))->Await();
+  auto* call = new MutateStreamCall(this);
+  if (!call->Await()) delete call;
 }
 
 void ReplayService::ServeMutateStreams() {
@@ -217,7 +236,11 @@ void ReplayService::StopAsyncStreams() {
   // Messages the pool carries on wake their queue when done, so the queue
   // must outlive them; the closed tables and cancelled calls end them.
   insert_waits_->WaitIdle();
-  mutate_queue_->Shutdown();
+  {
+    absl::MutexLock lock(&mutate_queue_mu_);
+    mutate_queue_open_ = false;
+    mutate_queue_->Shutdown();
+  }
   insert_queue_->Shutdown();
   mutate_thread_.join();
   insert_thread_.join();

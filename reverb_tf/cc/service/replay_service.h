@@ -357,6 +357,13 @@ class ReplayService final : public proto::ReplayService::Service {
       ABSL_GUARDED_BY(async_streams_mu_);
   bool async_streams_ended_ ABSL_GUARDED_BY(async_streams_mu_) = false;
   std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue_;
+  // No operation may start on a queue once it is shut down (gRPC aborts
+  // the process: "assertion failed: grpc_cq_begin_op"), and calls that the
+  // server's shutdown cancelled still end with an operation: MutateStreams
+  // start theirs under this mutex, and StopAsyncStreams shuts the queue
+  // under it.
+  absl::Mutex mutate_queue_mu_;
+  bool mutate_queue_open_ ABSL_GUARDED_BY(mutate_queue_mu_) = true;
   std::thread mutate_thread_;
   std::unique_ptr<grpc::ServerCompletionQueue> insert_queue_;
   std::thread insert_thread_;

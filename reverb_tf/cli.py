@@ -125,13 +125,37 @@ def _server_info(flags: argparse.Namespace) -> Dict[str, Any]:
         ) from None
 
 
+def _spill_line(address: str, spill: Dict[str, Any]) -> str:
+    """One shard's disk tier in a line."""
+    reads = spill["ram_reads"] + spill["disk_reads"]
+    hits = f"{100 * spill['ram_reads'] / reads:.0f}% from RAM" if reads else "no reads yet"
+    latency = (
+        f", {1e6 * spill['disk_read_seconds'] / spill['disk_reads']:.0f} us per disk read"
+        if spill["disk_reads"]
+        else ""
+    )
+    failing = f"; FAILING: {spill['last_error']}" if spill["last_error"] else ""
+    return (
+        f"spill {address}: {spill['dir']}: {spill['disk_bytes'] / 2**20:,.1f} MiB on disk "
+        f"({spill['disk_file_bytes'] / 2**20:,.1f} MiB of files), "
+        f"{spill['ram_bytes'] / 2**20:,.1f} MiB in RAM; reads {hits}{latency}{failing}"
+    )
+
+
 def cmd_info(flags: argparse.Namespace, out: TextIO) -> None:
     tables = [_table_dict(info) for _, info in sorted(_server_info(flags).items())]
+    spills = {
+        address: spill
+        for address, spill in _client(flags).spill_stats(timeout=flags.timeout).items()
+        if isinstance(spill, dict)
+    }
     if flags.json:
-        json.dump({"address": flags.address, "tables": tables}, out, indent=2)
+        json.dump({"address": flags.address, "tables": tables, "spill": spills}, out, indent=2)
         print(file=out)
     else:
         _print_tables(tables, out)
+        for address, spill in sorted(spills.items()):
+            print(_spill_line(address, spill), file=out)
 
 
 def cmd_checkpoint(flags: argparse.Namespace, out: TextIO) -> None:

@@ -505,7 +505,7 @@ class Client:
           shard that is down).
         """
         out: Dict[str, Any] = {}
-        for address, tables, failure in self._client.server_info_by_shard(timeout or None):
+        for address, tables, failure, _ in self._client.server_info_by_shard(timeout or None):
             if failure is not None:
                 out[address] = errors.from_status(*failure)
                 continue
@@ -513,6 +513,30 @@ class Client:
             for name, info in tables.items():
                 nested = bytes(info.nested_structure)
                 out[address][name] = table_info(info, self._decode(nested))
+        return out
+
+    def spill_stats(
+        self, timeout: Optional[float] = None
+    ) -> Dict[str, Union[Optional[Dict[str, Any]], errors.ReverbError]]:
+        """Returns every shard's disk tier figures (reverb_tf extension).
+
+        What `Server.spill_stats()` gives in the server's process, for
+        servers started with a `spill_dir` (or `--spill_dir`).
+
+        Args:
+          timeout: Seconds to wait for each answer; None (or 0) waits forever.
+
+        Returns:
+          A dict from shard address to its figures (see `Server.spill_stats`),
+          to None for a shard without a spill directory, or to the
+          `ReverbError` it failed with.
+        """
+        out: Dict[str, Any] = {}
+        for address, _, failure, spill in self._client.server_info_by_shard(timeout or None):
+            if failure is not None:
+                out[address] = errors.from_status(*failure)
+            else:
+                out[address] = dict(spill) if spill["dir"] else None
         return out
 
     # -- writing -------------------------------------------------------------

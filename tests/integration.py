@@ -88,6 +88,15 @@ def table(name="t", sampler=None, remover=None, max_size=100, limiter=None, **kw
     )
 
 
+def write_frames(client, table_name: str, n: int) -> None:
+    """Writes n different 84x84x4 uint8 frames (28 KB each), an item per frame."""
+    frames = np.random.default_rng(0).integers(0, 256, (n, 84, 84, 4), dtype=np.uint8)
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for frame in frames:
+            writer.append({"frame": frame})
+            writer.create_item(table_name, 1.0, {"frame": writer.history["frame"][-1]})
+
+
 def wait_until(condition, what):
     """Waits for `condition()` with a deadline (the server offers no event)."""
     deadline = time.monotonic() + DEADLINE_S

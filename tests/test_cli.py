@@ -17,7 +17,7 @@ import pytest
 
 import reverb_tf
 from reverb_tf import cli
-from integration import uniform_table_config
+from integration import table, uniform_table_config, write_frames
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -96,6 +96,32 @@ def test_info_shows_every_table(server):
     assert by_name["replay"]["current_size"] == 7
     assert by_name["replay"]["rate_limiter"]["inserts"] == 7
     assert by_name["queue"]["max_times_sampled"] == 1
+    assert as_json["spill"] == {}  # no spill directory
+    assert not any(line.startswith("spill") for line in lines)
+
+
+def test_info_shows_the_spill_directory(tmp_path):
+    spill_dir = tmp_path / "spill"
+    with reverb_tf.Server(
+        [table("frames", max_size=1000)], memory_limit=2 << 20, spill_dir=str(spill_dir)
+    ) as served:
+        client = reverb_tf.Client(f"localhost:{served.port}")
+        write_frames(client, "frames", 200)  # 5.6 MB under a 2 MiB budget
+        list(client.sample("frames", num_samples=50, emit_timesteps=False))
+        address = f"localhost:{served.port}"
+        (stats,) = client.spill_stats().values()
+        assert stats["dir"] == str(spill_dir)
+        assert stats["disk_bytes"] > 3 << 20, stats
+        assert stats["disk_reads"] + stats["ram_reads"] >= 50, stats
+
+        result = run("info", address)
+        assert result.returncode == 0, result.stderr
+        line = next(line for line in result.stdout.splitlines() if line.startswith("spill"))
+        assert re.search(rf"{re.escape(str(spill_dir))}: [\d.]+ MiB on disk", line), line
+        assert re.search(r"reads \d+% from RAM, \d+ us per disk read$", line), line
+        as_json = json.loads(run("info", address, "--json").stdout)
+        (shown,) = as_json["spill"].values()
+        assert shown["dir"] == str(spill_dir) and shown["disk_bytes"] > 3 << 20, shown
 
 
 def test_an_unreachable_server_is_a_clear_failure():

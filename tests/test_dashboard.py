@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 from playwright.sync_api import sync_playwright
 
 import reverb_tf
+from integration import table, write_frames
 
 CHROMIUM = shutil.which("chromium")
 # What a rate shows once items flow: "1,234/s", "12.5/s".
@@ -121,4 +122,26 @@ def test_dashboard_shows_tables_and_follows_traffic(browser_page, tmp_path):
 
         # The server stops: the page says it cannot read the metrics.
     expect(page.locator("#status")).to_contain_text("cannot read /metrics", timeout=10_000)
+    assert errors == [], errors
+
+
+def test_dashboard_shows_the_spill_directory(browser_page, tmp_path):
+    page, errors = browser_page
+    with reverb_tf.Server(
+        [table("frames", max_size=10_000)],
+        metrics_port=0,
+        memory_limit=4 << 20,
+        spill_dir=str(tmp_path / "spill"),
+    ) as server:
+        page.goto(f"http://localhost:{server.metrics_port}/")
+        expect(page.locator("#spill")).to_be_visible(timeout=10_000)
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        write_frames(client, "frames", 400)  # 11 MB under a 4 MiB budget
+        list(client.sample("frames", num_samples=200, emit_timesteps=False))
+        stats = server.spill_stats()
+        assert stats["disk_bytes"] > 0 and stats["disk_reads"] > 0, stats
+        expect(page.locator("#spill-disk")).to_contain_text("MiB", timeout=10_000)
+        expect(page.locator("#spill-hits")).to_have_text(re.compile(r"^\d+%$"), timeout=10_000)
+        expect(page.locator("#spill-latency")).to_have_text(re.compile(r"^\d+ µs$"))
+        expect(page.locator("#spill-failing")).to_have_text("")
     assert errors == [], errors

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "reverb_tf/cc/chunk_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -127,6 +128,8 @@ struct Chunk::Spillable {
   int64_t counted ABSL_GUARDED_BY(mu) = 0;
   bool on_disk ABSL_GUARDED_BY(mu) = false;
   SpillLocation where ABSL_GUARDED_BY(mu);
+  // The tier's ReadEpoch() at the last read from disk; 0: never read.
+  uint32_t last_disk_read ABSL_GUARDED_BY(mu) = 0;
   // In the tier's list of chunks in RAM, oldest first (the tier's mutex).
   Spillable* prev = nullptr;
   Spillable* next = nullptr;
@@ -184,6 +187,13 @@ class SpillTier {
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return error_;
+  }
+
+  // Counts from 1, one more each time about low_water bytes (80% of the
+  // budget) have been read back from disk.
+  uint32_t ReadEpoch() const {
+    return 1 + static_cast<uint32_t>(disk_->read_bytes() /
+                                     std::max<int64_t>(low_water_, 1));
   }
 
   void NoteRead(bool from_disk) {
@@ -346,7 +356,7 @@ static_assert(sizeof(Chunk) == 40,
 
 }  // namespace
 
-absl::StatusOr<ChunkBytes> Chunk::Read() const {
+absl::StatusOr<ChunkBytes> Chunk::Read(bool keep_in_ram) const {
   if (!spillable()) return ChunkBytes(data(), nullptr);
   Spillable* body = spillable_body();
   SpillTier* tier = accounting_->spill.get();
@@ -367,6 +377,23 @@ absl::StatusOr<ChunkBytes> Chunk::Read() const {
                         absl::StrCat("chunk ", key_, ": ", read.message()));
   }
   tier->NoteRead(true);
+  // Kept in RAM only when read from disk twice within about two epochs:
+  // under uniform sampling of a table many times the budget, keeping every
+  // chunk read back cost a quarter of the sampling rate (the spill thread
+  // dropping what readers had just brought in) for a hit rate no higher
+  // than the share of the table RAM holds anyway; chunks read again soon
+  // (high priorities) are the ones worth keeping.
+  const uint32_t epoch = tier->ReadEpoch();
+  bool again;
+  {
+    absl::MutexLock lock(&body->mu);
+    again = body->last_disk_read != 0 && body->last_disk_read + 1 >= epoch;
+    body->last_disk_read = epoch;
+  }
+  if (!keep_in_ram || !again) {
+    const absl::string_view view(buffer.get(), data_size_);
+    return ChunkBytes(view, std::move(buffer));
+  }
   // Back in RAM, as the newest there (a reader beside this one may have
   // been first: then its copy is the one kept).
   std::shared_ptr<const char> kept;

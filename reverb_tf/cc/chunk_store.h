@@ -98,8 +98,11 @@ class REVERB_TF_EXPORT Chunk {
   absl::string_view data() const { return {bytes(), data_size_}; }
   // The raw bytes wherever they are: in RAM, or read back from the spill
   // directory (then DATA_LOSS naming the file and this chunk if they are
-  // damaged, or the OS error).
-  absl::StatusOr<ChunkBytes> Read() const;
+  // damaged, or the OS error). Bytes read back from disk a second time
+  // soon after the first (within about two budgets' worth of disk reads)
+  // stay in RAM as the most recently used there, unless `keep_in_ram` is
+  // false (a checkpoint or the log reading every chunk once).
+  absl::StatusOr<ChunkBytes> Read(bool keep_in_ram = true) const;
   // Size of the raw bytes.
   int64_t data_size() const { return data_size_; }
   // Made by a store with a spill tier (ChunkStore::EnableSpill): its bytes
@@ -270,9 +273,9 @@ class REVERB_TF_EXPORT ChunkStore {
   // back earliest) to `disk` and drops their RAM copy whenever `used()`
   // (the memory budget's count, which holds this store's
   // num_live_bytes()) is above `high_water`, until it is at most
-  // `low_water`. Reading a spilled chunk (Chunk::Read) brings its bytes back
-  // into RAM as the newest there. num_live_bytes() counts bytes in RAM
-  // only. Call it once, before the store makes any chunk.
+  // `low_water`. Reading a spilled chunk again soon (Chunk::Read) brings its
+  // bytes back into RAM as the newest there. num_live_bytes() counts bytes
+  // in RAM only. Call it once, before the store makes any chunk.
   void EnableSpill(std::unique_ptr<SpillStore> disk,
                    std::function<int64_t()> used, int64_t high_water,
                    int64_t low_water);

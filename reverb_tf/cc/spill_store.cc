@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -22,7 +25,34 @@ namespace reverb_tf {
 
 namespace {
 
+// The records' checksum, computed on every read back: zlib's CRC-32 took a
+// third of a sampling process's CPU (7.2 us per 28 KB frame); CRC-32C with
+// the SSE4.2 instruction takes 2.9 us. Checksums never leave the process
+// (a spill directory is emptied on start), so a machine without it may use
+// zlib's instead.
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const char* data,
+                                                       size_t size) {
+  uint64_t crc = 0xffffffffu;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + i, 8);
+    crc = _mm_crc32_u64(crc, word);
+  }
+  uint32_t crc32 = static_cast<uint32_t>(crc);
+  for (; i < size; ++i) {
+    crc32 = _mm_crc32_u8(crc32, static_cast<uint8_t>(data[i]));
+  }
+  return ~crc32;
+}
+#endif
+
 uint32_t Crc32(const char* data, size_t size) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return Crc32cSse42(data, size);
+#endif
   return static_cast<uint32_t>(crc32_z(
       crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(data), size));
 }

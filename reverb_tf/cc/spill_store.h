@@ -4,7 +4,7 @@
 //
 // Bytes are appended to segment files of about kSegmentBytes each
 // (`segment-NNNNNNNN.spill` in the directory), one record after another
-// with nothing between: where a record is, its size and its CRC-32 stay in
+// with nothing between: where a record is, its size and its checksum stay in
 // RAM with the chunk that owns it, so a file holds only chunk bytes and a
 // damaged one is told by the checksum, not by framing. A segment counts
 // the bytes of its live records; once it is sealed (a newer one takes the
@@ -45,7 +45,8 @@ struct SpillLocation {
   uint64_t offset = 0;
   uint32_t segment = 0;
   uint32_t size = 0;
-  uint32_t crc = 0;  // zlib's CRC-32 of the bytes
+  // CRC-32C of the bytes (zlib's CRC-32 on CPUs without SSE4.2).
+  uint32_t crc = 0;
 };
 
 class REVERB_TF_EXPORT SpillStore {

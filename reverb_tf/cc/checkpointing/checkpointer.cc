@@ -475,7 +475,8 @@ absl::Status WriteCheckpointFile(const std::string& directory,
   std::string buffer;
   for (const Chunk* chunk : chunks) {
     EncodeChunkHead(*chunk, &buffer);
-    ASSIGN_OR_RETURN(const ChunkBytes bytes, chunk->Read());
+    ASSIGN_OR_RETURN(const ChunkBytes bytes,
+                     chunk->Read(/*keep_in_ram=*/false));
     RETURN_IF_ERROR(writer->Add(kChunk, buffer, bytes.view(),
                                 chunk->compression() == Compression::kNone));
   }

@@ -462,7 +462,7 @@ absl::Status WriteAheadLog::WriteBatch(std::vector<Pending>* batch, bool sync) {
     }
     ChunkBytes bytes;
     if (entry.chunk) {
-      ASSIGN_OR_RETURN(bytes, entry.chunk->Read());
+      ASSIGN_OR_RETURN(bytes, entry.chunk->Read(/*keep_in_ram=*/false));
     }
     const absl::string_view body = bytes.view();
     // Large tensors (frames) seldom compress, and compressing them would

@@ -245,6 +245,7 @@ std::vector<ShardInfo> Client::ServerInfoByShard(absl::Duration timeout,
       infos.back().tables = statuses[i];
       continue;
     }
+    infos.back().spill = SpillStatsFromProto(responses[i].spill());
     for (const schema::TableInfo& table : responses[i].tables()) {
       auto converted = TableInfoFromProto(table);
       if (!converted.ok()) {

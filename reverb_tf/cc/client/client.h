@@ -138,6 +138,8 @@ struct REVERB_TF_EXPORT MutationReport {
 struct REVERB_TF_EXPORT ShardInfo {
   std::string address;
   absl::StatusOr<std::vector<TableInfo>> tables;
+  // The shard's disk tier (an empty dir without a spill directory).
+  ChunkStore::SpillStats spill;
 };
 
 class Client;

@@ -263,7 +263,7 @@ void BindTfUpdatePriorities(nb::module_& m) {
 }
 
 // Client.server_info_by_shard: [(address, {name: TableInfo} or None,
-// (code, message) or None)] per shard.
+// (code, message) or None, spill dict or None)] per shard.
 nb::list ServerInfoByShard(Client& client, std::optional<double> timeout_s) {
   std::vector<ShardInfo> shards;
   CheckOk(RunCancellable([&](Cancellation* cancel) {
@@ -273,13 +273,15 @@ nb::list ServerInfoByShard(Client& client, std::optional<double> timeout_s) {
   nb::list out;
   for (ShardInfo& shard : shards) {
     if (shard.tables.ok()) {
-      out.append(nb::make_tuple(
-          shard.address, TablesDict(*std::move(shard.tables)), nb::none()));
+      out.append(nb::make_tuple(shard.address,
+                                TablesDict(*std::move(shard.tables)),
+                                nb::none(), SpillDict(shard.spill)));
     } else {
       const absl::Status& status = shard.tables.status();
       out.append(nb::make_tuple(shard.address, nb::none(),
                                 nb::make_tuple(static_cast<int>(status.code()),
-                                               std::string(status.message()))));
+                                               std::string(status.message())),
+                                nb::none()));
     }
   }
   return out;

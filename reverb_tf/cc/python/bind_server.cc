@@ -128,20 +128,7 @@ void BindServer(nb::module_& m) {
            nb::arg("spill_dir") = ServerOptions().spill_dir)
       .def("spill_stats",
            [](const ReplayServer& server) {
-             const ChunkStore::SpillStats s = server.spill_stats();
-             nb::dict out;
-             out["dir"] = s.dir;
-             out["ram_bytes"] = s.ram_bytes;
-             out["disk_bytes"] = s.disk_bytes;
-             out["disk_file_bytes"] = s.disk_file_bytes;
-             out["spilled_chunks"] = s.spilled_chunks;
-             out["spilled_bytes"] = s.spilled_bytes;
-             out["ram_reads"] = s.ram_reads;
-             out["disk_reads"] = s.disk_reads;
-             out["disk_read_bytes"] = s.disk_read_bytes;
-             out["disk_read_seconds"] = s.disk_read_seconds;
-             out["last_error"] = s.last_error;
-             return out;
+             return SpillDict(server.spill_stats());
            })
       .def_prop_ro("wal_replay",
                    [](const ReplayServer& server) {

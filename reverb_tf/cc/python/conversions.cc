@@ -586,6 +586,22 @@ nb::object ArrayFromPayload(TensorPayload payload) {
   return ArrayOwning(payload.dtype, payload.shape, std::move(payload.data));
 }
 
+nb::dict SpillDict(const ChunkStore::SpillStats& stats) {
+  nb::dict out;
+  out["dir"] = stats.dir;
+  out["ram_bytes"] = stats.ram_bytes;
+  out["disk_bytes"] = stats.disk_bytes;
+  out["disk_file_bytes"] = stats.disk_file_bytes;
+  out["spilled_chunks"] = stats.spilled_chunks;
+  out["spilled_bytes"] = stats.spilled_bytes;
+  out["ram_reads"] = stats.ram_reads;
+  out["disk_reads"] = stats.disk_reads;
+  out["disk_read_bytes"] = stats.disk_read_bytes;
+  out["disk_read_seconds"] = stats.disk_read_seconds;
+  out["last_error"] = stats.last_error;
+  return out;
+}
+
 nb::dict TablesDict(std::vector<TableInfo> tables) {
   nb::dict out;
   for (TableInfo& info : tables) {

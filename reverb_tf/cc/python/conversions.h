@@ -149,6 +149,9 @@ TableSignature MakeTableSignature(const SignatureList& columns);
 // Table name -> TableInfo, as server_info returns them.
 nb::dict TablesDict(std::vector<TableInfo> tables);
 
+// A disk tier's figures (Server.spill_stats(); `dir` empty without one).
+nb::dict SpillDict(const ChunkStore::SpillStats& stats);
+
 // In the order of reverb_tf.replay_sample.SampleInfo's fields (dm-reverb's),
 // which Python builds with SampleInfo._make: a tuple is the cheapest thing
 // to hand over per sample.

@@ -88,6 +88,10 @@ grpc::Status ReplayService::ServerInfo(grpc::ServerContext* context,
       TableInfoToProto(info, response->add_tables());
     response->set_active_insert_streams(
         insert_streams_->load(std::memory_order_relaxed));
+    if (const ChunkStore::SpillStats spill = chunk_store().spill_stats();
+        !spill.dir.empty()) {
+      SpillStatsToProto(spill, response->mutable_spill());
+    }
     return grpc::Status::OK;
   });
 }

@@ -282,6 +282,37 @@ absl::Status ItemsFromBatch(
   return absl::OkStatus();
 }
 
+void SpillStatsToProto(const ChunkStore::SpillStats& stats,
+                       proto::SpillInfo* out) {
+  out->set_dir(stats.dir);
+  out->set_ram_bytes(stats.ram_bytes);
+  out->set_disk_bytes(stats.disk_bytes);
+  out->set_disk_file_bytes(stats.disk_file_bytes);
+  out->set_spilled_chunks(stats.spilled_chunks);
+  out->set_spilled_bytes(stats.spilled_bytes);
+  out->set_ram_reads(stats.ram_reads);
+  out->set_disk_reads(stats.disk_reads);
+  out->set_disk_read_bytes(stats.disk_read_bytes);
+  out->set_disk_read_seconds(stats.disk_read_seconds);
+  out->set_last_error(stats.last_error);
+}
+
+ChunkStore::SpillStats SpillStatsFromProto(const proto::SpillInfo& info) {
+  ChunkStore::SpillStats stats;
+  stats.dir = info.dir();
+  stats.ram_bytes = info.ram_bytes();
+  stats.disk_bytes = info.disk_bytes();
+  stats.disk_file_bytes = info.disk_file_bytes();
+  stats.spilled_chunks = info.spilled_chunks();
+  stats.spilled_bytes = info.spilled_bytes();
+  stats.ram_reads = info.ram_reads();
+  stats.disk_reads = info.disk_reads();
+  stats.disk_read_bytes = info.disk_read_bytes();
+  stats.disk_read_seconds = info.disk_read_seconds();
+  stats.last_error = info.last_error();
+  return stats;
+}
+
 SampleInfo SampleInfoFromProto(const proto::SampleInfo& proto) {
   SampleInfo info;
   info.key = proto.key();

@@ -62,6 +62,11 @@ absl::Status ItemsFromBatch(
     const absl::flat_hash_map<ChunkKey, ChunkRef>& chunks,
     std::vector<Item>* items);
 
+// A server's disk tier figures, to and from its ServerInfo response.
+void SpillStatsToProto(const ChunkStore::SpillStats& stats,
+                       proto::SpillInfo* out);
+ChunkStore::SpillStats SpillStatsFromProto(const proto::SpillInfo& info);
+
 // A sample's info as the client reads it from a SampleResponse item.
 SampleInfo SampleInfoFromProto(const proto::SampleInfo& info);
 

@@ -166,15 +166,24 @@ class SpillTier {
     if (thread_.joinable()) thread_.join();
   }
 
-  // `body` is in RAM as of now: newest in the list.
-  void Link(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+  // `body` is in RAM as of now: newest in the list (or, `at_front`, oldest:
+  // a chunk whose spill failed).
+  void Link(Chunk::Spillable* body, bool at_front = false)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (body->listed) return;
     body->listed = true;
-    body->prev = tail_;
-    body->next = nullptr;
-    (tail_ != nullptr ? tail_->next : head_) = body;
-    tail_ = body;
+    if (at_front) {
+      body->prev = nullptr;
+      body->next = head_;
+      (head_ != nullptr ? head_->prev : tail_) = body;
+      head_ = body;
+    } else {
+      body->prev = tail_;
+      body->next = nullptr;
+      (tail_ != nullptr ? tail_->next : head_) = body;
+      tail_ = body;
+    }
   }
 
   void Unlink(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -254,7 +263,7 @@ class SpillTier {
         mu_.Unlock();
         const absl::Status spilled = Spill(body);
         // Still the oldest in RAM.
-        if (!spilled.ok()) LinkFront(body);
+        if (!spilled.ok()) Link(body, /*at_front=*/true);
         chunk.reset();  // unlocked: a last reference unlinks and frees
         mu_.Lock();
         if (!spilled.ok()) {
@@ -265,16 +274,6 @@ class SpillTier {
         error_ = absl::OkStatus();
       }
     }
-  }
-
-  void LinkFront(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (body->listed) return;
-    body->listed = true;
-    body->prev = nullptr;
-    body->next = head_;
-    (head_ != nullptr ? head_->prev : tail_) = body;
-    head_ = body;
   }
 
   // Writes `body`'s bytes unless they are on disk already, then drops its

@@ -538,6 +538,50 @@ TEST(MutationStreamTest, StopEndsAnIdleMutationStreamAtOnce) {
       << after.status();
 }
 
+// Calls that the server's shutdown cancels still end with an operation on
+// their completion queue (a Finish, or a Read or Write that had not seen the
+// cancellation); none may start after StopAsyncStreams shut the queue, or
+// gRPC aborts the process ("assertion failed: grpc_cq_begin_op").
+TEST(InsertStreamTest, StoppingWhileWritersStreamEndsEveryStreamCleanly) {
+  testing::ScopedInProcess over_grpc(false);
+  for (int round = 0; round < 15; ++round) {
+    auto server = ReplayServer::StartFromOptions(
+        {MakeTableOptions("t", Uniform(), Fifo(), 50,
+                          RateLimiterOptions::MinSize(1))},
+        ServerOptions());
+    ASSERT_OK(server);
+    auto client =
+        *Client::Create(absl::StrCat("localhost:", (*server)->port()));
+    std::atomic<int> flushed{0};
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 4; ++w) {
+      writers.emplace_back([&, w] {
+        auto writer = testing::NewWriter(*client, 1);
+        for (int i = 0; i < 100000; ++i) {
+          auto step = writer->Append({FloatStep(i)});
+          if (!step.ok() ||
+              !writer->CreateItem("t", 1.0, {ItemColumn{0, {*step}, true}})
+                   .ok()) {
+            return;
+          }
+          // Some writers idle between messages, some do not.
+          if (i % 8 == 7 && !writer->Flush(0, kTimeout).ok()) return;
+          if (w % 2 == 0 && i % 8 == 7) absl::SleepFor(absl::Microseconds(50));
+          if (i == 7) flushed.fetch_add(1);
+        }
+      });
+    }
+    const absl::Time deadline = absl::Now() + kTimeout;
+    while (flushed.load() < 4 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_EQ(flushed.load(), 4);
+    absl::SleepFor(absl::Milliseconds(round % 5));
+    (*server)->Stop();
+    for (auto& writer : writers) writer.join();
+  }
+}
+
 TEST_P(ClientServerTest, OversizedItemIsRejectedAndTheServerKeepsServing) {
   StartServer({MakeTableOptions("t", Uniform(), Fifo(), 10,
                                 RateLimiterOptions::MinSize(1))},

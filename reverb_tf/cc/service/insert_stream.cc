@@ -56,13 +56,17 @@ class ReplayService::InsertStreamCall {
     Event event;
   };
 
-  // Puts this call on the queue to receive the next InsertStream.
-  void Await() {
+  // Puts this call on the queue to receive the next InsertStream; false
+  // once the queue is shut down.
+  bool Await() {
     for (int e = 0; e < kEvents; ++e) tags_[e] = {this, static_cast<Event>(e)};
-    context_.AsyncNotifyWhenDone(&tags_[kDone]);
-    service_->RequestAsyncBidiStreaming(
-        kInsertStreamMethod, &context_, &stream_, service_->insert_queue_.get(),
-        service_->insert_queue_.get(), &tags_[kAccepted]);
+    return service_->insert_queue_.Start([&] {
+      context_.AsyncNotifyWhenDone(&tags_[kDone]);
+      service_->RequestAsyncBidiStreaming(
+          kInsertStreamMethod, &context_, &stream_,
+          service_->insert_queue_.get(), service_->insert_queue_.get(),
+          &tags_[kAccepted]);
+    });
   }
 
   // An event of the queue; may delete the call.
@@ -148,8 +152,11 @@ class ReplayService::InsertStreamCall {
       End(ToGrpcStatus(absl::UnavailableError("the server is stopping")));
       return;
     }
-    reading_ = true;
-    stream_.Read(&read_buffer_, &tags_[kRead]);
+    // A queue shut down: the server stopped, and its shutdown cancelled
+    // this call.
+    reading_ = service_->insert_queue_.Start(
+        [&] { stream_.Read(&read_buffer_, &tags_[kRead]); });
+    if (!reading_) End(grpc::Status::OK);
   }
 
   // The acknowledgement callback for the session: queued for Advance() to
@@ -217,9 +224,15 @@ class ReplayService::InsertStreamCall {
   // Makes the queue deliver kAlarm now, unless it is about to already.
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (alarm_pending_) return;
-    alarm_pending_ = true;
-    alarm_.Set(service_->insert_queue_.get(), gpr_now(GPR_CLOCK_MONOTONIC),
-               &tags_[kAlarm]);
+    // Refused only if the pool ran past StopAsyncStreams' WaitIdle(), which
+    // it cannot: the streams have ended by then, and no message is handed
+    // off after that.
+    // The analysis cannot see that mu_ is still held inside the lambda.
+    alarm_pending_ =
+        service_->insert_queue_.Start([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          alarm_.Set(service_->insert_queue_.get(),
+                     gpr_now(GPR_CLOCK_MONOTONIC), &tags_[kAlarm]);
+        });
   }
 
   bool AlarmPending() {
@@ -270,9 +283,12 @@ class ReplayService::InsertStreamCall {
               "an InsertStream acknowledgement did not serialize"));
           client_gone_ = true;  // nothing more is written
         } else {
-          writing_ = true;
-          stream_.Write(write_buffer_, &tags_[kWritten]);
-          return;
+          writing_ = service_->insert_queue_.Start(
+              [&] { stream_.Write(write_buffer_, &tags_[kWritten]); });
+          if (writing_) return;
+          // The server stopped: its shutdown cancelled this call.
+          client_gone_ = true;
+          End(grpc::Status::OK);
         }
       }
     }
@@ -283,7 +299,12 @@ class ReplayService::InsertStreamCall {
       acks_.clear();
     }
     finishing_ = true;
-    stream_.Finish(*end_, &tags_[kFinished]);
+    // A queue shut down: gRPC has cancelled the call, and only its done
+    // notification is left to come.
+    if (!service_->insert_queue_.Start(
+            [&] { stream_.Finish(*end_, &tags_[kFinished]); })) {
+      finished_ = true;
+    }
   }
 
   static constexpr size_t kArenaBlockBytes = 16 << 10;
@@ -333,13 +354,14 @@ class ReplayService::InsertStreamCall {
 
 void ReplayService::AwaitInsertStream() {
   if (AsyncStreamsEnded()) return;
-  (new InsertStreamCall(this))->Await();
+  auto* call = new InsertStreamCall(this);
+  if (!call->Await()) delete call;
 }
 
 void ReplayService::ServeInsertStreams() {
   void* tag = nullptr;
   bool ok = false;
-  while (insert_queue_->Next(&tag, &ok)) {
+  while (insert_queue_.get()->Next(&tag, &ok)) {
     auto* event = static_cast<InsertStreamCall::Tag*>(tag);
     event->call->Proceed(event->event, ok);
   }

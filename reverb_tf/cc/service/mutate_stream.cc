@@ -147,12 +147,9 @@ class ReplayService::MutateStreamCall {
 
   // Runs `start` (which starts one operation on the queue) unless the queue
   // is shut down; false if it was.
-  template <typename Start>
-  bool StartOperation(Start start) {
-    absl::MutexLock lock(&service_->mutate_queue_mu_);
-    if (!service_->mutate_queue_open_) return false;
-    start();
-    return true;
+  template <typename StartFn>
+  bool StartOperation(StartFn start) {
+    return service_->mutate_queue_.Start(start);
   }
 
   ReplayService* const service_;
@@ -173,8 +170,8 @@ void ReplayService::StartAsyncStreams(
   // nearly every message.
   insert_waits_ = std::make_unique<ElasticThreadPool>(absl::Seconds(2),
                                                       /*keep_idle=*/2);
-  mutate_queue_ = std::move(mutate_queue);
-  insert_queue_ = std::move(insert_queue);
+  mutate_queue_.Open(std::move(mutate_queue));
+  insert_queue_.Open(std::move(insert_queue));
   AwaitMutateStream();
   AwaitInsertStream();
   mutate_thread_ = std::thread([this] { ServeMutateStreams(); });
@@ -190,7 +187,7 @@ void ReplayService::AwaitMutateStream() {
 void ReplayService::ServeMutateStreams() {
   void* tag = nullptr;
   bool ok = false;
-  while (mutate_queue_->Next(&tag, &ok)) {
+  while (mutate_queue_.get()->Next(&tag, &ok)) {
     static_cast<MutateStreamCall*>(tag)->Proceed(ok);
   }
 }
@@ -232,20 +229,16 @@ bool ReplayService::AsyncStreamsEnded() {
 }
 
 void ReplayService::StopAsyncStreams() {
-  if (mutate_queue_ == nullptr) return;
+  if (!mutate_queue_.started()) return;
   // Messages the pool carries on wake their queue when done, so the queue
   // must outlive them; the closed tables and cancelled calls end them.
   insert_waits_->WaitIdle();
-  {
-    absl::MutexLock lock(&mutate_queue_mu_);
-    mutate_queue_open_ = false;
-    mutate_queue_->Shutdown();
-  }
-  insert_queue_->Shutdown();
+  mutate_queue_.Shutdown();
+  insert_queue_.Shutdown();
   mutate_thread_.join();
   insert_thread_.join();
-  mutate_queue_.reset();
-  insert_queue_.reset();
+  mutate_queue_.Reset();
+  insert_queue_.Reset();
   insert_waits_.reset();
 }
 

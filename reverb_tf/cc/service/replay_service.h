@@ -356,16 +356,45 @@ class ReplayService final : public proto::ReplayService::Service {
   absl::flat_hash_map<grpc::ServerContext*, bool> async_streams_
       ABSL_GUARDED_BY(async_streams_mu_);
   bool async_streams_ended_ ABSL_GUARDED_BY(async_streams_mu_) = false;
-  std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue_;
-  // No operation may start on a queue once it is shut down (gRPC aborts
-  // the process: "assertion failed: grpc_cq_begin_op"), and calls that the
-  // server's shutdown cancelled still end with an operation: MutateStreams
-  // start theirs under this mutex, and StopAsyncStreams shuts the queue
-  // under it.
-  absl::Mutex mutate_queue_mu_;
-  bool mutate_queue_open_ ABSL_GUARDED_BY(mutate_queue_mu_) = true;
+  // A completion queue on which no operation starts once it is shut down:
+  // gRPC aborts the process then ("assertion failed: grpc_cq_begin_op"),
+  // and calls that the server's shutdown cancelled still end with an
+  // operation (a Finish, or a Read or Write of a call that had not seen
+  // the cancellation yet), which may come after StopAsyncStreams.
+  class GatedQueue {
+   public:
+    void Open(std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+      queue_ = std::move(queue);
+    }
+    bool started() const { return queue_ != nullptr; }
+    // Valid from Open() until Reset().
+    grpc::ServerCompletionQueue* get() const { return queue_.get(); }
+    // Runs `start`, which starts one operation on the queue, unless the
+    // queue is shut down; false if it was (nothing ran).
+    template <typename StartFn>
+    bool Start(StartFn start) ABSL_LOCKS_EXCLUDED(mu_) {
+      absl::MutexLock lock(&mu_);
+      if (shut_down_) return false;
+      start();
+      return true;
+    }
+    void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
+      absl::MutexLock lock(&mu_);
+      shut_down_ = true;
+      queue_->Shutdown();
+    }
+    // After Shutdown() and once Next() returned false.
+    void Reset() { queue_.reset(); }
+
+   private:
+    std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+    absl::Mutex mu_;
+    bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  };
+
+  GatedQueue mutate_queue_;
   std::thread mutate_thread_;
-  std::unique_ptr<grpc::ServerCompletionQueue> insert_queue_;
+  GatedQueue insert_queue_;
   std::thread insert_thread_;
   // Carries on the insert messages that must wait (see the header).
   std::unique_ptr<ElasticThreadPool> insert_waits_;

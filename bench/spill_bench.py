@@ -13,14 +13,18 @@ RAM (the comparison: pick a size that fits). Prints one JSON line:
 * sampling, items/s: `NumpyDataset(batch_size=64)` and (unless
   `--no_tf`) `TrajectoryDataset(...).batch(64)`,
   with the page cache warm and, with `--cold` (root), after dropping it;
-* the spill figures (`Server.spill_stats()`) and (`--checkpoint`) the
-  time of `Client.checkpoint()`.
+* the spill figures (`Server.spill_stats()`) and, with `--checkpoint`, the
+  time and size of a checkpoint (`Client.checkpoint()`: spilled chunks are
+  linked, not rewritten) and of a restart from it with the same spill
+  directory, to the first `server_info` (the server in this process
+  again).
 
     python bench/spill_bench.py --gb 20 --budget_mb 2048 --spill_dir /var/tmp/spill
     python bench/spill_bench.py --gb 6 --budget_mb 0          # the same, in RAM
 """
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -98,26 +102,36 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="also after dropping the page cache")
     parser.add_argument("--no_tf", action="store_true")
     parser.add_argument("--checkpoint", action="store_true", help="also time Client.checkpoint()")
+    parser.add_argument(
+        "--checkpoint_dir",
+        default="",
+        help="default: a temporary directory; on another file system than the spill "
+        "directory, chunks on disk cannot be linked and are rewritten",
+    )
     args = parser.parse_args()
 
     steps = int(args.gb * 1e9 / FRAME_BYTES)
     spill_dir = ""
     if args.budget_mb > 0:
         spill_dir = args.spill_dir or tempfile.mkdtemp(prefix="spill_bench_")
-    table = reverb.Table(
-        "t",
-        sampler=reverb.selectors.Uniform(),
-        remover=reverb.selectors.Fifo(),
-        max_size=steps,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-    )
-    checkpoints = tempfile.mkdtemp(prefix="spill_bench_ckpt_")
-    server = reverb.Server(
-        [table],
-        memory_limit=args.budget_mb << 20 if args.budget_mb else None,
-        spill_dir=spill_dir or None,
-        checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoints),
-    )
+    checkpoints = tempfile.mkdtemp(prefix="spill_bench_ckpt_", dir=args.checkpoint_dir or None)
+
+    def start_server():
+        table = reverb.Table(
+            "t",
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=steps,
+            rate_limiter=reverb.rate_limiters.MinSize(1),
+        )
+        return reverb.Server(
+            [table],
+            memory_limit=args.budget_mb << 20 if args.budget_mb else None,
+            spill_dir=spill_dir or None,
+            checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoints),
+        )
+
+    server = start_server()
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     result = {
@@ -166,11 +180,28 @@ def main() -> None:
         if tf_rate is not None:
             _drop_page_cache()
             result["tfdata_cold_items_per_s"] = tf_rate()
+    result["spill"] = server.spill_stats()
     if args.checkpoint:
         start = time.perf_counter()
-        client.checkpoint()
+        path = client.checkpoint()
         result["checkpoint_s"] = time.perf_counter() - start
-    result["spill"] = server.spill_stats()
+        result["checkpoint_data_file_mb"] = os.path.getsize(f"{path}/replay.rtfckpt") / 2**20
+        linked = (
+            [os.path.join(f"{path}/spill", f) for f in os.listdir(f"{path}/spill")]
+            if (os.path.isdir(f"{path}/spill"))
+            else []
+        )
+        result["checkpoint_linked_mb"] = sum(os.path.getsize(f) for f in linked) / 2**20
+        server.stop()
+        del server, client
+        gc.collect()  # the tables and their chunks go, and the spill directory's lock
+        start = time.perf_counter()
+        server = start_server()
+        client = reverb.Client(f"localhost:{server.port}")
+        restarted_items = client.server_info()["t"].current_size
+        result["restart_s"] = time.perf_counter() - start
+        assert restarted_items == result["items"], (restarted_items, result["items"])
+        result["restart_disk_reads"] = server.spill_stats().get("disk_reads", 0)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     server.stop()
     shutil.rmtree(checkpoints, ignore_errors=True)

@@ -7,8 +7,11 @@ only on disk. Every sampled item must hold exactly its frames; evictions
 and resets free the disk; a damaged spill file fails the sample with
 DATA_LOSS naming the file and the item while the server goes on; a full
 spill disk refuses writers with RESOURCE_EXHAUSTED naming the directory
-while what is held is still sampled exactly; and the binary, killed with
-SIGKILL, comes back from its write-ahead log with every acknowledged item.
+while what is held is still sampled exactly; a checkpoint
+links the spill files instead of rewriting their bytes, and a restart
+takes them back without reading them; and the binary, killed with SIGKILL
+after a checkpoint, comes back from it and its write-ahead log with every
+acknowledged item.
 """
 
 import gc
@@ -182,6 +185,61 @@ def test_a_full_spill_disk_refuses_writers_naming_it_and_reads_go_on(small_disk)
         server.stop()
 
 
+def _spilling_server(tmp_path: pathlib.Path, spill: str = "spill") -> reverb.Server:
+    return reverb.Server(
+        [_fifo_table()],
+        memory_limit=_BUDGET,
+        spill_dir=str(tmp_path / spill),
+        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / "checkpoints")),
+    )
+
+
+def test_a_checkpoint_links_the_spill_files_and_a_restart_reads_none(tmp_path):
+    server = _spilling_server(tmp_path)
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        _write(client, 0, 1000)  # 28 MB under a 4 MiB budget
+        on_disk = server.spill_stats()["disk_bytes"]
+        assert on_disk > 20 << 20
+        checkpoint = pathlib.Path(client.checkpoint())
+        # The data file holds the items and the chunks in RAM; the rest
+        # stays in the spill files, which the checkpoint links to.
+        data = (checkpoint / "replay.rtfckpt").stat().st_size
+        assert data < _BUDGET + (1 << 20), data
+        linked = sorted((checkpoint / "spill").glob("segment-*.spill"))
+        assert sum(p.stat().st_size for p in linked) >= on_disk
+        assert linked and all(p.stat().st_nlink == 2 for p in linked)
+        # Writers go on; the eviction of the checkpoint's items afterwards
+        # removes the spill directory's names, never the checkpoint's bytes.
+        _write(client, 1000, 1300)
+        client.reset("t")
+        # The spill thread may hold a chunk's last reference for a moment.
+        deadline = time.monotonic() + 10
+        while any(p.stat().st_nlink > 1 for p in linked) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(p.stat().st_nlink == 1 for p in linked)
+    finally:
+        server.stop()
+    del server, client
+    gc.collect()
+
+    # Another spill directory: the files are taken in, not read.
+    start = time.monotonic()
+    server = _spilling_server(tmp_path, "spill2")
+    restart_s = time.monotonic() - start
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        assert client.server_info()["t"].current_size == 998
+        stats = server.spill_stats()
+        assert stats["disk_reads"] == 0 and stats["ram_bytes"] < _BUDGET, stats
+        assert stats["disk_bytes"] >= on_disk, stats
+        assert restart_s < 30, restart_s  # a bound against reading 28 MB, not a benchmark
+        assert _check_samples(client, 300) == 300
+        assert server.spill_stats()["disk_reads"] > 0
+    finally:
+        server.stop()
+
+
 def test_the_binary_killed_comes_back_from_its_log_with_every_item(
     tmp_path: pathlib.Path, server_binary
 ):
@@ -221,11 +279,17 @@ def test_the_binary_killed_comes_back_from_its_log_with_every_item(
         _write(client, 0, 800)  # 22 MB under a 4 MiB budget
         samples, _ = scrape_metrics(metrics_port)
         assert samples[("reverb_tf_spill_disk_bytes", ())] > 10 * _BUDGET // 4
+        # A checkpoint that links the spill files, then items only the log
+        # holds.
+        client.checkpoint()
+        samples, _ = scrape_metrics(metrics_port)
+        assert samples[("reverb_tf_last_checkpoint_linked_bytes", ())] > 10 * _BUDGET // 4
+        _write(client, 800, 1000)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
         process = start()
         client = reverb.Client(f"localhost:{port}")
-        assert client.server_info()["t"].current_size == 798
+        assert client.server_info()["t"].current_size == 798 + 198
         assert _check_samples(client, 300) == 300
     finally:
         process.kill()

@@ -492,63 +492,103 @@ ChunkStore::~ChunkStore() {
   accounting_->Unref();
 }
 
-absl::StatusOr<ChunkRef> ChunkStore::Insert(
-    ChunkKey key, uint64_t episode_id, int32_t episode_step,
-    TensorPayload payload, absl::Span<const uint64_t> lane_episode_ids) {
-  RETURN_IF_ERROR(payload.Validate());
-  if (payload.shape.empty() || payload.shape[0] < 1 ||
-      payload.shape[0] > INT32_MAX) {
+namespace {
+
+// What Insert() and InsertOnDisk() require of a chunk beyond a valid
+// payload head.
+absl::Status CheckChunk(ChunkKey key, int32_t episode_step,
+                        const TensorPayload& head, size_t data_size,
+                        size_t lanes) {
+  if (head.shape.empty() || head.shape[0] < 1 || head.shape[0] > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk ", key,
         " must have between 1 and 2^31-1 steps along dimension 0, shape ",
-        ShapeDebugString(payload.shape)));
+        ShapeDebugString(head.shape)));
   }
-  if (payload.shape.size() > UINT8_MAX || payload.data.size() > UINT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk ", key, " is too large: rank ", payload.shape.size(), ", ",
-        payload.data.size(), " bytes (limits: rank 255, 4 GiB)"));
+  if (head.shape.size() > UINT8_MAX || data_size > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", key, " is too large: rank ", head.shape.size(),
+                     ", ", data_size, " bytes (limits: rank 255, 4 GiB)"));
   }
   if (episode_step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "chunk ", key, " has negative episode step ", episode_step));
   }
-  const size_t lanes = lane_episode_ids.size();
-  if (lanes > 0 && payload.shape[0] % static_cast<int64_t>(lanes) != 0) {
+  if (lanes > 0 && head.shape[0] % static_cast<int64_t>(lanes) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", key, " has episode ids for ", lanes,
-                     " lanes but its number of rows, ", payload.shape[0],
+                     " lanes but its number of rows, ", head.shape[0],
                      ", is not a multiple of that"));
   }
-  const size_t rank = payload.shape.size();
-  const bool external = payload.data.size() > Chunk::kInlineBytes;
-  SpillTier* const tier = accounting_->spill.get();
-  const bool spillable = external && tier != nullptr;
-  const bool compressed = payload.compression != Compression::kNone;
-  void* memory =
-      ::operator new(AllocationSize(rank, compressed, lanes,
-                                    spillable  ? sizeof(Chunk::Spillable)
-                                    : external ? sizeof(std::string)
-                                               : payload.data.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Chunk* ChunkStore::NewChunk(ChunkKey key, uint64_t episode_id,
+                            int32_t episode_step, const TensorPayload& head,
+                            size_t data_size,
+                            absl::Span<const uint64_t> lane_episode_ids,
+                            uint8_t flags) {
+  const size_t rank = head.shape.size();
+  const size_t lanes = lane_episode_ids.size();
+  const bool compressed = head.compression != Compression::kNone;
+  void* memory = ::operator new(
+      AllocationSize(rank, compressed, lanes,
+                     (flags & Chunk::kSpillable) != 0 ? sizeof(Chunk::Spillable)
+                     : (flags & Chunk::kExternal) != 0 ? sizeof(std::string)
+                                                       : data_size));
   Chunk* chunk = new (memory) Chunk();
   chunk->episode_step_ = episode_step;
   chunk->key_ = key;
   chunk->episode_id_ = lanes > 0 ? lanes : episode_id;
   chunk->accounting_ = accounting_;
-  chunk->data_size_ = static_cast<uint32_t>(payload.data.size());
-  chunk->dtype_ = static_cast<uint8_t>(payload.dtype);
-  chunk->compression_ = static_cast<uint8_t>(payload.compression);
+  chunk->data_size_ = static_cast<uint32_t>(data_size);
+  chunk->dtype_ = static_cast<uint8_t>(head.dtype);
+  chunk->compression_ = static_cast<uint8_t>(head.compression);
   chunk->rank_ = static_cast<uint8_t>(rank);
-  chunk->flags_ = (spillable  ? Chunk::kSpillable
-                   : external ? Chunk::kExternal
-                              : 0) |
-                  (lanes > 0 ? Chunk::kLanes : 0);
-  std::memcpy(const_cast<int64_t*>(chunk->dims()), payload.shape.data(),
+  chunk->flags_ = flags | (lanes > 0 ? Chunk::kLanes : 0);
+  std::memcpy(const_cast<int64_t*>(chunk->dims()), head.shape.data(),
               rank * sizeof(int64_t));
-  if (compressed) *chunk->UncompressedSizeSlot() = payload.uncompressed_size;
+  if (compressed) *chunk->UncompressedSizeSlot() = head.uncompressed_size;
   if (lanes > 0) {
     std::memcpy(const_cast<uint64_t*>(chunk->LaneEpisodeIds()),
                 lane_episode_ids.data(), lanes * sizeof(uint64_t));
   }
+  return chunk;
+}
+
+ChunkRef ChunkStore::Publish(Chunk* chunk, int64_t ram_bytes) {
+  accounting_->refs.fetch_add(1, std::memory_order_relaxed);
+  accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
+  if (chunk->spillable()) {
+    SpillTier* const tier = accounting_->spill.get();
+    accounting_->num_bytes.fetch_add(chunk->ByteSize() - ram_bytes,
+                                     std::memory_order_relaxed);
+    if (ram_bytes > 0) {
+      tier->CountRam(ram_bytes);
+      tier->Link(chunk->spillable_body());
+    }
+  } else {
+    accounting_->num_bytes.fetch_add(chunk->ByteSize(),
+                                     std::memory_order_relaxed);
+  }
+  return ChunkRef(chunk);
+}
+
+absl::StatusOr<ChunkRef> ChunkStore::Insert(
+    ChunkKey key, uint64_t episode_id, int32_t episode_step,
+    TensorPayload payload, absl::Span<const uint64_t> lane_episode_ids) {
+  RETURN_IF_ERROR(payload.Validate());
+  RETURN_IF_ERROR(CheckChunk(key, episode_step, payload, payload.data.size(),
+                             lane_episode_ids.size()));
+  const bool external = payload.data.size() > Chunk::kInlineBytes;
+  const bool spillable = external && accounting_->spill != nullptr;
+  Chunk* chunk = NewChunk(key, episode_id, episode_step, payload,
+                          payload.data.size(), lane_episode_ids,
+                          spillable  ? Chunk::kSpillable
+                          : external ? Chunk::kExternal
+                                     : 0);
   int64_t ram_bytes = 0;
   if (spillable) {
     auto* body = new (chunk->tail()) Chunk::Spillable();
@@ -564,18 +604,50 @@ absl::StatusOr<ChunkRef> ChunkStore::Insert(
   } else {
     std::memcpy(chunk->tail(), payload.data.data(), payload.data.size());
   }
-  accounting_->refs.fetch_add(1, std::memory_order_relaxed);
-  accounting_->num_chunks.fetch_add(1, std::memory_order_relaxed);
-  if (spillable) {
-    accounting_->num_bytes.fetch_add(chunk->ByteSize() - ram_bytes,
-                                     std::memory_order_relaxed);
-    tier->CountRam(ram_bytes);
-    tier->Link(chunk->spillable_body());
-  } else {
-    accounting_->num_bytes.fetch_add(chunk->ByteSize(),
-                                     std::memory_order_relaxed);
+  return Publish(chunk, ram_bytes);
+}
+
+absl::StatusOr<ChunkRef> ChunkStore::InsertOnDisk(
+    ChunkKey key, uint64_t episode_id, int32_t episode_step,
+    const TensorPayload& head, const SpillLocation& where,
+    absl::Span<const uint64_t> lane_episode_ids) {
+  SpillTier* const tier = accounting_->spill.get();
+  if (tier == nullptr) {
+    return absl::FailedPreconditionError(
+        "chunks on disk need a store with a spill directory");
   }
-  return ChunkRef(chunk);
+  if (where.size <= Chunk::kInlineBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", key, " of ", where.size,
+                     " bytes cannot be on disk (only chunks over ",
+                     Chunk::kInlineBytes, " bytes are spilled)"));
+  }
+  RETURN_IF_ERROR(head.ValidateHead(where.size));
+  RETURN_IF_ERROR(
+      CheckChunk(key, episode_step, head, where.size, lane_episode_ids.size()));
+  RETURN_IF_ERROR(tier->disk().Claim(where));
+  Chunk* chunk = NewChunk(key, episode_id, episode_step, head, where.size,
+                          lane_episode_ids, Chunk::kSpillable);
+  auto* body = new (chunk->tail()) Chunk::Spillable();
+  body->owner = chunk;
+  {
+    absl::MutexLock lock(&body->mu);
+    body->on_disk = true;
+    body->where = where;
+  }
+  return Publish(chunk, /*ram_bytes=*/0);
+}
+
+SpillStore* ChunkStore::spill_store() const {
+  return accounting_->spill != nullptr ? &accounting_->spill->disk() : nullptr;
+}
+
+std::optional<ChunkOnDisk> Chunk::OnDisk() const {
+  if (!spillable()) return std::nullopt;
+  Spillable* body = spillable_body();
+  absl::MutexLock lock(&body->mu);
+  if (!body->on_disk) return std::nullopt;
+  return ChunkOnDisk{&accounting_->spill->disk(), body->where};
 }
 
 void ChunkStore::EnableSpill(std::unique_ptr<SpillStore> disk,

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -42,6 +43,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "reverb_tf/cc/platform/export.h"
+#include "reverb_tf/cc/spill_store.h"
 #include "reverb_tf/cc/tensor_payload.h"
 
 namespace reverb_tf {
@@ -49,8 +51,13 @@ namespace reverb_tf {
 using ChunkKey = uint64_t;
 
 class ChunkRef;
-class SpillStore;
 class SpillTier;
+
+// Where a chunk's bytes are on disk: a record of a store's spill directory.
+struct ChunkOnDisk {
+  SpillStore* disk = nullptr;  // lives while the chunk does
+  SpillLocation where;
+};
 
 // A chunk's bytes, valid while this lives (which keeps bytes read back from
 // the spill directory, or taken from RAM while a spill goes on, alive).
@@ -105,6 +112,10 @@ class REVERB_TF_EXPORT Chunk {
   absl::StatusOr<ChunkBytes> Read(bool keep_in_ram = true) const;
   // Size of the raw bytes.
   int64_t data_size() const { return data_size_; }
+  // Where the bytes are on disk, if they were spilled (they may be in RAM
+  // as well). The record stays live, and its segment file whole, while the
+  // chunk lives.
+  std::optional<ChunkOnDisk> OnDisk() const;
   // Made by a store with a spill tier (ChunkStore::EnableSpill): its bytes
   // may leave RAM for the spill directory.
   bool spillable() const { return (flags_ & kSpillable) != 0; }
@@ -242,6 +253,23 @@ class REVERB_TF_EXPORT ChunkStore {
       ChunkKey key, uint64_t episode_id, int32_t episode_step,
       TensorPayload payload, absl::Span<const uint64_t> lane_episode_ids = {});
 
+  // Makes a chunk whose raw bytes are the record `where` of this store's
+  // spill directory, in a segment taken in with SpillStore::Adopt() (a
+  // checkpoint's): the record is claimed (live until the chunk dies) and
+  // read only when the chunk is. `head` is Insert()'s payload without its
+  // bytes; they were validated when they first arrived, and the record's
+  // checksum guards them since. FAILED_PRECONDITION without a spill tier;
+  // INVALID_ARGUMENT for what Insert() refuses, or a record no larger than
+  // kInlineBytes (never spilled); OUT_OF_RANGE for a record outside its
+  // file.
+  absl::StatusOr<ChunkRef> InsertOnDisk(
+      ChunkKey key, uint64_t episode_id, int32_t episode_step,
+      const TensorPayload& head, const SpillLocation& where,
+      absl::Span<const uint64_t> lane_episode_ids = {});
+
+  // The spill directory's store (EnableSpill), or null.
+  SpillStore* spill_store() const;
+
   // Chunks created by this store that are still referenced somewhere.
   int64_t num_live_chunks() const;
   // Sum of ByteSize() over those chunks.
@@ -302,6 +330,15 @@ class REVERB_TF_EXPORT ChunkStore {
   static constexpr absl::Duration kRecycledBufferPeriod = absl::Seconds(1);
 
  private:
+  // A new chunk of `head`'s dtype, shape and compression with `data_size`
+  // bytes, whose tail (`flags`: what it holds) the caller fills.
+  Chunk* NewChunk(ChunkKey key, uint64_t episode_id, int32_t episode_step,
+                  const TensorPayload& head, size_t data_size,
+                  absl::Span<const uint64_t> lane_episode_ids, uint8_t flags);
+  // Counts `chunk` (made by NewChunk and filled) as live, holding
+  // `ram_bytes` of spillable bytes in RAM.
+  ChunkRef Publish(Chunk* chunk, int64_t ram_bytes);
+
   // Shared by the store and its chunks (intrusively counted), so the
   // counters stay valid when a chunk outlives the store.
   Chunk::Accounting* accounting_;

@@ -16,8 +16,14 @@
 //
 // The directory is this store's alone while it is open (an exclusive
 // flock on `LOCK`), and segment files from an earlier run are deleted on
-// Open(): spilled bytes are a cache of what checkpoints and the
-// write-ahead log hold, never the only copy.
+// Open(): what must survive a restart is in the checkpoints (which may hold
+// hard links to sealed segments: LinkSegment, Adopt) and the write-ahead
+// log.
+//
+// A sealed segment's file never changes again: its records are immutable,
+// nothing is appended to it, and once none of its records is live its name
+// is removed (unlink), never its bytes, so that a checkpoint's link to it
+// stays whole. Only the newest segment, which nothing links, is truncated.
 //
 // Thread safety: thread-safe. Read() of a record runs beside Append() and
 // other reads (pread, no lock held), as long as the record is live (not
@@ -45,9 +51,22 @@ struct SpillLocation {
   uint64_t offset = 0;
   uint32_t segment = 0;
   uint32_t size = 0;
-  // CRC-32C of the bytes (zlib's CRC-32 on CPUs without SSE4.2).
+  // CRC-32C (Castagnoli) of the bytes, the same on every machine: it is
+  // kept in checkpoints.
   uint32_t crc = 0;
 };
+
+// CRC-32C of `size` bytes: SSE4.2's instruction where there is one, a
+// table otherwise.
+REVERB_TF_EXPORT uint32_t Crc32c(const char* data, size_t size);
+
+// Reads the record at `where` (its segment ignored) from the open file `fd`
+// named `path` into `out` (where.size bytes), checking its CRC-32C:
+// DATA_LOSS naming the file and offset if it is short or does not match,
+// UNAVAILABLE with the OS error if the read fails.
+REVERB_TF_EXPORT absl::Status ReadSpillRecord(int fd, const std::string& path,
+                                              const SpillLocation& where,
+                                              char* out);
 
 class REVERB_TF_EXPORT SpillStore {
  public:
@@ -83,6 +102,29 @@ class REVERB_TF_EXPORT SpillStore {
 
   // The record at `where` is no longer needed.
   void Free(const SpillLocation& where) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Seals the newest segment: later appends go to a new one. Returns the
+  // number of the first segment not sealed; every record appended before
+  // the call is in a segment below it.
+  uint32_t Seal() ABSL_LOCKS_EXCLUDED(append_mu_, mu_);
+  // Makes `path` a hard link to sealed `segment`, which holds a live
+  // record (its file stays whole while the link exists: see above). The
+  // OS error otherwise (EXDEV across file systems).
+  absl::Status LinkSegment(uint32_t segment, const std::string& path) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the file `path` (a checkpoint's link to a segment) in as a new
+  // sealed segment, linked into the directory, and returns its number. It
+  // holds no live record until Claim()ed; one whose records are all freed
+  // goes as any sealed segment does. The OS error if it cannot be linked
+  // or opened (EXDEV across file systems, NOT_FOUND if it is missing).
+  absl::StatusOr<uint32_t> Adopt(const std::string& path)
+      ABSL_LOCKS_EXCLUDED(append_mu_, mu_);
+  // Drops adopted `segment` if no record in it is live (its chunks failed
+  // to load).
+  void DropIfUnused(uint32_t segment) ABSL_LOCKS_EXCLUDED(mu_);
+  // `where` (in an adopted segment) is a live record from now on:
+  // OUT_OF_RANGE if it does not lie inside its segment's file.
+  absl::Status Claim(const SpillLocation& where) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string SegmentPath(uint32_t segment) const;
 
@@ -129,6 +171,8 @@ class REVERB_TF_EXPORT SpillStore {
   int64_t file_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t live_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t open_segments_ ABSL_GUARDED_BY(mu_) = 0;
+  // The next Append() starts a new segment (Seal(), Adopt()).
+  bool sealed_ ABSL_GUARDED_BY(mu_) = false;
   // An Append() is writing to the newest segment (which Free() then must
   // not truncate).
   bool appending_ ABSL_GUARDED_BY(mu_) = false;

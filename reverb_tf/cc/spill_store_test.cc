@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -119,6 +120,90 @@ TEST(SpillStoreTest, DamagedRecordIsDataLossNamingTheFile) {
   ASSERT_EQ(truncate(store->SegmentPath(0).c_str(), 10), 0);
   EXPECT_THAT(store->Read(w, out.data()),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("ends at")));
+}
+
+TEST(SpillStoreTest, ChecksumsAreCrc32c) {
+  // The check value of CRC-32C (RFC 3720): checkpoints keep these.
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32c("", 0), 0u);
+}
+
+std::string ReadFile(const std::string& path, const SpillLocation& where) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  std::string out(where.size, '\0');
+  absl::Status read = ReadSpillRecord(fd, path, where, out.data());
+  close(fd);
+  return read.ok() ? out : std::string(read.message());
+}
+
+TEST(SpillStoreTest, ALinkedSegmentStaysWholeWhenItsRecordsGo) {
+  const std::string dir = TempDir();
+  const std::string link = TempDir() + "/linked.spill";
+  ASSERT_OK_AND_ASSIGN(auto store, SpillStore::Open(dir));
+  ASSERT_OK_AND_ASSIGN(SpillLocation a, store->Append(Bytes(5000, 1)));
+  ASSERT_OK_AND_ASSIGN(SpillLocation b, store->Append(Bytes(3000, 2)));
+  EXPECT_EQ(store->Seal(), 1u);
+  ASSERT_OK(store->LinkSegment(0, link));
+  // Sealed: the next record starts a segment of its own.
+  ASSERT_OK_AND_ASSIGN(SpillLocation c, store->Append(Bytes(100, 3)));
+  EXPECT_EQ(c.segment, 1u);
+  store->Free(a);
+  store->Free(b);
+  EXPECT_FALSE(fs::exists(store->SegmentPath(0)));
+  EXPECT_EQ(fs::file_size(link), 8000u);
+  EXPECT_EQ(ReadFile(link, b), Bytes(3000, 2));
+  // The newest segment, sealed and linked, loses its name, not its bytes.
+  EXPECT_EQ(store->Seal(), 2u);
+  ASSERT_OK(store->LinkSegment(1, link + "2"));
+  store->Free(c);
+  EXPECT_FALSE(fs::exists(store->SegmentPath(1)));
+  EXPECT_EQ(ReadFile(link + "2", c), Bytes(100, 3));
+  ASSERT_OK_AND_ASSIGN(SpillLocation d, store->Append(Bytes(10, 4)));
+  EXPECT_EQ(d.segment, 2u);
+  EXPECT_THAT(store->LinkSegment(0, link + "3"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(SpillStoreTest, AdoptedSegmentsServeTheRecordsClaimed) {
+  const std::string link = TempDir() + "/checkpointed.spill";
+  SpillLocation a, b;
+  {
+    ASSERT_OK_AND_ASSIGN(auto first, SpillStore::Open(TempDir()));
+    ASSERT_OK_AND_ASSIGN(a, first->Append(Bytes(2000, 5)));
+    ASSERT_OK_AND_ASSIGN(b, first->Append(Bytes(4000, 6)));
+    first->Seal();
+    ASSERT_OK(first->LinkSegment(0, link));
+  }  // the first store deletes its own files
+  const std::string dir = TempDir();
+  ASSERT_OK_AND_ASSIGN(auto store, SpillStore::Open(dir));
+  ASSERT_OK_AND_ASSIGN(SpillLocation fresh, store->Append(Bytes(50, 7)));
+  ASSERT_OK_AND_ASSIGN(const uint32_t segment, store->Adopt(link));
+  EXPECT_EQ(segment, 1u);
+  EXPECT_EQ(store->file_bytes(), 6050);
+  b.segment = segment;
+  ASSERT_OK(store->Claim(b));
+  EXPECT_EQ(store->live_bytes(), 4050);
+  std::string out(b.size, '\0');
+  ASSERT_OK(store->Read(b, out.data()));
+  EXPECT_EQ(out, Bytes(4000, 6));
+  SpillLocation outside = b;
+  outside.offset = 5000;
+  EXPECT_THAT(store->Claim(outside),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("not inside")));
+  // Appends go on in a new segment, never into the adopted file.
+  ASSERT_OK_AND_ASSIGN(SpillLocation next, store->Append(Bytes(50, 8)));
+  EXPECT_EQ(next.segment, 2u);
+  store->Free(b);
+  EXPECT_FALSE(fs::exists(store->SegmentPath(1)));
+  EXPECT_EQ(fs::file_size(link), 6000u);
+  // One that nothing claims can be dropped; a missing one is NOT_FOUND.
+  ASSERT_OK_AND_ASSIGN(const uint32_t unused, store->Adopt(link));
+  store->DropIfUnused(unused);
+  EXPECT_FALSE(fs::exists(store->SegmentPath(unused)));
+  EXPECT_THAT(store->Adopt(link + ".gone"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing")));
+  store->Free(fresh);
+  store->Free(next);
 }
 
 TensorPayload Frame(int seed, int64_t rows = 2, int64_t row_bytes = 8192) {
@@ -266,6 +351,49 @@ TEST(SpillTierTest, ChunksThatOutliveTheStoreStayReadable) {
   EXPECT_EQ(bytes.view(), Frame(0).data);
   kept.reset();
   EXPECT_FALSE(fs::exists(dir + "/segment-00000000.spill"));
+}
+
+TEST(SpillTierTest, ChunksOnDiskAreMadeFromAdoptedRecords) {
+  const std::string link = TempDir() + "/linked.spill";
+  SpillLocation where;
+  {
+    ChunkStore first;
+    std::vector<ChunkRef> chunks;
+    ASSERT_NO_FATAL_FAILURE(FillPastBudget(&first, &chunks));
+    std::optional<ChunkOnDisk> on_disk = chunks[0]->OnDisk();
+    ASSERT_TRUE(on_disk.has_value());
+    on_disk->disk->Seal();
+    ASSERT_OK(on_disk->disk->LinkSegment(on_disk->where.segment, link));
+    where = on_disk->where;
+    EXPECT_FALSE(chunks[19]->OnDisk().has_value());  // the newest, in RAM
+  }
+  ChunkStore store;
+  EnableSpill(&store, TempDir(), 64 << 10);
+  ASSERT_OK_AND_ASSIGN(where.segment, store.spill_store()->Adopt(link));
+  TensorPayload head = Frame(0);
+  head.data.clear();
+  ASSERT_OK_AND_ASSIGN(ChunkRef chunk,
+                       store.InsertOnDisk(0, 1, 0, head, where));
+  EXPECT_EQ(store.spill_stats().disk_bytes, 16384);
+  EXPECT_EQ(store.spill_stats().ram_bytes, 0);
+  EXPECT_EQ(store.spill_stats().disk_reads, 0);
+  ASSERT_OK_AND_ASSIGN(ChunkBytes bytes, chunk->Read());
+  EXPECT_EQ(bytes.view(), Frame(0).data);
+  EXPECT_EQ(chunk->shape(), absl::Span<const int64_t>(Frame(0).shape));
+  // What Insert refuses, and records never spilled.
+  TensorPayload wrong = head;
+  wrong.shape = {3, 8192};
+  EXPECT_THAT(store.InsertOnDisk(1, 1, 0, wrong, where),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  SpillLocation small = where;
+  small.size = 1000;
+  EXPECT_THAT(store.InsertOnDisk(1, 1, 0, head, small),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ChunkStore plain;
+  EXPECT_THAT(plain.InsertOnDisk(1, 1, 0, head, where),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  chunk.reset();
+  EXPECT_EQ(store.spill_stats().disk_bytes, 0);
 }
 
 }  // namespace

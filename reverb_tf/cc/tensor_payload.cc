@@ -148,7 +148,7 @@ int64_t TensorPayload::num_elements() const {
   return n;
 }
 
-absl::Status TensorPayload::Validate() const {
+absl::Status TensorPayload::ValidateHead(size_t data_size) const {
   if (!IsValidDType(static_cast<int32_t>(dtype))) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid dtype ", static_cast<int32_t>(dtype)));
@@ -195,6 +195,16 @@ absl::Status TensorPayload::Validate() const {
         "string", ShapeDebugString(shape), " needs at least ", elements,
         " bytes, the payload declares ", uncompressed_size));
   }
+  if (compression == Compression::kNone &&
+      uncompressed_size != static_cast<int64_t>(data_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "uncompressed_size ", uncompressed_size, " != data size ", data_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorPayload::Validate() const {
+  RETURN_IF_ERROR(ValidateHead(data.size()));
   if (compression == Compression::kZstd) {
     const unsigned long long frame_size =
         ZSTD_getFrameContentSize(data.data(), data.size());
@@ -206,11 +216,6 @@ absl::Status TensorPayload::Validate() const {
           uncompressed_size, " bytes"));
     }
     return absl::OkStatus();
-  }
-  if (uncompressed_size != static_cast<int64_t>(data.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("uncompressed_size ", uncompressed_size, " != data size ",
-                     data.size()));
   }
   if (dtype == DType::kString) {
     ASSIGN_OR_RETURN(auto offsets, StringOffsets(data, num_elements()));

@@ -60,6 +60,10 @@ struct REVERB_TF_EXPORT TensorPayload {
   // compressed data must be one zstd frame declaring uncompressed_size.
   // Whether a compressed frame really decodes is VerifyCompressed()'s job.
   absl::Status Validate() const;
+  // What Validate() checks without looking at the bytes, for a payload
+  // whose `data_size` bytes are elsewhere (a chunk on disk, whose bytes
+  // were validated when they arrived and are checksummed since).
+  absl::Status ValidateHead(size_t data_size) const;
 };
 
 // Builds an uncompressed payload from raw row-major bytes (fixed-size dtypes).

@@ -11,13 +11,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "reverb_tf/cc/checkpointing/byte_codec.h"
 #include "reverb_tf/cc/checkpointing/chunk_codec.h"
@@ -26,6 +29,7 @@
 #include "reverb_tf/cc/platform/logging.h"
 #include "reverb_tf/cc/platform/status_macros.h"
 #include "reverb_tf/cc/proto/checkpoint.pb.h"
+#include "reverb_tf/cc/spill_store.h"
 #include "reverb_tf/cc/wire/table_messages.h"
 
 namespace reverb_tf {
@@ -34,11 +38,27 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kDataFile[] = "replay.rtfckpt";
+// Hard links to the spill segment files that kChunkOnDisk entries name.
+constexpr char kSpillDir[] = "spill";
 constexpr char kTempPrefix[] = ".tmp-";
 // Keeps an items entry well under RecordWriter::kTargetRecordBytes.
 constexpr size_t kItemsPerEntry = 2048;
 
-enum EntryType : uint8_t { kHeader = 1, kChunk = 2, kItems = 3, kEnd = 4 };
+enum EntryType : uint8_t {
+  kHeader = 1,
+  kChunk = 2,
+  kItems = 3,
+  kEnd = 4,
+  // A chunk whose bytes stay in a spill segment file linked into the
+  // checkpoint (format 2).
+  kChunkOnDisk = 5,
+};
+
+std::string SpillFilePath(const std::string& directory, uint32_t file) {
+  return (fs::path(directory) / kSpillDir /
+          absl::StrFormat("segment-%08u.spill", file))
+      .string();
+}
 
 absl::Status FsError(const std::string& what, const std::string& path,
                      const std::error_code& error) {
@@ -165,8 +185,11 @@ absl::Status DecodeItems(ByteReader* in, uint64_t count,
   return absl::OkStatus();
 }
 
-// The file format this code writes (CheckpointHeader.format_version).
+// The file formats this code writes (CheckpointHeader.format_version):
+// 1, or 2 if the checkpoint holds chunks on disk (kChunkOnDisk), which
+// older code cannot read.
 constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersionOnDisk = 2;
 
 // The checkpoint's table record from the core's TableInfo, and back; the
 // options go through the one conversion (wire/table_messages.h).
@@ -207,10 +230,10 @@ absl::Status ReadHeader(RecordReader& reader, const std::string& path,
       !header->ParseFromArray(payload.data(), payload.size())) {
     return reader.Corrupt("the first entry is not a checkpoint header");
   }
-  if (header->format_version() > kFormatVersion) {
+  if (header->format_version() > kFormatVersionOnDisk) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", path, "' has format ", header->format_version(),
-        ", newer than this reverb_tf reads (", kFormatVersion,
+        ", newer than this reverb_tf reads (", kFormatVersionOnDisk,
         "): load it with the version "
         "that wrote it (",
         header->written_by(), ")"));
@@ -263,6 +286,88 @@ absl::StatusOr<LoadTargets> MatchTables(
   return targets;
 }
 
+// The spill segment files a checkpoint's chunks on disk are in, as a load
+// uses them: taken into the store's own spill directory (SpillStore::Adopt:
+// nothing is read, so a restart costs what the items cost, not the bytes),
+// or, for a store without one or a spill directory on another file system,
+// read back into RAM as chunks of the usual kind.
+class CheckpointSpillFiles {
+ public:
+  CheckpointSpillFiles(std::string directory, ChunkStore* store)
+      : directory_(std::move(directory)),
+        store_(store),
+        disk_(store->spill_store()) {}
+  CheckpointSpillFiles(const CheckpointSpillFiles&) = delete;
+  CheckpointSpillFiles& operator=(const CheckpointSpillFiles&) = delete;
+  ~CheckpointSpillFiles() {
+    for (const auto& [file, fd] : fds_) ::close(fd);
+    // A segment taken in whose chunks all failed to load, or died since.
+    for (const auto& [file, segment] : adopted_) {
+      store_->spill_store()->DropIfUnused(segment);
+    }
+  }
+
+  // The chunk `head` whose bytes are record `where` of file `where.segment`.
+  absl::StatusOr<ChunkRef> Load(ChunkHead head, SpillLocation where) {
+    const std::string path = SpillFilePath(directory_, where.segment);
+    if (disk_ != nullptr) {
+      auto adopted = adopted_.find(where.segment);
+      if (adopted == adopted_.end()) {
+        absl::StatusOr<uint32_t> segment = disk_->Adopt(path);
+        if (segment.ok()) {
+          adopted = adopted_.emplace(where.segment, *segment).first;
+        } else if (absl::IsNotFound(segment.status())) {
+          return absl::DataLossError(segment.status().message());
+        } else {
+          Log(LogSeverity::kWarning,
+              absl::StrCat("reading the checkpoint's chunks on disk into RAM "
+                           "instead of taking their files in (",
+                           segment.status().message(), ")"));
+          disk_ = nullptr;
+        }
+      }
+      if (disk_ != nullptr) {
+        where.segment = adopted->second;
+        absl::StatusOr<ChunkRef> chunk =
+            store_->InsertOnDisk(head.key, head.episode_id, head.episode_step,
+                                 head.tensor, where, head.lane_episode_ids);
+        if (absl::IsOutOfRange(chunk.status())) {
+          return absl::DataLossError(chunk.status().message());
+        }
+        return chunk;
+      }
+    }
+    auto fd = fds_.find(where.segment);
+    if (fd == fds_.end()) {
+      const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (opened < 0) {
+        const int error = errno;
+        if (error == ENOENT) {
+          return absl::DataLossError(
+              absl::StrCat("spill file ", path, " is missing"));
+        }
+        return FsError("open", path, {error, std::generic_category()});
+      }
+      fd = fds_.emplace(where.segment, opened).first;
+    }
+    head.tensor.data.resize(where.size);
+    RETURN_IF_ERROR(
+        ReadSpillRecord(fd->second, path, where, head.tensor.data.data()));
+    return store_->Insert(head.key, head.episode_id, head.episode_step,
+                          std::move(head.tensor), head.lane_episode_ids);
+  }
+
+ private:
+  const std::string directory_;
+  ChunkStore* const store_;
+  // Null once adopting failed (another file system): the rest is read.
+  SpillStore* disk_;
+  // By the checkpoint's file number: the spill store's segment, or the
+  // file opened for reading.
+  absl::flat_hash_map<uint32_t, uint32_t> adopted_;
+  absl::flat_hash_map<uint32_t, int> fds_;
+};
+
 // What the entries after a checkpoint's header held, as far as read.
 struct EntriesRead {
   std::vector<ChunkRef> chunks;
@@ -283,6 +388,37 @@ absl::Status ReadChunkEntry(absl::string_view payload,
   if (!chunk.ok()) {
     return reader.Corrupt(absl::StrCat("chunk ", read->chunks.size(), ": ",
                                        chunk.status().message()));
+  }
+  read->chunks.push_back(*std::move(chunk));
+  return absl::OkStatus();
+}
+
+// A chunk-on-disk entry: the next chunk, its bytes left in their spill file
+// where the store can take it in.
+absl::Status ReadChunkOnDiskEntry(absl::string_view payload,
+                                  const proto::CheckpointHeader& header,
+                                  const RecordReader& reader,
+                                  CheckpointSpillFiles* files,
+                                  EntriesRead* read) {
+  if (static_cast<int64_t>(read->chunks.size()) >= header.num_chunks()) {
+    return reader.Corrupt("more chunks than the header announces");
+  }
+  ChunkHead head;
+  SpillLocation where;
+  const absl::Status decoded = DecodeChunkOnDisk(payload, &head, &where);
+  absl::StatusOr<ChunkRef> chunk = decoded.ok()
+                                       ? files->Load(std::move(head), where)
+                                       : absl::StatusOr<ChunkRef>(decoded);
+  if (!chunk.ok()) {
+    const std::string what = absl::StrCat("chunk ", read->chunks.size(), ": ",
+                                          chunk.status().message());
+    // Damage is told as the record's; an OS error stays what it is.
+    if (absl::IsUnavailable(chunk.status()) ||
+        absl::IsResourceExhausted(chunk.status()) ||
+        absl::IsPermissionDenied(chunk.status())) {
+      return absl::Status(chunk.status().code(), what);
+    }
+    return reader.Corrupt(what);
   }
   read->chunks.push_back(*std::move(chunk));
   return absl::OkStatus();
@@ -336,10 +472,12 @@ absl::Status ReadEndEntry(absl::string_view payload,
 // items into `targets`; calls `progress` (if set) every 8 MiB and at the
 // end.
 absl::StatusOr<EntriesRead> ReadEntries(
-    const proto::CheckpointHeader& header, const std::vector<Table*>& targets,
+    const std::string& path, const proto::CheckpointHeader& header,
+    const std::vector<Table*>& targets,
     const std::function<void(uint64_t, uint64_t)>& progress,
     RecordReader& reader, ChunkStore* store) {
   EntriesRead read;
+  CheckpointSpillFiles spill_files(path, store);
   read.chunks.reserve(std::min<int64_t>(header.num_chunks(), int64_t{1} << 24));
   read.items.assign(targets.size(), 0);
   constexpr uint64_t kProgressEvery = uint64_t{8} << 20;
@@ -357,6 +495,13 @@ absl::StatusOr<EntriesRead> ReadEntries(
     switch (type) {
       case kChunk:
         RETURN_IF_ERROR(ReadChunkEntry(payload, header, reader, store, &read));
+        break;
+      case kChunkOnDisk:
+        if (header.format_version() < kFormatVersionOnDisk) {
+          return reader.Corrupt("a chunk on disk in a format 1 checkpoint");
+        }
+        RETURN_IF_ERROR(
+            ReadChunkOnDiskEntry(payload, header, reader, &spill_files, &read));
         break;
       case kItems:
         RETURN_IF_ERROR(ReadItemsEntry(payload, targets, reader, &read));
@@ -414,7 +559,7 @@ absl::Status LoadInto(
   ChunkStore own_store;
   ASSIGN_OR_RETURN(
       const EntriesRead read,
-      ReadEntries(header, targets.tables, progress, reader,
+      ReadEntries(path, header, targets.tables, progress, reader,
                   into_store != nullptr ? into_store : &own_store));
   RETURN_IF_ERROR(CheckComplete(file, read, targets.saved));
   for (size_t i = 0; i < targets.tables.size(); ++i) {
@@ -423,7 +568,94 @@ absl::Status LoadInto(
   return absl::OkStatus();
 }
 
-// Writes the checkpoint file for `snapshots` into `directory`.
+// Which chunks a checkpoint leaves in their spill segment files, and the
+// links to those files it holds (under kSpillDir): a sealed segment's file
+// never changes again (spill_store.h), so a link to it is a consistent copy
+// however writers go on, for the cost of a link and an fsync.
+class SpillLinks {
+ public:
+  explicit SpillLinks(std::string directory)
+      : directory_(std::move(directory)) {}
+
+  // Where each of `chunks` stays on disk (its record, numbered by the
+  // checkpoint's file), or nullopt for those to be written out: chunks in
+  // RAM only, and any whose segment cannot be linked (another file system).
+  absl::StatusOr<std::vector<std::optional<SpillLocation>>> Plan(
+      const std::vector<const Chunk*>& chunks) {
+    std::vector<std::optional<ChunkOnDisk>> on_disk(chunks.size());
+    absl::flat_hash_map<SpillStore*, uint32_t> sealed_below;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      on_disk[i] = chunks[i]->OnDisk();
+      if (on_disk[i].has_value()) sealed_below.emplace(on_disk[i]->disk, 0);
+    }
+    // Sealed after every location above was read, so each of those records
+    // is in a sealed segment.
+    for (auto& [disk, below] : sealed_below) below = disk->Seal();
+    std::vector<std::optional<SpillLocation>> plan(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (!on_disk[i].has_value()) continue;
+      SpillLocation where = on_disk[i]->where;
+      if (where.segment >= sealed_below[on_disk[i]->disk]) continue;
+      ASSIGN_OR_RETURN(const std::optional<uint32_t> file,
+                       FileOf(on_disk[i]->disk, where.segment));
+      if (!file.has_value()) continue;
+      where.segment = *file;
+      plan[i] = where;
+    }
+    return plan;
+  }
+
+  // Makes the linked files durable; OK if there are none.
+  absl::Status Sync() const {
+    if (paths_.empty()) return absl::OkStatus();
+    for (const std::string& path : paths_) RETURN_IF_ERROR(FsyncPath(path));
+    return FsyncPath((fs::path(directory_) / kSpillDir).string());
+  }
+
+  const std::vector<std::string>& paths() const { return paths_; }
+  bool any() const { return !paths_.empty(); }
+
+ private:
+  // The checkpoint's number for `segment` of `disk`, linking it the first
+  // time; nullopt if it cannot be linked (the chunk is written out).
+  absl::StatusOr<std::optional<uint32_t>> FileOf(SpillStore* disk,
+                                                 uint32_t segment) {
+    const auto key = std::make_pair(disk, segment);
+    if (auto it = files_.find(key); it != files_.end()) return it->second;
+    if (paths_.empty() && !made_dir_) {
+      std::error_code error;
+      const fs::path dir = fs::path(directory_) / kSpillDir;
+      fs::create_directory(dir, error);
+      if (error) return FsError("create", dir.string(), error);
+      made_dir_ = true;
+    }
+    const uint32_t file = static_cast<uint32_t>(paths_.size());
+    const std::string path = SpillFilePath(directory_, file);
+    if (absl::Status linked = disk->LinkSegment(segment, path); !linked.ok()) {
+      if (!warned_) {
+        Log(LogSeverity::kWarning,
+            absl::StrCat("the checkpoint writes out chunks it cannot link (",
+                         linked.message(), ")"));
+        warned_ = true;
+      }
+      files_.emplace(key, std::nullopt);
+      return std::optional<uint32_t>();
+    }
+    paths_.push_back(path);
+    files_.emplace(key, file);
+    return std::optional<uint32_t>(file);
+  }
+
+  const std::string directory_;
+  absl::flat_hash_map<std::pair<SpillStore*, uint32_t>, std::optional<uint32_t>>
+      files_;
+  std::vector<std::string> paths_;
+  bool made_dir_ = false;
+  bool warned_ = false;
+};
+
+// Writes the checkpoint file for `snapshots` into `directory`, with links
+// to the spill files its chunks on disk are in.
 absl::Status WriteCheckpointFile(const std::string& directory,
                                  const std::vector<TableSnapshot>& snapshots,
                                  uint64_t wal_position,
@@ -453,6 +685,10 @@ absl::Status WriteCheckpointFile(const std::string& directory,
     }
   }
 
+  SpillLinks links(directory);
+  ASSIGN_OR_RETURN(const std::vector<std::optional<SpillLocation>> on_disk,
+                   links.Plan(chunks));
+
   const std::string file = (fs::path(directory) / kDataFile).string();
   ASSIGN_OR_RETURN(auto writer, RecordWriter::Create(file));
   proto::CheckpointHeader header;
@@ -466,14 +702,22 @@ absl::Status WriteCheckpointFile(const std::string& directory,
     *header.add_tables() = ToCheckpointTable(info);
     num_items += info.current_size;
   }
-  header.set_format_version(kFormatVersion);
+  header.set_format_version(links.any() ? kFormatVersionOnDisk
+                                        : kFormatVersion);
   header.set_num_chunks(static_cast<int64_t>(chunks.size()));
   header.set_written_by("reverb_tf");
   header.set_wal_position(wal_position);
   RETURN_IF_ERROR(writer->Add(kHeader, header.SerializeAsString()));
 
   std::string buffer;
-  for (const Chunk* chunk : chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk* chunk = chunks[i];
+    if (on_disk[i].has_value()) {
+      EncodeChunkOnDisk(*chunk, *on_disk[i], &buffer);
+      RETURN_IF_ERROR(writer->Add(kChunkOnDisk, buffer));
+      stats->bytes_on_disk += on_disk[i]->size;
+      continue;
+    }
     EncodeChunkHead(*chunk, &buffer);
     ASSIGN_OR_RETURN(const ChunkBytes bytes,
                      chunk->Read(/*keep_in_ram=*/false));
@@ -492,6 +736,8 @@ absl::Status WriteCheckpointFile(const std::string& directory,
             &buffer);
   RETURN_IF_ERROR(writer->Add(kEnd, buffer));
   RETURN_IF_ERROR(writer->Close());
+  RETURN_IF_ERROR(links.Sync());
+  stats->spill_files = links.paths().size();
   stats->num_items = num_items;
   stats->num_chunks = static_cast<int64_t>(chunks.size());
   stats->bytes = writer->bytes_written();
@@ -618,7 +864,16 @@ absl::StatusOr<CheckpointStats> Checkpointer::Save(
   if (status.ok() && !options_.group.empty()) {
     auto gid = LookUpGroup(options_.group);
     status = gid.status();
-    for (const fs::path& p : {temp_path, temp_path / kDataFile}) {
+    std::vector<fs::path> paths = {temp_path, temp_path / kDataFile};
+    std::error_code ignored;
+    if (fs::is_directory(temp_path / kSpillDir, ignored)) {
+      paths.push_back(temp_path / kSpillDir);
+      for (const auto& entry :
+           fs::directory_iterator(temp_path / kSpillDir, ignored)) {
+        paths.push_back(entry.path());
+      }
+    }
+    for (const fs::path& p : paths) {
       if (status.ok() &&
           ::chown(p.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
         status = FsError("chown", p.string(), {errno, std::generic_category()});

@@ -13,6 +13,15 @@
 //   end      the counts again, so a file cut at a record boundary is still
 //            recognised as incomplete.
 //
+// A server with a spill directory (docs/disk_tier.md) does not rewrite the
+// bytes of chunks that are on disk: their entries ("chunk on disk", format
+// 2) give the record's place, size and CRC-32C in a spill segment file, and
+// the checkpoint holds a hard link to each such file in `spill/` (sealed
+// first, so it never changes again). Loading into a store with a spill
+// directory takes those files in without reading them; any other load
+// reads the records, checking their checksums. Chunks that cannot be
+// linked (another file system) are written out as usual.
+//
 // Save() snapshots each table (TableSnapshot: the only time the table is
 // paused) and then writes without holding any table lock. It writes into a
 // temporary directory that is renamed into place once the file is complete
@@ -84,7 +93,12 @@ struct REVERB_TF_EXPORT CheckpointStats {
   absl::Duration total;
   int64_t num_items = 0;
   int64_t num_chunks = 0;
+  // The data file's size.
   uint64_t bytes = 0;
+  // Chunk bytes left in spill segment files the checkpoint links to (not
+  // rewritten), and how many files.
+  uint64_t bytes_on_disk = 0;
+  int64_t spill_files = 0;
 };
 
 class REVERB_TF_EXPORT Checkpointer {

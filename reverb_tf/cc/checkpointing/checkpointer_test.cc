@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/checkpointing/record_file.h"
 #include "reverb_tf/cc/proto/checkpoint.pb.h"
+#include "reverb_tf/cc/spill_store.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
 #include "reverb_tf/cc/testing/test_util.h"
 
@@ -90,10 +91,11 @@ absl::flat_hash_map<Key, ItemState> Contents(const Table& table) {
       const auto& column = snapshot.columns[c];
       for (uint64_t s = column.first_slice;
            s < column.first_slice + column.num_slices; ++s) {
-        absl::StrAppend(
-            &data, snapshot.chunks[s]->key(), "@", snapshot.slices[s].offset,
-            "+", snapshot.slices[s].length, ":", snapshot.chunks[s]->data(),
-            column.squeeze ? "/squeezed" : "");
+        absl::StrAppend(&data, snapshot.chunks[s]->key(), "@",
+                        snapshot.slices[s].offset, "+",
+                        snapshot.slices[s].length, ":",
+                        snapshot.chunks[s]->Read(/*keep_in_ram=*/false)->view(),
+                        column.squeeze ? "/squeezed" : "");
       }
       state.column_data.push_back(std::move(data));
     }
@@ -172,7 +174,7 @@ TEST_F(CheckpointerTest, WritesItsFormatAndRefusesANewerOne) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(),
                                 "has format 99, newer than this reverb_tf "
-                                "reads (1)"))
+                                "reads (2)"))
       << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "reverb_tf 9.9")) << refused;
   fs::remove_all(dir);
@@ -669,6 +671,176 @@ TEST_F(CheckpointerTest, RejectsBadOptions) {
   options.group = "no-such-group-reverb-tf";
   EXPECT_EQ(Checkpointer::Create(options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// 40 distinct 16 KB frames under a 64 KiB budget, 3-step overlapping items
+// of them in a FIFO table.
+class SpilledCheckpointTest : public ::testing::Test {
+ protected:
+  static constexpr int kFrames = 40;
+  static constexpr int64_t kBudget = 64 << 10;
+
+  static TensorPayload Frame(int seed) {
+    TensorPayload payload;
+    payload.dtype = DType::kUint8;
+    payload.shape = {2, 8192};
+    payload.data.resize(16384);
+    for (size_t i = 0; i < payload.data.size(); ++i) {
+      payload.data[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
+    }
+    payload.uncompressed_size = 16384;
+    return payload;
+  }
+
+  static std::unique_ptr<ChunkStore> SpillingStore(const std::string& dir) {
+    auto store = std::make_unique<ChunkStore>();
+    auto disk = SpillStore::Open(dir);
+    EXPECT_OK(disk);
+    ChunkStore* raw = store.get();
+    store->EnableSpill(
+        *std::move(disk), [raw] { return raw->num_live_bytes(); },
+        kBudget * 9 / 10, kBudget * 7 / 10);
+    return store;
+  }
+
+  static std::vector<std::shared_ptr<Table>> Tables() {
+    return {MakeTable(MakeTableOptions("frames", Uniform(), Fifo(), 1000,
+                                       RateLimiterOptions::MinSize(1)))};
+  }
+
+  void SetUp() override {
+    root_ = FreshDir("spilled_ckpt");
+    store_ = SpillingStore(root_ + "/spill_a");
+    tables_ = Tables();
+    std::vector<ChunkRef> chunks;
+    for (int k = 0; k < kFrames; ++k) {
+      ASSERT_OK_AND_ASSIGN(ChunkRef chunk,
+                           store_->Insert(k, 1, 2 * k, Frame(k)));
+      chunks.push_back(std::move(chunk));
+    }
+    for (int k = 0; k + 2 < kFrames; ++k) {
+      ASSERT_OK(tables_[0]->InsertOrAssign(
+          MakeItem(k, 1.0, {chunks[k], chunks[k + 1], chunks[k + 2]}), kShort));
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (store_->spill_stats().spilled_chunks < kFrames - 8) {
+      ASSERT_LT(absl::Now(), deadline);
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    expected_ = Contents(*tables_[0]);
+  }
+
+  // The spill thread may hold a chunk's last reference for a moment.
+  static bool DiskEmptied(const ChunkStore& store) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (store.spill_stats().disk_bytes != 0) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return true;
+  }
+
+  std::string root_;
+  std::unique_ptr<ChunkStore> store_;
+  std::vector<std::shared_ptr<Table>> tables_;
+  absl::flat_hash_map<Key, ItemState> expected_;
+};
+
+TEST_F(SpilledCheckpointTest, LinksChunksOnDiskInsteadOfRewritingThem) {
+  auto checkpointer = MakeCheckpointer(root_ + "/ckpt", /*keep=*/1);
+  ASSERT_OK_AND_ASSIGN(CheckpointStats stats, checkpointer->Save(tables_));
+  EXPECT_GE(stats.bytes_on_disk, uint64_t{16384} * (kFrames - 8));
+  EXPECT_GE(stats.spill_files, 1);
+  // The data file holds heads and items, plus the few chunks in RAM.
+  EXPECT_LT(stats.bytes, uint64_t{16384} * 9);
+  EXPECT_TRUE(fs::exists(fs::path(stats.path) / "spill"));
+
+  // The server goes on: its table empties, so every record the checkpoint
+  // holds dies in the spill directory, whose segment files go.
+  ASSERT_OK(tables_[0]->Reset());
+  EXPECT_TRUE(DiskEmptied(*store_));
+
+  // A restart with a spill directory takes the files in, reading nothing.
+  auto restarted = SpillingStore(root_ + "/spill_b");
+  auto tables = Tables();
+  ASSERT_OK(checkpointer->LoadLatest(tables, restarted.get()).status());
+  EXPECT_EQ(restarted->spill_stats().disk_reads, 0);
+  EXPECT_GE(restarted->spill_stats().disk_bytes,
+            static_cast<int64_t>(stats.bytes_on_disk));
+  EXPECT_EQ(Contents(*tables[0]), expected_);
+  // One without reads them into RAM.
+  ChunkStore plain;
+  auto in_ram = Tables();
+  ASSERT_OK(LoadCheckpoint(stats.path, in_ram, nullptr, &plain));
+  EXPECT_EQ(Contents(*in_ram[0]), expected_);
+  // Inspect reads every record and checks it.
+  ASSERT_OK_AND_ASSIGN(CheckpointSummary summary,
+                       InspectCheckpoint(stats.path));
+  EXPECT_EQ(summary.tables[0].current_size, kFrames - 2);
+
+  // The restarted server's own checkpoint links the same files again.
+  auto next = MakeCheckpointer(root_ + "/ckpt2", 1);
+  ASSERT_OK_AND_ASSIGN(CheckpointStats again, next->Save(tables));
+  EXPECT_GE(again.bytes_on_disk, stats.bytes_on_disk);
+  // Freeing the restarted table frees the spill directory, not the files
+  // either checkpoint holds.
+  tables.clear();
+  EXPECT_TRUE(DiskEmptied(*restarted));
+  auto from_second = Tables();
+  ChunkStore plain2;
+  ASSERT_OK(LoadCheckpoint(again.path, from_second, nullptr, &plain2));
+  EXPECT_EQ(Contents(*from_second[0]), expected_);
+}
+
+TEST_F(SpilledCheckpointTest, DamagedOrMissingSpillFilesAreDataLoss) {
+  auto checkpointer = MakeCheckpointer(root_ + "/ckpt", /*keep=*/1);
+  ASSERT_OK_AND_ASSIGN(CheckpointStats stats, checkpointer->Save(tables_));
+  const std::string file =
+      (fs::path(stats.path) / "spill" / "segment-00000000.spill").string();
+  ASSERT_TRUE(fs::exists(file));
+  tables_.clear();  // the server's own records go: the checkpoint's stay
+  store_.reset();
+  {
+    std::fstream damaged(file, std::ios::in | std::ios::out | std::ios::binary);
+    damaged.seekp(100);
+    damaged.put('!');
+  }
+  // Read into RAM, every record is checked: the load fails and names it.
+  ChunkStore plain;
+  auto tables = Tables();
+  absl::Status status = LoadCheckpoint(stats.path, tables, nullptr, &plain);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), file)) << status;
+  EXPECT_EQ(tables[0]->size(), 0);
+  // Taken in, a record is checked when it is read: the chunk holding the
+  // damage fails, the others read back.
+  auto restarted = SpillingStore(root_ + "/spill_b");
+  tables = Tables();
+  ASSERT_OK(LoadCheckpoint(stats.path, tables, nullptr, restarted.get()));
+  TableSnapshot snapshot = tables[0]->Snapshot();
+  int damaged = 0;
+  for (const Chunk* chunk : snapshot.chunks) {
+    absl::StatusOr<ChunkBytes> bytes = chunk->Read(false);
+    if (!bytes.ok()) {
+      ++damaged;
+      EXPECT_EQ(bytes.status().code(), absl::StatusCode::kDataLoss);
+      EXPECT_TRUE(absl::StrContains(bytes.status().message(), "checksum"));
+    }
+  }
+  EXPECT_GE(damaged, 1);
+  snapshot = TableSnapshot();
+  tables.clear();
+  // A missing file fails either load, naming it.
+  fs::remove(file);
+  for (ChunkStore* store : {&plain, restarted.get()}) {
+    auto fresh = Tables();
+    status = LoadCheckpoint(stats.path, fresh, nullptr, store);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "missing")) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), file)) << status;
+  }
+  // Nothing of the failed loads stays in the spill directory.
+  EXPECT_TRUE(DiskEmptied(*restarted));
 }
 
 }  // namespace

@@ -37,48 +37,82 @@ void EncodeChunkHead(const Chunk& chunk, std::string* out) {
   }
 }
 
-absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
-                                     ChunkStore* store) {
-  ByteReader in(payload);
-  uint64_t key, episode_id, episode_step, rank, uncompressed_size;
+absl::Status DecodeChunkHead(ByteReader* in, ChunkHead* head) {
+  uint64_t episode_step, rank, uncompressed_size;
   uint8_t dtype, compression;
-  in.GetFixed64(&key);
-  in.GetVarint(&episode_id);
-  in.GetVarintAtMost(INT32_MAX, &episode_step);
-  in.GetByte(&dtype);
-  in.GetByte(&compression);
-  in.GetVarintAtMost(32, &rank);
-  TensorPayload tensor;
-  for (uint64_t i = 0; i < rank && in.ok(); ++i) {
+  in->GetFixed64(&head->key);
+  in->GetVarint(&head->episode_id);
+  in->GetVarintAtMost(INT32_MAX, &episode_step);
+  in->GetByte(&dtype);
+  in->GetByte(&compression);
+  in->GetVarintAtMost(32, &rank);
+  TensorPayload& tensor = head->tensor;
+  for (uint64_t i = 0; i < rank && in->ok(); ++i) {
     uint64_t dim;
-    if (in.GetVarintAtMost(INT64_MAX, &dim))
+    if (in->GetVarintAtMost(INT64_MAX, &dim))
       tensor.shape.push_back(static_cast<int64_t>(dim));
   }
-  in.GetVarintAtMost(INT64_MAX, &uncompressed_size);
-  std::vector<uint64_t> lane_episode_ids;
+  in->GetVarintAtMost(INT64_MAX, &uncompressed_size);
   if ((compression & kLaneChunkBit) != 0) {
     compression &= ~kLaneChunkBit;
     uint64_t lanes = 0;
     // Each id takes 8 bytes: bounds what a damaged count could allocate.
-    if (in.GetVarintAtMost(in.rest().size() / 8, &lanes) && lanes > 0) {
-      lane_episode_ids.resize(lanes);
-      for (uint64_t& id : lane_episode_ids) in.GetFixed64(&id);
+    if (in->GetVarintAtMost(in->rest().size() / 8, &lanes) && lanes > 0) {
+      head->lane_episode_ids.resize(lanes);
+      for (uint64_t& id : head->lane_episode_ids) in->GetFixed64(&id);
     } else {
       return absl::InvalidArgumentError("malformed lane chunk entry");
     }
   }
-  if (!in.ok()) return absl::InvalidArgumentError("malformed chunk entry");
+  if (!in->ok()) return absl::InvalidArgumentError("malformed chunk entry");
   if (!IsValidDType(dtype) ||
       compression > static_cast<uint8_t>(Compression::kZstd)) {
     return absl::InvalidArgumentError(
         "chunk entry with an unknown dtype or compression");
   }
+  head->episode_step = static_cast<int32_t>(episode_step);
   tensor.dtype = static_cast<DType>(dtype);
   tensor.compression = static_cast<Compression>(compression);
   tensor.uncompressed_size = static_cast<int64_t>(uncompressed_size);
-  tensor.data.assign(in.rest().data(), in.rest().size());
-  return store->Insert(key, episode_id, static_cast<int32_t>(episode_step),
-                       std::move(tensor), lane_episode_ids);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
+                                     ChunkStore* store) {
+  ByteReader in(payload);
+  ChunkHead head;
+  RETURN_IF_ERROR(DecodeChunkHead(&in, &head));
+  head.tensor.data.assign(in.rest().data(), in.rest().size());
+  return store->Insert(head.key, head.episode_id, head.episode_step,
+                       std::move(head.tensor), head.lane_episode_ids);
+}
+
+void EncodeChunkOnDisk(const Chunk& chunk, const SpillLocation& where,
+                       std::string* out) {
+  EncodeChunkHead(chunk, out);
+  PutVarint(out, where.segment);
+  PutVarint(out, where.offset);
+  PutVarint(out, where.size);
+  PutVarint(out, where.crc);
+}
+
+absl::Status DecodeChunkOnDisk(absl::string_view payload, ChunkHead* head,
+                               SpillLocation* where) {
+  ByteReader in(payload);
+  RETURN_IF_ERROR(DecodeChunkHead(&in, head));
+  uint64_t segment, offset, size, crc;
+  in.GetVarintAtMost(UINT32_MAX, &segment);
+  in.GetVarintAtMost(INT64_MAX, &offset);
+  in.GetVarintAtMost(UINT32_MAX, &size);
+  in.GetVarintAtMost(UINT32_MAX, &crc);
+  if (!in.ok() || !in.empty()) {
+    return absl::InvalidArgumentError("malformed spilled chunk entry");
+  }
+  where->segment = static_cast<uint32_t>(segment);
+  where->offset = offset;
+  where->size = static_cast<uint32_t>(size);
+  where->crc = static_cast<uint32_t>(crc);
+  return absl::OkStatus();
 }
 
 absl::Status DecodeTrajectory(

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -32,6 +33,26 @@ void EncodeChunkHead(const Chunk& chunk, std::string* out);
 // INVALID_ARGUMENT for a malformed payload (the caller names the file).
 absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
                                      ChunkStore* store);
+
+// A chunk's head as decoded: everything but its bytes.
+struct ChunkHead {
+  uint64_t key = 0;
+  uint64_t episode_id = 0;
+  int32_t episode_step = 0;
+  TensorPayload tensor;  // without data
+  std::vector<uint64_t> lane_episode_ids;
+};
+
+// Reads the head EncodeChunkHead wrote; INVALID_ARGUMENT if malformed.
+absl::Status DecodeChunkHead(ByteReader* in, ChunkHead* head);
+
+// A checkpoint's entry for a chunk whose bytes stay in a spill segment
+// file: the head, then where the record is (`where.segment` numbers the
+// file among the checkpoint's), its size and CRC-32C.
+void EncodeChunkOnDisk(const Chunk& chunk, const SpillLocation& where,
+                       std::string* out);
+absl::Status DecodeChunkOnDisk(absl::string_view payload, ChunkHead* head,
+                               SpillLocation* where);
 
 // Reads `num_columns` columns of a trajectory as both files store them: per
 // column a varint (number of slices << 1 | squeeze), per slice a chunk

@@ -158,6 +158,8 @@ void BindServer(nb::module_& m) {
             out["num_items"] = stats->num_items;
             out["num_chunks"] = stats->num_chunks;
             out["bytes"] = stats->bytes;
+            out["bytes_on_disk"] = stats->bytes_on_disk;
+            out["spill_files"] = stats->spill_files;
             return out;
           },
           "Saves a checkpoint; returns its path and timings (for benchmarks).")

@@ -420,6 +420,10 @@ void RenderCheckpoints(const MetricsSnapshot& snapshot, PrometheusText& page) {
     page.Scalar("reverb_tf_last_checkpoint_bytes", "gauge",
                 "Size of the last checkpoint.",
                 static_cast<double>(snapshot.last_checkpoint->bytes));
+    page.Scalar("reverb_tf_last_checkpoint_linked_bytes", "gauge",
+                "Chunk bytes the last checkpoint left in the spill files it "
+                "links to instead of rewriting them.",
+                static_cast<double>(snapshot.last_checkpoint->bytes_on_disk));
     page.Scalar("reverb_tf_last_checkpoint_items", "gauge",
                 "Items in the last checkpoint.",
                 static_cast<double>(snapshot.last_checkpoint->num_items));

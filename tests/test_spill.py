@@ -38,29 +38,39 @@ def _frame(step: int) -> np.ndarray:
     return frame
 
 
-def _fifo_table(max_size: int = 1_000_000) -> reverb.Table:
+def _fifo_table(max_size: int = 1_000_000, max_times_sampled: int = 0) -> reverb.Table:
     return reverb.Table(
         "t",
         sampler=reverb.selectors.Uniform(),
         remover=reverb.selectors.Fifo(),
         max_size=max_size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
+        max_times_sampled=max_times_sampled,
     )
 
 
-def _write(client: reverb.Client, first: int, last: int, timeout_ms: int = 60_000) -> int:
-    """Writes steps first..last-1 and an item of 3 steps ending at each; returns the items."""
+def _write(
+    client: reverb.Client, first: int, last: int, timeout_ms: int = 60_000, length: int = 3
+) -> int:
+    """Writes steps first..last-1 and an item of `length` steps ending at each.
+
+    Returns:
+      The number of items written.
+    """
     items = 0
     with client.trajectory_writer(
-        num_keep_alive_refs=3, rate_limiter_timeout_ms=timeout_ms
+        num_keep_alive_refs=length, rate_limiter_timeout_ms=timeout_ms
     ) as writer:
         for step in range(first, last):
             writer.append({"frame": _frame(step), "step": np.int64(step)})
-            if step - first >= 2:
+            if step - first >= length - 1:
                 writer.create_item(
                     "t",
                     1.0,
-                    {"frame": writer.history["frame"][-3:], "step": writer.history["step"][-3:]},
+                    {
+                        "frame": writer.history["frame"][-length:],
+                        "step": writer.history["step"][-length:],
+                    },
                 )
                 items += 1
             if step % 64 == 0:
@@ -73,7 +83,7 @@ def _check_samples(client: reverb.Client, n: int) -> int:
     checked = 0
     for sample in client.sample("t", num_samples=n, emit_timesteps=False):
         frames, steps = sample.data
-        assert list(np.diff(steps)) == [1, 1], steps
+        assert list(np.diff(steps)) == [1] * (len(steps) - 1), steps
         for frame, step in zip(frames, steps):
             np.testing.assert_array_equal(frame, _frame(int(step)))
         checked += 1
@@ -181,6 +191,42 @@ def test_a_full_spill_disk_refuses_writers_naming_it_and_reads_go_on(small_disk)
         held = client.server_info()["t"].current_size
         assert 200 < held < 500, held
         assert _check_samples(client, 200) == 200
+    finally:
+        server.stop()
+
+
+def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
+    # Each item is one frame, sampled at most once: sampling deletes at
+    # random, leaving every spill segment partly live.
+    server = reverb.Server(
+        [_fifo_table(max_times_sampled=1)],
+        memory_limit=_BUDGET,
+        spill_dir=str(tmp_path / "spill"),
+    )
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        assert _write(client, 0, 1200, length=1) == 1200  # 34 MB
+        for _ in client.sample("t", num_samples=900, emit_timesteps=False):
+            pass
+        left = client.server_info()["t"].current_size
+        assert left <= 300, left
+        # The slack kept: half the live bytes or two 1 MiB segments.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            stats = server.spill_stats()
+            if stats["disk_file_bytes"] <= max(
+                stats["disk_bytes"] * 3 // 2, stats["disk_bytes"] + (2 << 20)
+            ) + (1 << 20):
+                break
+            time.sleep(0.05)
+        stats = server.spill_stats()
+        assert stats["disk_bytes"] <= left * _FRAME_BYTES, stats
+        assert stats["disk_file_bytes"] <= max(
+            stats["disk_bytes"] * 3 // 2, stats["disk_bytes"] + (2 << 20)
+        ) + (1 << 20), stats
+        # Far less than the 34 MB written: the sparse segments were moved out.
+        assert stats["disk_file_bytes"] < 16 << 20, stats
+        assert _check_samples(client, left) == left
     finally:
         server.stop()
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -130,10 +132,13 @@ struct Chunk::Spillable {
   SpillLocation where ABSL_GUARDED_BY(mu);
   // The tier's ReadEpoch() at the last read from disk; 0: never read.
   uint32_t last_disk_read ABSL_GUARDED_BY(mu) = 0;
-  // In the tier's list of chunks in RAM, oldest first (the tier's mutex).
+  // In the tier's list of chunks in RAM, oldest first, and its index of
+  // chunks on disk by segment (the tier's mutex).
   Spillable* prev = nullptr;
   Spillable* next = nullptr;
   bool listed = false;
+  bool indexed = false;
+  uint32_t indexed_segment = 0;
   const Chunk* owner = nullptr;
 };
 
@@ -186,9 +191,21 @@ class SpillTier {
     }
   }
 
-  void Unlink(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
+  // `body`'s chunk is dying: it leaves the list and the index.
+  void Forget(Chunk::Spillable* body) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     UnlinkLocked(body);
+    UnindexLocked(body);
+  }
+
+  // `body`'s bytes are in `segment` on disk as of now.
+  void Index(Chunk::Spillable* body, uint32_t segment)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    UnindexLocked(body);
+    by_segment_[segment].insert(body);
+    body->indexed = true;
+    body->indexed_segment = segment;
   }
 
   SpillStore& disk() { return *disk_; }
@@ -237,6 +254,15 @@ class SpillTier {
   // After a failed write, before the next try.
   static constexpr absl::Duration kRetry = absl::Milliseconds(100);
 
+  void UnindexLocked(Chunk::Spillable* body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!body->indexed) return;
+    auto it = by_segment_.find(body->indexed_segment);
+    it->second.erase(body);
+    if (it->second.empty()) by_segment_.erase(it);
+    body->indexed = false;
+  }
+
   void UnlinkLocked(Chunk::Spillable* body) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!body->listed) return;
     (body->prev != nullptr ? body->prev->next : head_) = body->next;
@@ -252,7 +278,11 @@ class SpillTier {
       const int64_t used = used_();
       // Looked at often only when close to the high-water mark.
       poll = used > low_water_ / 2 ? kPoll : kIdlePoll;
-      if (used <= high_water_) continue;
+      if (used <= high_water_) {
+        // Spilling comes first; compaction when there is none to do.
+        if (CompactLocked()) poll = kPoll;
+        continue;
+      }
       while (!stopping_ && used_() > low_water_) {
         Chunk::Spillable* body = head_;
         if (body == nullptr) break;  // nothing left in RAM to move
@@ -274,6 +304,80 @@ class SpillTier {
         error_ = absl::OkStatus();
       }
     }
+  }
+
+  // Moves the live records of the sparsest sealed segment to the newest
+  // when the spill files hold more dead bytes than the slack allowed (half
+  // the live bytes, or two segments, whichever is more): tables that
+  // delete at random leave segments partly live that FIFO eviction would
+  // have freed whole. One segment per call, between spills. Returns whether
+  // it moved one.
+  bool CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t segment_bytes = disk_->segment_bytes();
+    const int64_t live = disk_->live_bytes();
+    if (disk_->file_bytes() - live <= std::max(live / 2, 2 * segment_bytes)) {
+      return false;
+    }
+    std::optional<SpillStore::Sparse> sparse =
+        disk_->SparsestSealed(segment_bytes / 4, unmovable_);
+    if (!sparse.has_value()) return false;
+    std::vector<ChunkRef> chunks;
+    if (auto it = by_segment_.find(sparse->segment); it != by_segment_.end()) {
+      for (Chunk::Spillable* body : it->second) {
+        if (body->owner->TryRef()) chunks.push_back(ChunkRef(body->owner));
+      }
+    }
+    mu_.Unlock();
+    absl::Status moved;
+    for (const ChunkRef& chunk : chunks) {
+      moved = Move(chunk->spillable_body(), sparse->segment);
+      if (!moved.ok()) break;
+    }
+    chunks.clear();  // unlocked: a last reference unlinks and frees
+    // A segment taken in from a checkpoint whose records all died.
+    disk_->DropIfUnused(sparse->segment);
+    mu_.Lock();
+    if (!moved.ok()) {
+      error_ = moved;
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRetry);
+    } else if (disk_->SegmentLive(sparse->segment)) {
+      // A damaged record stays where it is (sampling it says so): the
+      // segment is not tried again.
+      unmovable_.insert(sparse->segment);
+    }
+    return true;
+  }
+
+  // Rewrites `body`'s record in `segment` at the end of the newest segment
+  // and frees the old one (whose file stays whole for readers and
+  // checkpoints that hold it).
+  absl::Status Move(Chunk::Spillable* body, uint32_t segment)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    SpillLocation from;
+    std::shared_ptr<const char> ram;
+    {
+      absl::MutexLock lock(&body->mu);
+      if (!body->on_disk || body->where.segment != segment) {
+        return absl::OkStatus();
+      }
+      from = body->where;
+      ram = body->ram;
+    }
+    std::unique_ptr<char[]> read;
+    if (ram == nullptr) {
+      read.reset(new char[from.size]);
+      if (!disk_->Read(from, read.get()).ok()) return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(const SpillLocation to,
+                     disk_->Append(absl::string_view(
+                         ram != nullptr ? ram.get() : read.get(), from.size)));
+    {
+      absl::MutexLock lock(&body->mu);
+      body->where = to;
+    }
+    disk_->Free(from);
+    Index(body, to.segment);
+    return absl::OkStatus();
   }
 
   // Writes `body`'s bytes unless they are on disk already, then drops its
@@ -305,6 +409,7 @@ class SpillTier {
       freed = body->counted;
       body->counted = 0;
     }
+    if (!written) Index(body, where.segment);
     CountRam(-freed);
     return absl::OkStatus();
   }
@@ -320,6 +425,11 @@ class SpillTier {
   mutable absl::Mutex mu_;
   Chunk::Spillable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Chunk::Spillable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Chunks on disk, by segment: what compaction moves.
+  absl::flat_hash_map<uint32_t, absl::flat_hash_set<Chunk::Spillable*>>
+      by_segment_ ABSL_GUARDED_BY(mu_);
+  // Segments compaction could not empty (a damaged record).
+  absl::flat_hash_set<uint32_t> unmovable_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
@@ -359,21 +469,34 @@ absl::StatusOr<ChunkBytes> Chunk::Read(bool keep_in_ram) const {
   if (!spillable()) return ChunkBytes(data(), nullptr);
   Spillable* body = spillable_body();
   SpillTier* tier = accounting_->spill.get();
-  SpillLocation where;
-  {
-    absl::MutexLock lock(&body->mu);
-    if (body->ram != nullptr) {
-      tier->NoteRead(false);
-      return ChunkBytes(absl::string_view(body->ram.get(), data_size_),
-                        body->ram);
+  std::shared_ptr<char> buffer;
+  for (int attempt = 0;; ++attempt) {
+    SpillLocation where;
+    {
+      absl::MutexLock lock(&body->mu);
+      if (body->ram != nullptr) {
+        tier->NoteRead(false);
+        return ChunkBytes(absl::string_view(body->ram.get(), data_size_),
+                          body->ram);
+      }
+      where = body->where;
     }
-    where = body->where;
-  }
-  std::shared_ptr<char> buffer(new char[data_size_],
-                               std::default_delete<char[]>());
-  if (absl::Status read = tier->disk().Read(where, buffer.get()); !read.ok()) {
-    return absl::Status(read.code(),
-                        absl::StrCat("chunk ", key_, ": ", read.message()));
+    if (buffer == nullptr) {
+      buffer.reset(new char[data_size_], std::default_delete<char[]>());
+    }
+    absl::Status read = tier->disk().Read(where, buffer.get());
+    if (read.ok()) break;
+    // Compaction moved the record (and its old segment went) under this
+    // read: read it where it is now.
+    bool moved;
+    {
+      absl::MutexLock lock(&body->mu);
+      moved = body->where != where;
+    }
+    if (!moved || attempt >= 3) {
+      return absl::Status(read.code(),
+                          absl::StrCat("chunk ", key_, ": ", read.message()));
+    }
   }
   tier->NoteRead(true);
   // Kept in RAM only when read from disk twice within about two epochs:
@@ -455,7 +578,7 @@ void Chunk::Unref() const {
   if (spillable()) {
     Spillable* body = spillable_body();
     SpillTier* tier = accounting->spill.get();
-    tier->Unlink(body);
+    tier->Forget(body);
     // Nobody else can reach the body now: no lock needed, but the
     // annotations want one.
     absl::MutexLock lock(&body->mu);
@@ -635,6 +758,7 @@ absl::StatusOr<ChunkRef> ChunkStore::InsertOnDisk(
     body->on_disk = true;
     body->where = where;
   }
+  tier->Index(body, where.segment);
   return Publish(chunk, /*ram_bytes=*/0);
 }
 

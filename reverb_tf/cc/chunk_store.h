@@ -302,8 +302,11 @@ class REVERB_TF_EXPORT ChunkStore {
   // (the memory budget's count, which holds this store's
   // num_live_bytes()) is above `high_water`, until it is at most
   // `low_water`. Reading a spilled chunk again soon (Chunk::Read) brings its
-  // bytes back into RAM as the newest there. num_live_bytes() counts bytes
-  // in RAM only. Call it once, before the store makes any chunk.
+  // bytes back into RAM as the newest there. When it has nothing to spill,
+  // the same thread compacts: it moves the live records of the sparsest
+  // sealed segments to the newest while the files hold more dead bytes
+  // than half the live ones (or two segments). num_live_bytes() counts
+  // bytes in RAM only. Call it once, before the store makes any chunk.
   void EnableSpill(std::unique_ptr<SpillStore> disk,
                    std::function<int64_t()> used, int64_t high_water,
                    int64_t low_water);

@@ -162,11 +162,13 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
 SpillStore::SpillStore(std::string dir, int lock_fd, int64_t segment_bytes)
     : dir_(std::move(dir)), lock_fd_(lock_fd), segment_bytes_(segment_bytes) {}
 
+SpillStore::File::~File() { close(fd); }
+
 SpillStore::~SpillStore() {
   absl::MutexLock lock(&mu_);
   for (uint32_t i = 0; i < segments_.size(); ++i) {
-    if (segments_[i].fd < 0) continue;
-    close(segments_[i].fd);
+    if (segments_[i].file == nullptr) continue;
+    segments_[i].file.reset();
     unlink(SegmentPath(i).c_str());
   }
   close(lock_fd_);  // releases the flock
@@ -181,11 +183,11 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
   // write and a failed write leaves no gap behind a later record.
   absl::MutexLock append(&append_mu_);
   uint32_t segment;
-  int fd;
+  std::shared_ptr<const File> file;
   int64_t offset;
   {
     absl::MutexLock lock(&mu_);
-    if (segments_.empty() || sealed_ || segments_.back().fd < 0 ||
+    if (segments_.empty() || sealed_ || segments_.back().file == nullptr ||
         segments_.back().size + static_cast<int64_t>(bytes.size()) >
                 segment_bytes_ &&
             segments_.back().size > 0) {
@@ -194,21 +196,18 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
       const int new_fd =
           open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (new_fd < 0) return OsError("cannot create", path, errno);
+      segments_.push_back(Segment{std::make_shared<File>(new_fd), 0, 0});
       // The one it seals goes once nothing in it is live.
-      if (!segments_.empty() && segments_.back().live == 0) {
-        segments_.push_back(Segment{new_fd, 0, 0});
-        DropLocked(next - 1);
-      } else {
-        segments_.push_back(Segment{new_fd, 0, 0});
-      }
+      if (next > 0 && segments_[next - 1].live == 0) DropLocked(next - 1);
       ++open_segments_;
       sealed_ = false;
     }
     segment = static_cast<uint32_t>(segments_.size() - 1);
-    fd = segments_.back().fd;
+    file = segments_.back().file;
     offset = segments_.back().size;
     appending_ = true;
   }
+  const int fd = file->fd;
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = pwrite(fd, bytes.data() + done, bytes.size() - done,
@@ -245,20 +244,22 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
   return where;
 }
 
-int SpillStore::FdOf(uint32_t segment) const {
+std::shared_ptr<const SpillStore::File> SpillStore::FileOf(
+    uint32_t segment) const {
   absl::ReaderMutexLock lock(&mu_);
-  return segment < segments_.size() ? segments_[segment].fd : -1;
+  return segment < segments_.size() ? segments_[segment].file : nullptr;
 }
 
 absl::Status SpillStore::Read(const SpillLocation& where, char* out) const {
   const absl::Time start = absl::Now();
-  const int fd = FdOf(where.segment);
-  if (fd < 0) {
+  const std::shared_ptr<const File> file = FileOf(where.segment);
+  if (file == nullptr) {
     return absl::DataLossError(
         absl::StrCat("spill file ", SegmentPath(where.segment),
                      " is gone while a record in it is live"));
   }
-  RETURN_IF_ERROR(ReadSpillRecord(fd, SegmentPath(where.segment), where, out));
+  RETURN_IF_ERROR(
+      ReadSpillRecord(file->fd, SegmentPath(where.segment), where, out));
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_bytes_.fetch_add(where.size, std::memory_order_relaxed);
   read_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start),
@@ -275,7 +276,7 @@ void SpillStore::Free(const SpillLocation& where) {
   // Sealed (a checkpoint may link it): its name goes, never its bytes.
   if (where.segment + 1 < segments_.size() || sealed_) {
     DropLocked(where.segment);
-  } else if (!appending_ && s.size > 0 && ftruncate(s.fd, 0) == 0) {
+  } else if (!appending_ && s.size > 0 && ftruncate(s.file->fd, 0) == 0) {
     file_bytes_ -= s.size;
     s.size = 0;
   }
@@ -291,7 +292,7 @@ uint32_t SpillStore::Seal() {
 absl::Status SpillStore::LinkSegment(uint32_t segment,
                                      const std::string& path) const {
   absl::ReaderMutexLock lock(&mu_);
-  if (segment >= segments_.size() || segments_[segment].fd < 0) {
+  if (segment >= segments_.size() || segments_[segment].file == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "spill segment ", segment, " of ", dir_, " holds no live record"));
   }
@@ -323,7 +324,8 @@ absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
     unlink(to.c_str());
     return OsError("cannot open", to, error);
   }
-  segments_.push_back(Segment{fd, static_cast<int64_t>(info.st_size), 0});
+  segments_.push_back(Segment{std::make_shared<File>(fd),
+                              static_cast<int64_t>(info.st_size), 0});
   ++open_segments_;
   file_bytes_ += info.st_size;
   sealed_ = true;
@@ -332,7 +334,8 @@ absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
 
 absl::Status SpillStore::Claim(const SpillLocation& where) {
   absl::MutexLock lock(&mu_);
-  if (where.segment >= segments_.size() || segments_[where.segment].fd < 0 ||
+  if (where.segment >= segments_.size() ||
+      segments_[where.segment].file == nullptr ||
       where.offset + where.size >
           static_cast<uint64_t>(segments_[where.segment].size)) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -353,12 +356,38 @@ void SpillStore::DropIfUnused(uint32_t segment) {
 
 void SpillStore::DropLocked(uint32_t segment) {
   Segment& s = segments_[segment];
-  if (s.fd < 0) return;
-  close(s.fd);
+  if (s.file == nullptr) return;
   unlink(SegmentPath(segment).c_str());
-  s.fd = -1;
+  s.file.reset();  // closed once no reader holds it
   file_bytes_ -= s.size;
   --open_segments_;
+}
+
+std::optional<SpillStore::Sparse> SpillStore::SparsestSealed(
+    int64_t min_dead_bytes, const absl::flat_hash_set<uint32_t>& skip) const {
+  absl::MutexLock lock(&mu_);
+  std::optional<Sparse> best;
+  // The newest takes appends unless sealed.
+  const size_t sealed =
+      sealed_ || segments_.empty() ? segments_.size() : segments_.size() - 1;
+  for (uint32_t i = 0; i < sealed; ++i) {
+    const Segment& s = segments_[i];
+    if (s.file == nullptr || s.size - s.live < min_dead_bytes ||
+        skip.contains(i)) {
+      continue;
+    }
+    // The smallest live / size, compared without dividing.
+    if (!best.has_value() || s.live * best->size < best->live * s.size) {
+      best = Sparse{i, s.live, s.size};
+    }
+  }
+  return best;
+}
+
+bool SpillStore::SegmentLive(uint32_t segment) const {
+  absl::MutexLock lock(&mu_);
+  return segment < segments_.size() && segments_[segment].file != nullptr &&
+         segments_[segment].live > 0;
 }
 
 int64_t SpillStore::file_bytes() const {

@@ -11,8 +11,8 @@
 // appends) and none is left, its file is deleted; the newest segment is
 // emptied (truncated) instead, so that a reset leaves no bytes on disk. What a
 // table evicts first was written first, so FIFO tables free whole segments in
-// order; other tables leave segments partly live until their last record goes
-// (docs/disk_tier.md states the slack).
+// order; other tables leave segments partly live, which the chunk store's
+// compaction moves out (SparsestSealed; docs/disk_tier.md states the slack).
 //
 // The directory is this store's alone while it is open (an exclusive
 // flock on `LOCK`), and segment files from an earlier run are deleted on
@@ -34,10 +34,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -54,6 +56,13 @@ struct SpillLocation {
   // CRC-32C (Castagnoli) of the bytes, the same on every machine: it is
   // kept in checkpoints.
   uint32_t crc = 0;
+
+  bool operator==(const SpillLocation& other) const {
+    return segment == other.segment && offset == other.offset;
+  }
+  bool operator!=(const SpillLocation& other) const {
+    return !(*this == other);
+  }
 };
 
 // CRC-32C of `size` bytes: SSE4.2's instruction where there is one, a
@@ -147,16 +156,43 @@ class REVERB_TF_EXPORT SpillStore {
     return write_bytes_.load(std::memory_order_relaxed);
   }
 
+  // The sealed segment not in `skip` with the smallest share of live bytes
+  // among those with at least `min_dead_bytes` dead: what compaction moves
+  // out next.
+  struct Sparse {
+    uint32_t segment = 0;
+    int64_t live = 0;
+    int64_t size = 0;
+  };
+  std::optional<Sparse> SparsestSealed(
+      int64_t min_dead_bytes, const absl::flat_hash_set<uint32_t>& skip) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `segment` is still there with a live record.
+  bool SegmentLive(uint32_t segment) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  int64_t segment_bytes() const { return segment_bytes_; }
+
  private:
+  // An open segment file, closed once its last holder lets go: a reader
+  // that took it may still read a segment dropped meanwhile (its records
+  // moved by compaction), whose bytes never change.
+  struct File {
+    explicit File(int fd) : fd(fd) {}
+    ~File();
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+    const int fd;
+  };
   struct Segment {
-    int fd = -1;
-    int64_t size = 0;  // bytes appended
-    int64_t live = 0;  // bytes of live records
+    std::shared_ptr<const File> file;  // null once dropped
+    int64_t size = 0;                  // bytes appended
+    int64_t live = 0;                  // bytes of live records
   };
 
   SpillStore(std::string dir, int lock_fd, int64_t segment_bytes);
-  // The file of `segment`, which holds a live record.
-  int FdOf(uint32_t segment) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The file of `segment`; null if it was dropped.
+  std::shared_ptr<const File> FileOf(uint32_t segment) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Closes and deletes a sealed segment without live records.
   void DropLocked(uint32_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

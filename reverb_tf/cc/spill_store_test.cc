@@ -216,8 +216,9 @@ TensorPayload Frame(int seed, int64_t rows = 2, int64_t row_bytes = 8192) {
 }
 
 // A store whose tier keeps its RAM bytes near `limit`.
-void EnableSpill(ChunkStore* store, const std::string& dir, int64_t limit) {
-  auto disk = SpillStore::Open(dir);
+void EnableSpill(ChunkStore* store, const std::string& dir, int64_t limit,
+                 int64_t segment_bytes = SpillStore::kSegmentBytes) {
+  auto disk = SpillStore::Open(dir, segment_bytes);
   ASSERT_OK(disk.status());
   store->EnableSpill(
       *std::move(disk), [store] { return store->num_live_bytes(); },
@@ -351,6 +352,81 @@ TEST(SpillTierTest, ChunksThatOutliveTheStoreStayReadable) {
   EXPECT_EQ(bytes.view(), Frame(0).data);
   kept.reset();
   EXPECT_FALSE(fs::exists(dir + "/segment-00000000.spill"));
+}
+
+TEST(SpillStoreTest, TheSparsestSealedSegmentIsCompactedFirst) {
+  ASSERT_OK_AND_ASSIGN(auto store, SpillStore::Open(TempDir(), 4000));
+  std::vector<SpillLocation> where;
+  for (int i = 0; i < 8; ++i) {  // two 2000-byte records per segment
+    ASSERT_OK_AND_ASSIGN(SpillLocation w, store->Append(Bytes(2000, i)));
+    where.push_back(w);
+  }
+  EXPECT_EQ(where[7].segment, 3u);
+  EXPECT_FALSE(store->SparsestSealed(1, {}).has_value());  // none dead
+  store->Free(where[2]);  // segment 1 half dead
+  store->Free(where[6]);  // segment 3, the newest: not a candidate
+  std::optional<SpillStore::Sparse> sparse = store->SparsestSealed(1, {});
+  ASSERT_TRUE(sparse.has_value());
+  EXPECT_EQ(sparse->segment, 1u);
+  EXPECT_EQ(sparse->live, 2000);
+  EXPECT_FALSE(store->SparsestSealed(2001, {}).has_value());
+  EXPECT_FALSE(store->SparsestSealed(1, {1}).has_value());
+  store->Seal();  // the newest is sealed now: a candidate too
+  sparse = store->SparsestSealed(1, {1});
+  ASSERT_TRUE(sparse.has_value());
+  EXPECT_EQ(sparse->segment, 3u);
+  EXPECT_TRUE(store->SegmentLive(1));
+  store->Free(where[3]);
+  EXPECT_FALSE(store->SegmentLive(1));
+}
+
+TEST(SpillTierTest, CompactionBoundsTheFilesAndReadersNeverSeeAMove) {
+  ChunkStore store;
+  // Segments of four 16 KB chunks; almost nothing stays in RAM.
+  EnableSpill(&store, TempDir(), 48 << 10, /*segment_bytes=*/64 << 10);
+  std::vector<ChunkRef> chunks;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_OK_AND_ASSIGN(ChunkRef chunk, store.Insert(i, 1, 0, Frame(i)));
+    chunks.push_back(std::move(chunk));
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return store.spill_stats().spilled_chunks >= 195; }));
+  // A table deleting at random: every segment keeps one chunk in four.
+  for (int i = 0; i < 200; ++i) {
+    if (i % 4 != 1) chunks[i].reset();
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0};
+  std::atomic<int> reads{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (int i = 1; i < 200; i += 4) {
+        absl::StatusOr<ChunkBytes> bytes = chunks[i]->Read(false);
+        if (!bytes.ok() || bytes->view() != Frame(i).data) ++wrong;
+        ++reads;
+      }
+    }
+  });
+  // The slack allowed: half the live bytes (above two segments here). The
+  // newest chunks may never have left RAM.
+  const bool compacted = Eventually([&] {
+    const ChunkStore::SpillStats stats = store.spill_stats();
+    return stats.disk_bytes >= 48 * 16384 &&
+           stats.disk_file_bytes <=
+               stats.disk_bytes + stats.disk_bytes / 2 + (64 << 10);
+  });
+  done = true;
+  reader.join();
+  EXPECT_TRUE(compacted) << store.spill_stats().disk_file_bytes;
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+  for (int i = 1; i < 200; i += 4) {
+    ASSERT_OK_AND_ASSIGN(ChunkBytes bytes, chunks[i]->Read(false));
+    EXPECT_EQ(bytes.view(), Frame(i).data) << i;
+  }
+  chunks.clear();
+  ASSERT_TRUE(Eventually([&] { return store.num_live_chunks() == 0; }));
+  EXPECT_EQ(store.spill_stats().disk_bytes, 0);
 }
 
 TEST(SpillTierTest, ChunksOnDiskAreMadeFromAdoptedRecords) {

@@ -632,7 +632,9 @@ class SpillLinks {
     const uint32_t file = static_cast<uint32_t>(paths_.size());
     const std::string path = SpillFilePath(directory_, file);
     if (absl::Status linked = disk->LinkSegment(segment, path); !linked.ok()) {
-      if (!warned_) {
+      // Compaction emptied the segment since its location was read: the
+      // chunk is written out, without a warning.
+      if (!warned_ && !absl::IsFailedPrecondition(linked)) {
         Log(LogSeverity::kWarning,
             absl::StrCat("the checkpoint writes out chunks it cannot link (",
                          linked.message(), ")"));

@@ -80,6 +80,42 @@ def test_batches_hold_exactly_the_written_items_in_the_signature_structure(serve
     assert len(set(np.concatenate([b.info.key for b in batches]).tolist())) == 38
 
 
+@pytest.mark.parametrize("spill", [False, True])
+def test_items_spanning_chunks_are_stacked_exactly_from_the_servers_chunks(tmp_path, spill):
+    # No string column: every column is read in place from the chunks of the
+    # server of this process, an item's obs from three chunks (one a step),
+    # and with a spill directory from disk.
+    signature = {
+        "obs": reverb.ArraySpec((3, 600), np.float32),
+        "action": reverb.ArraySpec((), np.int32),
+    }
+    options = {"memory_limit": 1 << 20, "spill_dir": str(tmp_path / "spill")} if spill else {}
+    with reverb.Server([reverb.Table.queue("q", 1000, signature=signature)], **options) as server:
+        address = f"localhost:{server.port}"
+        client = reverb.Client(address)
+        with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+            for t in range(400):  # 2.4 KB a step: 1 MB in all
+                writer.append({"obs": np.full(600, t, np.float32), "action": np.int32(t)})
+                if t >= 2:
+                    writer.create_item(
+                        "q",
+                        1.0,
+                        {"obs": writer.history["obs"][-3:], "action": writer.history["action"][-1]},
+                    )
+        if spill:
+            assert server.spill_stats()["disk_bytes"] > 0
+        batches = list(reverb.NumpyDataset(address, "q", 64, max_samples=398))
+        actions = np.concatenate([b.data["action"] for b in batches])
+        np.testing.assert_array_equal(actions, np.arange(2, 400))
+        obs = np.concatenate([b.data["obs"] for b in batches])
+        expected = np.repeat(
+            (np.arange(2, 400)[:, None] + np.arange(-2, 1)[None, :]).astype(np.float32)[..., None],
+            600,
+            axis=2,
+        )
+        np.testing.assert_array_equal(obs, expected)
+
+
 def test_drop_remainder_drops_the_short_last_batch(server):
     address = f"localhost:{server.port}"
     _fill(reverb.Client(address))

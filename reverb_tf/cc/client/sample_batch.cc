@@ -19,14 +19,20 @@ std::string TypeString(DType dtype, absl::Span<const int64_t> shape) {
 }
 
 // One column of one sample, wherever its bytes are: a materialized
-// payload, or rows of a chunk read in place.
+// payload, or rows of its chunks read in place.
 struct ColumnView {
   DType dtype = DType::kInvalid;
   Shape shape;
   bool squeezed = false;
-  // Fixed-size dtypes: the row-major bytes, kept alive by `hold`.
-  absl::string_view bytes;
-  ChunkBytes hold;
+  // Fixed-size dtypes: the row-major bytes, in order, each kept alive by
+  // its ChunkBytes (empty for a payload's).
+  absl::InlinedVector<std::pair<absl::string_view, ChunkBytes>, 4> pieces;
+  int64_t num_bytes() const {
+    int64_t n = 0;
+    for (const auto& piece : pieces)
+      n += static_cast<int64_t>(piece.first.size());
+    return n;
+  }
   // kString: the (uncompressed) payload holding the elements.
   const TensorPayload* strings = nullptr;
 };
@@ -47,7 +53,7 @@ absl::Status StartColumns(absl::Span<const ColumnView> first,
     if (view.dtype == DType::kString) {
       continue;
     }
-    const int64_t row_bytes = static_cast<int64_t>(view.bytes.size());
+    const int64_t row_bytes = view.num_bytes();
     if (row_bytes > 0 && batch_size > kMaxPayloadBytes / row_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("a batch of ", batch_size, " items of column ", i, " (",
@@ -92,7 +98,9 @@ absl::Status AppendColumns(absl::Span<const ColumnView> views,
       for (std::string& element : elements)
         column.strings.push_back(std::move(element));
     } else {
-      column.data.append(view.bytes.data(), view.bytes.size());
+      for (const auto& piece : view.pieces) {
+        column.data.append(piece.first.data(), piece.first.size());
+      }
     }
   }
   batch->infos.push_back(info);
@@ -114,38 +122,50 @@ absl::Status AppendSample(const Sample& sample, int64_t batch_size,
     if (payload.dtype == DType::kString) {
       view.strings = &payload;
     } else {
-      view.bytes = payload.data;
+      view.pieces.emplace_back(payload.data, ChunkBytes());
     }
   }
   return AppendColumns(views, sample.info, batch_size, batch);
 }
 
-// The rows of `column` in its chunk, if it is one slice of an uncompressed,
-// fixed-size chunk (what nearly every column is): read in place, without
-// materializing the sample.
+// The rows of `column` in its chunks, if its slices are of uncompressed,
+// fixed-size chunks of one dtype and row shape (what nearly every column
+// is): read in place, without materializing the sample, so that rows read
+// back from the disk tier are copied once, into the batch.
 bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
-  if (column.slices().size() != 1) return false;
-  const ChunkSlice& slice = column.slices()[0];
-  const Chunk& chunk = *slice.chunk;
-  const absl::Span<const int64_t> shape = chunk.shape();
-  if (chunk.compression() != Compression::kNone ||
-      chunk.dtype() == DType::kString || shape.empty() || slice.offset < 0 ||
-      slice.length < 0 || slice.offset + slice.length > shape[0] ||
-      (column.squeeze() && slice.length != 1)) {
-    return false;  // the general path reports what is wrong, if anything
+  if (column.slices().empty()) return false;
+  const Chunk& first = *column.slices()[0].chunk;
+  const absl::Span<const int64_t> row_shape =
+      first.shape().empty() ? first.shape() : first.shape().subspan(1);
+  int64_t rows = 0;
+  for (const ChunkSlice& slice : column.slices()) {
+    const Chunk& chunk = *slice.chunk;
+    const absl::Span<const int64_t> shape = chunk.shape();
+    if (chunk.compression() != Compression::kNone ||
+        chunk.dtype() == DType::kString || chunk.dtype() != first.dtype() ||
+        shape.empty() || shape.subspan(1) != row_shape || slice.offset < 0 ||
+        slice.length < 0 || slice.offset + slice.length > shape[0]) {
+      return false;  // the general path reports what is wrong, if anything
+    }
+    rows += slice.length;
   }
-  int64_t row_bytes = DTypeSize(chunk.dtype());
-  for (size_t d = 1; d < shape.size(); ++d) row_bytes *= shape[d];
-  view->dtype = chunk.dtype();
+  if (column.squeeze() && rows != 1) return false;
+  int64_t row_bytes = DTypeSize(first.dtype());
+  for (int64_t d : row_shape) row_bytes *= d;
+  view->dtype = first.dtype();
   view->squeezed = column.squeeze();
-  view->shape.assign(shape.begin() + (column.squeeze() ? 1 : 0), shape.end());
-  if (!column.squeeze()) view->shape[0] = slice.length;
-  // A chunk that cannot be read back goes the general way, which says why.
-  absl::StatusOr<ChunkBytes> bytes = chunk.Read();
-  if (!bytes.ok()) return false;
-  view->hold = *std::move(bytes);
-  view->bytes = view->hold.view().substr(slice.offset * row_bytes,
-                                         slice.length * row_bytes);
+  view->shape.clear();
+  if (!column.squeeze()) view->shape.push_back(rows);
+  view->shape.insert(view->shape.end(), row_shape.begin(), row_shape.end());
+  view->pieces.clear();
+  for (const ChunkSlice& slice : column.slices()) {
+    // A chunk that cannot be read back goes the general way, which says why.
+    absl::StatusOr<ChunkBytes> bytes = slice.chunk->Read();
+    if (!bytes.ok()) return false;
+    const absl::string_view rows_view = bytes->view().substr(
+        slice.offset * row_bytes, slice.length * row_bytes);
+    view->pieces.emplace_back(rows_view, *std::move(bytes));
+  }
   return true;
 }
 

@@ -19,6 +19,7 @@ import pathlib
 import signal
 import subprocess
 import time
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -90,9 +91,25 @@ def _check_samples(client: reverb.Client, n: int) -> int:
     return checked
 
 
+def _spilling_server(
+    spill_dir: pathlib.Path,
+    table: Optional[reverb.Table] = None,
+    checkpoints: Optional[pathlib.Path] = None,
+) -> reverb.Server:
+    """A server of `table` (a FIFO one by default) under _BUDGET, spilling to `spill_dir`."""
+    return reverb.Server(
+        [table or _fifo_table()],
+        memory_limit=_BUDGET,
+        spill_dir=str(spill_dir),
+        checkpointer=(
+            reverb.checkpointers.DefaultCheckpointer(str(checkpoints)) if checkpoints else None
+        ),
+    )
+
+
 def test_a_table_ten_times_its_budget_keeps_exact_data_and_reset_frees_disk(tmp_path):
     spill_dir = tmp_path / "spill"
-    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    server = _spilling_server(spill_dir)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         steps = 1500  # 42 MB of frames: ten times the budget
@@ -134,9 +151,7 @@ def test_a_table_ten_times_its_budget_keeps_exact_data_and_reset_frees_disk(tmp_
 
 
 def test_eviction_keeps_disk_bounded(tmp_path):
-    server = reverb.Server(
-        [_fifo_table(max_size=200)], memory_limit=_BUDGET, spill_dir=str(tmp_path / "spill")
-    )
+    server = _spilling_server(tmp_path / "spill", _fifo_table(max_size=200))
     try:
         client = reverb.Client(f"localhost:{server.port}")
         _write(client, 0, 2000)  # 56 MB through a table that holds 200 items
@@ -152,7 +167,7 @@ def test_eviction_keeps_disk_bounded(tmp_path):
 
 def test_a_damaged_spill_file_fails_the_sample_naming_file_and_item(tmp_path):
     spill_dir = tmp_path / "spill"
-    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    server = _spilling_server(spill_dir)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         _write(client, 0, 1000)
@@ -178,7 +193,7 @@ def test_a_damaged_spill_file_fails_the_sample_naming_file_and_item(tmp_path):
 
 def test_a_full_spill_disk_refuses_writers_naming_it_and_reads_go_on(small_disk):
     spill_dir = small_disk / "spill"
-    server = reverb.Server([_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir))
+    server = _spilling_server(spill_dir)
     try:
         client = reverb.Client(f"localhost:{server.port}")
         # An 8 MiB disk and a 4 MiB budget hold about 12 MiB: 430 frames.
@@ -198,11 +213,7 @@ def test_a_full_spill_disk_refuses_writers_naming_it_and_reads_go_on(small_disk)
 def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
     # Each item is one frame, sampled at most once: sampling deletes at
     # random, leaving every spill segment partly live.
-    server = reverb.Server(
-        [_fifo_table(max_times_sampled=1)],
-        memory_limit=_BUDGET,
-        spill_dir=str(tmp_path / "spill"),
-    )
+    server = _spilling_server(tmp_path / "spill", _fifo_table(max_times_sampled=1))
     try:
         client = reverb.Client(f"localhost:{server.port}")
         assert _write(client, 0, 1200, length=1) == 1200  # 34 MB
@@ -231,17 +242,8 @@ def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
         server.stop()
 
 
-def _spilling_server(tmp_path: pathlib.Path, spill: str = "spill") -> reverb.Server:
-    return reverb.Server(
-        [_fifo_table()],
-        memory_limit=_BUDGET,
-        spill_dir=str(tmp_path / spill),
-        checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path / "checkpoints")),
-    )
-
-
 def test_a_checkpoint_links_the_spill_files_and_a_restart_reads_none(tmp_path):
-    server = _spilling_server(tmp_path)
+    server = _spilling_server(tmp_path / "spill", checkpoints=tmp_path / "checkpoints")
     try:
         client = reverb.Client(f"localhost:{server.port}")
         _write(client, 0, 1000)  # 28 MB under a 4 MiB budget
@@ -271,7 +273,7 @@ def test_a_checkpoint_links_the_spill_files_and_a_restart_reads_none(tmp_path):
 
     # Another spill directory: the files are taken in, not read.
     start = time.monotonic()
-    server = _spilling_server(tmp_path, "spill2")
+    server = _spilling_server(tmp_path / "spill2", checkpoints=tmp_path / "checkpoints")
     restart_s = time.monotonic() - start
     try:
         client = reverb.Client(f"localhost:{server.port}")

@@ -210,6 +210,18 @@ class SpillTier {
 
   SpillStore& disk() { return *disk_; }
 
+  // ChunkStore::AwaitSpillRoom.
+  void AwaitRoom(absl::Duration max_wait) ABSL_LOCKS_EXCLUDED(mu_) {
+    const absl::Time deadline = absl::Now() + max_wait;
+    while (used_() > high_water_ && absl::Now() < deadline) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_ || !error_.ok() || head_ == nullptr) return;
+      }
+      absl::SleepFor(kPoll / 4);
+    }
+  }
+
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return error_;
@@ -579,27 +591,28 @@ void Chunk::Unref() const {
     Spillable* body = spillable_body();
     SpillTier* tier = accounting->spill.get();
     tier->Forget(body);
-    // Nobody else can reach the body now: no lock needed, but the
-    // annotations want one.
-    absl::MutexLock lock(&body->mu);
-    if (body->on_disk) tier->disk().Free(body->where);
-    accounting->num_bytes.fetch_sub(
-        static_cast<int64_t>(AllocationSize(rank_, compression_ != 0,
-                                            num_lanes(), sizeof(Spillable))),
-        std::memory_order_relaxed);
-    if (body->counted > 0) tier->CountRam(-body->counted);
+    {
+      // Nobody else can reach the body now: no lock needed, but the
+      // annotations want one.
+      absl::MutexLock lock(&body->mu);
+      if (body->on_disk) tier->disk().Free(body->where);
+      accounting->num_bytes.fetch_sub(
+          static_cast<int64_t>(AllocationSize(rank_, compression_ != 0,
+                                              num_lanes(), sizeof(Spillable))),
+          std::memory_order_relaxed);
+      if (body->counted > 0) tier->CountRam(-body->counted);
+    }
+    body->~Spillable();
   } else {
     accounting->num_bytes.fetch_sub(ByteSize(), std::memory_order_relaxed);
-  }
-  if (spillable()) {
-    spillable_body()->~Spillable();
-  } else if (is_external()) {
-    using String = std::string;
-    String* buffer = const_cast<String*>(external());
-    if (accounting->recycled != nullptr) {
-      accounting->recycled->Give(std::move(*buffer));
+    if (is_external()) {
+      using String = std::string;
+      String* buffer = const_cast<String*>(external());
+      if (accounting->recycled != nullptr) {
+        accounting->recycled->Give(std::move(*buffer));
+      }
+      buffer->~String();
     }
-    buffer->~String();
   }
   this->~Chunk();
   ::operator delete(const_cast<Chunk*>(this));
@@ -760,6 +773,10 @@ absl::StatusOr<ChunkRef> ChunkStore::InsertOnDisk(
   }
   tier->Index(body, where.segment);
   return Publish(chunk, /*ram_bytes=*/0);
+}
+
+void ChunkStore::AwaitSpillRoom(absl::Duration max_wait) const {
+  if (accounting_->spill != nullptr) accounting_->spill->AwaitRoom(max_wait);
 }
 
 SpillStore* ChunkStore::spill_store() const {

@@ -270,6 +270,14 @@ class REVERB_TF_EXPORT ChunkStore {
   // The spill directory's store (EnableSpill), or null.
   SpillStore* spill_store() const;
 
+  // For bulk loads (a checkpoint's chunks, the log's replay), after each
+  // chunk: waits while the budget's count is above the spill's high-water
+  // mark and the spill thread has chunks in RAM to write out, so that a
+  // load keeps RAM near the budget instead of outrunning the spill thread.
+  // Returns at once without a spill tier, once spilling fails, or after
+  // `max_wait`.
+  void AwaitSpillRoom(absl::Duration max_wait = absl::Seconds(10)) const;
+
   // Chunks created by this store that are still referenced somewhere.
   int64_t num_live_chunks() const;
   // Sum of ByteSize() over those chunks.

@@ -353,8 +353,11 @@ class CheckpointSpillFiles {
     head.tensor.data.resize(where.size);
     RETURN_IF_ERROR(
         ReadSpillRecord(fd->second, path, where, head.tensor.data.data()));
-    return store_->Insert(head.key, head.episode_id, head.episode_step,
-                          std::move(head.tensor), head.lane_episode_ids);
+    absl::StatusOr<ChunkRef> chunk =
+        store_->Insert(head.key, head.episode_id, head.episode_step,
+                       std::move(head.tensor), head.lane_episode_ids);
+    store_->AwaitSpillRoom();
+    return chunk;
   }
 
  private:

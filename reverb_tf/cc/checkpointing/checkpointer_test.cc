@@ -692,13 +692,25 @@ class SpilledCheckpointTest : public ::testing::Test {
     return payload;
   }
 
-  static std::unique_ptr<ChunkStore> SpillingStore(const std::string& dir) {
+  // `max_used`, if set, keeps the highest count the spill tier saw.
+  static std::unique_ptr<ChunkStore> SpillingStore(
+      const std::string& dir, std::atomic<int64_t>* max_used = nullptr) {
     auto store = std::make_unique<ChunkStore>();
     auto disk = SpillStore::Open(dir);
     EXPECT_OK(disk);
     ChunkStore* raw = store.get();
     store->EnableSpill(
-        *std::move(disk), [raw] { return raw->num_live_bytes(); },
+        *std::move(disk),
+        [raw, max_used] {
+          const int64_t used = raw->num_live_bytes();
+          if (max_used != nullptr) {
+            int64_t seen = max_used->load();
+            while (used > seen &&
+                   !max_used->compare_exchange_weak(seen, used)) {
+            }
+          }
+          return used;
+        },
         kBudget * 9 / 10, kBudget * 7 / 10);
     return store;
   }
@@ -790,6 +802,29 @@ TEST_F(SpilledCheckpointTest, LinksChunksOnDiskInsteadOfRewritingThem) {
   ChunkStore plain2;
   ASSERT_OK(LoadCheckpoint(again.path, from_second, nullptr, &plain2));
   EXPECT_EQ(Contents(*from_second[0]), expected_);
+}
+
+TEST_F(SpilledCheckpointTest, LoadingWrittenOutChunksKeepsRamNearTheBudget) {
+  // A checkpoint with every chunk written out: that of a server holding
+  // the same table in RAM.
+  auto linked = MakeCheckpointer(root_ + "/ckpt", 1);
+  ASSERT_OK_AND_ASSIGN(CheckpointStats first, linked->Save(tables_));
+  ChunkStore plain;
+  auto in_ram = Tables();
+  ASSERT_OK(LoadCheckpoint(first.path, in_ram, nullptr, &plain));
+  auto written = MakeCheckpointer(root_ + "/written", 1);
+  ASSERT_OK_AND_ASSIGN(CheckpointStats stats, written->Save(in_ram));
+  EXPECT_EQ(stats.bytes_on_disk, 0u);
+  // Loaded into a server with a spill directory, the chunks go to disk
+  // as they come instead of all landing in RAM first.
+  std::atomic<int64_t> max_used{0};
+  auto restarted = SpillingStore(root_ + "/spill_b", &max_used);
+  auto tables = Tables();
+  ASSERT_OK(written->LoadLatest(tables, restarted.get()).status());
+  // Unpaced, the whole 640 KB is in RAM when the load returns.
+  EXPECT_LE(restarted->num_live_bytes(), kBudget + 2 * 16384);
+  EXPECT_LE(max_used.load(), kBudget + 2 * 16384);
+  EXPECT_EQ(Contents(*tables[0]), expected_);
 }
 
 TEST_F(SpilledCheckpointTest, DamagedOrMissingSpillFilesAreDataLoss) {

@@ -83,8 +83,12 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
   ChunkHead head;
   RETURN_IF_ERROR(DecodeChunkHead(&in, &head));
   head.tensor.data.assign(in.rest().data(), in.rest().size());
-  return store->Insert(head.key, head.episode_id, head.episode_step,
-                       std::move(head.tensor), head.lane_episode_ids);
+  absl::StatusOr<ChunkRef> chunk =
+      store->Insert(head.key, head.episode_id, head.episode_step,
+                    std::move(head.tensor), head.lane_episode_ids);
+  // Loads run faster than a spill thread writes: keep RAM near the budget.
+  store->AwaitSpillRoom();
+  return chunk;
 }
 
 void EncodeChunkOnDisk(const Chunk& chunk, const SpillLocation& where,

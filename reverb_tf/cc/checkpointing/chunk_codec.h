@@ -29,8 +29,10 @@ namespace reverb_tf {
 // the head followed by chunk.data().
 void EncodeChunkHead(const Chunk& chunk, std::string* out);
 
-// Rebuilds a chunk from an entry's payload (head and bytes) in `store`.
-// INVALID_ARGUMENT for a malformed payload (the caller names the file).
+// Rebuilds a chunk from an entry's payload (head and bytes) in `store`,
+// for a bulk load: it waits for a spill tier to catch up
+// (ChunkStore::AwaitSpillRoom). INVALID_ARGUMENT for a malformed payload
+// (the caller names the file).
 absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
                                      ChunkStore* store);
 

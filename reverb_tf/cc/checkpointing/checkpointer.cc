@@ -353,11 +353,7 @@ class CheckpointSpillFiles {
     head.tensor.data.resize(where.size);
     RETURN_IF_ERROR(
         ReadSpillRecord(fd->second, path, where, head.tensor.data.data()));
-    absl::StatusOr<ChunkRef> chunk =
-        store_->Insert(head.key, head.episode_id, head.episode_step,
-                       std::move(head.tensor), head.lane_episode_ids);
-    store_->AwaitSpillRoom();
-    return chunk;
+    return InsertLoaded(std::move(head), store_);
   }
 
  private:
@@ -381,12 +377,8 @@ struct EntriesRead {
 
 // A chunk entry: the next chunk, decoded into `store`.
 absl::Status ReadChunkEntry(absl::string_view payload,
-                            const proto::CheckpointHeader& header,
                             const RecordReader& reader, ChunkStore* store,
                             EntriesRead* read) {
-  if (static_cast<int64_t>(read->chunks.size()) >= header.num_chunks()) {
-    return reader.Corrupt("more chunks than the header announces");
-  }
   auto chunk = DecodeChunk(payload, store);
   if (!chunk.ok()) {
     return reader.Corrupt(absl::StrCat("chunk ", read->chunks.size(), ": ",
@@ -399,13 +391,9 @@ absl::Status ReadChunkEntry(absl::string_view payload,
 // A chunk-on-disk entry: the next chunk, its bytes left in their spill file
 // where the store can take it in.
 absl::Status ReadChunkOnDiskEntry(absl::string_view payload,
-                                  const proto::CheckpointHeader& header,
                                   const RecordReader& reader,
                                   CheckpointSpillFiles* files,
                                   EntriesRead* read) {
-  if (static_cast<int64_t>(read->chunks.size()) >= header.num_chunks()) {
-    return reader.Corrupt("more chunks than the header announces");
-  }
   ChunkHead head;
   SpillLocation where;
   const absl::Status decoded = DecodeChunkOnDisk(payload, &head, &where);
@@ -495,16 +483,20 @@ absl::StatusOr<EntriesRead> ReadEntries(
     }
     if (!more) break;
     if (read.ended) return reader.Corrupt("data after the end entry");
+    if ((type == kChunk || type == kChunkOnDisk) &&
+        static_cast<int64_t>(read.chunks.size()) >= header.num_chunks()) {
+      return reader.Corrupt("more chunks than the header announces");
+    }
     switch (type) {
       case kChunk:
-        RETURN_IF_ERROR(ReadChunkEntry(payload, header, reader, store, &read));
+        RETURN_IF_ERROR(ReadChunkEntry(payload, reader, store, &read));
         break;
       case kChunkOnDisk:
         if (header.format_version() < kFormatVersionOnDisk) {
           return reader.Corrupt("a chunk on disk in a format 1 checkpoint");
         }
         RETURN_IF_ERROR(
-            ReadChunkOnDiskEntry(payload, header, reader, &spill_files, &read));
+            ReadChunkOnDiskEntry(payload, reader, &spill_files, &read));
         break;
       case kItems:
         RETURN_IF_ERROR(ReadItemsEntry(payload, targets, reader, &read));
@@ -625,7 +617,7 @@ class SpillLinks {
                                                  uint32_t segment) {
     const auto key = std::make_pair(disk, segment);
     if (auto it = files_.find(key); it != files_.end()) return it->second;
-    if (paths_.empty() && !made_dir_) {
+    if (!made_dir_) {
       std::error_code error;
       const fs::path dir = fs::path(directory_) / kSpillDir;
       fs::create_directory(dir, error);

@@ -83,6 +83,10 @@ absl::StatusOr<ChunkRef> DecodeChunk(absl::string_view payload,
   ChunkHead head;
   RETURN_IF_ERROR(DecodeChunkHead(&in, &head));
   head.tensor.data.assign(in.rest().data(), in.rest().size());
+  return InsertLoaded(std::move(head), store);
+}
+
+absl::StatusOr<ChunkRef> InsertLoaded(ChunkHead head, ChunkStore* store) {
   absl::StatusOr<ChunkRef> chunk =
       store->Insert(head.key, head.episode_id, head.episode_step,
                     std::move(head.tensor), head.lane_episode_ids);

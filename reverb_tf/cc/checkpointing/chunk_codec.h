@@ -48,6 +48,11 @@ struct ChunkHead {
 // Reads the head EncodeChunkHead wrote; INVALID_ARGUMENT if malformed.
 absl::Status DecodeChunkHead(ByteReader* in, ChunkHead* head);
 
+// Makes the chunk `head` (its bytes in head.tensor.data) in `store` for a
+// bulk load, as DecodeChunk does: it then waits for a spill tier to catch
+// up (ChunkStore::AwaitSpillRoom).
+absl::StatusOr<ChunkRef> InsertLoaded(ChunkHead head, ChunkStore* store);
+
 // A checkpoint's entry for a chunk whose bytes stay in a spill segment
 // file: the head, then where the record is (`where.segment` numbers the
 // file among the checkpoint's), its size and CRC-32C.

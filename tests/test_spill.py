@@ -9,11 +9,14 @@ DATA_LOSS naming the file and the item while the server goes on; a full
 spill disk refuses writers with RESOURCE_EXHAUSTED naming the directory
 while what is held is still sampled exactly; a checkpoint
 links the spill files instead of rewriting their bytes, and a restart
-takes them back without reading them; and the binary, killed with SIGKILL
+takes them back without reading them; the records' checksum is CRC-32C
+whichever instruction (SSE4.2, ARMv8 CRC32) or table computes it, so a
+checkpoint moves between machines; and the binary, killed with SIGKILL
 after a checkpoint, comes back from it and its write-ahead log with every
 acknowledged item.
 """
 
+import ctypes
 import gc
 import pathlib
 import signal
@@ -105,6 +108,34 @@ def _spilling_server(
             reverb.checkpointers.DefaultCheckpointer(str(checkpoints)) if checkpoints else None
         ),
     )
+
+
+def _crc32c_reference(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) a bit at a time."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def test_record_checksums_are_crc32c_on_this_machine():
+    """The checksum a checkpoint keeps must not depend on the CPU that wrote it.
+
+    The core picks SSE4.2's or ARMv8's CRC32C instruction when the CPU has
+    it, else a table; each path must give CRC-32C for every length (the
+    8-byte loop and the byte tail).
+    """
+    library = ctypes.CDLL(str(pathlib.Path(reverb.__file__).parent / "libreverb_tf.so"))
+    crc32c = library["_ZN9reverb_tf6Crc32cEPKcm"]
+    crc32c.restype = ctypes.c_uint32
+    crc32c.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    assert crc32c(b"123456789", 9) == 0xE3069283  # The check value of the standard.
+    rng = np.random.default_rng(7)
+    for size in [0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4099]:
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert crc32c(data, size) == _crc32c_reference(data), size
 
 
 def test_a_table_ten_times_its_budget_keeps_exact_data_and_reset_frees_disk(tmp_path):

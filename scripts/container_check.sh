@@ -110,7 +110,7 @@ if [[ "${arch}" == arm64 ]]; then
     container="$(buildah from --pull-never "${check_image}")"
     timeout --kill-after=10 300 buildah run --isolation chroot \
       --volume "${wheel}:/wheel.whl:ro" --volume "${ROOT}/pip_package:/check:ro" "${container}" -- \
-      /venv/bin/python /check/arm64_check.py /wheel.whl > "${work}/check.log" 2>&1 || rc=$?
+      /venv/bin/python /check/target_check.py /wheel.whl > "${work}/check.log" 2>&1 || rc=$?
     buildah rm "${container}" >/dev/null 2>&1 || true
     result "$(basename "${wheel}") serves one item under qemu-user ($(tail -n 1 "${work}/check.log"))" \
       "${rc}" $(( SECONDS - start ))

@@ -13,6 +13,13 @@ on the stable ABI: Py_LIMITED_API = 0x030C0000 on every target that includes
 Python.h through :python_headers (nanobind's sources and ours), so the
 headers hide every API newer than 3.12 or outside the limited API and a use
 of one fails the build. nanobind keys its stable-ABI mode on that macro.
+
+REVERB_TF_PYTHON_HEADERS, a directory holding another CPython's Python.h
+(its pyconfig.h the target's), compiles against those headers instead of
+the interpreter's: CI's scripts/abi3_check.sh builds the stable-ABI
+extension against Python 3.14's headers (from the Debian sid base) on a
+machine whose venv is 3.11, then imports it under 3.14. The version is then
+the headers' (patchlevel.h), and nanobind still the venv's.
 """
 
 _QUERY = """
@@ -28,6 +35,20 @@ print("%d.%d" % sys.version_info[:2])
 # The oldest CPython an abi3 build runs on, as Py_LIMITED_API spells it.
 LIMITED_API = "0x030C0000"
 
+def _headers_version(rctx, headers):
+    """The "major.minor" that `headers`/patchlevel.h defines."""
+    patchlevel = rctx.path(headers + "/patchlevel.h")
+    if not patchlevel.exists:
+        fail("REVERB_TF_PYTHON_HEADERS={} holds no patchlevel.h".format(headers))
+    numbers = {}
+    for line in rctx.read(patchlevel).split("\n"):
+        words = [word for word in line.replace("\t", " ").split(" ") if word]
+        if len(words) == 3 and words[0] == "#define" and words[1] in ("PY_MAJOR_VERSION", "PY_MINOR_VERSION"):
+            numbers[words[1]] = words[2]
+    if len(numbers) != 2:
+        fail("{}: no PY_MAJOR_VERSION and PY_MINOR_VERSION".format(patchlevel))
+    return "{}.{}".format(numbers["PY_MAJOR_VERSION"], numbers["PY_MINOR_VERSION"])
+
 def _local_python_impl(rctx):
     python = rctx.os.environ.get("REVERB_TF_PYTHON", "")
     if not python:
@@ -37,6 +58,10 @@ def _local_python_impl(rctx):
         fail("cannot query {}: {}\nrun scripts/setup.sh".format(python, result.stderr))
     lines = result.stdout.strip().split("\n")
     python_include, nanobind_include, nanobind_src, ext_suffix, version = lines
+    headers = rctx.os.environ.get("REVERB_TF_PYTHON_HEADERS", "")
+    if headers:
+        python_include = headers
+        version = _headers_version(rctx, headers)
     nanobind_root = nanobind_src.rsplit("/", 1)[0]
     rctx.symlink(python_include, "python_include")
     rctx.symlink(nanobind_include, "nanobind/include")
@@ -122,6 +147,6 @@ cc_library(
 
 local_python = repository_rule(
     implementation = _local_python_impl,
-    environ = ["REVERB_TF_PYTHON"],
+    environ = ["REVERB_TF_PYTHON", "REVERB_TF_PYTHON_HEADERS"],
     local = True,
 )

@@ -73,7 +73,7 @@ if [[ "${tf_requirement}" == none ]]; then
     (( portable )) && portable_env=(REVERB_TF_TEST_PORTABLE=1)
     read -r -a extra_args <<<"${REVERB_TF_PYTEST_ARGS:-}"
     env REVERB_TF_TEST_INSTALLED=1 "${portable_env[@]}" \
-      "${bare}/bin/python" -m pytest -q -rs -p no:cacheprovider "${extra_args[@]}" "${files[@]}"
+      "${bare}/bin/python" -m pytest -q -rfEs -p no:cacheprovider "${extra_args[@]}" "${files[@]}"
   fi
   exit 0
 fi
@@ -133,6 +133,8 @@ if (( run_pytest )); then
     log "portable: without the side_venv tests"
   fi
   log "pytest on a copy of tests/, against the installed wheel"
+  read -r -a extra_args <<<"${REVERB_TF_PYTEST_ARGS:-}"
   env REVERB_TF_TEST_INSTALLED=1 "${portable_env[@]}" TF_CPP_MIN_LOG_LEVEL=2 \
-    "${venv}/bin/python" -m pytest -q -rs -p no:cacheprovider "${work}/tests"
+    "${venv}/bin/python" -m pytest -q -rfEs -p no:cacheprovider "${extra_args[@]}" \
+    "${work}/tests"
 fi

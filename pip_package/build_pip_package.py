@@ -203,16 +203,28 @@ def robin_map_license(work: pathlib.Path) -> pathlib.Path:
     return out
 
 
-def extension_abi(runfiles: pathlib.Path) -> str:
-    """The extension's ABI: `abi3` if built on the stable ABI (--config=abi3), else `cpython`."""
-    abi = (runfiles / "reverb_tf/cc/python/extension_abi.txt").read_text().strip()
-    if abi not in ("abi3", "cpython"):
-        raise SystemExit(f"extension_abi.txt says {abi!r}")
-    return abi
+def extension_abi(runfiles: pathlib.Path) -> Tuple[str, Tuple[int, int]]:
+    """The extension's ABI and the Python version whose headers it was compiled against.
+
+    Returns:
+      (`abi3` if built on the stable ABI (--config=abi3), else `cpython`;
+      (major, minor) of the headers, which are not the interpreter running
+      this builder when the build took another CPython's headers:
+      REVERB_TF_PYTHON_HEADERS, third_party/python/local_python.bzl).
+
+    Raises:
+      SystemExit: extension_abi.txt says something else.
+    """
+    text = (runfiles / "reverb_tf/cc/python/extension_abi.txt").read_text()
+    words = text.split()
+    version = words[1].split(".") if len(words) == 2 else []
+    if words[:1] not in (["abi3"], ["cpython"]) or len(version) != 2:
+        raise SystemExit(f"extension_abi.txt says {text!r}")
+    return words[0], (int(version[0]), int(version[1]))
 
 
 def wheel_tags(abi: str, version: Sequence[int]) -> Tuple[str, str, str]:
-    """(python tag, ABI tag, Requires-Python) of a wheel built by interpreter `version`.
+    """(python tag, ABI tag, Requires-Python) of an extension built against Python `version`.
 
     A stable-ABI build runs on every CPython from ABI3_PYTHON on: cp312-abi3,
     >=3.12. Any other is for the build interpreter's minor version alone.
@@ -482,9 +494,7 @@ def main() -> None:
         version = read_version(root / PACKAGE / "__init__.py")
         build_info = json.loads((root / PACKAGE / "_build_info.json").read_text())
         extras = tensorflow_extras(build_info)
-        python_tag, abi_tag, python_requires = wheel_tags(
-            extension_abi(args.runfiles), sys.version_info
-        )
+        python_tag, abi_tag, python_requires = wheel_tags(*extension_abi(args.runfiles))
         # REVERB_TF_WHEEL_PLATFORM: the target of a cross build
         # (scripts/cross_build.sh: linux_aarch64), not this interpreter's.
         platform_tag = os.environ.get("REVERB_TF_WHEEL_PLATFORM") or (

@@ -9,7 +9,8 @@
 # (with --tf; default tensorflow-cpu), --pytest (also run tests/ against the
 # installed wheel; implied by --tf), --pytest-portable (the same without the
 # two test files that need Python 3.11 side venvs: check_wheel.sh
-# --portable), --no-setup (setup.sh has just run).
+# --portable), --no-setup (setup.sh has just run), --no-check (build only:
+# pip_package/abi3.Dockerfile tests the wheel in another build root).
 #
 #   1. scripts/setup.sh (Debian packages, PIC protobuf, .venv, main build);
 #   2. with --tf, a build venv $REVERB_TF_CACHE/tf-<NAME>-<VERSION>/venv with
@@ -26,6 +27,11 @@
 # A Python of 3.12 or newer builds the extension on the stable ABI
 # (--config=abi3): one cp312-abi3 wheel for CPython 3.12 and every later
 # one; 3.11 builds a cp311 wheel. REVERB_TF_ABI3=0 or 1 overrides that.
+# REVERB_TF_PYTHON_HEADERS=DIR (another CPython's headers, 3.12 or newer)
+# compiles the extension against those on the stable ABI whatever the
+# build venv's Python: how Debian 12 (glibc 2.36, manylinux_2_34) makes the
+# cp312-abi3 wheel (pip_package/abi3.Dockerfile); this venv cannot install
+# that wheel, so use it with --no-check.
 # Prints the wheel's size and the time of each step.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,7 +39,7 @@ CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
 PYTHON="${REVERB_TF_BASE_PYTHON:-python3}"
 log() { printf '[build_wheel %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-tf_version=""; distribution="tensorflow-cpu"; pytest=(); setup=1
+tf_version=""; distribution="tensorflow-cpu"; pytest=(); setup=1; check=1
 while (( $# )); do
   case "$1" in
     --tf) tf_version="$2"; shift 2 ;;
@@ -41,8 +47,9 @@ while (( $# )); do
     --pytest) pytest=(--pytest); shift ;;
     --pytest-portable) pytest=(--pytest --portable); shift ;;
     --no-setup) setup=0; shift ;;
+    --no-check) check=0; shift ;;
     *) echo "usage: build_wheel.sh [--tf VERSION [--distribution NAME]]" \
-            "[--pytest | --pytest-portable] [--no-setup]" >&2
+            "[--pytest | --pytest-portable] [--no-setup] [--no-check]" >&2
        exit 2 ;;
   esac
 done
@@ -60,7 +67,11 @@ cd "${ROOT}"
 bazel_startup=()
 bazel_flags=(--noshow_progress --ui_event_filters=-info,-debug)
 abi3="${REVERB_TF_ABI3:-auto}"
-if [[ "${abi3}" == auto ]]; then
+if [[ -n "${REVERB_TF_PYTHON_HEADERS:-}" ]]; then
+  log "the extension against the Python headers in ${REVERB_TF_PYTHON_HEADERS}"
+  bazel_flags+=(--repo_env=REVERB_TF_PYTHON_HEADERS="$(realpath "${REVERB_TF_PYTHON_HEADERS}")")
+  [[ "${abi3}" != auto ]] || abi3=1
+elif [[ "${abi3}" == auto ]]; then
   abi3=0
   if "${PYTHON}" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then abi3=1; fi
 fi
@@ -107,6 +118,11 @@ wheel="$(bazel "${bazel_startup[@]}" run "${bazel_flags[@]}" \
 log "built ${wheel}: $(du -h "${wheel}" | cut -f1)"
 step "wheel"
 
+if (( ! check )); then
+  log "not tested here (--no-check): ${wheel}"
+  log "done: $(printf '%s; ' "${timings[@]}")"
+  exit 0
+fi
 if [[ " ${check_args[*]} " == *" --pytest "* && " ${check_args[*]} " != *" --portable "* ]]; then
   # The differential tests of tests/compat compare with dm-reverb 0.14;
   # tests/test_without_tensorflow.py runs JAX and PyTorch in a venv without TF.

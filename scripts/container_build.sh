@@ -28,6 +28,12 @@
 #                     localhost/reverb_tf-base:SUITE-arm64; --tf defaults
 #                     to 2.20.0 there, the newest TensorFlow with aarch64
 #                     wheels on PyPI. With --base-only, makes that base.
+#   --abi3            the cp312-abi3 wheel (CPython 3.12 and later) built on
+#                     Debian 12, so tagged manylinux_2_34 (glibc 2.34, as
+#                     Ubuntu 22.04 and hosted notebooks have), against the
+#                     Python headers of a Debian 13 base, and tested there
+#                     in fresh Python 3.13 venvs (pip_package/abi3.Dockerfile);
+#                     --tests portable (auto) or smoke
 #
 # The base is cached twice: mmdebstrap's tarball under
 # ${REVERB_TF_CACHE:-~/.cache/reverb_tf}/container/ (survives a wiped
@@ -43,7 +49,7 @@ usage() {
 }
 
 suite="bookworm"; tf_version=""; distribution=""; tests="auto"
-mode="wheel"; refresh=0; out=""; arch="amd64"
+mode="wheel"; refresh=0; out=""; arch="amd64"; abi3=0
 while (( $# )); do
   case "$1" in
     --suite) suite="$2"; shift 2 ;;
@@ -54,6 +60,7 @@ while (( $# )); do
     --probe) mode="probe"; shift ;;
     --refresh-base) refresh=1; shift ;;
     --arch) arch="$2"; shift 2 ;;
+    --abi3) abi3=1; shift ;;
     -h|--help) usage ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) out="$1"; shift ;;
@@ -76,6 +83,16 @@ if [[ "${arch}" == arm64 && "${suite}" != bookworm ]]; then
   # (scripts/cross_build.sh); the other suites were not tried.
   echo "--arch arm64 is built on bookworm only" >&2; exit 2
 fi
+if (( abi3 )) && [[ "${arch}" != amd64 || "${suite}" != bookworm ]]; then
+  # On trixie or sid the plain build is already abi3 (their Python is 3.13
+  # or 3.14), only tagged for a newer glibc.
+  echo "--abi3 builds on bookworm for amd64 (trixie and sid builds are abi3 already)" >&2
+  exit 2
+fi
+if (( abi3 )) && [[ "${tests}" == pytest ]]; then
+  echo "--abi3 tests with --tests portable or smoke (the side venvs are Python 3.11's)" >&2
+  exit 2
+fi
 if [[ "${arch}" == arm64 ]]; then
   # PyPI's aarch64 TensorFlow: `tensorflow` (no tensorflow-cpu), up to 2.20.
   tf_version="${tf_version:-2.20.0}"; distribution="${distribution:-tensorflow}"
@@ -96,11 +113,12 @@ if (( ${#missing[@]} )); then
     "${missing[@]}" uidmap >/dev/null
 fi
 
-# make_base IMAGE ARCH: makes (or finds) a minbase Debian SUITE image for
-# ARCH (amd64 or arm64). Debian 12's buildah (1.28) has no `buildah import`,
+# make_base IMAGE ARCH [SUITE]: makes (or finds) a minbase Debian SUITE
+# (default --suite's) image for ARCH (amd64 or arm64). Debian 12's buildah (1.28) has no `buildah import`,
 # so the tarball goes in through an empty working container instead.
 make_base() {
-  local image="$1" arch="$2" tarball container partial sources aptopts valid_until
+  local image="$1" arch="$2" suite="${3:-${suite}}" tarball container partial sources aptopts
+  local valid_until
   tarball="${CACHE}/container/debian-${suite}-minbase.tar"
   [[ "${arch}" == amd64 ]] || tarball="${CACHE}/container/debian-${suite}-${arch}-minbase.tar"
   if (( refresh )); then
@@ -161,11 +179,15 @@ make_base() {
 # also run inside chroots and buildah's chroot-isolated containers.
 ensure_binfmt() {
   local entry=/proc/sys/fs/binfmt_misc/qemu-aarch64
-  if ! command -v update-binfmts >/dev/null || [[ ! -x /usr/bin/qemu-aarch64-static ]]; then
-    log "installing qemu-user-static and binfmt-support"
+  # mmdebstrap refuses a foreign architecture without arch-test (only a
+  # recommendation of its package): "install arch-test for foreign
+  # architecture support".
+  if ! command -v update-binfmts >/dev/null || [[ ! -x /usr/bin/qemu-aarch64-static ]] \
+     || ! command -v arch-test >/dev/null; then
+    log "installing qemu-user-static, binfmt-support and arch-test"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      qemu-user-static binfmt-support >/dev/null
+      qemu-user-static binfmt-support arch-test >/dev/null
   fi
   if [[ ! -e /proc/sys/fs/binfmt_misc/status ]]; then
     mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
@@ -184,6 +206,9 @@ if [[ "${arch}" == arm64 ]]; then
   ensure_binfmt
   test_image="localhost/reverb_tf-base:${suite}-arm64"
   make_base "${test_image}" arm64
+elif (( abi3 )); then
+  test_image="localhost/reverb_tf-base:trixie"
+  make_base "${test_image}" amd64 trixie
 fi
 if [[ "${mode}" == "base" ]]; then
   echo "${test_image:-${image}}"
@@ -201,6 +226,8 @@ if [[ "${mode}" == "probe" ]]; then
   dockerfile="${context}/pip_package/probe.Dockerfile"
 elif [[ "${arch}" == arm64 ]]; then
   dockerfile="${context}/pip_package/cross.Dockerfile"
+elif (( abi3 )); then
+  dockerfile="${context}/pip_package/abi3.Dockerfile"
 else
   dockerfile="${context}/pip_package/Dockerfile"
 fi
@@ -221,6 +248,9 @@ fi
 arch_args=()
 if [[ "${arch}" == arm64 && "${mode}" != probe ]]; then
   log "cross-compiling for aarch64 on ${image}, then testing on ${test_image} under qemu-user"
+  arch_args=(--build-arg TEST_BASE="${test_image}")
+elif (( abi3 )) && [[ "${mode}" != probe ]]; then
+  log "the abi3 wheel on ${image} against ${test_image}'s Python headers, tested there"
   arch_args=(--build-arg TEST_BASE="${test_image}")
 fi
 started=$(date +%s)

@@ -198,6 +198,33 @@ def test_an_abi3_wheel_is_not_built_by_an_older_python(builder):
 
 
 @checkout_only
+@pytest.mark.parametrize(
+    "text, abi",
+    [
+        ("abi3 3.13\n", ("abi3", (3, 13))),
+        # Another CPython's headers (REVERB_TF_PYTHON_HEADERS) name the
+        # version, not the interpreter that runs the builder.
+        ("cpython 3.14\n", ("cpython", (3, 14))),
+    ],
+)
+def test_the_extension_abi_names_the_headers_version(builder, tmp_path, text, abi):
+    manifest = tmp_path / "reverb_tf/cc/python/extension_abi.txt"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(text)
+    assert builder.extension_abi(tmp_path) == abi
+
+
+@checkout_only
+@pytest.mark.parametrize("text", ["abi3\n", "limited 3.12\n", "abi3 3\n"])
+def test_an_unknown_extension_abi_stops_the_build(builder, tmp_path, text):
+    manifest = tmp_path / "reverb_tf/cc/python/extension_abi.txt"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(text)
+    with pytest.raises(SystemExit, match="extension_abi.txt says"):
+        builder.extension_abi(tmp_path)
+
+
+@checkout_only
 def test_license_is_the_apache_2_text_and_notices_name_every_shipped_file(builder):
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text

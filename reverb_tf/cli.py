@@ -134,11 +134,17 @@ def _spill_line(address: str, spill: Dict[str, Any]) -> str:
         if spill["disk_reads"]
         else ""
     )
+    compacted = (
+        f"; compacted {spill['compactions']} segments, "
+        f"{spill['compacted_bytes'] / 2**20:,.1f} MiB moved"
+        if spill["compactions"]
+        else ""
+    )
     failing = f"; FAILING: {spill['last_error']}" if spill["last_error"] else ""
     return (
         f"spill {address}: {spill['dir']}: {spill['disk_bytes'] / 2**20:,.1f} MiB on disk "
         f"({spill['disk_file_bytes'] / 2**20:,.1f} MiB of files), "
-        f"{spill['ram_bytes'] / 2**20:,.1f} MiB in RAM; reads {hits}{latency}{failing}"
+        f"{spill['ram_bytes'] / 2**20:,.1f} MiB in RAM; reads {hits}{latency}{compacted}{failing}"
     )
 
 

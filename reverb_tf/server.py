@@ -560,7 +560,10 @@ class Server:
           `spilled_bytes` (written so far), `ram_reads` and `disk_reads`
           (reads of spillable chunks served from RAM and from disk),
           `disk_read_bytes`, `disk_read_seconds` (summed over disk reads),
-          `last_error` ("" unless writing to the directory fails now).
+          `compactions` and `compacted_bytes` (spill segments emptied by
+          compaction and the bytes of live records it moved, counted in none
+          of the figures above), `last_error` ("" unless writing to the
+          directory fails now).
         """
         return dict(self._server.spill_stats())
 

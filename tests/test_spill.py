@@ -268,6 +268,12 @@ def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
         ) + (1 << 20), stats
         # Far less than the 34 MB written: the sparse segments were moved out.
         assert stats["disk_file_bytes"] < 16 << 20, stats
+        # Counted as moves, not as spills or reads: every byte read is a
+        # sample's one-frame chunk, every byte spilled a frame written once.
+        assert stats["compactions"] >= 1, stats
+        assert stats["compacted_bytes"] >= _FRAME_BYTES, stats
+        assert stats["disk_read_bytes"] == stats["disk_reads"] * _FRAME_BYTES, stats
+        assert stats["spilled_bytes"] <= 1200 * _FRAME_BYTES, stats
         assert _check_samples(client, left) == left
     finally:
         server.stop()

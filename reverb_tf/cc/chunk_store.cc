@@ -250,6 +250,8 @@ class SpillTier {
     stats->disk_reads = disk_reads_.load(std::memory_order_relaxed);
     stats->disk_read_bytes = disk_->read_bytes();
     stats->disk_read_seconds = static_cast<double>(disk_->read_nanos()) * 1e-9;
+    stats->compactions = compactions_.load(std::memory_order_relaxed);
+    stats->compacted_bytes = disk_->moved_bytes();
     absl::MutexLock lock(&mu_);
     if (!error_.ok()) stats->last_error = std::string(error_.message());
   }
@@ -352,7 +354,10 @@ class SpillTier {
     if (!moved.ok()) {
       error_ = moved;
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRetry);
-    } else if (disk_->SegmentLive(sparse->segment)) {
+      return true;
+    }
+    compactions_.fetch_add(1, std::memory_order_relaxed);
+    if (disk_->SegmentLive(sparse->segment)) {
       // A damaged record stays where it is (sampling it says so): the
       // segment is not tried again.
       unmovable_.insert(sparse->segment);
@@ -378,11 +383,15 @@ class SpillTier {
     std::unique_ptr<char[]> read;
     if (ram == nullptr) {
       read.reset(new char[from.size]);
-      if (!disk_->Read(from, read.get()).ok()) return absl::OkStatus();
+      if (!disk_->Read(from, read.get(), SpillStore::Io::kMove).ok()) {
+        return absl::OkStatus();
+      }
     }
-    ASSIGN_OR_RETURN(const SpillLocation to,
-                     disk_->Append(absl::string_view(
-                         ram != nullptr ? ram.get() : read.get(), from.size)));
+    ASSIGN_OR_RETURN(
+        const SpillLocation to,
+        disk_->Append(absl::string_view(ram != nullptr ? ram.get() : read.get(),
+                                        from.size),
+                      SpillStore::Io::kMove));
     {
       absl::MutexLock lock(&body->mu);
       body->where = to;
@@ -434,6 +443,8 @@ class SpillTier {
   std::atomic<int64_t> ram_bytes_{0};
   std::atomic<int64_t> ram_reads_{0};
   std::atomic<int64_t> disk_reads_{0};
+  // Segments whose live records compaction moved.
+  std::atomic<int64_t> compactions_{0};
   mutable absl::Mutex mu_;
   Chunk::Spillable* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   Chunk::Spillable* tail_ ABSL_GUARDED_BY(mu_) = nullptr;

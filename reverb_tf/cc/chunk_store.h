@@ -330,7 +330,11 @@ class REVERB_TF_EXPORT ChunkStore {
     int64_t disk_reads = 0;  // ... and from disk
     int64_t disk_read_bytes = 0;
     double disk_read_seconds = 0;  // summed over disk reads
-    std::string last_error;        // of the last failed spill, if any
+    // Compaction: segments emptied, and the bytes of the live records it
+    // moved out of them (neither counted in the figures above).
+    int64_t compactions = 0;
+    int64_t compacted_bytes = 0;
+    std::string last_error;  // of the last failed spill, if any
   };
   // Empty `dir` unless EnableSpill() was called.
   SpillStats spill_stats() const;

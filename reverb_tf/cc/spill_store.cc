@@ -199,7 +199,8 @@ std::string SpillStore::SegmentPath(uint32_t segment) const {
   return absl::StrFormat("%s/segment-%08u.spill", dir_, segment);
 }
 
-absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
+absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes,
+                                                 Io io) {
   // One append at a time, so that a record's offset is settled before the
   // write and a failed write leaves no gap behind a later record.
   absl::MutexLock append(&append_mu_);
@@ -260,8 +261,12 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes) {
     file_bytes_ += where.size;
     live_bytes_ += where.size;
   }
-  writes_.fetch_add(1, std::memory_order_relaxed);
-  write_bytes_.fetch_add(where.size, std::memory_order_relaxed);
+  if (io == Io::kMove) {
+    moved_bytes_.fetch_add(where.size, std::memory_order_relaxed);
+  } else {
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    write_bytes_.fetch_add(where.size, std::memory_order_relaxed);
+  }
   return where;
 }
 
@@ -271,7 +276,8 @@ std::shared_ptr<const SpillStore::File> SpillStore::FileOf(
   return segment < segments_.size() ? segments_[segment].file : nullptr;
 }
 
-absl::Status SpillStore::Read(const SpillLocation& where, char* out) const {
+absl::Status SpillStore::Read(const SpillLocation& where, char* out,
+                              Io io) const {
   const absl::Time start = absl::Now();
   const std::shared_ptr<const File> file = FileOf(where.segment);
   if (file == nullptr) {
@@ -281,6 +287,7 @@ absl::Status SpillStore::Read(const SpillLocation& where, char* out) const {
   }
   RETURN_IF_ERROR(
       ReadSpillRecord(file->fd, SegmentPath(where.segment), where, out));
+  if (io == Io::kMove) return absl::OkStatus();
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_bytes_.fetch_add(where.size, std::memory_order_relaxed);
   read_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start),

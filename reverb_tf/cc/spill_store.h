@@ -97,17 +97,24 @@ class REVERB_TF_EXPORT SpillStore {
 
   const std::string& dir() const { return dir_; }
 
+  // On whose behalf a record is written or read. The counters below count
+  // what the store's users cause (spills, reads for samples); compaction's
+  // moves are counted apart, so that they neither inflate the read figures
+  // nor advance the read epoch that decides which chunks stay in RAM.
+  enum class Io { kServe, kMove };
+
   // Writes `bytes` (at least one) as a new live record. A full or failing
   // disk gives RESOURCE_EXHAUSTED (no space) or UNAVAILABLE (another
   // error), naming the directory; nothing is kept of the failed write.
-  absl::StatusOr<SpillLocation> Append(absl::string_view bytes)
+  absl::StatusOr<SpillLocation> Append(absl::string_view bytes,
+                                       Io io = Io::kServe)
       ABSL_LOCKS_EXCLUDED(append_mu_, mu_);
 
   // Reads the live record at `where` into `out` (where.size bytes).
   // DATA_LOSS naming the file and offset if it is short or its checksum
   // does not match; the OS error (UNAVAILABLE) if the read fails.
-  absl::Status Read(const SpillLocation& where, char* out) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Read(const SpillLocation& where, char* out,
+                    Io io = Io::kServe) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The record at `where` is no longer needed.
   void Free(const SpillLocation& where) ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,7 +150,7 @@ class REVERB_TF_EXPORT SpillStore {
   int64_t live_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t num_segments() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reads so far: how many, their bytes, the time they took.
+  // Io::kServe reads so far: how many, their bytes, the time they took.
   int64_t reads() const { return reads_.load(std::memory_order_relaxed); }
   int64_t read_bytes() const {
     return read_bytes_.load(std::memory_order_relaxed);
@@ -151,9 +158,14 @@ class REVERB_TF_EXPORT SpillStore {
   int64_t read_nanos() const {
     return read_nanos_.load(std::memory_order_relaxed);
   }
+  // Io::kServe writes so far (spills): how many, their bytes.
   int64_t writes() const { return writes_.load(std::memory_order_relaxed); }
   int64_t write_bytes() const {
     return write_bytes_.load(std::memory_order_relaxed);
+  }
+  // Bytes of the records Io::kMove wrote (compaction's moves).
+  int64_t moved_bytes() const {
+    return moved_bytes_.load(std::memory_order_relaxed);
   }
 
   // The sealed segment not in `skip` with the smallest share of live bytes
@@ -217,6 +229,7 @@ class REVERB_TF_EXPORT SpillStore {
   mutable std::atomic<int64_t> read_nanos_{0};
   std::atomic<int64_t> writes_{0};
   std::atomic<int64_t> write_bytes_{0};
+  std::atomic<int64_t> moved_bytes_{0};
 };
 
 }  // namespace reverb_tf

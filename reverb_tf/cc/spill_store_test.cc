@@ -420,6 +420,13 @@ TEST(SpillTierTest, CompactionBoundsTheFilesAndReadersNeverSeeAMove) {
   EXPECT_TRUE(compacted) << store.spill_stats().disk_file_bytes;
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_GT(reads.load(), 0);
+  // The moves are counted apart: what was read was read for the reader,
+  // what was written was spilled, 16 KB each.
+  const ChunkStore::SpillStats stats = store.spill_stats();
+  EXPECT_GE(stats.compactions, 1);
+  EXPECT_GE(stats.compacted_bytes, 16384);
+  EXPECT_EQ(stats.disk_read_bytes, stats.disk_reads * 16384);
+  EXPECT_EQ(stats.spilled_bytes, stats.spilled_chunks * 16384);
   for (int i = 1; i < 200; i += 4) {
     ASSERT_OK_AND_ASSIGN(ChunkBytes bytes, chunks[i]->Read(false));
     EXPECT_EQ(bytes.view(), Frame(i).data) << i;

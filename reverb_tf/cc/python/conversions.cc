@@ -598,6 +598,8 @@ nb::dict SpillDict(const ChunkStore::SpillStats& stats) {
   out["disk_reads"] = stats.disk_reads;
   out["disk_read_bytes"] = stats.disk_read_bytes;
   out["disk_read_seconds"] = stats.disk_read_seconds;
+  out["compactions"] = stats.compactions;
+  out["compacted_bytes"] = stats.compacted_bytes;
   out["last_error"] = stats.last_error;
   return out;
 }

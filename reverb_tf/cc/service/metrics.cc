@@ -342,6 +342,14 @@ void RenderSpill(const ChunkStore::SpillStats& spill, PrometheusText& page) {
   page.Scalar("reverb_tf_spill_disk_read_seconds_total", "counter",
               "Time spent in reads from the spill directory, summed.",
               spill.disk_read_seconds);
+  page.Scalar("reverb_tf_spill_compactions_total", "counter",
+              "Spill segments emptied by compaction (their live records "
+              "moved to the newest segment).",
+              static_cast<double>(spill.compactions));
+  page.Scalar("reverb_tf_spill_compacted_bytes_total", "counter",
+              "Bytes of live records compaction moved (not counted as "
+              "written or read).",
+              static_cast<double>(spill.compacted_bytes));
   page.Scalar("reverb_tf_spill_failing", "gauge",
               "1 while chunks cannot be written to the spill directory (a "
               "full or failing disk), else 0.",

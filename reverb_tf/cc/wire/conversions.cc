@@ -294,6 +294,8 @@ void SpillStatsToProto(const ChunkStore::SpillStats& stats,
   out->set_disk_reads(stats.disk_reads);
   out->set_disk_read_bytes(stats.disk_read_bytes);
   out->set_disk_read_seconds(stats.disk_read_seconds);
+  out->set_compactions(stats.compactions);
+  out->set_compacted_bytes(stats.compacted_bytes);
   out->set_last_error(stats.last_error);
 }
 
@@ -309,6 +311,8 @@ ChunkStore::SpillStats SpillStatsFromProto(const proto::SpillInfo& info) {
   stats.disk_reads = info.disk_reads();
   stats.disk_read_bytes = info.disk_read_bytes();
   stats.disk_read_seconds = info.disk_read_seconds();
+  stats.compactions = info.compactions();
+  stats.compacted_bytes = info.compacted_bytes();
   stats.last_error = info.last_error();
   return stats;
 }

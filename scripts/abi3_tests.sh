@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Tests the cp312-abi3 wheel that pip_package/abi3.Dockerfile built on
 # Debian 12, in the test stage's newer Debian (its python3 is 3.12 or
-# later): Debian's python3-venv and chromium (the dashboard test drives
-# it), then scripts/check_wheel.sh in fresh venvs of that Python.
+# later): Debian's python3-venv, chromium (the dashboard tests drive it)
+# and binutils (tests/test_native_linking.py reads the libraries with
+# readelf), then scripts/check_wheel.sh in fresh venvs of that Python.
 #
 #   bash scripts/abi3_tests.sh DIST TESTS DISTRIBUTION [VERSION]
 #
@@ -20,8 +21,9 @@ log() { printf '[abi3_tests %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 wheel="$(ls "${dist}"/reverb_tf-*-cp312-abi3-*.whl)"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  python3-venv chromium ca-certificates >/dev/null
-python3 -c 'import sys; assert sys.version_info >= (3, 12), sys.version' 
+  python3-venv chromium binutils ca-certificates >/dev/null
+python3 -c 'import sys; assert sys.version_info >= (3, 12), sys.version'
+
 log "$(python3 -c 'import platform, sys; print(platform.machine(), sys.version.replace(chr(10), " "))')," \
     "wheel $(basename "${wheel}")"
 

@@ -5,16 +5,16 @@
 # under the newest CPython. The full abi3 wheel is built in a trixie or sid
 # build root (container_build.sh, minutes); this keeps its two rot-prone
 # parts true on every run, on a machine whose own Python is 3.11:
-#   1. the sid base (Python 3.14), as container_check.sh --suite sid makes it;
-#   2. a check image: that base with python3-dev (3.14's headers) and a venv
-#      holding the wheel's pinned dependencies; made once, named by the pins;
-#   3. Bazel compiles reverb_tf._core with --config=abi3 against those
+#   1. a check image: the sid base (Python 3.14) with python3-dev (3.14's
+#      headers) and a venv holding the wheel's pinned dependencies, made once
+#      and named by the pins (container_build.sh --suite sid --check-image);
+#   2. Bazel compiles reverb_tf._core with --config=abi3 against those
 #      headers (REVERB_TF_PYTHON_HEADERS, third_party/python/local_python.bzl),
 #      in an output base of its own: Py_LIMITED_API=0x030C0000 hides every
 #      API newer than 3.12 or outside the limited API, so a binding that
 #      uses one fails here. What does not depend on Python's headers comes
 #      from the shared disk cache;
-#   4. in the check image, Python 3.14 imports the package staged with that
+#   3. in the check image, Python 3.14 imports the package staged with that
 #      extension and the core library (the Debian 12 absl and re2 they link
 #      beside them) and serves one item (pip_package/target_check.py --abi3).
 # Warm about 15 s; cold about 3 to 4 min (the image, then the compile of
@@ -49,43 +49,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 1. The sid base.
+# 1. The check image on the sid base (container_build.sh --check-image makes
+# what is missing: the base, then python3-dev and the pinned venv).
 start=${SECONDS}; rc=0
-timeout --kill-after=10 600 bash "${ROOT}/scripts/container_build.sh" --suite sid --base-only \
-  > "${work}/base.txt" 2> "${work}/base.log" || rc=$?
-image="$(tail -n 1 "${work}/base.txt")"
-result "base image ${image:-?}" "${rc}" $(( SECONDS - start ))
-if (( rc != 0 )); then tail -n 20 "${work}/base.log" >&2; finish; fi
-
-# 2. The check image.
-mounts=()
-pip_cert="${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}"
-if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
-  # On a network that intercepts TLS, pip inside gets the host's extra CA.
-  printf '[global]\ncert = /run/host-ca.crt\n' > "${work}/pip.conf"
-  mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro" --volume "${work}/pip.conf:/etc/pip.conf:ro")
-fi
-pins="$(grep -iE '^(numpy|absl-py|dm-tree|protobuf)==' "${ROOT}/requirements.txt" | sort)"
-check_image="localhost/reverb_tf-check:sid-amd64-$(sha256sum <<<"${pins}" | cut -c1-12)"
-start=${SECONDS}; rc=0
-if ! buildah inspect --type image "${check_image}" >/dev/null 2>&1; then
-  container="$(buildah from --pull-never "${image}")"
-  timeout --kill-after=10 600 buildah run --isolation chroot --network host "${mounts[@]}" \
-    "${container}" -- \
-    bash -c "set -e; apt-get update -qq
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-               python3-dev python3-venv ca-certificates >/dev/null
-             python3 -m venv /venv
-             /venv/bin/pip install -q --disable-pip-version-check $(tr '\n' ' ' <<<"${pins}")" \
-    > "${work}/image.log" 2>&1 || rc=$?
-  (( rc != 0 )) || buildah commit --quiet "${container}" "${check_image}" >/dev/null || rc=$?
-  buildah rm "${container}" >/dev/null 2>&1 || true
-  container=""
-fi
-result "check image ${check_image}" "${rc}" $(( SECONDS - start ))
+timeout --kill-after=10 900 bash "${ROOT}/scripts/container_build.sh" --suite sid --check-image \
+  > "${work}/image.txt" 2> "${work}/image.log" || rc=$?
+check_image="$(tail -n 1 "${work}/image.txt")"
+result "check image ${check_image:-?}" "${rc}" $(( SECONDS - start ))
 if (( rc != 0 )); then tail -n 20 "${work}/image.log" >&2; finish; fi
 
-# 3. The headers out of the image (again whenever the image changed), then
+# 2. The headers out of the image (again whenever the image changed), then
 # the extension compiled against them.
 start=${SECONDS}; rc=0
 image_id="$(buildah images --noheading --no-trunc --format "{{.ID}}" "${check_image}")"
@@ -116,7 +89,7 @@ result "_core.so on the stable ABI (Py_LIMITED_API 3.12) against Python ${versio
   "${rc}" $(( SECONDS - start ))
 if (( rc != 0 )); then tail -n 30 "${work}/headers.log" "${work}/bazel.log" >&2 2>/dev/null; finish; fi
 
-# 4. The package under Python 3.14: the committed Python files and the
+# 3. The package under Python 3.14: the committed Python files and the
 # generated protobuf modules, the abi3 extension and the core library, and
 # the system libraries they link that sid has under other names (Debian 12's
 # absl and re2).

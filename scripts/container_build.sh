@@ -20,6 +20,12 @@
 #   --probe           build pip_package/probe.Dockerfile on the base instead of
 #                     the wheel: the same buildah invocation and context, in
 #                     seconds (it reports the files the context holds)
+#   --check-image     make (or find) the check image of CI's short checks
+#                     (container_check.sh --arch arm64, abi3_check.sh): the
+#                     base (the arm64 one with --arch arm64) with Debian's
+#                     python3-venv and python3-dev and a venv /venv holding
+#                     the wheel's pinned dependencies, named by a hash of
+#                     those pins; print its name, stop
 #   --refresh-base    download the base again instead of using the cache
 #   --arch arm64      a Linux aarch64 wheel, cross-compiled on this x86_64
 #                     machine (pip_package/cross.Dockerfile,
@@ -58,6 +64,7 @@ while (( $# )); do
     --tests) tests="$2"; shift 2 ;;
     --base-only) mode="base"; shift ;;
     --probe) mode="probe"; shift ;;
+    --check-image) mode="check-image"; shift ;;
     --refresh-base) refresh=1; shift ;;
     --arch) arch="$2"; shift 2 ;;
     --abi3) abi3=1; shift ;;
@@ -215,6 +222,43 @@ if [[ "${mode}" == "base" ]]; then
   exit 0
 fi
 
+# pip_mounts DIR: on a network that intercepts TLS, the host trusts an extra
+# CA (pip's `cert` setting); sets `mounts` to hand a container the same
+# trust for pip (a pip.conf written into DIR).
+pip_mounts() {
+  local pip_cert
+  mounts=()
+  pip_cert="${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}"
+  if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
+    printf '[global]\ncert = /run/host-ca.crt\n' > "$1/.host-pip.conf"
+    mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro"
+             --volume "$1/.host-pip.conf:/etc/pip.conf:ro")
+  fi
+}
+
+if [[ "${mode}" == "check-image" ]]; then
+  pins="$(grep -iE '^(numpy|absl-py|dm-tree|protobuf)==' "${ROOT}/requirements.txt" | sort)"
+  packages="python3-venv python3-dev ca-certificates"
+  check_image="localhost/reverb_tf-check:${suite}-${arch}-$(sha256sum <<<"${pins} ${packages}" \
+                 | cut -c1-12)"
+  if ! buildah inspect --type image "${check_image}" >/dev/null 2>&1; then
+    log "making ${check_image}"
+    work="$(mktemp -d)"
+    pip_mounts "${work}"
+    container="$(buildah from --pull-never "${test_image:-${image}}")"
+    trap "buildah rm '${container}' >/dev/null 2>&1 || true; rm -rf '${work}'" EXIT
+    buildah run --isolation chroot --network host "${mounts[@]}" "${container}" -- \
+      bash -c "set -e; apt-get update -qq
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                 ${packages} >/dev/null
+               python3 -m venv /venv
+               /venv/bin/pip install -q --disable-pip-version-check $(tr '\n' ' ' <<<"${pins}")" >&2
+    buildah commit --quiet "${container}" "${check_image}" >/dev/null
+  fi
+  echo "${check_image}"
+  exit 0
+fi
+
 context="$(mktemp -d)"
 trap 'rm -rf "${context}"' EXIT
 # The context is a clean export of HEAD: exactly what is committed, filtered
@@ -231,15 +275,7 @@ elif (( abi3 )); then
 else
   dockerfile="${context}/pip_package/Dockerfile"
 fi
-# On a network that intercepts TLS, the host trusts an extra CA (pip's
-# `cert` setting); hand the container the same trust for pip.
-mounts=()
-pip_cert="${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}"
-if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
-  printf '[global]\ncert = /run/host-ca.crt\n' > "${context}/.host-pip.conf"
-  mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro"
-           --volume "${context}/.host-pip.conf:/etc/pip.conf:ro")
-fi
+pip_mounts "${context}"
 if [[ "${mode}" == "probe" ]]; then
   log "building the probe on ${image}"
 else

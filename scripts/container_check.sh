@@ -21,14 +21,14 @@
 #
 # --arch arm64 checks the aarch64 build's emulated side instead (the full
 # cross build, container_build.sh --arch arm64, takes too long for every
-# run): 1. the amd64 and arm64 bases and qemu-user's binfmt_misc entry;
-# 2. a check image (the arm64 base with python3-venv and a venv holding the
-# wheel's pinned dependencies, made once: about 3 min cold); 3. in it, under
-# emulation, the newest aarch64 wheel that container_build.sh --arch arm64
+# run): 1. the check image (container_build.sh --arch arm64 --check-image:
+# qemu-user's binfmt_misc entry, the amd64 and arm64 bases, and the arm64
+# base with python3-venv and a venv holding the wheel's pinned
+# dependencies, made once: about 3 min cold); 2. in it, under emulation, the newest aarch64 wheel that container_build.sh --arch arm64
 # built ($REVERB_TF_CACHE/cross-arm64/wheel/) is unpacked, `import
 # reverb_tf` loads its aarch64 extension, a server serves one item written
 # by a TrajectoryWriter, and the binary lists its flags. No such wheel yet
-# (a fresh machine): step 3 says so and is skipped, not failed.
+# (a fresh machine): step 2 says so and is skipped, not failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${REVERB_TF_CACHE:-${HOME}/.cache/reverb_tf}"
@@ -60,45 +60,16 @@ work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 
 if [[ "${arch}" == arm64 ]]; then
-  # 1. Both bases and binfmt_misc (container_build.sh makes what is missing).
+  # 1. The check image on the arm64 base (container_build.sh --check-image
+  # makes what is missing: qemu-user's binfmt_misc entry, both bases, then
+  # python3-venv and the pinned venv under emulation).
   start=${SECONDS}; rc=0
-  timeout --kill-after=10 900 bash "${ROOT}/scripts/container_build.sh" --arch arm64 \
-    --base-only > "${work}/base.txt" 2> "${work}/base.log" || rc=$?
-  image="$(tail -n 1 "${work}/base.txt")"
-  result "arm64 base image ${image:-?} and qemu-user" "${rc}" $(( SECONDS - start ))
-  if (( rc != 0 )); then
-    tail -n 20 "${work}/base.log" >&2
-    echo "container_check: ${passed} passed, ${failed} failed"
-    exit 1
-  fi
-  # On a network that intercepts TLS, pip inside gets the host's extra CA, as
-  # in container_build.sh.
-  mounts=()
-  pip_cert="${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}"
-  if [[ -n "${pip_cert}" && -f "${pip_cert}" ]]; then
-    printf '[global]\ncert = /run/host-ca.crt\n' > "${work}/pip.conf"
-    mounts+=(--volume "${pip_cert}:/run/host-ca.crt:ro" --volume "${work}/pip.conf:/etc/pip.conf:ro")
-  fi
-  # 2. The check image, named after the pins it holds.
-  pins="$(grep -iE '^(numpy|absl-py|dm-tree|protobuf)==' "${ROOT}/requirements.txt" | sort)"
-  check_image="localhost/reverb_tf-check:${suite}-arm64-$(sha256sum <<<"${pins}" | cut -c1-12)"
-  start=${SECONDS}; rc=0
-  if ! buildah inspect --type image "${check_image}" >/dev/null 2>&1; then
-    container="$(buildah from --pull-never "${image}")"
-    timeout --kill-after=10 900 buildah run --isolation chroot --network host "${mounts[@]}" \
-      "${container}" -- \
-      bash -c "set -e; apt-get update -qq
-               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-                 python3-venv ca-certificates >/dev/null
-               python3 -m venv /venv
-               /venv/bin/pip install -q --disable-pip-version-check $(tr '\n' ' ' <<<"${pins}")" \
-      > "${work}/image.log" 2>&1 || rc=$?
-    (( rc != 0 )) || buildah commit --quiet "${container}" "${check_image}" >/dev/null || rc=$?
-    buildah rm "${container}" >/dev/null 2>&1 || true
-  fi
-  result "check image ${check_image}" "${rc}" $(( SECONDS - start ))
+  timeout --kill-after=10 1200 bash "${ROOT}/scripts/container_build.sh" --arch arm64 \
+    --check-image > "${work}/image.txt" 2> "${work}/image.log" || rc=$?
+  check_image="$(tail -n 1 "${work}/image.txt")"
+  result "check image ${check_image:-?} (arm64 base, qemu-user)" "${rc}" $(( SECONDS - start ))
   (( rc == 0 )) || tail -n 20 "${work}/image.log" >&2
-  # 3. The cached wheel under emulation.
+  # 2. The cached wheel under emulation.
   wheel="$(ls "${CACHE}"/cross-arm64/wheel/reverb_tf-*aarch64.whl 2>/dev/null | head -n 1 || true)"
   if (( rc != 0 )); then
     :

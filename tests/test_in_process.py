@@ -88,7 +88,10 @@ def test_with_the_switch_off_the_same_calls_go_over_grpc(make_server, over_grpc)
     client = reverb.Client(address)
     _fill(client)
     before = _rpc_counts(server)
-    assert before["InsertStream"] == 1
+    # The histogram counts InsertStream messages, not streams: the writer's
+    # 20 items share one message unless appending them outlasts its linger
+    # (it did under qemu-user, which sent two).
+    assert before["InsertStream"] >= 1
     _read_every_way(address, client)
     after = _rpc_counts(server)
     for method in READS:

@@ -3,7 +3,9 @@
 
 P client processes with T threads each; every thread is a `TrajectoryWriter`
 writing small steps (`float32[8]`, `int32`) and one 2-step item per step,
-flushing every 64 steps (`--frames`: 84x84x4 `uint8` observations instead).
+flushing every 64 steps (`--frames`: 84x84x4 `uint8` observations instead;
+`--step_ms MS`: each step first waits MS, an environment's step, so that
+writers pace as real actors do instead of writing flat out).
 The server runs alone in a process of its own: a Python-hosted
 `Server` (`--server python`, as both libraries are usually run) or
 `reverb_tf_server` (`--server binary`). `--samplers K` adds one process
@@ -105,7 +107,7 @@ def _steps(np, frames: bool, n: int = 64) -> list:
     ]
 
 
-def _write(client, np, frames: bool, stop_at: float, out: dict) -> None:
+def _write(client, np, frames: bool, step_s: float, stop_at: float, out: dict) -> None:
     """One writer stream until `stop_at`; records (time, items) per flush."""
     steps = _steps(np, frames)
     marks: List[Tuple[float, int]] = []
@@ -114,6 +116,8 @@ def _write(client, np, frames: bool, stop_at: float, out: dict) -> None:
     with client.trajectory_writer(num_keep_alive_refs=2) as writer:
         i = 0
         while True:
+            if step_s:
+                time.sleep(step_s)
             writer.append(steps[i % len(steps)])
             if i >= 1:
                 writer.create_item(
@@ -159,7 +163,8 @@ def _clients(args: argparse.Namespace) -> None:
     if args.role == "samplers":
         targets = [(_sample, (client, stop_at, r)) for r in results]
     else:
-        targets = [(_write, (client, np, args.frames, stop_at, r)) for r in results]
+        step_s = args.step_ms / 1e3
+        targets = [(_write, (client, np, args.frames, step_s, stop_at, r)) for r in results]
     threads = [threading.Thread(target=f, args=a) for f, a in targets]
     for t in threads:
         t.start()
@@ -277,6 +282,8 @@ def run_fleet(args, module: str, processes: int, threads: int) -> Dict[str, floa
                 "--threads",
                 str(threads),
                 *(["--frames"] if args.frames else []),
+                "--step_ms",
+                str(args.step_ms),
             )
             for _ in range(processes)
         ]
@@ -324,6 +331,7 @@ def run_fleet(args, module: str, processes: int, threads: int) -> Dict[str, floa
         "server": args.server if module == "reverb_tf" else "python",
         "fleet": f"{processes}x{threads}",
         "streams": processes * threads,
+        "step_ms": args.step_ms,
         "items_per_s": items / (t1 - t0),
         "server_cpu_us_per_item": 1e6 * (cpu1 - cpu0) / max(items, 1),
         "server_cpu_cores": (cpu1 - cpu0) / (t1 - t0),
@@ -335,6 +343,7 @@ def run_fleet(args, module: str, processes: int, threads: int) -> Dict[str, floa
     }
     if msg0 is not None and msg1 is not None and msg1 > msg0:
         result["insert_messages_per_s"] = (msg1 - msg0) / (t1 - t0)
+        result["items_per_message"] = items / (msg1 - msg0)
         result["switches_per_message"] = (sw1 - sw0) / (msg1 - msg0)
     if args.frames:
         # One new step, and so one frame, per item: the MB written.
@@ -365,6 +374,9 @@ def main() -> None:
     parser.add_argument("--server", default="python", choices=["python", "binary"])
     parser.add_argument("--samplers", type=int, default=0)
     parser.add_argument("--frames", action="store_true")
+    parser.add_argument(
+        "--step_ms", type=float, default=0.0, help="each writer's environment time per step"
+    )
     parser.add_argument("--max_size", type=int, default=1_000_000)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--seconds", type=float, default=8.0)

@@ -245,3 +245,52 @@ def test_the_binary_serves_metrics(server_binary):
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
+
+
+def _insert_messages(server) -> float:
+    """InsertStream messages the server has carried to their end."""
+    samples, _ = scrape(server.metrics_port)
+    return value(samples, "reverb_tf_rpc_duration_seconds_count", method="InsertStream")
+
+
+def test_small_items_wait_for_an_unacknowledged_message_and_share_the_next():
+    # Nagle's rule in the writer: while a message waits for its
+    # acknowledgement (here a full queue holds it), small items created
+    # after it go together, a message at most every 10 ms, where each would
+    # otherwise go alone once its 1 ms linger was over. The histogram of
+    # InsertStream counts messages.
+    tables = [
+        reverb_tf.Table.queue("q", 1),
+        reverb_tf.Table(
+            "t",
+            sampler=reverb_tf.selectors.Uniform(),
+            remover=reverb_tf.selectors.Fifo(),
+            max_size=100,
+            rate_limiter=reverb_tf.rate_limiters.MinSize(1),
+        ),
+    ]
+    with reverb_tf.Server(tables, metrics_port=0) as server:
+        client = reverb_tf.Client(f"localhost:{server.port}")
+        client.insert(np.float32(-1), {"q": 1.0})
+        writer = client.trajectory_writer(num_keep_alive_refs=1)
+        writer.append({"x": np.float32(0)})
+        writer.create_item("q", 1.0, writer.history["x"][-1])
+        time.sleep(0.1)  # sent, and waiting on the server for room
+        before = _insert_messages(server)
+        items = 40
+        start = time.monotonic()
+        for i in range(items):
+            writer.append({"x": np.float32(i)})
+            writer.create_item("t", 1.0, writer.history["x"][-1])
+            time.sleep(0.002)
+        elapsed = time.monotonic() - start
+        # Room in the queue: the held message and all after it are stored.
+        sample = next(client.sample("q", 1, emit_timesteps=False))
+        assert sample.data[0].item() == -1
+        writer.flush(timeout_ms=10_000)
+        messages = _insert_messages(server) - before
+        assert client.server_info()["t"].current_size == items
+        # The held message, one per 10 ms hold in the loop, the flush's.
+        assert messages <= 1 + elapsed / 0.010 + 1, (messages, elapsed)
+        assert messages < items / 2, (messages, elapsed)
+        writer.close()

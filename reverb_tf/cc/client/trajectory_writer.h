@@ -359,9 +359,10 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   void SendLoop(WriterStream* stream);
   void ReceiveLoop(WriterStream* stream);
   // SendLoop's steps. Waits until a message is due (enough items queued, a
-  // flush, the oldest item's linger over, releases piling up); false once
-  // the loop ends (an error, the stream ended, or closing with nothing
-  // queued).
+  // flush, a full window, releases piling up, or the oldest item's linger
+  // over and no earlier message unacknowledged: kMaxHold says how long);
+  // false once the loop ends (an error, the stream ended, or closing with
+  // nothing queued).
   bool AwaitSendLocked(const WriterStream& stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the queued items of the next message: up to about `byte_budget`
@@ -403,8 +404,10 @@ class REVERB_TF_EXPORT TrajectoryWriter {
   std::vector<bool> filled_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ColumnState>> columns_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<QueuedItem>> queue_ ABSL_GUARDED_BY(mu_);
-  // Items in queue_ (a QueuedItem may be a batch of several).
+  // Items in queue_ (a QueuedItem may be a batch of several), and the bytes
+  // of the chunks they carry.
   int64_t queued_items_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> release_queue_ ABSL_GUARDED_BY(mu_);
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

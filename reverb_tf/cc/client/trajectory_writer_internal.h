@@ -107,6 +107,14 @@ inline constexpr size_t kReleaseBatch = 64;
 // message (and one wake-up of every thread on the path) instead of one each.
 inline constexpr size_t kSendBatch = 64;
 inline constexpr absl::Duration kLinger = absl::Milliseconds(1);
+// Past kLinger, while an earlier message is unacknowledged, the sender holds
+// a small message (under kHoldBytes of chunks) until that acknowledgement
+// comes, up to kMaxHold after its oldest item was queued (Nagle's rule). A
+// busy server acknowledges late, so its writers' messages grow just when
+// the cost it pays per message matters: a fleet of writers of small items
+// costs it fewer messages, while an idle server's writers see no delay.
+inline constexpr int64_t kHoldBytes = 64 << 10;
+inline constexpr absl::Duration kMaxHold = absl::Milliseconds(10);
 // Environments of one batched writer: far beyond any vectorised environment,
 // and small enough that columns * lanes stays a modest table.
 inline constexpr int32_t kMaxLanes = 65536;

@@ -17,7 +17,9 @@
 
 namespace reverb_tf {
 
+using writer_internal::kHoldBytes;
 using writer_internal::kLinger;
+using writer_internal::kMaxHold;
 using writer_internal::kReleaseBatch;
 using writer_internal::kSendBatch;
 
@@ -41,6 +43,9 @@ absl::Status TrajectoryWriter::EnqueueLocked(
     for (const auto& chunk : queued->chunks) chunk->scheduled = true;
     queued->enqueued = now;
     queued_items_ += queued->count();
+    for (const auto& chunk : queued->chunks) {
+      queued_bytes_ += static_cast<int64_t>(chunk->payload->data.size());
+    }
     queue_.push_back(std::move(queued));
   }
   in_flight_ += count;
@@ -199,12 +204,20 @@ void TrajectoryWriter::SendLoop(WriterStream* stream) {
 }
 
 bool TrajectoryWriter::AwaitSendLocked(const WriterStream& stream) {
-  auto must_send =
+  static constexpr auto must_send =
       +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
         return w->queued_items_ >= static_cast<int64_t>(kSendBatch) ||
                w->flush_requested_ ||
+               w->in_flight_ >= w->options_.max_in_flight_items ||
                w->release_queue_.size() >= kReleaseBatch || w->closing_ ||
                !w->error_.ok() || w->stream_->reads_done;
+      };
+  // Nagle's rule (kMaxHold): what is queued may go once nothing sent is
+  // waiting for its acknowledgement, or once it is no longer small.
+  static constexpr auto may_send =
+      +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+        return w->in_flight_ == w->queued_items_ ||
+               w->queued_bytes_ >= kHoldBytes || must_send(w);
       };
   mu_.Await(absl::Condition(
       +[](TrajectoryWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
@@ -216,6 +229,10 @@ bool TrajectoryWriter::AwaitSendLocked(const WriterStream& stream) {
   if (!queue_.empty()) {
     mu_.AwaitWithDeadline(absl::Condition(must_send, this),
                           queue_.front()->enqueued + kLinger);
+  }
+  if (!queue_.empty()) {
+    mu_.AwaitWithDeadline(absl::Condition(may_send, this),
+                          queue_.front()->enqueued + kMaxHold);
   }
   flush_requested_ = false;
   if (!error_.ok() || stream.reads_done) return false;
@@ -234,9 +251,12 @@ TrajectoryWriter::TakeBatchLocked(bool takes_item_batches,
     // after a batch waits for the next request.
     if (has_item_batch && !next.is_batch()) break;
     has_item_batch |= next.is_batch() && takes_item_batches;
+    int64_t item_bytes = 0;
     for (const auto& chunk : next.chunks) {
-      bytes += static_cast<int64_t>(chunk->payload->data.size());
+      item_bytes += static_cast<int64_t>(chunk->payload->data.size());
     }
+    bytes += item_bytes;
+    queued_bytes_ -= item_bytes;
     queued_items_ -= next.count();
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();

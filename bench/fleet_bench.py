@@ -81,6 +81,7 @@ def _serve(args: argparse.Namespace) -> None:
     kwargs = {}
     if args.module == "reverb_tf":
         kwargs["metrics_port"] = 0
+        kwargs["stream_threads"] = args.stream_threads
     server = reverb.Server(tables=[_table(reverb, args.max_size)], **kwargs)
     metrics = getattr(server, "metrics_port", None) or 0
     print(f"port {server.port} metrics {metrics}", flush=True)
@@ -242,12 +243,20 @@ def _start_server(args, module: str) -> Tuple[subprocess.Popen, int, int]:
         process, port = start_server(
             "port: 0 " + table_config(TABLE, args.max_size),
             "--metrics_port=0",
+            f"--stream_threads={args.stream_threads}",
             stderr=subprocess.PIPE,
         )
         # Printed to stderr before the readiness line.
         metrics = re.search(r":(\d+)/metrics", process.stderr.readline())
         return process, port, int(metrics.group(1)) if metrics else 0
-    process = _child(module, "server", "--max_size", str(args.max_size))
+    process = _child(
+        module,
+        "server",
+        "--max_size",
+        str(args.max_size),
+        "--stream_threads",
+        str(args.stream_threads),
+    )
     port, metrics = re.match(r"port (\d+) metrics (\d+)", process.stdout.readline()).groups()
     return process, int(port), int(metrics)
 
@@ -332,6 +341,7 @@ def run_fleet(args, module: str, processes: int, threads: int) -> Dict[str, floa
         "fleet": f"{processes}x{threads}",
         "streams": processes * threads,
         "step_ms": args.step_ms,
+        "stream_threads": args.stream_threads if module == "reverb_tf" else None,
         "items_per_s": items / (t1 - t0),
         "server_cpu_us_per_item": 1e6 * (cpu1 - cpu0) / max(items, 1),
         "server_cpu_cores": (cpu1 - cpu0) / (t1 - t0),
@@ -373,6 +383,9 @@ def main() -> None:
     )
     parser.add_argument("--server", default="python", choices=["python", "binary"])
     parser.add_argument("--samplers", type=int, default=0)
+    parser.add_argument(
+        "--stream_threads", type=int, default=2, help="reverb_tf's server option of that name"
+    )
     parser.add_argument("--frames", action="store_true")
     parser.add_argument(
         "--step_ms", type=float, default=0.0, help="each writer's environment time per step"

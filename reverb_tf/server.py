@@ -382,6 +382,7 @@ class Server:
         wal: Optional[checkpointers_lib.WriteAheadLog] = None,
         memory_limit: Optional[int] = None,
         spill_dir: Optional[str] = None,
+        stream_threads: int = 2,
     ) -> None:
         """Starts a server.
 
@@ -402,9 +403,9 @@ class Server:
           max_active_streams: Most streams served at once: writer
             (InsertStream), sampler (SampleStream) and priority-mutation
             (MutateStream) streams alike; more fail with
-            `ResourceExhaustedError` until others end. Each writer or
-            sampler stream holds a server thread; MutateStreams take a slot
-            but share one thread. Not in dm-reverb.
+            `ResourceExhaustedError` until others end. Each sampler stream
+            holds a server thread; writer streams and MutateStreams take a
+            slot but share `stream_threads`. Not in dm-reverb.
           metrics_port: Serve Prometheus metrics at
             `http://<host>:<metrics_port>/metrics` (0 picks a free port; read
             it back from `metrics_port`). None: no metrics endpoint. Not in
@@ -444,6 +445,14 @@ class Server:
             names the directory; a damaged file fails the sample with
             `DataLossError` naming it and the item. None: no spilling. Not
             in dm-reverb.
+          stream_threads: Threads (1 to 16) that serve the writers' and
+            priority mutators' streams; they alone read and write the
+            server's connections. 2 suits a few writers writing flat out
+            (one reads a stream's next message while the other stores its
+            last); 1 suits a fleet of actors that each step an environment,
+            sparing a hand-off between threads for every message (256 actors
+            at 5 ms a step: about half the server's CPU per item). Not in
+            dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names (an
@@ -498,6 +507,7 @@ class Server:
                 auth_tokens_file=os.fspath(auth_tokens_file or ""),
                 memory_limit=_arguments.integer("memory_limit", memory_limit or 0),
                 spill_dir=os.fspath(spill_dir or ""),
+                stream_threads=_arguments.integer("stream_threads", stream_threads),
                 **(tls.native_options() if tls is not None else {}),
                 **(wal.native_options() if wal is not None else {}),
                 **checkpointer.internal_checkpointer().native_options(),

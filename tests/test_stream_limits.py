@@ -566,3 +566,58 @@ def test_mutate_streams_beyond_the_limit_are_refused_and_a_cancelled_one_frees_i
             feed.put(None)
         for channel in channels:
             channel.close()
+
+
+def _serve_writers_and_mutators(address: str, writers: int = 8, items: int = 50) -> None:
+    """`writers` writer streams at once, then a priority update of each item."""
+    client = reverb.Client(address)
+
+    def write(w: int) -> None:
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(items):
+                writer.append({"x": np.full(2, w * items + i, np.float32)})
+                writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert client.server_info()["t"].current_size == writers * items
+    keys = [int(s.info.key) for s in client.sample("t", num_samples=20, emit_timesteps=False)]
+    client.mutate_priorities("t", updates={key: 2.0 for key in keys})
+    client.mutate_priorities("t", deletes=keys[:1])
+    assert client.server_info()["t"].current_size == writers * items - 1
+
+
+def test_stream_threads_is_the_number_of_threads_serving_the_writers(server_binary, start_server):
+    # One thread or several serve every writer's and mutator's stream alike
+    # (the events of one call, delivered by any of them, one at a time); the
+    # server holds exactly the difference in threads.
+    threads = {}
+    for stream_threads in (1, 3):
+        process, port = start_server(
+            server_binary,
+            "--config=" + uniform_table_config(max_size=10_000),
+            f"--stream_threads={stream_threads}",
+        )
+        try:
+            _serve_writers_and_mutators(f"localhost:{port}")
+            threads[stream_threads] = proc_count(process.pid, "task")
+        finally:
+            process.kill()
+            process.wait()
+    assert threads[3] - threads[1] == 2, threads
+
+
+@pytest.mark.parametrize("stream_threads", [0, 17])
+def test_stream_threads_out_of_range_is_refused(stream_threads):
+    with pytest.raises(
+        reverb.errors.InvalidArgumentError, match=r"stream_threads must be in \[1, 16\]"
+    ):
+        reverb.Server([_table()], stream_threads=stream_threads)
+
+
+def test_an_in_process_server_of_one_stream_thread_serves_writers_over_grpc():
+    with reverb.Server([_table(max_size=1000)], stream_threads=1) as server:
+        _serve_writers_and_mutators(f"localhost:{server.port}")

@@ -49,7 +49,8 @@ void BindServer(nb::module_& m) {
                        const std::string& auth_tokens_file,
                        const std::string& wal_dir, const std::string& wal_sync,
                        double wal_sync_interval_s, double wal_retry_interval_s,
-                       int64_t memory_limit, const std::string& spill_dir) {
+                       int64_t memory_limit, const std::string& spill_dir,
+                       int stream_threads) {
              ServerOptions options;
              if (!wal_dir.empty()) {
                WalOptions wal;
@@ -73,6 +74,7 @@ void BindServer(nb::module_& m) {
              options.host = host;
              options.max_message_bytes = max_message_bytes;
              options.max_active_streams = max_active_streams;
+             options.stream_threads = stream_threads;
              options.checkpoint_interval = absl::Seconds(checkpoint_interval_s);
              std::optional<CheckpointerOptions> checkpointer;
              if (!checkpoint_root.empty()) {
@@ -125,7 +127,8 @@ void BindServer(nb::module_& m) {
            nb::arg("wal_retry_interval_s") =
                absl::ToDoubleSeconds(WalOptions().retry_interval),
            nb::arg("memory_limit") = ServerOptions().memory_limit,
-           nb::arg("spill_dir") = ServerOptions().spill_dir)
+           nb::arg("spill_dir") = ServerOptions().spill_dir,
+           nb::arg("stream_threads") = ServerOptions().stream_threads)
       .def("spill_stats",
            [](const ReplayServer& server) {
              return SpillDict(server.spill_stats());

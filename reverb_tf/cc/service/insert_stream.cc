@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// InsertStream on the completion-queue API: the state machine of one call,
-// the thread that polls the queue, and the hand-off of a message that must
-// wait to the service's pool (replay_service.h says why).
+// InsertStream on the completion-queue API: the state machine of one call
+// and the hand-off of a message that must wait to the service's pool
+// (replay_service.h says why).
 
 #include <deque>
 #include <memory>
@@ -28,11 +28,13 @@ using service_internal::StreamMessage;
 
 // One InsertStream, from gRPC handing it over to its end.
 //
-// Each event of the queue moves it on; events come from the queue's thread
-// only. At most one Read and one Write are in flight (gRPC's rule), and a
-// Read is started only once the message before it is done, so a message
-// is carried on by one thread at a time: the queue's thread, or, from the
-// first wait to the message's end, a thread of the pool (`handed_off_`).
+// Each event of the queue moves it on; events come from the queue's
+// threads, one at a time (`proceed_mu_`: a Read and a Write may end at once
+// on two threads). At most one Read and one Write are in flight (gRPC's
+// rule), and a Read is started only once the message before it is done, so
+// a message is carried on by one thread at a time: a queue's thread, or,
+// from the first wait to the message's end, a thread of the pool
+// (`handed_off_`).
 // What the pool's thread shares with the queue's (the acknowledgements to
 // write, its outcome, the alarm that wakes the queue) is under mu_.
 //
@@ -49,23 +51,27 @@ class ReplayService::InsertStreamCall {
     if (registered_) service_->UnregisterAsyncStream(&context_);
   }
 
-  // What a queue event is about; a tag is the address of one of tags_.
+  // What a queue event is about; a tag is one of tags_.
   enum Event { kAccepted, kRead, kWritten, kFinished, kAlarm, kDone, kEvents };
-  struct Tag {
-    InsertStreamCall* call;
-    Event event;
+  struct Tag : QueueEvent {
+    void Fire(bool ok) override { call->Proceed(event, ok); }
+    InsertStreamCall* call = nullptr;
+    Event event = kEvents;
   };
 
   // Puts this call on the queue to receive the next InsertStream; false
   // once the queue is shut down.
   bool Await() {
-    for (int e = 0; e < kEvents; ++e) tags_[e] = {this, static_cast<Event>(e)};
-    return service_->insert_queue_.Start([&] {
-      context_.AsyncNotifyWhenDone(&tags_[kDone]);
+    for (int e = 0; e < kEvents; ++e) {
+      tags_[e].call = this;
+      tags_[e].event = static_cast<Event>(e);
+    }
+    return service_->stream_queue_.Start([&] {
+      context_.AsyncNotifyWhenDone(TagOf(kDone));
       service_->RequestAsyncBidiStreaming(
           kInsertStreamMethod, &context_, &stream_,
-          service_->insert_queue_.get(), service_->insert_queue_.get(),
-          &tags_[kAccepted]);
+          service_->stream_queue_.get(), service_->stream_queue_.get(),
+          TagOf(kAccepted));
     });
   }
 
@@ -77,6 +83,7 @@ class ReplayService::InsertStreamCall {
       delete this;
       return;
     }
+    proceed_mu_.Lock();  // not MutexLock: the call may be deleted after it
     if (grpc::Status failed = GuardedCall("InsertStream",
                                           [&] {
                                             Handle(event, ok);
@@ -86,7 +93,9 @@ class ReplayService::InsertStreamCall {
       End(std::move(failed));
     }
     Advance();
-    if (finished_ && done_ && !AlarmPending()) delete this;
+    const bool last = finished_ && done_ && !AlarmPending();
+    proceed_mu_.Unlock();
+    if (last) delete this;
   }
 
  private:
@@ -154,8 +163,8 @@ class ReplayService::InsertStreamCall {
     }
     // A queue shut down: the server stopped, and its shutdown cancelled
     // this call.
-    reading_ = service_->insert_queue_.Start(
-        [&] { stream_.Read(&read_buffer_, &tags_[kRead]); });
+    reading_ = service_->stream_queue_.Start(
+        [&] { stream_.Read(&read_buffer_, TagOf(kRead)); });
     if (!reading_) End(grpc::Status::OK);
   }
 
@@ -229,11 +238,14 @@ class ReplayService::InsertStreamCall {
     // off after that.
     // The analysis cannot see that mu_ is still held inside the lambda.
     alarm_pending_ =
-        service_->insert_queue_.Start([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          alarm_.Set(service_->insert_queue_.get(),
-                     gpr_now(GPR_CLOCK_MONOTONIC), &tags_[kAlarm]);
+        service_->stream_queue_.Start([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          alarm_.Set(service_->stream_queue_.get(),
+                     gpr_now(GPR_CLOCK_MONOTONIC), TagOf(kAlarm));
         });
   }
+
+  // The queue's tag of `event`.
+  void* TagOf(Event event) { return static_cast<QueueEvent*>(&tags_[event]); }
 
   bool AlarmPending() {
     absl::MutexLock lock(&mu_);
@@ -283,8 +295,8 @@ class ReplayService::InsertStreamCall {
               "an InsertStream acknowledgement did not serialize"));
           client_gone_ = true;  // nothing more is written
         } else {
-          writing_ = service_->insert_queue_.Start(
-              [&] { stream_.Write(write_buffer_, &tags_[kWritten]); });
+          writing_ = service_->stream_queue_.Start(
+              [&] { stream_.Write(write_buffer_, TagOf(kWritten)); });
           if (writing_) return;
           // The server stopped: its shutdown cancelled this call.
           client_gone_ = true;
@@ -301,8 +313,8 @@ class ReplayService::InsertStreamCall {
     finishing_ = true;
     // A queue shut down: gRPC has cancelled the call, and only its done
     // notification is left to come.
-    if (!service_->insert_queue_.Start(
-            [&] { stream_.Finish(*end_, &tags_[kFinished]); })) {
+    if (!service_->stream_queue_.Start(
+            [&] { stream_.Finish(*end_, TagOf(kFinished)); })) {
       finished_ = true;
     }
   }
@@ -324,7 +336,9 @@ class ReplayService::InsertStreamCall {
   InsertSession session_;
   bool registered_ = false;
 
-  // The queue's thread's alone.
+  // Held by the queue's thread delivering an event; what follows is that
+  // thread's alone.
+  absl::Mutex proceed_mu_;
   grpc::ByteBuffer read_buffer_;
   grpc::ByteBuffer write_buffer_;
   // The message being carried on, on arena_, whose first block is ours so
@@ -356,15 +370,6 @@ void ReplayService::AwaitInsertStream() {
   if (AsyncStreamsEnded()) return;
   auto* call = new InsertStreamCall(this);
   if (!call->Await()) delete call;
-}
-
-void ReplayService::ServeInsertStreams() {
-  void* tag = nullptr;
-  bool ok = false;
-  while (insert_queue_.get()->Next(&tag, &ok)) {
-    auto* event = static_cast<InsertStreamCall::Tag*>(tag);
-    event->call->Proceed(event->event, ok);
-  }
 }
 
 }  // namespace reverb_tf

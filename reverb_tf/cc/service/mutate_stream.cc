@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MutateStream on the completion-queue API: the state machine of one
-// call and the thread that polls the queue (replay_service.h says why),
-// and the start and end of both async streams' queues.
+// call; and the queue both async streams share, the thread that polls it
+// (replay_service.h says why), its start and its end.
 
 #include <memory>
 #include <optional>
@@ -27,9 +27,9 @@ using service_internal::StreamSlot;
 
 // One MutateStream, from gRPC handing it over to its end. Each event of the
 // queue moves it on by one step, and at most one operation of it is in
-// flight, so only the queue's thread touches it (EndMutateStreams' TryCancel
-// of its context is gRPC's to make safe).
-class ReplayService::MutateStreamCall {
+// flight, so one of the queue's threads at a time touches it
+// (EndMutateStreams' TryCancel of its context is gRPC's to make safe).
+class ReplayService::MutateStreamCall : public QueueEvent {
  public:
   explicit MutateStreamCall(ReplayService* service) : service_(service) {}
   MutateStreamCall(const MutateStreamCall&) = delete;
@@ -44,12 +44,12 @@ class ReplayService::MutateStreamCall {
     return StartOperation([&] {
       service_->RequestAsyncBidiStreaming(
           kMutateStreamMethod, &context_, &stream_,
-          service_->mutate_queue_.get(), service_->mutate_queue_.get(), this);
+          service_->stream_queue_.get(), service_->stream_queue_.get(), tag());
     });
   }
 
   // The outcome of the operation in flight; deletes the call at its end.
-  void Proceed(bool ok) {
+  void Fire(bool ok) override {
     std::optional<grpc::Status> end;
     // An allocation failure ends the call as it ends a sync handler's.
     if (grpc::Status failed = GuardedCall("MutateStream",
@@ -67,7 +67,7 @@ class ReplayService::MutateStreamCall {
     }
     step_ = Step::kFinishing;
     // A queue shut down meanwhile: nothing more comes back for this call.
-    if (!StartOperation([&] { stream_.Finish(*end, this); })) delete this;
+    if (!StartOperation([&] { stream_.Finish(*end, tag()); })) delete this;
   }
 
  private:
@@ -122,7 +122,7 @@ class ReplayService::MutateStreamCall {
                               "a MutateStream answer did not serialize");
         }
         step_ = Step::kWriting;
-        if (!StartOperation([&] { stream_.Write(message_, this); })) {
+        if (!StartOperation([&] { stream_.Write(message_, tag()); })) {
           return grpc::Status::OK;
         }
         return std::nullopt;
@@ -139,7 +139,7 @@ class ReplayService::MutateStreamCall {
 
   std::optional<grpc::Status> Read() {
     step_ = Step::kReading;
-    if (!StartOperation([&] { stream_.Read(&message_, this); })) {
+    if (!StartOperation([&] { stream_.Read(&message_, tag()); })) {
       return grpc::Status::OK;
     }
     return std::nullopt;
@@ -149,8 +149,11 @@ class ReplayService::MutateStreamCall {
   // is shut down; false if it was.
   template <typename StartFn>
   bool StartOperation(StartFn start) {
-    return service_->mutate_queue_.Start(start);
+    return service_->stream_queue_.Start(start);
   }
+
+  // This call as the queue's tag for its operations.
+  void* tag() { return static_cast<QueueEvent*>(this); }
 
   ReplayService* const service_;
   grpc::ServerContext context_;
@@ -164,18 +167,17 @@ class ReplayService::MutateStreamCall {
 };
 
 void ReplayService::StartAsyncStreams(
-    std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue,
-    std::unique_ptr<grpc::ServerCompletionQueue> insert_queue) {
+    std::unique_ptr<grpc::ServerCompletionQueue> queue, int threads) {
   // Idle waiting threads are kept a while: a rate-limited writer waits for
   // nearly every message.
   insert_waits_ = std::make_unique<ElasticThreadPool>(absl::Seconds(2),
                                                       /*keep_idle=*/2);
-  mutate_queue_.Open(std::move(mutate_queue));
-  insert_queue_.Open(std::move(insert_queue));
+  stream_queue_.Open(std::move(queue));
   AwaitMutateStream();
   AwaitInsertStream();
-  mutate_thread_ = std::thread([this] { ServeMutateStreams(); });
-  insert_thread_ = std::thread([this] { ServeInsertStreams(); });
+  for (int i = 0; i < threads; ++i) {
+    stream_threads_.emplace_back([this] { ServeAsyncStreams(); });
+  }
 }
 
 void ReplayService::AwaitMutateStream() {
@@ -184,11 +186,11 @@ void ReplayService::AwaitMutateStream() {
   if (!call->Await()) delete call;
 }
 
-void ReplayService::ServeMutateStreams() {
+void ReplayService::ServeAsyncStreams() {
   void* tag = nullptr;
   bool ok = false;
-  while (mutate_queue_.get()->Next(&tag, &ok)) {
-    static_cast<MutateStreamCall*>(tag)->Proceed(ok);
+  while (stream_queue_.get()->Next(&tag, &ok)) {
+    static_cast<QueueEvent*>(tag)->Fire(ok);
   }
 }
 
@@ -229,16 +231,14 @@ bool ReplayService::AsyncStreamsEnded() {
 }
 
 void ReplayService::StopAsyncStreams() {
-  if (!mutate_queue_.started()) return;
+  if (!stream_queue_.started()) return;
   // Messages the pool carries on wake their queue when done, so the queue
   // must outlive them; the closed tables and cancelled calls end them.
   insert_waits_->WaitIdle();
-  mutate_queue_.Shutdown();
-  insert_queue_.Shutdown();
-  mutate_thread_.join();
-  insert_thread_.join();
-  mutate_queue_.Reset();
-  insert_queue_.Reset();
+  stream_queue_.Shutdown();
+  for (std::thread& thread : stream_threads_) thread.join();
+  stream_threads_.clear();
+  stream_queue_.Reset();
   insert_waits_.reset();
 }
 

@@ -90,6 +90,12 @@ absl::Status ReplayServer::CheckStart(
         "max_active_streams and max_stream_chunk_bytes must be >= 1, got ",
         options.max_active_streams, " and ", options.max_stream_chunk_bytes));
   }
+  if (options.stream_threads < 1 ||
+      options.stream_threads > ServerOptions::kMaxStreamThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stream_threads must be in [1, ", ServerOptions::kMaxStreamThreads,
+        "], got ", options.stream_threads));
+  }
   if (options.checkpoint_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("checkpoint_interval must be >= 0");
   }
@@ -260,26 +266,23 @@ void ReplayServer::TryBind(const std::vector<std::string>& hosts, int port,
   builder.SetResourceQuota(grpc_memory_->quota());
   builder.RegisterService(service_.get());
   builder.RegisterService(health_.get());
-  // The async streams' queues (replay_service.h says why they are served
-  // there).
-  std::unique_ptr<grpc::ServerCompletionQueue> mutate_queue =
-      builder.AddCompletionQueue();
-  std::unique_ptr<grpc::ServerCompletionQueue> insert_queue =
+  // The async streams' one queue (replay_service.h says why they are served
+  // there, and why by one queue).
+  std::unique_ptr<grpc::ServerCompletionQueue> stream_queue =
       builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
   if (server_ != nullptr && std::all_of(bound.begin(), bound.end(), [&](int p) {
         return p == bound[0] && p != 0;
       })) {
     port_ = bound[0];
-    service_->StartAsyncStreams(std::move(mutate_queue),
-                                std::move(insert_queue));
+    service_->StartAsyncStreams(std::move(stream_queue),
+                                options.stream_threads);
   } else {
     if (server_ != nullptr) {
       server_->Shutdown();
       server_.reset();
     }
-    ReplayService::DiscardQueue(std::move(mutate_queue));
-    ReplayService::DiscardQueue(std::move(insert_queue));
+    ReplayService::DiscardQueue(std::move(stream_queue));
   }
 }
 

@@ -63,6 +63,11 @@ ABSL_FLAG(int64_t, max_active_streams,
           reverb_tf::ServerOptions().max_active_streams,
           "Most writer and sampler streams served at once; more fail with "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, stream_threads, reverb_tf::ServerOptions().stream_threads,
+          "Threads that serve the writers' streams and read and write every "
+          "connection (1 to 16): 2 suits a few writers that write flat out, 1 "
+          "a fleet of actors that step environments (fewer hand-offs per "
+          "message).");
 ABSL_FLAG(
     std::string, on_damaged_checkpoint, "fail",
     "What to do when the newest checkpoint is damaged: 'fail' (exit with a "
@@ -422,6 +427,7 @@ int Run() {
   if (config->max_message_bytes() > 0)
     options.max_message_bytes = config->max_message_bytes();
   options.max_active_streams = absl::GetFlag(FLAGS_max_active_streams);
+  options.stream_threads = absl::GetFlag(FLAGS_stream_threads);
   options.host = absl::GetFlag(FLAGS_bind);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (absl::Status applied = ApplyFlags(*config, &options); !applied.ok()) {

@@ -51,10 +51,11 @@ class HeapReleaser {
   // purpose, e.g. live chunk bytes); once it is at least `min_drop` bytes
   // below its peak since the last trim, trims the heap (and once more a
   // period later) and starts a new peak. With `trim_idle`, also trims, at
-  // most every kIdleTrimEvery, while the arenas hold at least
-  // kIdleTrimFreeBytes free and a quarter of `held_bytes()` (a busy server
-  // reuses what it frees; an idle one gives it back). `held_bytes` must be
-  // callable from another thread until the destructor returns.
+  // most every kIdleTrimEvery, while the process is idle (it used at most
+  // kIdleCpuShare of a core since it was last asked) and the arenas hold at
+  // least kIdleTrimFreeBytes free and a quarter of `held_bytes()` (a busy
+  // server reuses what it frees; an idle one gives it back). `held_bytes` must
+  // be callable from another thread until the destructor returns.
   HeapReleaser(std::function<int64_t()> held_bytes, absl::Duration period,
                bool trim_idle, int64_t min_drop = int64_t{32} << 20);
   ~HeapReleaser();
@@ -64,6 +65,7 @@ class HeapReleaser {
 
   static constexpr absl::Duration kIdleTrimEvery = absl::Seconds(2);
   static constexpr int64_t kIdleTrimFreeBytes = int64_t{8} << 20;
+  static constexpr double kIdleCpuShare = 0.05;
 
  private:
   void Run(absl::Duration period, bool trim_idle, int64_t min_drop);

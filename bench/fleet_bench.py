@@ -48,6 +48,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from server_process import cpu_seconds, rss_bytes, start_server, table_config
 
 TABLE = "fleet"
+STREAM_THREADS = 2  # the server's default
 FLUSH_EVERY = 64
 DM_PYTHON = (
     pathlib.Path(os.environ.get("REVERB_TF_CACHE", pathlib.Path.home() / ".cache" / "reverb_tf"))
@@ -81,7 +82,8 @@ def _serve(args: argparse.Namespace) -> None:
     kwargs = {}
     if args.module == "reverb_tf":
         kwargs["metrics_port"] = 0
-        kwargs["stream_threads"] = args.stream_threads
+        if args.stream_threads != STREAM_THREADS:  # older builds lack the option
+            kwargs["stream_threads"] = args.stream_threads
     server = reverb.Server(tables=[_table(reverb, args.max_size)], **kwargs)
     metrics = getattr(server, "metrics_port", None) or 0
     print(f"port {server.port} metrics {metrics}", flush=True)
@@ -243,7 +245,11 @@ def _start_server(args, module: str) -> Tuple[subprocess.Popen, int, int]:
         process, port = start_server(
             "port: 0 " + table_config(TABLE, args.max_size),
             "--metrics_port=0",
-            f"--stream_threads={args.stream_threads}",
+            *(
+                [f"--stream_threads={args.stream_threads}"]
+                if args.stream_threads != STREAM_THREADS
+                else []
+            ),
             stderr=subprocess.PIPE,
         )
         # Printed to stderr before the readiness line.
@@ -384,7 +390,10 @@ def main() -> None:
     parser.add_argument("--server", default="python", choices=["python", "binary"])
     parser.add_argument("--samplers", type=int, default=0)
     parser.add_argument(
-        "--stream_threads", type=int, default=2, help="reverb_tf's server option of that name"
+        "--stream_threads",
+        type=int,
+        default=STREAM_THREADS,
+        help="reverb_tf's server option of that name",
     )
     parser.add_argument("--frames", action="store_true")
     parser.add_argument(

@@ -445,14 +445,12 @@ class Server:
             names the directory; a damaged file fails the sample with
             `DataLossError` naming it and the item. None: no spilling. Not
             in dm-reverb.
-          stream_threads: Threads (1 to 16) that serve the writers' and
+          stream_threads: Most threads (1 to 16) that serve the writers' and
             priority mutators' streams; they alone read and write the
-            server's connections. 2 suits a few writers writing flat out
-            (one reads a stream's next message while the other stores its
-            last); 1 suits a fleet of actors that each step an environment,
-            sparing a hand-off between threads for every message (256 actors
-            at 5 ms a step: about half the server's CPU per item). Not in
-            dm-reverb.
+            server's connections. The first always polls, the others only
+            while it is busy: a busy server reads a stream's next message
+            while it stores the last, and a quiet one does not hand each
+            message from thread to thread. Not in dm-reverb.
 
         Raises:
           ValueError: If `tables` is empty or has duplicate names (an

@@ -176,7 +176,7 @@ void ReplayService::StartAsyncStreams(
   AwaitMutateStream();
   AwaitInsertStream();
   for (int i = 0; i < threads; ++i) {
-    stream_threads_.emplace_back([this] { ServeAsyncStreams(); });
+    stream_threads_.emplace_back([this, i] { ServeAsyncStreams(i == 0); });
   }
 }
 
@@ -186,11 +186,54 @@ void ReplayService::AwaitMutateStream() {
   if (!call->Await()) delete call;
 }
 
-void ReplayService::ServeAsyncStreams() {
+void ReplayService::ServeAsyncStreams(bool first) {
   void* tag = nullptr;
   bool ok = false;
-  while (stream_queue_.get()->Next(&tag, &ok)) {
+  absl::Time window_start = absl::Now();
+  auto fire = [&] {
+    const absl::Time start = absl::Now();
     static_cast<QueueEvent*>(tag)->Fire(ok);
+    const absl::Time end = absl::Now();
+    stream_busy_ns_.fetch_add(absl::ToInt64Nanoseconds(end - start),
+                              std::memory_order_relaxed);
+    if (!first || end - window_start < kLoadWindow) return;
+    const double busy =
+        static_cast<double>(stream_busy_ns_.exchange(0)) /
+        static_cast<double>(absl::ToInt64Nanoseconds(end - window_start));
+    window_start = end;
+    if (busy >= kBusyOn || busy <= kBusyOff) {
+      absl::MutexLock lock(&stream_load_mu_);
+      stream_load_high_ = busy >= kBusyOn;
+    }
+  };
+  if (first) {
+    while (stream_queue_.get()->Next(&tag, &ok)) fire();
+    return;
+  }
+  for (;;) {
+    {
+      // Parked, polling nothing, while the load is low: a second poller
+      // would hand most messages of a quiet server from thread to thread.
+      absl::MutexLock lock(&stream_load_mu_);
+      stream_load_mu_.Await(absl::Condition(
+          +[](ReplayService* s)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->stream_load_mu_) {
+                 return s->stream_load_high_ || s->stream_threads_stopping_;
+               },
+          this));
+      // The first thread drains what is left on the queue.
+      if (stream_threads_stopping_) return;
+    }
+    switch (stream_queue_.get()->AsyncNext(
+        &tag, &ok, absl::ToChronoTime(absl::Now() + kLoadWindow))) {
+      case grpc::CompletionQueue::SHUTDOWN:
+        return;
+      case grpc::CompletionQueue::TIMEOUT:
+        break;
+      case grpc::CompletionQueue::GOT_EVENT:
+        fire();
+        break;
+    }
   }
 }
 
@@ -235,6 +278,10 @@ void ReplayService::StopAsyncStreams() {
   // Messages the pool carries on wake their queue when done, so the queue
   // must outlive them; the closed tables and cancelled calls end them.
   insert_waits_->WaitIdle();
+  {
+    absl::MutexLock lock(&stream_load_mu_);
+    stream_threads_stopping_ = true;
+  }
   stream_queue_.Shutdown();
   for (std::thread& thread : stream_threads_) thread.join();
   stream_threads_.clear();

@@ -32,9 +32,11 @@
 // actors stepping every 5 ms cost the server 3.2 context switches and 67-73
 // us of CPU per message with two threads, 1.3 and 51 us with one. But two
 // read one stream's next message while its last is applied, which a single
-// writer flat out gains from: ServerOptions::stream_threads chooses, and
-// the calls' events are serialized per call (any of the threads delivers
-// them).
+// writer flat out gains from. So the first thread always polls, and the
+// others (up to ServerOptions::stream_threads) poll only while the threads
+// were busy for a quarter of the last 100 ms, parking (polling nothing)
+// once that falls to a tenth. The calls' events are serialized per call
+// (any of the threads delivers them).
 //   * MutateStreams never block on anything but a table's mutex. A long
 //     mutation (a huge request, a table paused by a checkpoint) therefore
 //     delays the other streams' next messages; a client whose stream is
@@ -313,8 +315,16 @@ class ReplayService final : public proto::ReplayService::Service {
     ~QueueEvent() = default;
   };
 
-  // Each of the queue's threads: hands events of the queue to their calls.
-  void ServeAsyncStreams();
+  // The queue's threads: each hands events of the queue to their calls.
+  // The first always polls and judges the load; the others poll only while
+  // the load is high (ServerOptions::stream_threads says why).
+  void ServeAsyncStreams(bool first);
+  // Every kLoadWindow the first thread sets stream_load_high_ from the
+  // share of the window the threads spent on events: on at kBusyOn, off at
+  // kBusyOff.
+  static constexpr absl::Duration kLoadWindow = absl::Milliseconds(100);
+  static constexpr double kBusyOn = 0.25;
+  static constexpr double kBusyOff = 0.10;
   // Ask gRPC for the next MutateStream / InsertStream, unless they have
   // ended.
   void AwaitMutateStream();
@@ -407,6 +417,10 @@ class ReplayService final : public proto::ReplayService::Service {
 
   GatedQueue stream_queue_;
   std::vector<std::thread> stream_threads_;
+  std::atomic<int64_t> stream_busy_ns_{0};
+  absl::Mutex stream_load_mu_;
+  bool stream_load_high_ ABSL_GUARDED_BY(stream_load_mu_) = false;
+  bool stream_threads_stopping_ ABSL_GUARDED_BY(stream_load_mu_) = false;
   // Carries on the insert messages that must wait (see the header).
   std::unique_ptr<ElasticThreadPool> insert_waits_;
   ChunkStore chunk_store_;

@@ -79,15 +79,15 @@ struct REVERB_TF_EXPORT ServerOptions {
   // with a writer each plus the learners' sample streams fit well within
   // the default.
   int64_t max_active_streams = 4096;
-  // Threads that poll the writers' and mutators' streams (1 to 16;
+  // Most threads that poll the writers' and mutators' streams (1 to 16;
   // replay_service.h). They are also the only threads that read and write
-  // the server's connections. Two overlap the reading of one stream's next
-  // message with the applying of its last, which a few writers flat out
-  // need (one writer of small items: 83-85k items/s with two, 62-63k with
-  // one); one spares a hand-off between them for each message, which a
-  // fleet of actors that each step an environment gains more from (16
-  // actors at 5 ms a step: 51 against 67-73 us of server CPU per message;
-  // 256 actors: 9 against 20 us per item, and 19k against 14k items/s).
+  // the server's connections. The first always polls; the others only
+  // while the first is busy. Two overlap the reading of one stream's next
+  // message with the storing of its last, which a few writers flat out need
+  // (one writer of small items: 83-85k items/s with two, 62-63k with one);
+  // but a second poller hands messages from thread to thread, which a
+  // quiet server should not pay (16 actors at 5 ms a step: 67-73 us of
+  // server CPU per message with two always polling, 51-61 us with one).
   int stream_threads = 2;
   static constexpr int kMaxStreamThreads = 16;
   // Saves and restores the tables; null: the Checkpoint RPC fails with

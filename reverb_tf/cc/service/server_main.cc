@@ -64,10 +64,9 @@ ABSL_FLAG(int64_t, max_active_streams,
           "Most writer and sampler streams served at once; more fail with "
           "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, stream_threads, reverb_tf::ServerOptions().stream_threads,
-          "Threads that serve the writers' streams and read and write every "
-          "connection (1 to 16): 2 suits a few writers that write flat out, 1 "
-          "a fleet of actors that step environments (fewer hand-offs per "
-          "message).");
+          "Most threads that serve the writers' streams and read and write "
+          "every connection (1 to 16); all but the first poll only while the "
+          "first is busy.");
 ABSL_FLAG(
     std::string, on_damaged_checkpoint, "fail",
     "What to do when the newest checkpoint is damaged: 'fail' (exit with a "

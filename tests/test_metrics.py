@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reverb_tf
-from integration import scrape_metrics as scrape, metric_value as value, uniform_table_config
+from integration import scrape_metrics as scrape, metric_value as value, table, uniform_table_config
 
 # What these tests check is the RPC path's (streams, RPC metrics).
 pytestmark = pytest.mark.usefixtures("over_grpc")
@@ -259,17 +259,7 @@ def test_small_items_wait_for_an_unacknowledged_message_and_share_the_next():
     # after it go together, a message at most every 10 ms, where each would
     # otherwise go alone once its 1 ms linger was over. The histogram of
     # InsertStream counts messages.
-    tables = [
-        reverb_tf.Table.queue("q", 1),
-        reverb_tf.Table(
-            "t",
-            sampler=reverb_tf.selectors.Uniform(),
-            remover=reverb_tf.selectors.Fifo(),
-            max_size=100,
-            rate_limiter=reverb_tf.rate_limiters.MinSize(1),
-        ),
-    ]
-    with reverb_tf.Server(tables, metrics_port=0) as server:
+    with reverb_tf.Server([reverb_tf.Table.queue("q", 1), table("t")], metrics_port=0) as server:
         client = reverb_tf.Client(f"localhost:{server.port}")
         client.insert(np.float32(-1), {"q": 1.0})
         writer = client.trajectory_writer(num_keep_alive_refs=1)

@@ -165,8 +165,7 @@ TrajectoryWriter::BuildItemLocked(const std::string& table, double priority,
   }
   // An item whose new chunks cannot fit one message would break the stream
   // for everyone on it; refuse it here, leaving the writer usable.
-  int64_t bytes = 0;
-  for (const auto& chunk : queued->chunks) bytes += chunk->payload->data.size();
+  const int64_t bytes = queued->chunk_bytes();
   if (bytes > stub_->max_message_bytes() * 3 / 4) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the item needs ", bytes,

@@ -77,6 +77,14 @@ struct TrajectoryWriter::QueuedItem {
 
   bool is_batch() const { return batch.keys_size() > 0; }
   int64_t count() const { return is_batch() ? batch.keys_size() : 1; }
+  // The bytes of the chunks this item brings to its message.
+  int64_t chunk_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& chunk : chunks) {
+      bytes += static_cast<int64_t>(chunk->payload->data.size());
+    }
+    return bytes;
+  }
 };
 
 struct WriterStream {

@@ -43,9 +43,7 @@ absl::Status TrajectoryWriter::EnqueueLocked(
     for (const auto& chunk : queued->chunks) chunk->scheduled = true;
     queued->enqueued = now;
     queued_items_ += queued->count();
-    for (const auto& chunk : queued->chunks) {
-      queued_bytes_ += static_cast<int64_t>(chunk->payload->data.size());
-    }
+    queued_bytes_ += queued->chunk_bytes();
     queue_.push_back(std::move(queued));
   }
   in_flight_ += count;
@@ -251,10 +249,7 @@ TrajectoryWriter::TakeBatchLocked(bool takes_item_batches,
     // after a batch waits for the next request.
     if (has_item_batch && !next.is_batch()) break;
     has_item_batch |= next.is_batch() && takes_item_batches;
-    int64_t item_bytes = 0;
-    for (const auto& chunk : next.chunks) {
-      item_bytes += static_cast<int64_t>(chunk->payload->data.size());
-    }
+    const int64_t item_bytes = next.chunk_bytes();
     bytes += item_bytes;
     queued_bytes_ -= item_bytes;
     queued_items_ -= next.count();

@@ -3,6 +3,8 @@
 // call; and the queue both async streams share, the thread that polls it
 // (replay_service.h says why), its start and its end.
 
+#include <pthread.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,6 +189,8 @@ void ReplayService::AwaitMutateStream() {
 }
 
 void ReplayService::ServeAsyncStreams(bool first) {
+  // Named for top, gdb and /proc (tests count them by it).
+  pthread_setname_np(pthread_self(), kStreamThreadName);
   void* tag = nullptr;
   bool ok = false;
   absl::Time window_start = absl::Now();

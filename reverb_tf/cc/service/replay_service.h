@@ -325,6 +325,7 @@ class ReplayService final : public proto::ReplayService::Service {
   static constexpr absl::Duration kLoadWindow = absl::Milliseconds(100);
   static constexpr double kBusyOn = 0.25;
   static constexpr double kBusyOff = 0.10;
+  static constexpr char kStreamThreadName[] = "reverb_streams";
   // Ask gRPC for the next MutateStream / InsertStream, unless they have
   // ended.
   void AwaitMutateStream();

@@ -2,13 +2,28 @@
 // Native ceiling of the hot paths, without Python: a server in this process
 // and the C++ client over loopback gRPC. Compare with bench/python_bench.py
 // and the Python-level benchmarks to see what the Python layer costs.
+//
+//   native_bench                          the server's hot paths
+//   native_bench --spill_reads DIR [GB]   the disk tier's two ways to read a
+//       record back: SpillStore::Read (from its mapping of the segment) and
+//       pread (ReadSpillRecord), each with its checksum, over GB (default 2)
+//       of 28,224-byte frames written to DIR, at random, page cache warm
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "reverb_tf/cc/client/client.h"
 #include "reverb_tf/cc/service/server.h"
+#include "reverb_tf/cc/spill_store.h"
 
 namespace {
 
@@ -18,9 +33,71 @@ TensorPayload Filled(DType dtype, Shape shape, int64_t bytes) {
   return *MakePayload(dtype, std::move(shape), std::string(bytes, '\1'));
 }
 
+// us per record of `read` over `records` at random, for about `seconds`,
+// into a batch-sized buffer as a sampler's rows.
+template <typename ReadFn>
+double UsPerRecord(const std::vector<SpillLocation>& records, ReadFn read,
+                   double seconds) {
+  constexpr int kRows = 192;  // 64 items of 3 frames
+  std::vector<char> batch(kRows * static_cast<size_t>(records[0].size));
+  std::mt19937_64 random(1);
+  int64_t n = 0;
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Seconds(seconds)) {
+    for (int row = 0; row < kRows; ++row) {
+      const SpillLocation& where = records[random() % records.size()];
+      if (!read(where, batch.data() + row * where.size)) std::abort();
+    }
+    n += kRows;
+  }
+  return absl::ToDoubleMicroseconds(absl::Now() - start) / n;
+}
+
+int SpillReads(const std::string& dir, double gb) {
+  constexpr size_t kFrame = 84 * 84 * 4;
+  auto store = SpillStore::Open(dir);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<SpillLocation> records;
+  std::string frame(kFrame, '\0');
+  std::mt19937_64 random(7);
+  for (int64_t i = 0; i < static_cast<int64_t>(gb * 1e9 / kFrame); ++i) {
+    for (size_t j = 0; j < kFrame; j += 8) {
+      const uint64_t word = random();
+      std::memcpy(&frame[j], &word, 8);
+    }
+    records.push_back(*(*store)->Append(frame));
+  }
+  std::vector<int> fds;
+  for (uint32_t s = 0; s <= records.back().segment; ++s) {
+    fds.push_back(open((*store)->SegmentPath(s).c_str(), O_RDONLY));
+  }
+  const auto mapped = [&](const SpillLocation& where, char* out) {
+    return (*store)->Read(where, out).ok();
+  };
+  const auto pread = [&](const SpillLocation& where, char* out) {
+    return ReadSpillRecord(fds[where.segment],
+                           (*store)->SegmentPath(where.segment), where, out)
+        .ok();
+  };
+  UsPerRecord(records, mapped, 2);  // maps every page once
+  for (int round = 0; round < 3; ++round) {
+    std::printf("spill reads, %.1f GB: mapping %.2f us/frame, pread %.2f\n", gb,
+                UsPerRecord(records, mapped, 3),
+                UsPerRecord(records, pread, 3));
+  }
+  for (int fd : fds) close(fd);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--spill_reads") == 0) {
+    return SpillReads(argv[2], argc >= 4 ? std::atof(argv[3]) : 2.0);
+  }
   TableOptions options;
   options.name = "t";
   options.sampler = {SelectorOptions::Kind::kUniform, 1};

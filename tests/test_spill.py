@@ -18,6 +18,7 @@ acknowledged item.
 
 import ctypes
 import gc
+import os
 import pathlib
 import signal
 import subprocess
@@ -125,7 +126,7 @@ def test_record_checksums_are_crc32c_on_this_machine():
 
     The core picks SSE4.2's or ARMv8's CRC32C instruction when the CPU has
     it, else a table; each path must give CRC-32C for every length (the
-    8-byte loop and the byte tail).
+    rounds of three blocks, the 8-byte loop and the byte tail).
     """
     library = ctypes.CDLL(str(pathlib.Path(reverb.__file__).parent / "libreverb_tf.so"))
     crc32c = library["_ZN9reverb_tf6Crc32cEPKcm"]
@@ -133,7 +134,7 @@ def test_record_checksums_are_crc32c_on_this_machine():
     crc32c.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     assert crc32c(b"123456789", 9) == 0xE3069283  # The check value of the standard.
     rng = np.random.default_rng(7)
-    for size in [0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4099]:
+    for size in [0, 1, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 1536, 1545, 4099, 28224]:
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         assert crc32c(data, size) == _crc32c_reference(data), size
 
@@ -217,6 +218,50 @@ def test_a_damaged_spill_file_fails_the_sample_naming_file_and_item(tmp_path):
         assert "segment-" in message and str(spill_dir) in message, message
         assert "item " in message and "checksum" in message, message
         # The server is still up, and items in RAM still sample.
+        assert client.server_info()["t"].current_size == 998
+    finally:
+        server.stop()
+
+
+def _check_batch(batch: reverb.ReplaySample) -> int:
+    """Checks every frame of a NumpyDataset batch; returns its number of items."""
+    frames = next(c for c in batch.data if c.ndim == 5)
+    steps = next(c for c in batch.data if c.ndim == 2)
+    assert frames.shape == (len(batch.info.key), 3, *_SHAPE), frames.shape
+    for item_frames, item_steps in zip(frames, steps):
+        assert list(np.diff(item_steps)) == [1, 1], item_steps
+        for frame, step in zip(item_frames, item_steps):
+            np.testing.assert_array_equal(frame, _frame(int(step)))
+    return len(batch.info.key)
+
+
+def test_numpy_batches_read_spilled_frames_exactly_and_a_cut_file_is_data_loss(tmp_path):
+    """NumpyDataset reads frames on disk straight into its batches' rows.
+
+    They come from the segment file's mapping, so a file cut short from
+    outside must fail the batch with DATA_LOSS naming the file and the item
+    (not kill the process on the mapping's missing pages), after the items
+    sampled before it are handed on, each exact.
+    """
+    spill_dir = tmp_path / "spill"
+    server = _spilling_server(spill_dir)
+    try:
+        address = f"localhost:{server.port}"
+        client = reverb.Client(address)
+        _write(client, 0, 1000)
+        reads = server.spill_stats()["disk_reads"]
+        iterator = iter(reverb.NumpyDataset(address, "t", 64, prefetch=0))
+        assert sum(_check_batch(next(iterator)) for _ in range(5)) == 320
+        assert server.spill_stats()["disk_reads"] - reads > 3 * 64, server.spill_stats()
+
+        for segment in spill_dir.glob("segment-*.spill"):
+            os.truncate(segment, segment.stat().st_size // 2)
+        with pytest.raises(reverb.errors.DataLossError) as raised:
+            for _ in range(50):
+                _check_batch(next(iterator))
+        message = str(raised.value)
+        assert "ends at" in message and str(spill_dir) in message, message
+        assert "item " in message, message
         assert client.server_info()["t"].current_size == 998
     finally:
         server.stop()

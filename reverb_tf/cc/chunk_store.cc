@@ -488,26 +488,23 @@ static_assert(sizeof(Chunk) == 40,
 
 }  // namespace
 
-absl::StatusOr<ChunkBytes> Chunk::Read(bool keep_in_ram) const {
-  if (!spillable()) return ChunkBytes(data(), nullptr);
+absl::StatusOr<std::shared_ptr<const char>> Chunk::Fetch(
+    absl::FunctionRef<char*()> out) const {
   Spillable* body = spillable_body();
   SpillTier* tier = accounting_->spill.get();
-  std::shared_ptr<char> buffer;
+  char* to = nullptr;
   for (int attempt = 0;; ++attempt) {
     SpillLocation where;
     {
       absl::MutexLock lock(&body->mu);
       if (body->ram != nullptr) {
         tier->NoteRead(false);
-        return ChunkBytes(absl::string_view(body->ram.get(), data_size_),
-                          body->ram);
+        return body->ram;
       }
       where = body->where;
     }
-    if (buffer == nullptr) {
-      buffer.reset(new char[data_size_], std::default_delete<char[]>());
-    }
-    absl::Status read = tier->disk().Read(where, buffer.get());
+    if (to == nullptr) to = out();
+    absl::Status read = tier->disk().Read(where, to);
     if (read.ok()) break;
     // Compaction moved the record (and its old segment went) under this
     // read: read it where it is now.
@@ -522,41 +519,79 @@ absl::StatusOr<ChunkBytes> Chunk::Read(bool keep_in_ram) const {
     }
   }
   tier->NoteRead(true);
+  return nullptr;
+}
+
+bool Chunk::ReadAgainSoon() const {
   // Kept in RAM only when read from disk twice within about two epochs:
   // under uniform sampling of a table many times the budget, keeping every
   // chunk read back cost a quarter of the sampling rate (the spill thread
   // dropping what readers had just brought in) for a hit rate no higher
   // than the share of the table RAM holds anyway; chunks read again soon
   // (high priorities) are the ones worth keeping.
-  const uint32_t epoch = tier->ReadEpoch();
-  bool again;
-  {
-    absl::MutexLock lock(&body->mu);
-    again = body->last_disk_read != 0 && body->last_disk_read + 1 >= epoch;
-    body->last_disk_read = epoch;
-  }
-  if (!keep_in_ram || !again) {
-    const absl::string_view view(buffer.get(), data_size_);
-    return ChunkBytes(view, std::move(buffer));
-  }
+  Spillable* body = spillable_body();
+  const uint32_t epoch = accounting_->spill->ReadEpoch();
+  absl::MutexLock lock(&body->mu);
+  const bool again =
+      body->last_disk_read != 0 && body->last_disk_read + 1 >= epoch;
+  body->last_disk_read = epoch;
+  return again;
+}
+
+std::shared_ptr<const char> Chunk::KeepInRam(
+    std::shared_ptr<const char> bytes) const {
   // Back in RAM, as the newest there (a reader beside this one may have
   // been first: then its copy is the one kept).
+  Spillable* body = spillable_body();
   std::shared_ptr<const char> kept;
   bool promoted = false;
   {
     absl::MutexLock lock(&body->mu);
     if (body->ram == nullptr) {
-      body->ram = buffer;
+      body->ram = std::move(bytes);
       body->counted = data_size_;
       promoted = true;
     }
     kept = body->ram;
   }
   if (promoted) {
+    SpillTier* tier = accounting_->spill.get();
     tier->CountRam(data_size_);
     tier->Link(body);
   }
-  return ChunkBytes(absl::string_view(kept.get(), data_size_), kept);
+  return kept;
+}
+
+absl::StatusOr<ChunkBytes> Chunk::Read(bool keep_in_ram) const {
+  if (!spillable()) return ChunkBytes(data(), nullptr);
+  std::shared_ptr<char> buffer;
+  ASSIGN_OR_RETURN(std::shared_ptr<const char> ram, Fetch([&] {
+                     buffer.reset(new char[data_size_],
+                                  std::default_delete<char[]>());
+                     return buffer.get();
+                   }));
+  if (ram == nullptr) {
+    ram = ReadAgainSoon() && keep_in_ram ? KeepInRam(buffer) : buffer;
+  }
+  return ChunkBytes(absl::string_view(ram.get(), data_size_), ram);
+}
+
+absl::Status Chunk::CopyTo(char* out) const {
+  if (!spillable()) {
+    std::memcpy(out, bytes(), data_size_);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const std::shared_ptr<const char> ram,
+                   Fetch([out] { return out; }));
+  if (ram != nullptr) {
+    std::memcpy(out, ram.get(), data_size_);
+  } else if (ReadAgainSoon()) {
+    std::shared_ptr<char> copy(new char[data_size_],
+                               std::default_delete<char[]>());
+    std::memcpy(copy.get(), out, data_size_);
+    KeepInRam(std::move(copy));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorPayload> Chunk::ToPayload() const {

@@ -38,6 +38,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -110,6 +111,10 @@ class REVERB_TF_EXPORT Chunk {
   // stay in RAM as the most recently used there, unless `keep_in_ram` is
   // false (a checkpoint or the log reading every chunk once).
   absl::StatusOr<ChunkBytes> Read(bool keep_in_ram = true) const;
+  // Copies the raw bytes wherever they are into `out` (data_size() bytes):
+  // those on disk are read straight into it, without a buffer between.
+  // Fails, and keeps bytes read twice soon in RAM, as Read() does.
+  absl::Status CopyTo(char* out) const;
   // Size of the raw bytes.
   int64_t data_size() const { return data_size_; }
   // Where the bytes are on disk, if they were spilled (they may be in RAM
@@ -146,6 +151,19 @@ class REVERB_TF_EXPORT Chunk {
 
   Chunk() = default;
   ~Chunk() = default;
+
+  // Of a spillable chunk: its bytes in RAM, if they are there; else reads
+  // them from disk into out() (called once, for where they go) and
+  // returns null.
+  absl::StatusOr<std::shared_ptr<const char>> Fetch(
+      absl::FunctionRef<char*()> out) const;
+  // After a read from disk: whether the last one was recent too (notes
+  // this one), so that the bytes should stay in RAM.
+  bool ReadAgainSoon() const;
+  // Makes `bytes` the RAM copy, the newest there, unless another reader's
+  // copy got there first; returns the copy kept.
+  std::shared_ptr<const char> KeepInRam(
+      std::shared_ptr<const char> bytes) const;
 
   const int64_t* dims() const {
     return reinterpret_cast<const int64_t*>(this + 1);

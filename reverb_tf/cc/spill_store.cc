@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -31,42 +32,17 @@ namespace {
 
 // The records' checksum, computed on every read back: zlib's CRC-32 took a
 // third of a sampling process's CPU (7.2 us per 28 KB frame); CRC-32C with
-// the SSE4.2 instruction takes 2.9 us; ARMv8's CRC32 extension (every
-// Graviton, Grace and Apple core has it) has the same instruction. Checkpoints
-// keep the checksum, so a machine without either computes it from a table.
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const char* data,
-                                                       size_t size) {
-  uint64_t crc = 0xffffffffu;
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, data + i, 8);
-    crc = _mm_crc32_u64(crc, word);
-  }
-  uint32_t crc32 = static_cast<uint32_t>(crc);
-  for (; i < size; ++i) {
-    crc32 = _mm_crc32_u8(crc32, static_cast<uint8_t>(data[i]));
-  }
-  return ~crc32;
-}
-#elif defined(__aarch64__)
-__attribute__((target("+crc"))) uint32_t Crc32cArm(const char* data,
-                                                   size_t size) {
-  uint32_t crc = 0xffffffffu;
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, data + i, 8);
-    crc = __crc32cd(crc, word);
-  }
-  for (; i < size; ++i) crc = __crc32cb(crc, static_cast<uint8_t>(data[i]));
-  return ~crc;
-}
-#endif
+// the SSE4.2 instruction took 2.9 us one word after another, and a quarter
+// of a process sampling spilled frames. The instruction's latency is three
+// times its throughput, so three independent runs over consecutive blocks
+// keep it busy; their registers are joined by shifting over a block's
+// zeros (linear in the register: four table lookups). ARMv8's CRC32
+// extension (every Graviton, Grace and Apple core has it) has the same
+// instruction. Checkpoints keep the checksum, so a machine without either
+// computes it from a table.
 
-// CRC-32C a byte at a time (reflected polynomial 0x82F63B78).
-uint32_t Crc32cTable(const char* data, size_t size) {
+// The byte-at-a-time table of the reflected polynomial 0x82F63B78.
+const uint32_t* Crc32cByteTable() {
   static const auto* const table = [] {
     auto* t = new uint32_t[256];
     for (uint32_t i = 0; i < 256; ++i) {
@@ -78,12 +54,102 @@ uint32_t Crc32cTable(const char* data, size_t size) {
     }
     return t;
   }();
+  return table;
+}
+
+uint32_t Crc32cTable(const char* data, size_t size) {
+  const uint32_t* table = Crc32cByteTable();
   uint32_t crc = 0xffffffffu;
   for (size_t i = 0; i < size; ++i) {
     crc = (crc >> 8) ^ table[(crc ^ static_cast<uint8_t>(data[i])) & 0xff];
   }
   return ~crc;
 }
+
+#if defined(__x86_64__) || defined(__aarch64__)
+// Bytes each of the three runs takes per round.
+constexpr size_t kCrcBlock = 512;
+
+// A register advanced over kCrcBlock zero bytes, byte by byte of the
+// register: table[k][b] is the shift of b << 8k.
+struct CrcBlockShift {
+  uint32_t table[4][256];
+
+  uint32_t operator()(uint64_t crc) const {
+    return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^
+           table[2][(crc >> 16) & 0xff] ^ table[3][(crc >> 24) & 0xff];
+  }
+};
+
+const CrcBlockShift& ShiftOverBlock() {
+  static const CrcBlockShift* const shift = [] {
+    const uint32_t* bytes = Crc32cByteTable();
+    uint32_t basis[32];
+    for (int bit = 0; bit < 32; ++bit) {
+      uint32_t crc = 1u << bit;
+      for (size_t i = 0; i < kCrcBlock; ++i)
+        crc = (crc >> 8) ^ bytes[crc & 0xff];
+      basis[bit] = crc;
+    }
+    auto* s = new CrcBlockShift;
+    for (int k = 0; k < 4; ++k) {
+      for (int b = 0; b < 256; ++b) {
+        uint32_t v = 0;
+        for (int j = 0; j < 8; ++j) {
+          if (((b >> j) & 1) != 0) v ^= basis[8 * k + j];
+        }
+        s->table[k][b] = v;
+      }
+    }
+    return s;
+  }();
+  return *shift;
+}
+
+#if defined(__x86_64__)
+#define REVERB_TF_CRC_TARGET __attribute__((target("sse4.2")))
+REVERB_TF_CRC_TARGET inline uint64_t CrcWord(uint64_t crc, const char* at) {
+  uint64_t word;
+  std::memcpy(&word, at, 8);
+  return _mm_crc32_u64(crc, word);
+}
+REVERB_TF_CRC_TARGET inline uint32_t CrcByte(uint32_t crc, char byte) {
+  return _mm_crc32_u8(crc, static_cast<uint8_t>(byte));
+}
+#else
+#define REVERB_TF_CRC_TARGET __attribute__((target("+crc")))
+REVERB_TF_CRC_TARGET inline uint64_t CrcWord(uint64_t crc, const char* at) {
+  uint64_t word;
+  std::memcpy(&word, at, 8);
+  return __crc32cd(static_cast<uint32_t>(crc), word);
+}
+REVERB_TF_CRC_TARGET inline uint32_t CrcByte(uint32_t crc, char byte) {
+  return __crc32cb(crc, static_cast<uint8_t>(byte));
+}
+#endif
+
+// CRC-32C with the CPU's instruction: three runs at a time while three
+// blocks are left, then one.
+REVERB_TF_CRC_TARGET uint32_t Crc32cInstruction(const char* data, size_t size) {
+  const CrcBlockShift& shift = ShiftOverBlock();
+  uint64_t crc = 0xffffffffu;
+  for (; size >= 3 * kCrcBlock; data += 3 * kCrcBlock, size -= 3 * kCrcBlock) {
+    uint64_t second = 0;
+    uint64_t third = 0;
+    for (size_t i = 0; i < kCrcBlock; i += 8) {
+      crc = CrcWord(crc, data + i);
+      second = CrcWord(second, data + kCrcBlock + i);
+      third = CrcWord(third, data + 2 * kCrcBlock + i);
+    }
+    crc = shift(shift(crc) ^ second) ^ third;
+  }
+  for (; size >= 8; data += 8, size -= 8) crc = CrcWord(crc, data);
+  uint32_t crc32 = static_cast<uint32_t>(crc);
+  for (size_t i = 0; i < size; ++i) crc32 = CrcByte(crc32, data[i]);
+  return ~crc32;
+}
+#undef REVERB_TF_CRC_TARGET
+#endif
 
 absl::Status OsError(absl::string_view what, const std::string& path,
                      int error) {
@@ -111,14 +177,39 @@ absl::Status MakeDirs(const std::string& dir) {
 
 uint32_t Crc32c(const char* data, size_t size) {
 #if defined(__x86_64__)
-  static const bool sse42 = __builtin_cpu_supports("sse4.2");
-  if (sse42) return Crc32cSse42(data, size);
+  static const bool instruction = __builtin_cpu_supports("sse4.2");
 #elif defined(__aarch64__)
-  static const bool crc = (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
-  if (crc) return Crc32cArm(data, size);
+  static const bool instruction = (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+  if (instruction) return Crc32cInstruction(data, size);
 #endif
   return Crc32cTable(data, size);
 }
+
+namespace {
+
+// DATA_LOSS for a record cut short by the end of its file at `end`.
+absl::Status RecordCutShort(const std::string& path, const SpillLocation& where,
+                            uint64_t end) {
+  return absl::DataLossError(
+      absl::StrCat("spill file ", path, " is damaged: it ends at ", end,
+                   " bytes, inside the record of ", where.size,
+                   " bytes at offset ", where.offset));
+}
+
+// Checks the record read into `out` against its checksum.
+absl::Status CheckRecord(const std::string& path, const SpillLocation& where,
+                         const char* out) {
+  if (Crc32c(out, where.size) != where.crc) {
+    return absl::DataLossError(absl::StrCat(
+        "spill file ", path, " is damaged: the record of ", where.size,
+        " bytes at offset ", where.offset, " does not match its checksum"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ReadSpillRecord(int fd, const std::string& path,
                              const SpillLocation& where, char* out) {
@@ -128,20 +219,10 @@ absl::Status ReadSpillRecord(int fd, const std::string& path,
                             static_cast<off_t>(where.offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return OsError("cannot read spill file", path, errno);
-    if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat("spill file ", path, " is damaged: it ends at ",
-                       where.offset + done, " bytes, inside the record of ",
-                       where.size, " bytes at offset ", where.offset));
-    }
+    if (n == 0) return RecordCutShort(path, where, where.offset + done);
     done += static_cast<size_t>(n);
   }
-  if (Crc32c(out, where.size) != where.crc) {
-    return absl::DataLossError(absl::StrCat(
-        "spill file ", path, " is damaged: the record of ", where.size,
-        " bytes at offset ", where.offset, " does not match its checksum"));
-  }
-  return absl::OkStatus();
+  return CheckRecord(path, where, out);
 }
 
 absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
@@ -183,7 +264,39 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
 SpillStore::SpillStore(std::string dir, int lock_fd, int64_t segment_bytes)
     : dir_(std::move(dir)), lock_fd_(lock_fd), segment_bytes_(segment_bytes) {}
 
-SpillStore::File::~File() { close(fd); }
+SpillStore::File::File(int fd, std::string path, int64_t map_bytes)
+    : fd(fd), path(std::move(path)) {
+  if (map_bytes <= 0) return;
+  void* mapped = mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ,
+                      MAP_SHARED, fd, 0);
+  // Without a mapping (no address space left: an RLIMIT_AS, say), reads
+  // take pread.
+  if (mapped == MAP_FAILED) return;
+  map = static_cast<const char*>(mapped);
+  map_size = static_cast<size_t>(map_bytes);
+}
+
+SpillStore::File::~File() {
+  if (map != nullptr) munmap(const_cast<char*>(map), map_size);
+  close(fd);
+}
+
+absl::Status SpillStore::File::Read(const SpillLocation& where,
+                                    char* out) const {
+  if (map == nullptr || where.offset + where.size > map_size) {
+    return ReadSpillRecord(fd, path, where, out);
+  }
+  // A page past the file's end would raise SIGBUS: only a file damaged
+  // from outside (truncated) is shorter than its live records.
+  struct stat info;
+  if (fstat(fd, &info) != 0)
+    return OsError("cannot read spill file", path, errno);
+  if (where.offset + where.size > static_cast<uint64_t>(info.st_size)) {
+    return RecordCutShort(path, where, static_cast<uint64_t>(info.st_size));
+  }
+  std::memcpy(out, map + where.offset, where.size);
+  return CheckRecord(path, where, out);
+}
 
 SpillStore::~SpillStore() {
   absl::MutexLock lock(&mu_);
@@ -210,15 +323,20 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes,
   {
     absl::MutexLock lock(&mu_);
     if (segments_.empty() || sealed_ || segments_.back().file == nullptr ||
-        segments_.back().size + static_cast<int64_t>(bytes.size()) >
-                segment_bytes_ &&
-            segments_.back().size > 0) {
+        (segments_.back().size + static_cast<int64_t>(bytes.size()) >
+             segment_bytes_ &&
+         segments_.back().size > 0)) {
       const uint32_t next = static_cast<uint32_t>(segments_.size());
       const std::string path = SegmentPath(next);
       const int new_fd =
           open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (new_fd < 0) return OsError("cannot create", path, errno);
-      segments_.push_back(Segment{std::make_shared<File>(new_fd), 0, 0});
+      segments_.push_back(
+          Segment{std::make_shared<File>(
+                      new_fd, path,
+                      std::max<int64_t>(segment_bytes_,
+                                        static_cast<int64_t>(bytes.size()))),
+                  0, 0});
       // The one it seals goes once nothing in it is live.
       if (next > 0 && segments_[next - 1].live == 0) DropLocked(next - 1);
       ++open_segments_;
@@ -285,8 +403,7 @@ absl::Status SpillStore::Read(const SpillLocation& where, char* out,
         absl::StrCat("spill file ", SegmentPath(where.segment),
                      " is gone while a record in it is live"));
   }
-  RETURN_IF_ERROR(
-      ReadSpillRecord(file->fd, SegmentPath(where.segment), where, out));
+  RETURN_IF_ERROR(file->Read(where, out));
   if (io == Io::kMove) return absl::OkStatus();
   reads_.fetch_add(1, std::memory_order_relaxed);
   read_bytes_.fetch_add(where.size, std::memory_order_relaxed);
@@ -352,8 +469,9 @@ absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
     unlink(to.c_str());
     return OsError("cannot open", to, error);
   }
-  segments_.push_back(Segment{std::make_shared<File>(fd),
-                              static_cast<int64_t>(info.st_size), 0});
+  segments_.push_back(Segment{
+      std::make_shared<File>(fd, to, static_cast<int64_t>(info.st_size)),
+      static_cast<int64_t>(info.st_size), 0});
   ++open_segments_;
   file_bytes_ += info.st_size;
   sealed_ = true;

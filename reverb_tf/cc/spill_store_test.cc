@@ -128,6 +128,37 @@ TEST(SpillStoreTest, ChecksumsAreCrc32c) {
   EXPECT_EQ(Crc32c("", 0), 0u);
 }
 
+// CRC-32C bit by bit, straight from the polynomial.
+uint32_t BitwiseCrc32c(const char* data, size_t size) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < size; ++i) {
+    crc ^= static_cast<uint8_t>(data[i]);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc >> 1) ^ ((crc & 1) != 0 ? 0x82F63B78u : 0u);
+    }
+  }
+  return ~crc;
+}
+
+TEST(SpillStoreTest, ChecksumsOfEveryLengthAndAlignmentAreCrc32c) {
+  // Lengths around the three-block rounds of the instruction's path (1536
+  // bytes), their word and byte tails, and a frame; at every alignment.
+  std::string bytes(28224 + 16, '\0');
+  uint32_t state = 12345;
+  for (char& c : bytes) {
+    state = state * 1103515245u + 12345u;
+    c = static_cast<char>(state >> 24);
+  }
+  for (size_t size : {0, 1, 7, 8, 511, 512, 1535, 1536, 1537, 1543, 1544, 3071,
+                      3072, 3079, 4608, 28224}) {
+    for (size_t align = 0; align < 8; ++align) {
+      EXPECT_EQ(Crc32c(bytes.data() + align, size),
+                BitwiseCrc32c(bytes.data() + align, size))
+          << "size " << size << " at " << align;
+    }
+  }
+}
+
 std::string ReadFile(const std::string& path, const SpillLocation& where) {
   const int fd = open(path.c_str(), O_RDONLY);
   std::string out(where.size, '\0');

@@ -18,19 +18,32 @@ std::string TypeString(DType dtype, absl::Span<const int64_t> shape) {
   return absl::StrCat(DTypeName(dtype), ShapeDebugString(shape));
 }
 
+// Consecutive row-major bytes of a column of one sample.
+struct Piece {
+  // The bytes in hand, kept alive by `hold` (empty for a payload's)...
+  absl::string_view bytes;
+  ChunkBytes hold;
+  // ... or, when set, all `size` bytes of this chunk (kept alive by the
+  // sampled item), copied only when the batch's row is filled: bytes on
+  // the disk tier are read straight into it.
+  const Chunk* whole = nullptr;
+  size_t size() const {
+    return whole != nullptr ? static_cast<size_t>(whole->data_size())
+                            : bytes.size();
+  }
+};
+
 // One column of one sample, wherever its bytes are: a materialized
 // payload, or rows of its chunks read in place.
 struct ColumnView {
   DType dtype = DType::kInvalid;
   Shape shape;
   bool squeezed = false;
-  // Fixed-size dtypes: the row-major bytes, in order, each kept alive by
-  // its ChunkBytes (empty for a payload's).
-  absl::InlinedVector<std::pair<absl::string_view, ChunkBytes>, 4> pieces;
+  // Fixed-size dtypes: the row-major bytes, in order.
+  absl::InlinedVector<Piece, 4> pieces;
   int64_t num_bytes() const {
     int64_t n = 0;
-    for (const auto& piece : pieces)
-      n += static_cast<int64_t>(piece.first.size());
+    for (const Piece& piece : pieces) n += static_cast<int64_t>(piece.size());
     return n;
   }
   // kString: the (uncompressed) payload holding the elements.
@@ -61,8 +74,28 @@ absl::Status StartColumns(absl::Span<const ColumnView> first,
                        " bytes each) would exceed ", kMaxPayloadBytes,
                        " bytes; use a smaller batch"));
     }
-    // Grown to its final size once; rows are copied in as samples arrive.
-    column.data.reserve(batch_size * row_bytes);
+    // Room for the whole batch, taken once; rows are copied in as samples
+    // arrive.
+    column.data.Reset(batch_size * row_bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Appends `view`'s rows to `column`, which fits them.
+absl::Status FillRows(const ColumnView& view, StackedColumn* column) {
+  if (view.dtype == DType::kString) {
+    ASSIGN_OR_RETURN(std::vector<std::string> elements,
+                     DecodeStrings(*view.strings));
+    for (std::string& element : elements)
+      column->strings.push_back(std::move(element));
+    return absl::OkStatus();
+  }
+  for (const Piece& piece : view.pieces) {
+    if (piece.whole == nullptr) {
+      column->data.Append(piece.bytes);
+    } else {
+      RETURN_IF_ERROR(piece.whole->CopyTo(column->data.Grow(piece.size())));
+    }
   }
   return absl::OkStatus();
 }
@@ -92,15 +125,28 @@ absl::Status AppendColumns(absl::Span<const ColumnView> views,
           " but sample ", index, " is ", TypeString(view.dtype, view.shape),
           "; every item of a batch needs the same dtype and shape"));
     }
-    if (view.dtype == DType::kString) {
-      ASSIGN_OR_RETURN(std::vector<std::string> elements,
-                       DecodeStrings(*view.strings));
-      for (std::string& element : elements)
-        column.strings.push_back(std::move(element));
-    } else {
-      for (const auto& piece : view.pieces) {
-        column.data.append(piece.first.data(), piece.first.size());
+  }
+  // Every view fits its column: fill the rows. A column that cannot be
+  // filled (a chunk that cannot be read back) leaves the batch as it was
+  // before this sample.
+  absl::InlinedVector<size_t, 8> sizes;
+  for (const StackedColumn& column : batch->columns) {
+    sizes.push_back(column.dtype == DType::kString ? column.strings.size()
+                                                   : column.data.size());
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (absl::Status filled = FillRows(views[i], &batch->columns[i]);
+        !filled.ok()) {
+      for (size_t j = 0; j < batch->columns.size(); ++j) {
+        StackedColumn& column = batch->columns[j];
+        if (column.dtype == DType::kString) {
+          column.strings.resize(sizes[j]);
+        } else {
+          column.data.Truncate(sizes[j]);
+        }
       }
+      return absl::Status(filled.code(), absl::StrCat("item ", info.key, ": ",
+                                                      filled.message()));
     }
   }
   batch->infos.push_back(info);
@@ -122,7 +168,7 @@ absl::Status AppendSample(const Sample& sample, int64_t batch_size,
     if (payload.dtype == DType::kString) {
       view.strings = &payload;
     } else {
-      view.pieces.emplace_back(payload.data, ChunkBytes());
+      view.pieces.push_back(Piece{payload.data});
     }
   }
   return AppendColumns(views, sample.info, batch_size, batch);
@@ -159,12 +205,18 @@ bool RowsInPlace(const SlicedColumn& column, ColumnView* view) {
   view->shape.insert(view->shape.end(), row_shape.begin(), row_shape.end());
   view->pieces.clear();
   for (const ChunkSlice& slice : column.slices()) {
+    const Chunk& chunk = *slice.chunk;
+    if (chunk.spillable() && slice.offset == 0 &&
+        slice.length == chunk.shape()[0]) {
+      view->pieces.push_back(Piece{{}, ChunkBytes(), &chunk});
+      continue;
+    }
     // A chunk that cannot be read back goes the general way, which says why.
-    absl::StatusOr<ChunkBytes> bytes = slice.chunk->Read();
+    absl::StatusOr<ChunkBytes> bytes = chunk.Read();
     if (!bytes.ok()) return false;
     const absl::string_view rows_view = bytes->view().substr(
         slice.offset * row_bytes, slice.length * row_bytes);
-    view->pieces.emplace_back(rows_view, *std::move(bytes));
+    view->pieces.push_back(Piece{rows_view, *std::move(bytes)});
   }
   return true;
 }

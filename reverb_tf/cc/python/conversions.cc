@@ -553,13 +553,18 @@ namespace {
 // about 0.5 us more per array (a small sample's three columns).
 struct ArrayBytes {
   std::string bytes;
+  // Instead of `bytes`, when set: the first `block_size` bytes of this.
+  std::unique_ptr<char[]> block;
+  size_t block_size = 0;
 };
 
 int GetArrayBytesBuffer(PyObject* self, Py_buffer* view, int flags) {
   ArrayBytes* owner = nb::inst_ptr<ArrayBytes>(self);
-  return PyBuffer_FillInfo(view, self, owner->bytes.data(),
-                           static_cast<Py_ssize_t>(owner->bytes.size()),
-                           /*readonly=*/0, flags);
+  const bool block = owner->block != nullptr;
+  return PyBuffer_FillInfo(
+      view, self, block ? owner->block.get() : owner->bytes.data(),
+      static_cast<Py_ssize_t>(block ? owner->block_size : owner->bytes.size()),
+      /*readonly=*/0, flags);
 }
 
 PyType_Slot array_bytes_slots[] = {
@@ -577,6 +582,15 @@ nb::object ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
   // One call, and the array's dtype is exactly NumpyDType's.
   return GetNumpy().ndarray(ShapeTuple(shape), NumpyDType(dtype),
                             nb::cast(ArrayBytes{std::move(bytes)}));
+}
+
+nb::object ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
+                       BatchBytes bytes) {
+  ArrayBytes owner;
+  owner.block_size = bytes.size();
+  owner.block = bytes.Release();
+  return GetNumpy().ndarray(ShapeTuple(shape), NumpyDType(dtype),
+                            nb::cast(std::move(owner)));
 }
 
 nb::object ArrayFromPayload(TensorPayload payload) {

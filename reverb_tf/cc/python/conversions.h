@@ -135,6 +135,9 @@ void BindConversions(nb::module_& m);
 // Zero-copy: the array views `bytes`, which it owns from now on.
 nb::object ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
                        std::string bytes);
+// The same for a batch's column (its first size() bytes).
+nb::object ArrayOwning(DType dtype, absl::Span<const int64_t> shape,
+                       BatchBytes bytes);
 
 // The payload as an array that owns its bytes (strings: an object array).
 nb::object ArrayFromPayload(TensorPayload payload);

@@ -69,6 +69,10 @@ struct SpillLocation {
 // table otherwise.
 REVERB_TF_EXPORT uint32_t Crc32c(const char* data, size_t size);
 
+// Copies `size` bytes from `data` to `out` and returns their CRC-32C, in
+// one pass where the CPU can (AVX-512 with carry-less multiplication).
+REVERB_TF_EXPORT uint32_t Crc32cCopy(char* out, const char* data, size_t size);
+
 // Reads the record at `where` (its segment ignored) from the open file `fd`
 // named `path` into `out` (where.size bytes), checking its CRC-32C:
 // DATA_LOSS naming the file and offset if it is short or does not match,

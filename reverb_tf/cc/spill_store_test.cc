@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -154,6 +155,30 @@ TEST(SpillStoreTest, ChecksumsOfEveryLengthAndAlignmentAreCrc32c) {
     for (size_t align = 0; align < 8; ++align) {
       EXPECT_EQ(Crc32c(bytes.data() + align, size),
                 BitwiseCrc32c(bytes.data() + align, size))
+          << "size " << size << " at " << align;
+    }
+  }
+}
+
+TEST(SpillStoreTest, CopiesWithTheirChecksumAreExactAndCrc32c) {
+  // Around the folding path's 256-byte rounds and 64-byte tails (and below
+  // its 256-byte minimum), at every alignment of source and copy.
+  std::string bytes(28224 + 64, '\0');
+  uint32_t state = 777;
+  for (char& c : bytes) {
+    state = state * 1103515245u + 12345u;
+    c = static_cast<char>(state >> 24);
+  }
+  std::string out(bytes.size(), '\0');
+  for (size_t size :
+       {0, 5, 255, 256, 257, 319, 320, 511, 512, 513, 767, 1000, 4096, 28224}) {
+    for (size_t align = 0; align < 8; ++align) {
+      std::fill(out.begin(), out.end(), '\0');
+      const char* from = bytes.data() + align;
+      EXPECT_EQ(Crc32cCopy(out.data() + 7 - align, from, size),
+                BitwiseCrc32c(from, size))
+          << "size " << size << " at " << align;
+      EXPECT_EQ(out.substr(7 - align, size), std::string(from, size))
           << "size " << size << " at " << align;
     }
   }

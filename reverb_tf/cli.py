@@ -141,6 +141,8 @@ def _spill_line(address: str, spill: Dict[str, Any]) -> str:
         else ""
     )
     failing = f"; FAILING: {spill['last_error']}" if spill["last_error"] else ""
+    if spill["compaction_error"]:
+        failing += f"; compaction FAILING: {spill['compaction_error']}"
     return (
         f"spill {address}: {spill['dir']}: {spill['disk_bytes'] / 2**20:,.1f} MiB on disk "
         f"({spill['disk_file_bytes'] / 2**20:,.1f} MiB of files), "

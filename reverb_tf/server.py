@@ -571,7 +571,8 @@ class Server:
           `compactions` and `compacted_bytes` (spill segments emptied by
           compaction and the bytes of live records it moved, counted in none
           of the figures above), `last_error` ("" unless writing to the
-          directory fails now).
+          directory fails now), `compaction_error` ("" unless the last
+          compaction pass failed; writers do not wait for compaction).
         """
         return dict(self._server.spill_stats())
 

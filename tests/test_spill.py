@@ -324,6 +324,65 @@ def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
         server.stop()
 
 
+def test_compaction_on_a_full_disk_is_reported_apart_and_writers_go_on(small_disk):
+    """A compaction that cannot write is not a spill that cannot: writers are not refused.
+
+    Random deletes leave the spill segments mostly dead, so compaction tries
+    to move their live records while another file has taken the disk's last
+    byte. Its failure must show in `compaction_error` (naming the directory)
+    and the metric, not in `last_error`, which makes writers wait; once
+    there is room again, a pass succeeds and clears it.
+    """
+    spill_dir = small_disk / "spill"
+    server = reverb.Server(
+        [_fifo_table(max_times_sampled=1)],
+        memory_limit=_BUDGET,
+        spill_dir=str(spill_dir),
+        metrics_port=0,
+    )
+    filler = small_disk / "filler"
+    try:
+        client = reverb.Client(f"localhost:{server.port}")
+        assert _write(client, 0, 330, length=1) == 330  # 9.3 MB, 6 MB of it on disk
+        # The spill thread is done (a spill failing on the full disk would
+        # be a writer's concern, not this test's).
+        spilled, quiet_since = -1, time.monotonic()
+        while time.monotonic() - quiet_since < 0.3:
+            if server.spill_stats()["spilled_bytes"] != spilled:
+                spilled, quiet_since = server.spill_stats()["spilled_bytes"], time.monotonic()
+            time.sleep(0.02)
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+            except OSError:
+                pass  # the disk is full
+        for _ in client.sample("t", num_samples=250, emit_timesteps=False):
+            pass
+        deadline = time.monotonic() + 20
+        while not server.spill_stats()["compaction_error"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = server.spill_stats()
+        assert "No space left" in stats["compaction_error"], stats
+        assert str(spill_dir) in stats["compaction_error"], stats
+        assert stats["last_error"] == "", stats
+        samples, _ = scrape_metrics(server.metrics_port)
+        assert samples[("reverb_tf_spill_compaction_failing", ())] == 1
+        assert samples[("reverb_tf_spill_failing", ())] == 0
+        # What is left samples exactly.
+        left = client.server_info()["t"].current_size
+        assert left == 80, left
+        filler.unlink()
+        deadline = time.monotonic() + 20
+        while server.spill_stats()["compaction_error"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = server.spill_stats()
+        assert stats["compaction_error"] == "" and stats["compactions"] >= 1, stats
+        assert _check_samples(client, left) == left
+    finally:
+        server.stop()
+
+
 def test_a_checkpoint_links_the_spill_files_and_a_restart_reads_none(tmp_path):
     server = _spilling_server(tmp_path / "spill", checkpoints=tmp_path / "checkpoints")
     try:

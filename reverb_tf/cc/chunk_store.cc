@@ -254,6 +254,9 @@ class SpillTier {
     stats->compacted_bytes = disk_->moved_bytes();
     absl::MutexLock lock(&mu_);
     if (!error_.ok()) stats->last_error = std::string(error_.message());
+    if (!compaction_error_.ok()) {
+      stats->compaction_error = std::string(compaction_error_.message());
+    }
   }
 
   // RAM bytes of spillable chunks: `delta` more (or fewer) in RAM.
@@ -352,10 +355,12 @@ class SpillTier {
     disk_->DropIfUnused(sparse->segment);
     mu_.Lock();
     if (!moved.ok()) {
-      error_ = moved;
+      // Not the spill's error_: writers wait only for spills that fail.
+      compaction_error_ = moved;
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRetry);
       return true;
     }
+    compaction_error_ = absl::OkStatus();
     compactions_.fetch_add(1, std::memory_order_relaxed);
     if (disk_->SegmentLive(sparse->segment)) {
       // A damaged record stays where it is (sampling it says so): the
@@ -454,7 +459,11 @@ class SpillTier {
   // Segments compaction could not empty (a damaged record).
   absl::flat_hash_set<uint32_t> unmovable_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the last spill failed (OK once one succeeds): what a full disk
+  // refuses writers with.
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  // Why the last compaction pass failed (OK once one succeeds).
+  absl::Status compaction_error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

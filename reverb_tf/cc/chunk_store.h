@@ -353,6 +353,9 @@ class REVERB_TF_EXPORT ChunkStore {
     int64_t compactions = 0;
     int64_t compacted_bytes = 0;
     std::string last_error;  // of the last failed spill, if any
+    // Of the last compaction pass, if it failed (a full disk): compaction
+    // retries while it fails, and spilling and writers go on without it.
+    std::string compaction_error;
   };
   // Empty `dir` unless EnableSpill() was called.
   SpillStats spill_stats() const;

@@ -615,6 +615,7 @@ nb::dict SpillDict(const ChunkStore::SpillStats& stats) {
   out["compactions"] = stats.compactions;
   out["compacted_bytes"] = stats.compacted_bytes;
   out["last_error"] = stats.last_error;
+  out["compaction_error"] = stats.compaction_error;
   return out;
 }
 

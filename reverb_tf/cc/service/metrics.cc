@@ -354,6 +354,10 @@ void RenderSpill(const ChunkStore::SpillStats& spill, PrometheusText& page) {
               "1 while chunks cannot be written to the spill directory (a "
               "full or failing disk), else 0.",
               spill.last_error.empty() ? 0.0 : 1.0);
+  page.Scalar("reverb_tf_spill_compaction_failing", "gauge",
+              "1 while compaction cannot move records (a full or failing "
+              "disk; spills and writers go on), else 0.",
+              spill.compaction_error.empty() ? 0.0 : 1.0);
 }
 
 // The chunks held, and the buffers of dead ones kept for new ones.

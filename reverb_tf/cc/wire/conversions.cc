@@ -297,6 +297,7 @@ void SpillStatsToProto(const ChunkStore::SpillStats& stats,
   out->set_compactions(stats.compactions);
   out->set_compacted_bytes(stats.compacted_bytes);
   out->set_last_error(stats.last_error);
+  out->set_compaction_error(stats.compaction_error);
 }
 
 ChunkStore::SpillStats SpillStatsFromProto(const proto::SpillInfo& info) {
@@ -314,6 +315,7 @@ ChunkStore::SpillStats SpillStatsFromProto(const proto::SpillInfo& info) {
   stats.compactions = info.compactions();
   stats.compacted_bytes = info.compacted_bytes();
   stats.last_error = info.last_error();
+  stats.compaction_error = info.compaction_error();
   return stats;
 }
 

@@ -194,7 +194,8 @@ class REVERB_TF_EXPORT SpillStore {
   // moved by compaction), whose bytes never change.
   //
   // Records are read through a shared read-only mapping of the file's first
-  // `map_bytes` (what a segment can hold), where the mapping was possible:
+  // `map_bytes` (what a segment can hold), unless the process's address
+  // space is capped (RLIMIT_AS) or the mapping fails (then pread):
   // a copy from the mapping costs 4.7-5.2 us per 28 KB frame (checksum
   // included) where pread costs 7.6, whose kernel copy was 37% of a process
   // sampling spilled frames (bench/native_bench.cc --spill_reads).

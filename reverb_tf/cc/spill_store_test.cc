@@ -2,6 +2,8 @@
 #include "reverb_tf/cc/spill_store.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reverb_tf/cc/chunk_store.h"
+#include "reverb_tf/cc/platform/process_memory.h"
 #include "reverb_tf/cc/testing/status_matchers.h"
 
 namespace reverb_tf {
@@ -121,6 +124,55 @@ TEST(SpillStoreTest, DamagedRecordIsDataLossNamingTheFile) {
   ASSERT_EQ(truncate(store->SegmentPath(0).c_str(), 10), 0);
   EXPECT_THAT(store->Read(w, out.data()),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("ends at")));
+}
+
+// Whether this process maps `path` (a line of /proc/self/maps names it).
+bool Mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find(path) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A store's records are read through a mapping of their segment, except in
+// a process whose address space is capped, which reads them with pread; the
+// bytes are the same either way.
+TEST(SpillStoreTest, SegmentsAreMappedUnlessTheAddressSpaceIsCapped) {
+  const std::string record = Bytes(30000, 5);
+  {
+    const std::string dir = TempDir();
+    ASSERT_OK_AND_ASSIGN(auto store, SpillStore::Open(dir));
+    ASSERT_OK_AND_ASSIGN(SpillLocation w, store->Append(record));
+    std::string out(w.size, '\0');
+    ASSERT_OK(store->Read(w, out.data()));
+    EXPECT_EQ(out, record);
+    EXPECT_TRUE(Mapped(store->SegmentPath(0)));
+  }
+  const std::string dir = TempDir();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes say what went wrong; gtest's output is the parent's. The
+    // cap is 1 GiB above what the process maps (a sanitizer's shadow too).
+    const std::optional<ProcessMemory> memory = ReadProcessMemory();
+    if (!memory.has_value()) _exit(10);
+    const rlim_t cap = static_cast<rlim_t>(memory->mapped_bytes) + (1 << 30);
+    const rlimit limit{cap, cap};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(11);
+    auto store = SpillStore::Open(dir);
+    if (!store.ok()) _exit(12);
+    auto w = (*store)->Append(record);
+    if (!w.ok()) _exit(13);
+    std::string out(w->size, '\0');
+    if (!(*store)->Read(*w, out.data()).ok() || out != record) _exit(14);
+    _exit(Mapped((*store)->SegmentPath(0)) ? 15 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(SpillStoreTest, ChecksumsAreCrc32c) {

@@ -676,6 +676,12 @@ void Chunk::Unref() const {
 
 ChunkStore::ChunkStore() : accounting_(new Chunk::Accounting) {}
 
+void ChunkStore::ReleaseSpill() {
+  if (accounting_->spill == nullptr) return;
+  accounting_->spill->Stop();
+  accounting_->spill->disk().Release();
+}
+
 ChunkStore::~ChunkStore() {
   // Chunks may outlive the store (and keep the spill files until the last
   // goes), but nothing moves them any more.

@@ -357,6 +357,12 @@ class REVERB_TF_EXPORT ChunkStore {
     // retries while it fails, and spilling and writers go on without it.
     std::string compaction_error;
   };
+  // Stops moving chunks to and within the spill directory and gives it up
+  // for another store (SpillStore::Release): chunks on disk stay readable,
+  // chunks in RAM stay there. For a stopping server, whose tables (and
+  // their chunks) may outlive it. No-op without a spill tier.
+  void ReleaseSpill();
+
   // Empty `dir` unless EnableSpill() was called.
   SpillStats spill_stats() const;
   // Why spilling fails now (a full disk, say); OK when it does not.

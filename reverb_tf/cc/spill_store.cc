@@ -420,12 +420,30 @@ absl::Status SpillStore::File::Read(const SpillLocation& where,
 
 SpillStore::~SpillStore() {
   absl::MutexLock lock(&mu_);
+  if (released_) return;  // the names may be another store's now
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     if (segments_[i].file == nullptr) continue;
     segments_[i].file.reset();
     unlink(SegmentPath(i).c_str());
   }
   close(lock_fd_);  // releases the flock
+}
+
+void SpillStore::Release() {
+  absl::MutexLock append(&append_mu_);
+  absl::MutexLock lock(&mu_);
+  if (released_) return;
+  released_ = true;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    if (segments_[i].file != nullptr) unlink(SegmentPath(i).c_str());
+  }
+  close(lock_fd_);  // releases the flock
+}
+
+absl::Status SpillStore::ReleasedError() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("the spill directory ", dir_,
+                   " was given up: its server stopped"));
 }
 
 std::string SpillStore::SegmentPath(uint32_t segment) const {
@@ -442,6 +460,7 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes,
   int64_t offset;
   {
     absl::MutexLock lock(&mu_);
+    if (released_) return ReleasedError();
     if (segments_.empty() || sealed_ || segments_.back().file == nullptr ||
         (segments_.back().size + static_cast<int64_t>(bytes.size()) >
              segment_bytes_ &&
@@ -557,6 +576,7 @@ uint32_t SpillStore::Seal() {
 absl::Status SpillStore::LinkSegment(uint32_t segment,
                                      const std::string& path) const {
   absl::ReaderMutexLock lock(&mu_);
+  if (released_) return ReleasedError();
   if (segment >= segments_.size() || segments_[segment].file == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "spill segment ", segment, " of ", dir_, " holds no live record"));
@@ -571,6 +591,7 @@ absl::Status SpillStore::LinkSegment(uint32_t segment,
 absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
   absl::MutexLock append(&append_mu_);
   absl::MutexLock lock(&mu_);
+  if (released_) return ReleasedError();
   const uint32_t segment = static_cast<uint32_t>(segments_.size());
   const std::string to = SegmentPath(segment);
   if (link(path.c_str(), to.c_str()) != 0) {
@@ -623,7 +644,7 @@ void SpillStore::DropIfUnused(uint32_t segment) {
 void SpillStore::DropLocked(uint32_t segment) {
   Segment& s = segments_[segment];
   if (s.file == nullptr) return;
-  unlink(SegmentPath(segment).c_str());
+  if (!released_) unlink(SegmentPath(segment).c_str());
   s.file.reset();  // closed once no reader holds it
   file_bytes_ -= s.size;
   --open_segments_;

@@ -92,9 +92,18 @@ class REVERB_TF_EXPORT SpillStore {
   static absl::StatusOr<std::unique_ptr<SpillStore>> Open(
       const std::string& dir, int64_t segment_bytes = kSegmentBytes);
 
-  // Deletes the store's segment files and gives the directory up. Records
-  // must not be read any more.
+  // Deletes the store's segment files and gives the directory up (unless
+  // Release() did). Records must not be read any more.
   ~SpillStore();
+
+  // Gives the directory up for another store while this one's live records
+  // stay readable: their files lose their names (their descriptors and
+  // mappings keep them) and the lock goes. From then on this store writes,
+  // names and links nothing in the directory: Append(), Adopt() and
+  // LinkSegment() fail with FAILED_PRECONDITION, and Free() only forgets.
+  // A stopping server calls it, since the chunks of its tables may outlive
+  // it (in-process, the tables can be hosted again).
+  void Release() ABSL_LOCKS_EXCLUDED(append_mu_, mu_);
 
   SpillStore(const SpillStore&) = delete;
   SpillStore& operator=(const SpillStore&) = delete;
@@ -225,6 +234,8 @@ class REVERB_TF_EXPORT SpillStore {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Closes and deletes a sealed segment without live records.
   void DropLocked(uint32_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION: what this store may no longer do after Release().
+  absl::Status ReleasedError() const;
 
   const std::string dir_;
   const int lock_fd_;
@@ -242,6 +253,8 @@ class REVERB_TF_EXPORT SpillStore {
   // An Append() is writing to the newest segment (which Free() then must
   // not truncate).
   bool appending_ ABSL_GUARDED_BY(mu_) = false;
+  // Release() gave the directory up.
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<int64_t> reads_{0};
   mutable std::atomic<int64_t> read_bytes_{0};
   mutable std::atomic<int64_t> read_nanos_{0};

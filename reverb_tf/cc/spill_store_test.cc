@@ -236,6 +236,43 @@ TEST(SpillStoreTest, CopiesWithTheirChecksumAreExactAndCrc32c) {
   }
 }
 
+// A stopping server gives its directory up while its tables' chunks (and
+// so its records) may live on: the next store opens the directory at once,
+// the old records stay readable, and nothing the old store does afterwards
+// touches the new one's files of the same names.
+TEST(SpillStoreTest, AReleasedDirectoryServesTheNextStoreAndOldRecordsStay) {
+  const std::string dir = TempDir();
+  ASSERT_OK_AND_ASSIGN(auto old_store, SpillStore::Open(dir, 4096));
+  ASSERT_OK_AND_ASSIGN(SpillLocation a, old_store->Append(Bytes(3000, 1)));
+  ASSERT_OK_AND_ASSIGN(SpillLocation b, old_store->Append(Bytes(3000, 2)));
+  EXPECT_EQ(b.segment, 1u);
+  EXPECT_THAT(SpillStore::Open(dir).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  old_store->Release();
+  ASSERT_OK_AND_ASSIGN(auto new_store, SpillStore::Open(dir, 4096));
+  ASSERT_OK_AND_ASSIGN(SpillLocation c, new_store->Append(Bytes(3000, 3)));
+  ASSERT_OK_AND_ASSIGN(SpillLocation d, new_store->Append(Bytes(3000, 4)));
+  std::string out(3000, '\0');
+  ASSERT_OK(old_store->Read(a, out.data()));
+  EXPECT_EQ(out, Bytes(3000, 1));
+  ASSERT_OK(old_store->Read(b, out.data()));
+  EXPECT_EQ(out, Bytes(3000, 2));
+  EXPECT_THAT(old_store->Append(Bytes(10, 5)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("given up")));
+  EXPECT_THAT(old_store->LinkSegment(0, TempDir() + "/linked.spill"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  old_store->Free(a);
+  old_store->Free(b);
+  old_store.reset();
+  EXPECT_TRUE(fs::exists(new_store->SegmentPath(0)));
+  EXPECT_TRUE(fs::exists(new_store->SegmentPath(1)));
+  ASSERT_OK(new_store->Read(c, out.data()));
+  EXPECT_EQ(out, Bytes(3000, 3));
+  ASSERT_OK(new_store->Read(d, out.data()));
+  EXPECT_EQ(out, Bytes(3000, 4));
+}
+
 std::string ReadFile(const std::string& path, const SpillLocation& where) {
   const int fd = open(path.c_str(), O_RDONLY);
   std::string out(where.size, '\0');

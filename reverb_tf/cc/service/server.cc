@@ -443,6 +443,10 @@ void ReplayServer::Stop() {
     table->SetMemoryBudget(nullptr);
     table->Unhost(this);
   }
+  // The spill directory is free for the next server at once, though the
+  // tables' chunks (in this process, the tables themselves) may live on:
+  // their files stay open, without names.
+  if (service_ != nullptr) service_->mutable_chunk_store()->ReleaseSpill();
   // Scrapes are answered until the service has stopped.
   metrics_http_.reset();
   heap_releaser_.reset();

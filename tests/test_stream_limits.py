@@ -11,6 +11,7 @@ import os
 import queue
 import threading
 import time
+from typing import List
 
 import grpc
 import numpy as np
@@ -690,5 +691,72 @@ def test_a_quiet_server_reads_each_message_on_the_thread_that_stores_it(
         assert client.server_info()["t"].current_size == writers * items
         assert per_message < 3.5, per_message
     finally:
+        process.kill()
+        process.wait()
+
+
+def _switches_of_threads_named(pid: int, name: str) -> List[int]:
+    """Context switches of each of a process's threads named `name`."""
+    switches = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")):
+        try:
+            with open(f"/proc/{pid}/task/{task}/comm") as comm:
+                if comm.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                switches.append(
+                    sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
+                )
+        except OSError:
+            pass  # the thread ended
+    return switches
+
+
+def test_stream_threads_beyond_the_first_park_once_a_burst_is_over(server_binary, start_server):
+    # Writers flat out make the load high, and every stream thread polls.
+    # Once they pause, their streams still open, the threads beyond the
+    # first must park, not wake each 100 ms window until the next message:
+    # the first judges the load only when it has an event, and the tail of
+    # the burst must leave it judged low.
+    process, port = start_server(
+        server_binary, "--config=" + uniform_table_config(max_size=10_000), "--stream_threads=3"
+    )
+    try:
+        client = reverb.Client(f"localhost:{port}")
+        client.server_info(timeout=10)
+        before = _switches_of_threads_named(process.pid, "reverb_streams")
+
+        paused = threading.Barrier(5)
+        resume = threading.Event()
+
+        def write() -> None:
+            with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+                deadline = time.monotonic() + 1.5
+                while time.monotonic() < deadline:
+                    writer.append({"x": np.zeros(2, np.float32)})
+                    writer.create_item("t", 1.0, {"x": writer.history["x"][-1]})
+                    writer.flush()
+                paused.wait()
+                resume.wait()
+
+        threads = [threading.Thread(target=write) for _ in range(4)]
+        for t in threads:
+            t.start()
+        paused.wait()
+        during = _switches_of_threads_named(process.pid, "reverb_streams")
+        # All three threads took events: the load was judged high.
+        assert len(during) == 3 and all(d > b for b, d in zip(before, during)), (before, during)
+        time.sleep(0.5)  # a window for the secondaries to time out in
+        idle_from = _switches_of_threads_named(process.pid, "reverb_streams")
+        time.sleep(1.0)
+        idle = sum(_switches_of_threads_named(process.pid, "reverb_streams")) - sum(idle_from)
+        resume.set()
+        for t in threads:
+            t.join()
+        # Two threads waking every 100 ms took 31 switches here; parked,
+        # the threads take 2 to 4 (gRPC's own wakeups).
+        assert idle <= 10, idle
+    finally:
+        resume.set()
         process.kill()
         process.wait()

@@ -441,9 +441,8 @@ void SpillStore::Release() {
 }
 
 absl::Status SpillStore::ReleasedError() const {
-  return absl::FailedPreconditionError(
-      absl::StrCat("the spill directory ", dir_,
-                   " was given up: its server stopped"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the spill directory ", dir_, " was given up: its server stopped"));
 }
 
 std::string SpillStore::SegmentPath(uint32_t segment) const {

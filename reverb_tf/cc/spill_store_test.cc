@@ -257,9 +257,9 @@ TEST(SpillStoreTest, AReleasedDirectoryServesTheNextStoreAndOldRecordsStay) {
   EXPECT_EQ(out, Bytes(3000, 1));
   ASSERT_OK(old_store->Read(b, out.data()));
   EXPECT_EQ(out, Bytes(3000, 2));
-  EXPECT_THAT(old_store->Append(Bytes(10, 5)).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("given up")));
+  EXPECT_THAT(
+      old_store->Append(Bytes(10, 5)).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("given up")));
   EXPECT_THAT(old_store->LinkSegment(0, TempDir() + "/linked.spill"),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   old_store->Free(a);

@@ -232,8 +232,15 @@ void ReplayService::ServeAsyncStreams(bool first) {
         &tag, &ok, absl::ToChronoTime(absl::Now() + kLoadWindow))) {
       case grpc::CompletionQueue::SHUTDOWN:
         return;
-      case grpc::CompletionQueue::TIMEOUT:
+      case grpc::CompletionQueue::TIMEOUT: {
+        // A whole window without an event for this thread: the load is low,
+        // whatever the first thread (which judges only when it has an
+        // event, so not at all once traffic stops) saw last. Parked until
+        // it judges the load high again, instead of waking every window.
+        absl::MutexLock lock(&stream_load_mu_);
+        stream_load_high_ = false;
         break;
+      }
       case grpc::CompletionQueue::GOT_EVENT:
         fire();
         break;

@@ -21,6 +21,7 @@ RAM (the comparison: pick a size that fits). Prints one JSON line:
 
     python bench/spill_bench.py --gb 20 --budget_mb 2048 --spill_dir /var/tmp/spill
     python bench/spill_bench.py --gb 6 --budget_mb 0          # the same, in RAM
+    python bench/spill_bench.py --gb 6 --budget_mb 600 --pread  # spill_mmap=False
 """
 
 import argparse
@@ -101,6 +102,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cold", action="store_true", help="also after dropping the page cache")
     parser.add_argument("--no_tf", action="store_true")
+    parser.add_argument(
+        "--pread", action="store_true", help="read spilled chunks with pread (spill_mmap=False)"
+    )
     parser.add_argument("--checkpoint", action="store_true", help="also time Client.checkpoint()")
     parser.add_argument(
         "--checkpoint_dir",
@@ -128,6 +132,7 @@ def main() -> None:
             [table],
             memory_limit=args.budget_mb << 20 if args.budget_mb else None,
             spill_dir=spill_dir or None,
+            spill_mmap=not args.pread,
             checkpointer=reverb.checkpointers.DefaultCheckpointer(checkpoints),
         )
 

@@ -324,6 +324,30 @@ def test_random_deletes_are_compacted_and_the_disk_stays_bounded(tmp_path):
         server.stop()
 
 
+def _mapped_spill_files(spill_dir: pathlib.Path) -> int:
+    """How many of this process's mappings are of files in `spill_dir`."""
+    with open("/proc/self/maps") as maps:
+        return sum(str(spill_dir) in line for line in maps)
+
+
+@pytest.mark.parametrize("spill_mmap", [True, False])
+def test_spilled_chunks_are_read_through_mappings_unless_told_not_to(tmp_path, spill_mmap):
+    """`spill_mmap=False` reads with pread: no spill file is mapped, and the frames are the same."""
+    spill_dir = tmp_path / "spill"
+    server = reverb.Server(
+        [_fifo_table()], memory_limit=_BUDGET, spill_dir=str(spill_dir), spill_mmap=spill_mmap
+    )
+    try:
+        address = f"localhost:{server.port}"
+        _write(reverb.Client(address), 0, 600)
+        iterator = iter(reverb.NumpyDataset(address, "t", 64, prefetch=0))
+        assert sum(_check_batch(next(iterator)) for _ in range(3)) == 192
+        assert server.spill_stats()["disk_reads"] > 0
+        assert (_mapped_spill_files(spill_dir) > 0) == spill_mmap
+    finally:
+        server.stop()
+
+
 def test_compaction_on_a_full_disk_is_reported_apart_and_writers_go_on(small_disk):
     """A compaction that cannot write is not a spill that cannot: writers are not refused.
 

@@ -341,7 +341,7 @@ absl::Status ReadSpillRecord(int fd, const std::string& path,
 }
 
 absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
-    const std::string& dir, int64_t segment_bytes) {
+    const std::string& dir, int64_t segment_bytes, bool map_files) {
   if (dir.empty()) {
     return absl::InvalidArgumentError("the spill directory must be named");
   }
@@ -372,12 +372,16 @@ absl::StatusOr<std::unique_ptr<SpillStore>> SpillStore::Open(
     closedir(listing);
     for (const std::string& path : stale) unlink(path.c_str());
   }
-  return std::unique_ptr<SpillStore>(
-      new SpillStore(dir, lock_fd, std::max<int64_t>(segment_bytes, 1)));
+  return std::unique_ptr<SpillStore>(new SpillStore(
+      dir, lock_fd, std::max<int64_t>(segment_bytes, 1), map_files));
 }
 
-SpillStore::SpillStore(std::string dir, int lock_fd, int64_t segment_bytes)
-    : dir_(std::move(dir)), lock_fd_(lock_fd), segment_bytes_(segment_bytes) {}
+SpillStore::SpillStore(std::string dir, int lock_fd, int64_t segment_bytes,
+                       bool map_files)
+    : dir_(std::move(dir)),
+      lock_fd_(lock_fd),
+      segment_bytes_(segment_bytes),
+      map_files_(map_files) {}
 
 SpillStore::File::File(int fd, std::string path, int64_t map_bytes)
     : fd(fd), path(std::move(path)) {
@@ -469,12 +473,13 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes,
       const int new_fd =
           open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (new_fd < 0) return OsError("cannot create", path, errno);
-      segments_.push_back(
-          Segment{std::make_shared<File>(
-                      new_fd, path,
-                      std::max<int64_t>(segment_bytes_,
-                                        static_cast<int64_t>(bytes.size()))),
-                  0, 0});
+      segments_.push_back(Segment{
+          std::make_shared<File>(
+              new_fd, path,
+              map_files_ ? std::max<int64_t>(segment_bytes_,
+                                             static_cast<int64_t>(bytes.size()))
+                         : 0),
+          0, 0});
       // The one it seals goes once nothing in it is live.
       if (next > 0 && segments_[next - 1].live == 0) DropLocked(next - 1);
       ++open_segments_;
@@ -609,9 +614,10 @@ absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
     unlink(to.c_str());
     return OsError("cannot open", to, error);
   }
-  segments_.push_back(Segment{
-      std::make_shared<File>(fd, to, static_cast<int64_t>(info.st_size)),
-      static_cast<int64_t>(info.st_size), 0});
+  segments_.push_back(
+      Segment{std::make_shared<File>(
+                  fd, to, map_files_ ? static_cast<int64_t>(info.st_size) : 0),
+              static_cast<int64_t>(info.st_size), 0});
   ++open_segments_;
   file_bytes_ += info.st_size;
   sealed_ = true;

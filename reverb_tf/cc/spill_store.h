@@ -88,9 +88,11 @@ class REVERB_TF_EXPORT SpillStore {
   // Takes `dir` (made if missing) for this store: FAILED_PRECONDITION if
   // another store (of this process or another) has it, the OS error if it
   // cannot be made or written. Segments of about `segment_bytes` (a record
-  // larger than that has one of its own).
+  // larger than that has one of its own), read through mappings unless
+  // `map_files` is false (File says why; pread then).
   static absl::StatusOr<std::unique_ptr<SpillStore>> Open(
-      const std::string& dir, int64_t segment_bytes = kSegmentBytes);
+      const std::string& dir, int64_t segment_bytes = kSegmentBytes,
+      bool map_files = true);
 
   // Deletes the store's segment files and gives the directory up (unless
   // Release() did). Records must not be read any more.
@@ -228,7 +230,8 @@ class REVERB_TF_EXPORT SpillStore {
     int64_t live = 0;                  // bytes of live records
   };
 
-  SpillStore(std::string dir, int lock_fd, int64_t segment_bytes);
+  SpillStore(std::string dir, int lock_fd, int64_t segment_bytes,
+             bool map_files);
   // The file of `segment`; null if it was dropped.
   std::shared_ptr<const File> FileOf(uint32_t segment) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -240,6 +243,7 @@ class REVERB_TF_EXPORT SpillStore {
   const std::string dir_;
   const int lock_fd_;
   const int64_t segment_bytes_;
+  const bool map_files_;
   // Held through a whole Append(), before mu_.
   absl::Mutex append_mu_;
   mutable absl::Mutex mu_;

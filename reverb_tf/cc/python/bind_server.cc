@@ -50,7 +50,7 @@ void BindServer(nb::module_& m) {
                        const std::string& wal_dir, const std::string& wal_sync,
                        double wal_sync_interval_s, double wal_retry_interval_s,
                        int64_t memory_limit, const std::string& spill_dir,
-                       int stream_threads) {
+                       int stream_threads, bool spill_mmap) {
              ServerOptions options;
              if (!wal_dir.empty()) {
                WalOptions wal;
@@ -70,6 +70,7 @@ void BindServer(nb::module_& m) {
              options.metrics_port = metrics_port;
              options.memory_limit = memory_limit;
              options.spill_dir = spill_dir;
+             options.spill_mmap = spill_mmap;
              options.port = port;
              options.host = host;
              options.max_message_bytes = max_message_bytes;
@@ -128,7 +129,8 @@ void BindServer(nb::module_& m) {
                absl::ToDoubleSeconds(WalOptions().retry_interval),
            nb::arg("memory_limit") = ServerOptions().memory_limit,
            nb::arg("spill_dir") = ServerOptions().spill_dir,
-           nb::arg("stream_threads") = ServerOptions().stream_threads)
+           nb::arg("stream_threads") = ServerOptions().stream_threads,
+           nb::arg("spill_mmap") = ServerOptions().spill_mmap)
       .def("spill_stats",
            [](const ReplayServer& server) {
              return SpillDict(server.spill_stats());

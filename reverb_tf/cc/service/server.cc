@@ -142,9 +142,10 @@ absl::StatusOr<std::unique_ptr<ReplayServer>> ReplayServer::Start(
     // above what is live stays small beside what is held.
     ASSIGN_OR_RETURN(
         spill, SpillStore::Open(options.spill_dir,
-                                std::clamp<int64_t>(
-                                    options.memory_limit / 8, int64_t{1} << 20,
-                                    SpillStore::kSegmentBytes)));
+                                std::clamp<int64_t>(options.memory_limit / 8,
+                                                    int64_t{1} << 20,
+                                                    SpillStore::kSegmentBytes),
+                                options.spill_mmap));
   }
   server->BuildService(std::move(tables), std::move(spill), options);
   RETURN_IF_ERROR(server->Bind(options));

@@ -123,6 +123,11 @@ struct REVERB_TF_EXPORT ServerOptions {
   // it is deleted: checkpoints and the write-ahead log hold the data that
   // must survive a restart. Empty: no spilling.
   std::string spill_dir;
+  // Spilled chunks are read through mappings of their files (about twice
+  // as fast as pread: docs/disk_tier.md), whose pages count in the
+  // process's RSS as the page cache they are; false reads them with pread,
+  // and RSS stays near memory_limit while sampling too.
+  bool spill_mmap = true;
   // Heap memory the server's data let go of goes back to the kernel
   // (platform/heap_release.h) after a drop of the chunk bytes held; with
   // this, also whenever the allocator holds much free memory. For a process

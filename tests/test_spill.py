@@ -83,14 +83,18 @@ def _write(
     return items
 
 
+def _check_item(frames: np.ndarray, steps: np.ndarray) -> None:
+    """An item's steps are consecutive and each frame is its step's, to the byte."""
+    assert list(np.diff(steps)) == [1] * (len(steps) - 1), steps
+    for frame, step in zip(frames, steps):
+        np.testing.assert_array_equal(frame, _frame(int(step)))
+
+
 def _check_samples(client: reverb.Client, n: int) -> int:
     """Samples n items and checks every frame's bytes; returns how many were checked."""
     checked = 0
     for sample in client.sample("t", num_samples=n, emit_timesteps=False):
-        frames, steps = sample.data
-        assert list(np.diff(steps)) == [1] * (len(steps) - 1), steps
-        for frame, step in zip(frames, steps):
-            np.testing.assert_array_equal(frame, _frame(int(step)))
+        _check_item(*sample.data)
         checked += 1
     return checked
 
@@ -229,9 +233,7 @@ def _check_batch(batch: reverb.ReplaySample) -> int:
     steps = next(c for c in batch.data if c.ndim == 2)
     assert frames.shape == (len(batch.info.key), 3, *_SHAPE), frames.shape
     for item_frames, item_steps in zip(frames, steps):
-        assert list(np.diff(item_steps)) == [1, 1], item_steps
-        for frame, step in zip(item_frames, item_steps):
-            np.testing.assert_array_equal(frame, _frame(int(step)))
+        _check_item(item_frames, item_steps)
     return len(batch.info.key)
 
 

@@ -11,7 +11,7 @@ import os
 import queue
 import threading
 import time
-from typing import List
+from typing import List, Optional
 
 import grpc
 import numpy as np
@@ -592,16 +592,30 @@ def _serve_writers_and_mutators(address: str, writers: int = 8, items: int = 50)
     assert client.server_info()["t"].current_size == writers * items - 1
 
 
-def _threads_named(pid: int, name: str) -> int:
-    """How many of a process's threads carry `name` (/proc/PID/task/*/comm)."""
-    count = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
+def _thread_switches(pid: int, name: Optional[str] = None) -> List[int]:
+    """Context switches (voluntary and involuntary) of each of a process's threads.
+
+    Args:
+      pid: The process.
+      name: If given, only the threads that carry it (/proc/PID/task/*/comm).
+
+    Returns:
+      One count per thread, in the order of their task ids.
+    """
+    switches = []
+    for task in sorted(os.listdir(f"/proc/{pid}/task")):
         try:
-            with open(f"/proc/{pid}/task/{task}/comm") as comm:
-                count += comm.read().strip() == name
+            if name is not None:
+                with open(f"/proc/{pid}/task/{task}/comm") as comm:
+                    if comm.read().strip() != name:
+                        continue
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                switches.append(
+                    sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
+                )
         except OSError:
             pass  # the thread ended
-    return count
+    return switches
 
 
 def test_stream_threads_is_the_number_of_threads_serving_the_writers(server_binary, start_server):
@@ -618,7 +632,7 @@ def test_stream_threads_is_the_number_of_threads_serving_the_writers(server_bina
         )
         try:
             _serve_writers_and_mutators(f"localhost:{port}")
-            threads[stream_threads] = _threads_named(process.pid, "reverb_streams")
+            threads[stream_threads] = len(_thread_switches(process.pid, "reverb_streams"))
         finally:
             process.kill()
             process.wait()
@@ -636,20 +650,6 @@ def test_stream_threads_out_of_range_is_refused(stream_threads):
 def test_an_in_process_server_of_one_stream_thread_serves_writers_over_grpc():
     with reverb.Server([_table(max_size=1000)], stream_threads=1) as server:
         _serve_writers_and_mutators(f"localhost:{server.port}")
-
-
-def _context_switches(pid: int) -> int:
-    """Voluntary and involuntary context switches of all of a process's threads."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/status") as status:
-                for line in status:
-                    if "ctxt_switches" in line:
-                        total += int(line.split()[1])
-        except OSError:
-            pass  # the thread ended
-    return total
 
 
 def test_a_quiet_server_reads_each_message_on_the_thread_that_stores_it(
@@ -683,9 +683,9 @@ def test_a_quiet_server_reads_each_message_on_the_thread_that_stores_it(
         for t in threads:
             t.start()
         barrier.wait()
-        before = _context_switches(process.pid)
+        before = sum(_thread_switches(process.pid))
         barrier.wait()
-        per_message = (_context_switches(process.pid) - before) / (writers * items)
+        per_message = (sum(_thread_switches(process.pid)) - before) / (writers * items)
         for t in threads:
             t.join()
         assert client.server_info()["t"].current_size == writers * items
@@ -693,23 +693,6 @@ def test_a_quiet_server_reads_each_message_on_the_thread_that_stores_it(
     finally:
         process.kill()
         process.wait()
-
-
-def _switches_of_threads_named(pid: int, name: str) -> List[int]:
-    """Context switches of each of a process's threads named `name`."""
-    switches = []
-    for task in sorted(os.listdir(f"/proc/{pid}/task")):
-        try:
-            with open(f"/proc/{pid}/task/{task}/comm") as comm:
-                if comm.read().strip() != name:
-                    continue
-            with open(f"/proc/{pid}/task/{task}/status") as status:
-                switches.append(
-                    sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
-                )
-        except OSError:
-            pass  # the thread ended
-    return switches
 
 
 def test_stream_threads_beyond_the_first_park_once_a_burst_is_over(server_binary, start_server):
@@ -724,7 +707,7 @@ def test_stream_threads_beyond_the_first_park_once_a_burst_is_over(server_binary
     try:
         client = reverb.Client(f"localhost:{port}")
         client.server_info(timeout=10)
-        before = _switches_of_threads_named(process.pid, "reverb_streams")
+        before = _thread_switches(process.pid, "reverb_streams")
 
         paused = threading.Barrier(5)
         resume = threading.Event()
@@ -743,13 +726,13 @@ def test_stream_threads_beyond_the_first_park_once_a_burst_is_over(server_binary
         for t in threads:
             t.start()
         paused.wait()
-        during = _switches_of_threads_named(process.pid, "reverb_streams")
+        during = _thread_switches(process.pid, "reverb_streams")
         # All three threads took events: the load was judged high.
         assert len(during) == 3 and all(d > b for b, d in zip(before, during)), (before, during)
         time.sleep(0.5)  # a window for the secondaries to time out in
-        idle_from = _switches_of_threads_named(process.pid, "reverb_streams")
+        idle_from = _thread_switches(process.pid, "reverb_streams")
         time.sleep(1.0)
-        idle = sum(_switches_of_threads_named(process.pid, "reverb_streams")) - sum(idle_from)
+        idle = sum(_thread_switches(process.pid, "reverb_streams")) - sum(idle_from)
         resume.set()
         for t in threads:
             t.join()

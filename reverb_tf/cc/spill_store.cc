@@ -267,6 +267,22 @@ absl::Status OsError(absl::string_view what, const std::string& path,
   return absl::UnavailableError(message);
 }
 
+// DATA_LOSS for a record cut short by the end of its file at `end`.
+absl::Status RecordCutShort(const std::string& path, const SpillLocation& where,
+                            uint64_t end) {
+  return absl::DataLossError(
+      absl::StrCat("spill file ", path, " is damaged: it ends at ", end,
+                   " bytes, inside the record of ", where.size,
+                   " bytes at offset ", where.offset));
+}
+
+absl::Status ChecksumMismatch(const std::string& path,
+                              const SpillLocation& where) {
+  return absl::DataLossError(absl::StrCat(
+      "spill file ", path, " is damaged: the record of ", where.size,
+      " bytes at offset ", where.offset, " does not match its checksum"));
+}
+
 // Makes `dir` and its missing parents.
 absl::Status MakeDirs(const std::string& dir) {
   for (size_t i = 1; i <= dir.size(); ++i) {
@@ -292,26 +308,6 @@ uint32_t Crc32c(const char* data, size_t size) {
 #endif
   return Crc32cTable(data, size);
 }
-
-namespace {
-
-// DATA_LOSS for a record cut short by the end of its file at `end`.
-absl::Status RecordCutShort(const std::string& path, const SpillLocation& where,
-                            uint64_t end) {
-  return absl::DataLossError(
-      absl::StrCat("spill file ", path, " is damaged: it ends at ", end,
-                   " bytes, inside the record of ", where.size,
-                   " bytes at offset ", where.offset));
-}
-
-absl::Status ChecksumMismatch(const std::string& path,
-                              const SpillLocation& where) {
-  return absl::DataLossError(absl::StrCat(
-      "spill file ", path, " is damaged: the record of ", where.size,
-      " bytes at offset ", where.offset, " does not match its checksum"));
-}
-
-}  // namespace
 
 uint32_t Crc32cCopy(char* out, const char* data, size_t size) {
 #if defined(__x86_64__)
@@ -422,16 +418,8 @@ absl::Status SpillStore::File::Read(const SpillLocation& where,
   return absl::OkStatus();
 }
 
-SpillStore::~SpillStore() {
-  absl::MutexLock lock(&mu_);
-  if (released_) return;  // the names may be another store's now
-  for (uint32_t i = 0; i < segments_.size(); ++i) {
-    if (segments_[i].file == nullptr) continue;
-    segments_[i].file.reset();
-    unlink(SegmentPath(i).c_str());
-  }
-  close(lock_fd_);  // releases the flock
-}
+// The files themselves close as their last readers let go.
+SpillStore::~SpillStore() { Release(); }
 
 void SpillStore::Release() {
   absl::MutexLock append(&append_mu_);
@@ -442,6 +430,11 @@ void SpillStore::Release() {
     if (segments_[i].file != nullptr) unlink(SegmentPath(i).c_str());
   }
   close(lock_fd_);  // releases the flock
+}
+
+std::shared_ptr<const SpillStore::File> SpillStore::MakeFile(
+    int fd, std::string path, int64_t can_hold) const {
+  return std::make_shared<File>(fd, std::move(path), map_files_ ? can_hold : 0);
 }
 
 absl::Status SpillStore::ReleasedError() const {
@@ -474,11 +467,9 @@ absl::StatusOr<SpillLocation> SpillStore::Append(absl::string_view bytes,
           open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (new_fd < 0) return OsError("cannot create", path, errno);
       segments_.push_back(Segment{
-          std::make_shared<File>(
-              new_fd, path,
-              map_files_ ? std::max<int64_t>(segment_bytes_,
-                                             static_cast<int64_t>(bytes.size()))
-                         : 0),
+          MakeFile(new_fd, path,
+                   std::max<int64_t>(segment_bytes_,
+                                     static_cast<int64_t>(bytes.size()))),
           0, 0});
       // The one it seals goes once nothing in it is live.
       if (next > 0 && segments_[next - 1].live == 0) DropLocked(next - 1);
@@ -615,8 +606,7 @@ absl::StatusOr<uint32_t> SpillStore::Adopt(const std::string& path) {
     return OsError("cannot open", to, error);
   }
   segments_.push_back(
-      Segment{std::make_shared<File>(
-                  fd, to, map_files_ ? static_cast<int64_t>(info.st_size) : 0),
+      Segment{MakeFile(fd, to, static_cast<int64_t>(info.st_size)),
               static_cast<int64_t>(info.st_size), 0});
   ++open_segments_;
   file_bytes_ += info.st_size;

@@ -94,8 +94,9 @@ class REVERB_TF_EXPORT SpillStore {
       const std::string& dir, int64_t segment_bytes = kSegmentBytes,
       bool map_files = true);
 
-  // Deletes the store's segment files and gives the directory up (unless
-  // Release() did). Records must not be read any more.
+  // Deletes the store's segment files and gives the directory up, as
+  // Release() does (if it did not already). Records must not be read any
+  // more.
   ~SpillStore();
 
   // Gives the directory up for another store while this one's live records
@@ -235,6 +236,10 @@ class REVERB_TF_EXPORT SpillStore {
   // The file of `segment`; null if it was dropped.
   std::shared_ptr<const File> FileOf(uint32_t segment) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The File of a new segment that can hold `can_hold` bytes, mapped if
+  // this store maps its files.
+  std::shared_ptr<const File> MakeFile(int fd, std::string path,
+                                       int64_t can_hold) const;
   // Closes and deletes a sealed segment without live records.
   void DropLocked(uint32_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION: what this store may no longer do after Release().

@@ -193,15 +193,22 @@ uint32_t BitwiseCrc32c(const char* data, size_t size) {
   return ~crc;
 }
 
-TEST(SpillStoreTest, ChecksumsOfEveryLengthAndAlignmentAreCrc32c) {
-  // Lengths around the three-block rounds of the instruction's path (1536
-  // bytes), their word and byte tails, and a frame; at every alignment.
-  std::string bytes(28224 + 16, '\0');
-  uint32_t state = 12345;
+// `n` bytes from a linear congruential generator started at `seed`: no
+// period a checksum's blocks could line up with.
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::string bytes(n, '\0');
+  uint32_t state = seed;
   for (char& c : bytes) {
     state = state * 1103515245u + 12345u;
     c = static_cast<char>(state >> 24);
   }
+  return bytes;
+}
+
+TEST(SpillStoreTest, ChecksumsOfEveryLengthAndAlignmentAreCrc32c) {
+  // Lengths around the three-block rounds of the instruction's path (1536
+  // bytes), their word and byte tails, and a frame; at every alignment.
+  const std::string bytes = RandomBytes(28224 + 16, 12345);
   for (size_t size : {0, 1, 7, 8, 511, 512, 1535, 1536, 1537, 1543, 1544, 3071,
                       3072, 3079, 4608, 28224}) {
     for (size_t align = 0; align < 8; ++align) {
@@ -215,12 +222,7 @@ TEST(SpillStoreTest, ChecksumsOfEveryLengthAndAlignmentAreCrc32c) {
 TEST(SpillStoreTest, CopiesWithTheirChecksumAreExactAndCrc32c) {
   // Around the folding path's 256-byte rounds and 64-byte tails (and below
   // its 256-byte minimum), at every alignment of source and copy.
-  std::string bytes(28224 + 64, '\0');
-  uint32_t state = 777;
-  for (char& c : bytes) {
-    state = state * 1103515245u + 12345u;
-    c = static_cast<char>(state >> 24);
-  }
+  const std::string bytes = RandomBytes(28224 + 64, 777);
   std::string out(bytes.size(), '\0');
   for (size_t size :
        {0, 5, 255, 256, 257, 319, 320, 511, 512, 513, 767, 1000, 4096, 28224}) {
